@@ -1,0 +1,33 @@
+// Command launcher submits jobs to muster and runs the embedded default.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+)
+
+func main() {
+	app := &cli.App{
+		Name:  "launcher",
+		Usage: "start distributed GPU jobs",
+		Commands: []*cli.Command{
+			runCommand(),
+			benchCommand(),
+			hostlistCommand(),
+			hostfileCommand(),
+			doctorCommand(),
+		},
+	}
+	if err := app.Run(os.Args); err != nil {
+		code := 1
+		if ec, ok := err.(cli.ExitCoder); ok {
+			code = ec.ExitCode()
+		}
+		if msg := err.Error(); msg != "" {
+			fmt.Fprintln(os.Stderr, "launcher:", msg)
+		}
+		os.Exit(code)
+	}
+}
