@@ -206,8 +206,10 @@ type Node struct {
 	Addr string `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`
 	Gpus []*GPU `protobuf:"bytes,3,rep,name=gpus,proto3" json:"gpus,omitempty"`
 	// rank is an explicit node rank, or -1 to order by name.
-	Rank          int32  `protobuf:"varint,4,opt,name=rank,proto3" json:"rank,omitempty"`
-	Version       string `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
+	Rank    int32  `protobuf:"varint,4,opt,name=rank,proto3" json:"rank,omitempty"`
+	Version string `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
+	// gpu_error says why no GPUs were found, when discovery failed.
+	GpuError      string `protobuf:"bytes,6,opt,name=gpu_error,json=gpuError,proto3" json:"gpu_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -273,6 +275,13 @@ func (x *Node) GetRank() int32 {
 func (x *Node) GetVersion() string {
 	if x != nil {
 		return x.Version
+	}
+	return ""
+}
+
+func (x *Node) GetGpuError() string {
+	if x != nil {
+		return x.GpuError
 	}
 	return ""
 }
@@ -1812,8 +1821,10 @@ type CancelRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// force kills at once instead of after the job's kill timeout.
-	Force         bool   `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
-	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Force  bool   `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// exit_code is the job's exit code when no worker failed first (130 for Ctrl-C).
+	ExitCode      int32 `protobuf:"varint,4,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1867,6 +1878,13 @@ func (x *CancelRequest) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *CancelRequest) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
 }
 
 type CancelResponse struct {
@@ -2547,13 +2565,14 @@ const file_muster_v1_rendezvous_proto_rawDesc = "" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04uuid\x18\x02 \x01(\tR\x04uuid\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12!\n" +
-	"\fmemory_bytes\x18\x04 \x01(\x04R\vmemoryBytes\"\x80\x01\n" +
+	"\fmemory_bytes\x18\x04 \x01(\x04R\vmemoryBytes\"\x9d\x01\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\"\n" +
 	"\x04gpus\x18\x03 \x03(\v2\x0e.muster.v1.GPUR\x04gpus\x12\x12\n" +
 	"\x04rank\x18\x04 \x01(\x05R\x04rank\x12\x18\n" +
-	"\aversion\x18\x05 \x01(\tR\aversion\"6\n" +
+	"\aversion\x18\x05 \x01(\tR\aversion\x12\x1b\n" +
+	"\tgpu_error\x18\x06 \x01(\tR\bgpuError\"6\n" +
 	"\x0fRegisterRequest\x12#\n" +
 	"\x04node\x18\x01 \x01(\v2\x0f.muster.v1.NodeR\x04node\",\n" +
 	"\x10RegisterResponse\x12\x18\n" +
@@ -2675,11 +2694,12 @@ const file_muster_v1_rendezvous_proto_rawDesc = "" +
 	"\x0fWatchJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12!\n" +
 	"\ffrom_version\x18\x02 \x01(\x04R\vfromVersion\x12\x16\n" +
-	"\x06attach\x18\x03 \x01(\bR\x06attach\"T\n" +
+	"\x06attach\x18\x03 \x01(\bR\x06attach\"q\n" +
 	"\rCancelRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05force\x18\x02 \x01(\bR\x05force\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x10\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1b\n" +
+	"\texit_code\x18\x04 \x01(\x05R\bexitCode\"\x10\n" +
 	"\x0eCancelResponse\"\x12\n" +
 	"\x10ListNodesRequest\"b\n" +
 	"\n" +

@@ -1,0 +1,49 @@
+package rendezvous
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"google.golang.org/grpc"
+
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+)
+
+// Client is a connection to a store.
+type Client struct {
+	musterv1.RendezvousClient
+	conn *grpc.ClientConn
+}
+
+// Dial connects to the store at addr (host:port). It does not wait for the
+// store: the first call does.
+func Dial(addr string, sec Security) (*Client, error) {
+	opts, err := sec.dialOptions(addr)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes)))
+	conn, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", addr, err)
+	}
+	return &Client{RendezvousClient: musterv1.NewRendezvousClient(conn), conn: conn}, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// SecurityFromEnv is what a worker uses to reach the store of its job.
+func SecurityFromEnv() Security {
+	return Security{Token: os.Getenv("MUSTER_TOKEN"), TLS: os.Getenv("MUSTER_TLS") == "1", CAFile: os.Getenv("MUSTER_TLS_CA")}
+}
+
+// Get reads a key of the worker's job, waiting for it when wait is set.
+func (c *Client) Get(ctx context.Context, scope, key string, wait bool) ([]byte, error) {
+	resp, err := c.KVGet(ctx, &musterv1.KVGetRequest{Scope: scope, Key: key, Wait: wait})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetValue(), nil
+}

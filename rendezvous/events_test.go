@@ -1,0 +1,71 @@
+package rendezvous
+
+import (
+	"testing"
+
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+)
+
+func outputEvent(line string) *musterv1.JobEvent {
+	return &musterv1.JobEvent{Event: &musterv1.JobEvent_Output{Output: &musterv1.Output{Line: []byte(line)}}}
+}
+
+func TestEventLogVersionsAndBounds(t *testing.T) {
+	tests := []struct {
+		name      string
+		maxCount  int
+		maxBytes  int
+		appended  int
+		from      uint64
+		wantFirst uint64
+		wantLost  uint64
+		wantN     int
+	}{
+		{"all kept", 100, 1 << 20, 10, 1, 1, 0, 10},
+		{"read from middle", 100, 1 << 20, 10, 4, 4, 0, 7},
+		{"count bound drops oldest", 5, 1 << 20, 10, 1, 6, 5, 5},
+		{"byte bound drops oldest", 100, 3 * 20, 10, 1, 8, 7, 3},
+		{"from zero means one", 100, 1 << 20, 3, 0, 1, 0, 3},
+		{"past the end", 100, 1 << 20, 3, 9, 0, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newEventLog(tt.maxCount, tt.maxBytes)
+			for i := 0; i < tt.appended; i++ {
+				l.append("j", outputEvent("0123456789"))
+			}
+			evs, lost, done, _ := l.read(tt.from, 1000)
+			if done {
+				t.Error("done before close")
+			}
+			if lost != tt.wantLost || len(evs) != tt.wantN {
+				t.Fatalf("lost=%d n=%d, want lost=%d n=%d", lost, len(evs), tt.wantLost, tt.wantN)
+			}
+			for i, ev := range evs {
+				if ev.Version != tt.wantFirst+uint64(i) || ev.JobId != "j" {
+					t.Fatalf("event %d: version %d job %q", i, ev.Version, ev.JobId)
+				}
+			}
+		})
+	}
+}
+
+func TestEventLogCloseAndWake(t *testing.T) {
+	l := newEventLog(10, 1<<20)
+	_, _, _, wake := l.read(1, 10)
+	l.append("j", outputEvent("a"))
+	select {
+	case <-wake:
+	default:
+		t.Fatal("append did not wake the reader")
+	}
+	l.close()
+	l.append("j", outputEvent("after close"))
+	evs, _, done, _ := l.read(1, 10)
+	if len(evs) != 1 || !done {
+		t.Fatalf("after close: %d events, done=%v", len(evs), done)
+	}
+	if evs, _, done, _ := l.read(1, 0); len(evs) != 0 || done {
+		t.Fatal("a read of zero events claimed the log was finished")
+	}
+}

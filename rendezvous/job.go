@@ -1,0 +1,430 @@
+package rendezvous
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/musterhq/muster/engine"
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+)
+
+// job is one submitted job and the round it runs in.
+type job struct {
+	id       string
+	spec     *musterv1.JobSpec
+	state    musterv1.JobState
+	events   *eventLog
+	round    *round
+	exited   map[int32]bool
+	failure  *musterv1.WorkerExited
+	code     int32  // exit code asked for by a cancel, when no worker failed first
+	reason   string // why the job was stopped, if it was
+	timer    *time.Timer
+	attached int
+}
+
+func (j *job) finished() bool {
+	switch j.state {
+	case musterv1.JobState_JOB_STATE_SUCCEEDED, musterv1.JobState_JOB_STATE_FAILED, musterv1.JobState_JOB_STATE_CANCELLED:
+		return true
+	}
+	return false
+}
+
+// round fixes a job's nodes, node ranks, GPUs and world size.
+type round struct {
+	id        string
+	nodes     []*node   // by node rank
+	gpus      [][]int32 // by node rank
+	nproc     int32
+	worldSize int32
+}
+
+// Submit validates spec, forms the job's round and asks node rank 0 to
+// reserve the job's ports; the job starts when they arrive.
+func (s *Store) Submit(spec *musterv1.JobSpec) (string, error) {
+	if err := ValidateSpec(spec); err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return "", fmt.Errorf("store is closing")
+	}
+	j := &job{
+		id:     newID("j-"),
+		spec:   spec,
+		state:  musterv1.JobState_JOB_STATE_PENDING,
+		events: newEventLog(s.cfg.EventCount, s.cfg.EventBytes),
+		exited: map[int32]bool{},
+	}
+	r, err := s.formRoundLocked(j)
+	if err != nil {
+		return "", err
+	}
+	j.round = r
+	s.jobs[j.id] = j
+	s.order = append(s.order, j.id)
+	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_State{State: j.state}})
+	s.log.Info("job submitted", zap.String("job", j.id), zap.Strings("argv", spec.Argv),
+		zap.Int32("nnodes", spec.Nnodes), zap.Int32("gpus", spec.Gpus), zap.Int32("nproc", spec.Nproc))
+	// Two ports on node rank 0: MASTER_PORT and the NCCL bootstrap root.
+	s.sendLocked(r.nodes[0], &musterv1.AgentCommand{Command: &musterv1.AgentCommand_ReservePorts{
+		ReservePorts: &musterv1.ReservePorts{RoundId: r.id, Count: 2}}})
+	return j.id, nil
+}
+
+// formRoundLocked picks the job's nodes in stable order (explicit node rank,
+// then name) among those with enough free GPUs, and takes their GPUs.
+func (s *Store) formRoundLocked(j *job) (*round, error) {
+	spec := j.spec
+	nodes := sortedNodes(s.nodes)
+	if len(nodes) == 0 {
+		return nil, fmt.Errorf("no agent is registered with the store")
+	}
+	var picked []*node
+	var short []string
+	for _, n := range nodes {
+		free := freeGPUs(n)
+		if int32(len(free)) >= spec.Gpus {
+			picked = append(picked, n)
+		} else {
+			short = append(short, describeGPUs(n, free))
+		}
+		if int32(len(picked)) == spec.Nnodes {
+			break
+		}
+	}
+	if int32(len(picked)) < spec.Nnodes {
+		if spec.Gpus > 0 && len(short) > 0 {
+			return nil, fmt.Errorf("--gpus %d: %s", spec.Gpus, strings.Join(short, "; "))
+		}
+		return nil, fmt.Errorf("--nnodes %d: only %d node(s) registered with enough free GPUs", spec.Nnodes, len(picked))
+	}
+	r := &round{id: j.id + "-r0", nodes: picked, nproc: spec.Nproc, worldSize: spec.Nnodes * spec.Nproc}
+	for _, n := range picked {
+		g := freeGPUs(n)[:spec.Gpus]
+		for _, idx := range g {
+			n.busy[idx] = j.id
+		}
+		n.jobs[j.id] = true
+		r.gpus = append(r.gpus, g)
+	}
+	return r, nil
+}
+
+func describeGPUs(n *node, free []int32) string {
+	all := n.info.GetGpus()
+	if len(all) == 0 {
+		why := ""
+		if e := n.info.GetGpuError(); e != "" {
+			why = " (" + e + ")"
+		}
+		return fmt.Sprintf("node %s has no GPUs%s; use --nproc N to run workers without GPUs", n.info.GetName(), why)
+	}
+	var names []string
+	for _, g := range all {
+		names = append(names, fmt.Sprintf("%d: %s", g.GetIndex(), g.GetName()))
+	}
+	return fmt.Sprintf("node %s has %d GPUs (%s), %d free", n.info.GetName(), len(all), strings.Join(names, ", "), len(free))
+}
+
+func freeGPUs(n *node) []int32 {
+	var free []int32
+	for _, g := range n.info.GetGpus() {
+		if _, busy := n.busy[g.GetIndex()]; !busy {
+			free = append(free, g.GetIndex())
+		}
+	}
+	return free
+}
+
+// PortsReserved completes a round with the ports node rank 0 reserved: it
+// mints the NCCL unique ID and sends every node its assignment.
+func (s *Store) PortsReserved(session, roundID string, ports []int32, errText string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.jobByRoundLocked(roundID)
+	if j == nil || j.state != musterv1.JobState_JOB_STATE_PENDING {
+		return fmt.Errorf("round %q: %w or not waiting for ports", roundID, ErrNotFound)
+	}
+	r := j.round
+	if r.nodes[0].session != session {
+		return fmt.Errorf("round %q: ports must come from node rank 0", roundID)
+	}
+	if errText == "" && (len(ports) != 2 || !validPort(ports[0]) || !validPort(ports[1])) {
+		errText = fmt.Sprintf("agent returned ports %v, want two in 1..65535", ports)
+	}
+	if errText != "" {
+		j.reason = "reserving ports on node " + r.nodes[0].info.GetName() + ": " + errText
+		j.code = 1
+		s.finishLocked(j)
+		return nil
+	}
+	master := r.nodes[0].info.GetAddr()
+	root := netip.AddrPortFrom(netip.MustParseAddr(master), uint16(ports[1]))
+	id, err := engine.NewUniqueID(root)
+	if err != nil {
+		return err
+	}
+	spec := j.spec
+	var addrs, names []string
+	var slots []int32
+	for _, n := range r.nodes {
+		addrs = append(addrs, n.info.GetAddr())
+		names = append(names, n.info.GetName())
+		slots = append(slots, r.nproc)
+	}
+	for rank, n := range r.nodes {
+		s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_Start{Start: &musterv1.Assignment{
+			JobId:        j.id,
+			RoundId:      r.id,
+			Spec:         spec,
+			NodeRank:     int32(rank),
+			Nnodes:       int32(len(r.nodes)),
+			NodeAddrs:    addrs,
+			NodeNames:    names,
+			NodeSlots:    slots,
+			Gpus:         r.gpus[rank],
+			Nproc:        r.nproc,
+			WorldSize:    r.worldSize,
+			MasterAddr:   master,
+			MasterPort:   ports[0],
+			NcclCommId:   net.JoinHostPort(master, strconv.Itoa(int(ports[1]))),
+			NcclUniqueId: id[:],
+			StoreAddr:    s.cfg.Addr,
+		}}})
+	}
+	j.state = musterv1.JobState_JOB_STATE_RUNNING
+	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_State{State: j.state}})
+	if spec.TimeoutMs > 0 {
+		d := time.Duration(spec.TimeoutMs) * time.Millisecond
+		jobID := j.id
+		j.timer = timeAfter(d, func() {
+			s.Cancel(jobID, false, fmt.Sprintf("timed out after %s", d), 124)
+		})
+	}
+	return nil
+}
+
+func validPort(p int32) bool { return p > 0 && p < 65536 }
+
+func (s *Store) jobByRoundLocked(roundID string) *job {
+	id, _, ok := strings.Cut(roundID, "-r")
+	if !ok {
+		return nil
+	}
+	if j := s.jobs[id]; j != nil && j.round != nil && j.round.id == roundID {
+		return j
+	}
+	return nil
+}
+
+// Publish records events an agent sent for a job; the first failed worker
+// stops the job on every node.
+func (s *Store) Publish(session string, evs []*musterv1.JobEvent) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.nodes[session]
+	if n == nil {
+		return fmt.Errorf("session %q: %w", session, ErrNotFound)
+	}
+	for _, ev := range evs {
+		j := s.jobs[ev.GetJobId()]
+		if j == nil || !n.jobs[j.id] {
+			return fmt.Errorf("job %q: %w on node %s", ev.GetJobId(), ErrNotFound, n.info.GetName())
+		}
+		if j.finished() {
+			continue
+		}
+		if err := s.checkEventLocked(j, n, ev); err != nil {
+			return err
+		}
+		s.appendLocked(j, ev)
+		if ex := ev.GetExited(); ex != nil {
+			s.workerExitedLocked(j, ex)
+		}
+	}
+	return nil
+}
+
+// checkEventLocked accepts only what an agent may say: about its own ranks.
+func (s *Store) checkEventLocked(j *job, n *node, ev *musterv1.JobEvent) error {
+	var rank int32
+	switch e := ev.GetEvent().(type) {
+	case *musterv1.JobEvent_Started:
+		rank = e.Started.GetRank()
+	case *musterv1.JobEvent_Output:
+		rank = e.Output.GetRank()
+		if len(e.Output.GetLine()) > maxLineBytes {
+			return fmt.Errorf("job %s: output line of %d bytes, more than %d", j.id, len(e.Output.GetLine()), maxLineBytes)
+		}
+	case *musterv1.JobEvent_Exited:
+		rank = e.Exited.GetRank()
+		if len(e.Exited.GetStderrTail()) > 100 || totalLen(e.Exited.GetStderrTail()) > 64<<10 {
+			return fmt.Errorf("job %s: stderr tail too long", j.id)
+		}
+	default:
+		return fmt.Errorf("job %s: agents may publish worker events only", j.id)
+	}
+	nodeRank := int32(-1)
+	for i, m := range j.round.nodes {
+		if m == n {
+			nodeRank = int32(i)
+		}
+	}
+	if rank/j.round.nproc != nodeRank || rank < 0 {
+		return fmt.Errorf("job %s: node %s published for rank %d, not one of its own", j.id, n.info.GetName(), rank)
+	}
+	return nil
+}
+
+func (s *Store) workerExitedLocked(j *job, ex *musterv1.WorkerExited) {
+	j.exited[ex.GetRank()] = true
+	if failed(ex) && j.failure == nil && j.code == 0 {
+		j.failure = ex
+		j.reason = describeExit(ex)
+		s.stopLocked(j, j.spec.KillTimeoutMs)
+	}
+	if int32(len(j.exited)) == j.round.worldSize {
+		s.finishLocked(j)
+	}
+}
+
+func failed(ex *musterv1.WorkerExited) bool {
+	return !ex.GetStopped() && (ex.GetExitCode() != 0 || ex.GetSignal() != 0 || ex.GetError() != "")
+}
+
+// ExitCode is the shell's code for a worker's end: its exit status, or
+// 128+signal.
+func ExitCode(ex *musterv1.WorkerExited) int32 {
+	if ex.GetSignal() != 0 {
+		return 128 + ex.GetSignal()
+	}
+	if ex.GetExitCode() == 0 && ex.GetError() != "" {
+		return 1
+	}
+	return ex.GetExitCode()
+}
+
+func describeExit(ex *musterv1.WorkerExited) string {
+	who := fmt.Sprintf("rank %d (node %s, local rank %d)", ex.GetRank(), ex.GetNode(), ex.GetLocalRank())
+	switch {
+	case ex.GetError() != "":
+		return who + ": " + ex.GetError()
+	case ex.GetSignal() != 0:
+		return fmt.Sprintf("%s was killed by signal %d (%s)", who, ex.GetSignal(), unix.SignalName(unix.Signal(ex.GetSignal())))
+	}
+	return fmt.Sprintf("%s exited with code %d", who, ex.GetExitCode())
+}
+
+// stopLocked asks every node of the job to stop its workers.
+func (s *Store) stopLocked(j *job, killTimeoutMs int64) {
+	if j.finished() {
+		return
+	}
+	if j.state == musterv1.JobState_JOB_STATE_PENDING {
+		s.finishLocked(j)
+		return
+	}
+	if j.state != musterv1.JobState_JOB_STATE_STOPPING {
+		j.state = musterv1.JobState_JOB_STATE_STOPPING
+		s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_State{State: j.state}})
+	}
+	for _, n := range j.round.nodes {
+		if _, live := s.nodes[n.session]; live {
+			s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_Stop{Stop: &musterv1.StopJob{
+				JobId: j.id, Reason: j.reason, KillTimeoutMs: killTimeoutMs}}})
+		}
+	}
+}
+
+// Cancel stops a job; code is its exit code unless a worker failed first.
+// force kills the workers at once.
+func (s *Store) Cancel(jobID string, force bool, reason string, code int32) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.jobs[jobID]
+	if j == nil {
+		return fmt.Errorf("job %q: %w", jobID, ErrNotFound)
+	}
+	if j.finished() {
+		return nil
+	}
+	if j.failure == nil && j.code == 0 {
+		j.code = max(code, 1)
+		j.reason = reason
+	}
+	grace := j.spec.KillTimeoutMs
+	if force {
+		grace = 0
+	}
+	s.log.Info("job cancelled", zap.String("job", jobID), zap.String("reason", reason), zap.Bool("force", force))
+	s.stopLocked(j, grace)
+	return nil
+}
+
+// nodeLostLocked counts a lost node's workers as ended and fails the job.
+func (s *Store) nodeLostLocked(j *job, n *node, reason string) {
+	if j.finished() {
+		return
+	}
+	for rank, m := range j.round.nodes {
+		if m != n {
+			continue
+		}
+		for l := int32(0); l < j.round.nproc; l++ {
+			j.exited[int32(rank)*j.round.nproc+l] = true
+		}
+		if j.failure == nil && j.code == 0 {
+			j.failure = &musterv1.WorkerExited{Rank: int32(rank) * j.round.nproc, Node: n.info.GetName(),
+				Error: "node lost: " + reason}
+			j.reason = describeExit(j.failure)
+		}
+	}
+	s.stopLocked(j, j.spec.KillTimeoutMs)
+	if !j.finished() && int32(len(j.exited)) == j.round.worldSize {
+		s.finishLocked(j)
+	}
+}
+
+// finishLocked records the job's end, releases its GPUs and keys, and
+// closes its event log.
+func (s *Store) finishLocked(j *job) {
+	fin := &musterv1.JobFinished{Failure: j.failure, Summary: j.reason}
+	switch {
+	case j.failure != nil:
+		fin.State, fin.ExitCode = musterv1.JobState_JOB_STATE_FAILED, ExitCode(j.failure)
+	case j.code != 0:
+		fin.State, fin.ExitCode = musterv1.JobState_JOB_STATE_CANCELLED, j.code
+	default:
+		fin.State = musterv1.JobState_JOB_STATE_SUCCEEDED
+	}
+	j.state = fin.State
+	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_Finished{Finished: fin}})
+	j.events.close()
+	if j.timer != nil {
+		j.timer.Stop()
+	}
+	for _, n := range j.round.nodes {
+		for g, owner := range n.busy {
+			if owner == j.id {
+				delete(n.busy, g)
+			}
+		}
+		delete(n.jobs, j.id)
+	}
+	s.kv.DeleteScope(j.id)
+	s.pruneLocked()
+	s.log.Info("job finished", zap.String("job", j.id), zap.Stringer("state", fin.State),
+		zap.Int32("exit-code", fin.ExitCode), zap.String("summary", fin.Summary))
+}
+
+func (s *Store) appendLocked(j *job, ev *musterv1.JobEvent) { j.events.append(j.id, ev) }

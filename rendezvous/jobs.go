@@ -1,0 +1,135 @@
+package rendezvous
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+)
+
+// maxFinishedJobs bounds how many ended jobs the store remembers.
+const maxFinishedJobs = 1000
+
+// sortedNodes orders nodes as rounds rank them: explicit node rank first,
+// then host name.
+func sortedNodes(m map[string]*node) []*node {
+	nodes := make([]*node, 0, len(m))
+	for _, n := range m {
+		nodes = append(nodes, n)
+	}
+	slices.SortFunc(nodes, func(a, b *node) int {
+		ra, rb := a.info.GetRank(), b.info.GetRank()
+		if (ra >= 0) != (rb >= 0) {
+			if ra >= 0 {
+				return -1
+			}
+			return 1
+		}
+		if c := cmp.Compare(ra, rb); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.info.GetName(), b.info.GetName())
+	})
+	return nodes
+}
+
+// Jobs lists the jobs the store remembers, oldest first.
+func (s *Store) Jobs() []*musterv1.JobStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*musterv1.JobStatus
+	for _, id := range s.order {
+		j := s.jobs[id]
+		st := &musterv1.JobStatus{JobId: j.id, Spec: j.spec, State: j.state}
+		if j.failure != nil {
+			st.ExitCode = ExitCode(j.failure)
+		} else {
+			st.ExitCode = j.code
+		}
+		for _, n := range j.round.nodes {
+			st.Nodes = append(st.Nodes, n.info.GetName())
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// pruneLocked forgets the oldest ended jobs past maxFinishedJobs.
+func (s *Store) pruneLocked() {
+	ended := 0
+	for _, id := range s.order {
+		if s.jobs[id].finished() {
+			ended++
+		}
+	}
+	keep := s.order[:0]
+	for _, id := range s.order {
+		if ended > maxFinishedJobs && s.jobs[id].finished() {
+			delete(s.jobs, id)
+			ended--
+			continue
+		}
+		keep = append(keep, id)
+	}
+	s.order = keep
+}
+
+// Follow calls send for each of the job's events from version from on until
+// the job's final event has been sent or ctx ends. With attach, the job is
+// cancelled when the last attached follower leaves before it ends.
+func (s *Store) Follow(ctx context.Context, jobID string, from uint64, attach bool, send func(*musterv1.JobEvent) error) error {
+	s.mu.Lock()
+	j := s.jobs[jobID]
+	if j == nil {
+		s.mu.Unlock()
+		return fmt.Errorf("job %q: %w", jobID, ErrNotFound)
+	}
+	if attach {
+		j.attached++
+	}
+	s.mu.Unlock()
+	if attach {
+		defer s.detach(j)
+	}
+	for {
+		evs, lost, done, wake := j.events.read(from, 1024)
+		if lost > 0 {
+			if err := send(&musterv1.JobEvent{JobId: jobID, Event: &musterv1.JobEvent_Lost{Lost: &musterv1.OutputLost{Events: lost}}}); err != nil {
+				return err
+			}
+			from += lost
+		}
+		for _, ev := range evs {
+			if err := send(ev); err != nil {
+				return err
+			}
+			from = ev.Version + 1
+		}
+		if done {
+			return nil
+		}
+		if len(evs) > 0 {
+			continue
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (s *Store) detach(j *job) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j.attached--
+	if j.attached == 0 && !j.finished() {
+		if j.failure == nil && j.code == 0 {
+			j.code = 129 // as if the launcher's terminal hung up
+			j.reason = "the launcher that submitted the job went away"
+		}
+		s.stopLocked(j, j.spec.KillTimeoutMs)
+	}
+}
