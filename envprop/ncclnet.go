@@ -124,14 +124,14 @@ func DetectNCCLNet(opts NetOptions) (NCCLNet, error) {
 	if v, ok := opts.UserEnv[EnvNCCLIBGIDIndex]; ok {
 		note("%s: set by the user to %q, left alone", EnvNCCLIBGIDIndex, v)
 	} else if opts.NCCLVersion >= ncclAutoGIDVersion {
-		note("%s: not set: NCCL %s picks the RoCE v2 GID itself (2.21 and newer do)", EnvNCCLIBGIDIndex, FormatNCCLVersion(opts.NCCLVersion))
+		note("%s: not set: NCCL %s picks the RoCE v2 GID itself (2.21 and newer do)", EnvNCCLIBGIDIndex, formatNCCLVersion(opts.NCCLVersion))
 	} else {
 		idx, reason := chooseGIDIndex(ports, ifAddrs)
 		if idx >= 0 {
 			n.IBGIDIndex = strconv.Itoa(idx)
-		}
-		if opts.NCCLVersion == 0 {
-			reason += " (NCCL version unknown, so set as for NCCL older than 2.21)"
+			if opts.NCCLVersion == 0 {
+				reason += " (NCCL version unknown, so set as for NCCL older than 2.21)"
+			}
 		}
 		note("%s: %s", EnvNCCLIBGIDIndex, reason)
 	}
@@ -139,12 +139,13 @@ func DetectNCCLNet(opts NetOptions) (NCCLNet, error) {
 }
 
 // UserNCCLVars picks the NCCL_* variables out of an environment such as
-// os.Environ(): those the user set, which win over detection.
+// os.Environ(): those the user set, which win over detection. NCCL_VERSION
+// is left out: NVIDIA's container images set it as a label, NCCL reads none.
 func UserNCCLVars(environ []string) map[string]string {
 	vars := make(map[string]string)
 	for _, kv := range environ {
 		k, v, ok := strings.Cut(kv, "=")
-		if ok && strings.HasPrefix(k, "NCCL_") {
+		if ok && strings.HasPrefix(k, "NCCL_") && k != "NCCL_VERSION" {
 			vars[k] = v
 		}
 	}
@@ -175,8 +176,8 @@ func ParseNCCLVersion(s string) (int, error) {
 	return v[0]*10000 + v[1]*100 + v[2], nil
 }
 
-// FormatNCCLVersion turns NCCL's version code into "2.28.9"; 0 is "unknown".
-func FormatNCCLVersion(code int) string {
+// formatNCCLVersion turns NCCL's version code into "2.28.9"; 0 is "unknown".
+func formatNCCLVersion(code int) string {
 	switch {
 	case code <= 0:
 		return "unknown"
@@ -516,7 +517,8 @@ func chooseHCAs(ports []rdmaPort) ([]rdmaPort, string, string) {
 		names[i] = p.String()
 	}
 	value := "=" + strings.Join(names, ",")
-	return ports, value, fmt.Sprintf("%s: the active %s ports, exact names so that mlx5_1 does not also take mlx5_10%s", value, ports[0].Link, note)
+	kind := map[string]string{"InfiniBand": "InfiniBand", "Ethernet": "RoCE"}[ports[0].Link]
+	return ports, value, fmt.Sprintf("%s: the active %s ports, exact names so that mlx5_1 does not also take mlx5_10%s", value, kind, note)
 }
 
 // userPorts keeps the ports that the user's NCCL_IB_HCA selects.

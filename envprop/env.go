@@ -1,0 +1,182 @@
+// Package envprop computes a worker's environment: one pure function from
+// the job, its round, the node and the local rank to the variables a worker
+// gets, plus detection of NCCL's network variables.
+package envprop
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Input is everything a worker's environment depends on.
+type Input struct {
+	// Base is the environment the worker inherits (NAME=value): the agent's
+	// own, or nothing when the job says not to inherit it.
+	Base []string
+	// User holds the user's -x variables (NAME=value); they win over all else.
+	User []string
+
+	JobID     string
+	StoreAddr string
+	// Hostfile is the path of the job's generated Open MPI hostfile.
+	Hostfile string
+
+	NodeRank  int
+	NodeAddrs []string // by node rank
+	// NProc is the number of workers on each node.
+	NProc     int
+	LocalRank int
+
+	MasterAddr string
+	MasterPort int
+	// NCCLCommID is the NCCL bootstrap root, addr:port; global rank 0 gets it.
+	NCCLCommID  string
+	UniqueIDHex string
+
+	// GPUs is the job's GPU list on this node (device indices).
+	GPUs []int
+	// IsolateGPUs shows each worker only its own GPUs.
+	IsolateGPUs bool
+
+	RestartCount int
+	MaxRestarts  int
+
+	// NCCLNet is what detection found on this node; empty fields set nothing.
+	NCCLNet NCCLNet
+}
+
+// Rank is the worker's global rank: node-major, as torchrun numbers them.
+func (in Input) Rank() int { return in.NodeRank*in.NProc + in.LocalRank }
+
+// WorldSize is the number of workers in the job.
+func (in Input) WorldSize() int { return len(in.NodeAddrs) * in.NProc }
+
+// LocalGPUs is the worker's own share of the node's GPU list: entries
+// LocalRank*G/P to (LocalRank+1)*G/P-1.
+func (in Input) LocalGPUs() []int {
+	if len(in.GPUs) == 0 || in.NProc == 0 {
+		return nil
+	}
+	per := len(in.GPUs) / in.NProc
+	return in.GPUs[in.LocalRank*per : (in.LocalRank+1)*per]
+}
+
+// Build returns the worker's environment, sorted, as NAME=value strings.
+//
+// Precedence, highest first: the user's -x variables; the variables that
+// identify the worker (ranks, sizes, addresses), which replace inherited
+// ones since stale values from an outer launcher would be wrong; inherited
+// variables; defaults and detected NCCL settings, which fill only gaps.
+func Build(in Input) []string {
+	env := map[string]string{}
+	for _, kv := range in.Base {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	// An inherited NCCL_COMM_ID would make every rank try to be the root.
+	delete(env, "NCCL_COMM_ID")
+
+	rank, world := in.Rank(), in.WorldSize()
+	itoa := strconv.Itoa
+	set := map[string]string{
+		"RANK":                       itoa(rank),
+		"LOCAL_RANK":                 itoa(in.LocalRank),
+		"WORLD_SIZE":                 itoa(world),
+		"LOCAL_WORLD_SIZE":           itoa(in.NProc),
+		"GROUP_RANK":                 itoa(in.NodeRank),
+		"GROUP_WORLD_SIZE":           itoa(len(in.NodeAddrs)),
+		"ROLE_RANK":                  itoa(rank),
+		"ROLE_WORLD_SIZE":            itoa(world),
+		"ROLE_NAME":                  "default",
+		"MASTER_ADDR":                in.MasterAddr,
+		"MASTER_PORT":                itoa(in.MasterPort),
+		"TORCHELASTIC_RUN_ID":        in.JobID,
+		"TORCHELASTIC_RESTART_COUNT": itoa(in.RestartCount),
+		"TORCHELASTIC_MAX_RESTARTS":  itoa(in.MaxRestarts),
+
+		"OMPI_COMM_WORLD_RANK":       itoa(rank),
+		"OMPI_COMM_WORLD_SIZE":       itoa(world),
+		"OMPI_COMM_WORLD_LOCAL_RANK": itoa(in.LocalRank),
+		"OMPI_COMM_WORLD_LOCAL_SIZE": itoa(in.NProc),
+		"OMPI_COMM_WORLD_NODE_RANK":  itoa(in.NodeRank),
+
+		"MUSTER_JOB_ID":         in.JobID,
+		"MUSTER_NODE_RANK":      itoa(in.NodeRank),
+		"MUSTER_NNODES":         itoa(len(in.NodeAddrs)),
+		"MUSTER_NODE_ADDRS":     strings.Join(in.NodeAddrs, " "),
+		"MUSTER_MASTER_ADDR":    in.MasterAddr,
+		"MUSTER_GPUS_PER_NODE":  itoa(len(in.GPUs)),
+		"MUSTER_NCCL_UNIQUE_ID": in.UniqueIDHex,
+		"MUSTER_HOSTFILE":       in.Hostfile,
+		"MUSTER_STORE_ADDR":     in.StoreAddr,
+		"MUSTER_LOCAL_GPUS":     joinInts(in.LocalGPUs()),
+	}
+	if rank == 0 && in.NCCLCommID != "" {
+		set["NCCL_COMM_ID"] = in.NCCLCommID
+	}
+	if len(in.GPUs) > 0 {
+		visible := in.GPUs
+		if in.IsolateGPUs {
+			visible = in.LocalGPUs()
+		}
+		set["CUDA_VISIBLE_DEVICES"] = joinInts(visible)
+	} else {
+		// No GPUs asked for: hide them rather than let every worker share GPU 0.
+		set["CUDA_VISIBLE_DEVICES"] = ""
+		delete(set, "MUSTER_LOCAL_GPUS")
+	}
+	for k, v := range set {
+		env[k] = v
+	}
+
+	defaults := map[string]string{"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
+	if len(in.GPUs) > 0 {
+		// Device indices are NVML's, in PCI bus order; make CUDA count the same way.
+		defaults["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+	}
+	if in.NProc > 1 {
+		defaults["OMP_NUM_THREADS"] = "1"
+	}
+	for _, kv := range in.NCCLNet.Vars() {
+		if kv[1] != "" {
+			defaults[kv[0]] = kv[1]
+		}
+	}
+	for k, v := range defaults {
+		if _, ok := env[k]; !ok {
+			env[k] = v
+		}
+	}
+
+	for _, kv := range in.User {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
+}
+
+// Lookup returns NAME's value in an environment list.
+func Lookup(env []string, name string) (string, bool) {
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v, true
+		}
+	}
+	return "", false
+}

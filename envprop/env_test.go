@@ -1,0 +1,134 @@
+package envprop
+
+import (
+	"strings"
+	"testing"
+)
+
+func twoNodes() Input {
+	return Input{
+		JobID:       "j-1",
+		StoreAddr:   "10.0.0.1:29400",
+		Hostfile:    "/tmp/j-1/hostfile",
+		NodeAddrs:   []string{"10.0.0.1", "10.0.0.2"},
+		NProc:       2,
+		MasterAddr:  "10.0.0.1",
+		MasterPort:  29500,
+		NCCLCommID:  "10.0.0.1:29501",
+		UniqueIDHex: strings.Repeat("ab", 128),
+		GPUs:        []int{4, 5, 6, 7},
+		MaxRestarts: 3,
+	}
+}
+
+func TestBuild(t *testing.T) {
+	tests := []struct {
+		name   string
+		edit   func(*Input)
+		want   map[string]string // "" value with absent=true below means unset
+		absent []string
+	}{
+		{
+			name: "rank 0 on node 0",
+			edit: func(in *Input) {},
+			want: map[string]string{
+				"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2",
+				"GROUP_RANK": "0", "GROUP_WORLD_SIZE": "2", "ROLE_RANK": "0", "ROLE_WORLD_SIZE": "4", "ROLE_NAME": "default",
+				"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500",
+				"TORCHELASTIC_RUN_ID": "j-1", "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "3",
+				"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "OMP_NUM_THREADS": "1",
+				"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+				"OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_COMM_WORLD_NODE_RANK": "0",
+				"MUSTER_JOB_ID": "j-1", "MUSTER_NODE_RANK": "0", "MUSTER_NNODES": "2",
+				"MUSTER_NODE_ADDRS": "10.0.0.1 10.0.0.2", "MUSTER_MASTER_ADDR": "10.0.0.1",
+				"MUSTER_GPUS_PER_NODE": "4", "MUSTER_NCCL_UNIQUE_ID": strings.Repeat("ab", 128),
+				"MUSTER_HOSTFILE": "/tmp/j-1/hostfile", "MUSTER_STORE_ADDR": "10.0.0.1:29400",
+				"CUDA_VISIBLE_DEVICES": "4,5,6,7", "MUSTER_LOCAL_GPUS": "4,5", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+				"NCCL_COMM_ID": "10.0.0.1:29501",
+			},
+		},
+		{
+			name: "local rank 1 on node 1 sees the same GPU list and no NCCL_COMM_ID",
+			edit: func(in *Input) { in.NodeRank, in.LocalRank = 1, 1 },
+			want: map[string]string{
+				"RANK": "3", "LOCAL_RANK": "1", "GROUP_RANK": "1", "OMPI_COMM_WORLD_NODE_RANK": "1",
+				"CUDA_VISIBLE_DEVICES": "4,5,6,7", "MUSTER_LOCAL_GPUS": "6,7",
+			},
+			absent: []string{"NCCL_COMM_ID"},
+		},
+		{
+			name: "isolated GPUs",
+			edit: func(in *Input) { in.LocalRank, in.IsolateGPUs = 1, true },
+			want: map[string]string{"CUDA_VISIBLE_DEVICES": "6,7", "MUSTER_LOCAL_GPUS": "6,7"},
+		},
+		{
+			name: "one GPU per worker",
+			edit: func(in *Input) { in.NProc, in.LocalRank = 4, 3 },
+			want: map[string]string{"CUDA_VISIBLE_DEVICES": "4,5,6,7", "MUSTER_LOCAL_GPUS": "7", "RANK": "3", "WORLD_SIZE": "8"},
+		},
+		{
+			name:   "no GPUs hides them and one worker sets no OMP_NUM_THREADS",
+			edit:   func(in *Input) { in.GPUs, in.NProc = nil, 1 },
+			want:   map[string]string{"CUDA_VISIBLE_DEVICES": "", "MUSTER_GPUS_PER_NODE": "0", "WORLD_SIZE": "2"},
+			absent: []string{"MUSTER_LOCAL_GPUS", "OMP_NUM_THREADS", "CUDA_DEVICE_ORDER"},
+		},
+		{
+			name: "inherited rank variables are replaced, inherited defaults kept",
+			edit: func(in *Input) {
+				in.Base = []string{"RANK=9", "PATH=/bin", "OMP_NUM_THREADS=8", "NCCL_SOCKET_IFNAME=ib0", "NCCL_COMM_ID=1.2.3.4:5", "TORCH_NCCL_ASYNC_ERROR_HANDLING=0"}
+				in.LocalRank = 1
+				in.NCCLNet = NCCLNet{SocketIfname: "=eth0", IBHCA: "=mlx5_0:1"}
+			},
+			want: map[string]string{
+				"RANK": "1", "PATH": "/bin", "OMP_NUM_THREADS": "8", "NCCL_SOCKET_IFNAME": "ib0",
+				"NCCL_IB_HCA": "=mlx5_0:1", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "0",
+			},
+			absent: []string{"NCCL_COMM_ID", "NCCL_IB_GID_INDEX"},
+		},
+		{
+			name: "the user's -x variables win over everything",
+			edit: func(in *Input) {
+				in.User = []string{"RANK=42", "CUDA_VISIBLE_DEVICES=1", "NCCL_SOCKET_IFNAME==ib0", "FOO=a=b"}
+				in.NCCLNet = NCCLNet{SocketIfname: "=eth0"}
+			},
+			want: map[string]string{"RANK": "42", "CUDA_VISIBLE_DEVICES": "1", "NCCL_SOCKET_IFNAME": "=ib0", "FOO": "a=b"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := twoNodes()
+			tt.edit(&in)
+			env := Build(in)
+			for k, want := range tt.want {
+				if got, ok := Lookup(env, k); !ok || got != want {
+					t.Errorf("%s = %q (set %v), want %q", k, got, ok, want)
+				}
+			}
+			for _, k := range tt.absent {
+				if v, ok := Lookup(env, k); ok {
+					t.Errorf("%s = %q, want unset", k, v)
+				}
+			}
+			seen := map[string]bool{}
+			for i, kv := range env {
+				k, _, _ := strings.Cut(kv, "=")
+				if seen[k] {
+					t.Errorf("%s appears twice", k)
+				}
+				seen[k] = true
+				if i > 0 && env[i-1] > kv {
+					t.Errorf("not sorted at %q", kv)
+				}
+			}
+		})
+	}
+}
+
+func TestBuildIsPure(t *testing.T) {
+	in := twoNodes()
+	in.Base = []string{"A=1"}
+	a, b := Build(in), Build(in)
+	if strings.Join(a, "\n") != strings.Join(b, "\n") || len(in.Base) != 1 {
+		t.Fatal("Build is not deterministic or changed its input")
+	}
+}
