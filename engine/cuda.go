@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"runtime"
 	"unsafe"
 )
 
@@ -148,7 +149,9 @@ func (l *Library) CopyToDevice(dst DevicePtr, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
-	return l.cudaCheck("cudaMemcpy(host to device)", l.cuda.memcpy(uintptr(dst), uintptr(unsafe.Pointer(&src[0])), uintptr(len(src)), memcpyHostToDevice))
+	rc := l.cuda.memcpy(uintptr(dst), uintptr(unsafe.Pointer(&src[0])), uintptr(len(src)), memcpyHostToDevice)
+	runtime.KeepAlive(src)
+	return l.cudaCheck("cudaMemcpy(host to device)", rc)
 }
 
 // CopyToHost copies len(dst) bytes from device memory at src into dst.
@@ -156,7 +159,9 @@ func (l *Library) CopyToHost(dst []byte, src DevicePtr) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	return l.cudaCheck("cudaMemcpy(device to host)", l.cuda.memcpy(uintptr(unsafe.Pointer(&dst[0])), uintptr(src), uintptr(len(dst)), memcpyDeviceToHost))
+	rc := l.cuda.memcpy(uintptr(unsafe.Pointer(&dst[0])), uintptr(src), uintptr(len(dst)), memcpyDeviceToHost)
+	runtime.KeepAlive(dst)
+	return l.cudaCheck("cudaMemcpy(device to host)", rc)
 }
 
 // StreamCreate makes a stream on the current device.

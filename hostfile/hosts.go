@@ -66,6 +66,7 @@ func (e *ParseError) Error() string {
 // dropping it: user names in MPICH and DeepSpeed files, hosts without slots
 // and repeated hosts in DeepSpeed files, IPv6 addresses in MPICH files.
 // MaxSlots is written only by OpenMPI; the other formats have no such bound.
+// A host without slots is written bare, which Hydra reads as one process.
 func Emit(w io.Writer, f Format, hosts []Host) error {
 	var b strings.Builder
 	seen := make(map[string]bool, len(hosts))

@@ -52,29 +52,26 @@ func ReadFile(path string) ([]Host, error) {
 // Detect guesses the format of a hostfile from its lines, comments removed:
 //   - MPICH when a line's first word has the form host:N (an IPv6 address
 //     does not count);
-//   - DeepSpeed when every line is exactly "host slots=N" and the file has no
-//     '//' or '/*' comments (DeepSpeed refuses a repeated host; so does
+//   - DeepSpeed when every line is exactly "host slots=N", without user@, and
+//     the file has no '//' or '/*' comments (DeepSpeed refuses a repeated host; so does
 //     Open MPI 5 when both lines give slots);
 //   - Open MPI otherwise; a plain list of names is read as Open MPI, whose
 //     grammar holds the other two.
 func Detect(data []byte) Format {
 	deepspeed, seen := true, false
-	for _, line := range strings.Split(string(data), "\n") {
-		if strings.Contains(line, "//") || strings.Contains(line, "/*") {
+	for _, line := range uncomment(string(data)) {
+		if line.slashed {
 			deepspeed = false
 		}
-		if i := strings.IndexByte(line, '#'); i >= 0 {
-			line = line[:i]
-		}
-		f := strings.Fields(line)
+		f := strings.Fields(line.text)
 		if len(f) == 0 {
 			continue
 		}
 		seen = true
-		if strings.Contains(f[0], ":") && !strings.Contains(line, "=") && !isIPv6(f[0]) {
+		if strings.Contains(f[0], ":") && !strings.Contains(line.text, "=") && !isIPv6(f[0]) {
 			return MPICH
 		}
-		if len(f) != 2 || !strings.HasPrefix(f[1], "slots=") {
+		if len(f) != 2 || !strings.HasPrefix(f[1], "slots=") || strings.Contains(f[0], "@") {
 			deepspeed = false
 		}
 	}
@@ -82,4 +79,46 @@ func Detect(data []byte) Format {
 		return DeepSpeed
 	}
 	return OpenMPI
+}
+
+// codeLine is the text of a line outside comments; slashed tells whether the
+// line had a '//' or '/*' comment.
+type codeLine struct {
+	text    string
+	slashed bool
+}
+
+// uncomment drops '#', '//' and '/* */' comments the way Open MPI does, a
+// block comment splitting the line it is on.
+func uncomment(s string) []codeLine {
+	var out []codeLine
+	inComment := false
+	for _, rest := range strings.Split(s, "\n") {
+		slashed := inComment
+		for rest != "" {
+			if inComment {
+				i := strings.Index(rest, "*/")
+				if i < 0 {
+					break
+				}
+				rest, inComment = rest[i+2:], false
+				continue
+			}
+			i, kind := commentStart(rest)
+			if i < 0 {
+				out = append(out, codeLine{rest, slashed})
+				break
+			}
+			slashed = slashed || kind != "#"
+			out = append(out, codeLine{rest[:i], slashed})
+			if kind != "/*" {
+				break
+			}
+			rest, inComment = rest[i+2:], true
+		}
+		if slashed {
+			out = append(out, codeLine{"", true})
+		}
+	}
+	return out
 }

@@ -133,7 +133,11 @@ func (s *Store) RemoveNode(session, reason string) {
 func (s *Store) removeNodeLocked(n *node, reason string) {
 	delete(s.nodes, n.session)
 	close(n.gone)
-	s.log.Warn("node removed", zap.String("node", n.info.GetName()), zap.String("reason", reason))
+	level := zap.WarnLevel
+	if s.closed {
+		level = zap.DebugLevel
+	}
+	s.log.Log(level, "node removed", zap.String("node", n.info.GetName()), zap.String("reason", reason))
 	for id := range n.jobs {
 		if j := s.jobs[id]; j != nil {
 			s.nodeLostLocked(j, n, reason)

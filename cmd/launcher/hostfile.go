@@ -1,7 +1,84 @@
 package main
 
-import "github.com/urfave/cli/v2"
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/musterhq/muster/hostfile"
+	"github.com/urfave/cli/v2"
+)
 
 func hostfileCommand() *cli.Command {
-	return &cli.Command{Name: "hostfile", Usage: "not yet built"}
+	var formats []string
+	for _, f := range hostfile.Formats() {
+		formats = append(formats, string(f))
+	}
+	return &cli.Command{
+		Name:  "hostfile",
+		Usage: "print a hostfile for mpirun, mpiexec (Hydra) or deepspeed",
+		Description: "Hosts come from --hostfile (Open MPI, MPICH or DeepSpeed, detected), " +
+			"from -H host[:slots],..., or inside a Slurm allocation from SLURM_JOB_NODELIST " +
+			"and SLURM_TASKS_PER_NODE.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{
+				Name:  "format",
+				Value: string(hostfile.OpenMPI),
+				Usage: "output format: " + strings.Join(formats, ", "),
+			},
+			&cli.StringFlag{
+				Name:      "hostfile",
+				Usage:     "read hosts from `FILE`",
+				TakesFile: true,
+			},
+			&cli.StringFlag{
+				Name:    "host",
+				Aliases: []string{"H"},
+				Usage:   "hosts as a `LIST` of host[:slots], like mpirun -H",
+			},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return fmt.Errorf("hostfile: unexpected argument %q", c.Args().First())
+			}
+			format := hostfile.Format(c.String("format"))
+			if !validFormat(format) {
+				return fmt.Errorf("--format: unknown format %q (want %s)",
+					format, strings.Join(formats, ", "))
+			}
+			if c.IsSet("hostfile") && c.String("hostfile") == "" {
+				return errors.New("--hostfile: empty file name")
+			}
+			if c.IsSet("hostfile") && c.IsSet("host") {
+				return errors.New("give --hostfile or -H, not both")
+			}
+			hosts, err := hostfile.Resolve(hostfile.Sources{
+				File:   c.String("hostfile"),
+				Hosts:  c.String("host"),
+				Getenv: os.Getenv,
+			})
+			if errors.Is(err, hostfile.ErrNoHosts) {
+				return errors.New("no hosts: give --hostfile or -H, or run inside a Slurm allocation")
+			}
+			if err != nil {
+				return err
+			}
+			var b strings.Builder
+			if err := hostfile.Emit(&b, format, hosts); err != nil {
+				return err
+			}
+			_, err = fmt.Fprint(c.App.Writer, b.String())
+			return err
+		},
+	}
+}
+
+func validFormat(f hostfile.Format) bool {
+	for _, g := range hostfile.Formats() {
+		if f == g {
+			return true
+		}
+	}
+	return false
 }

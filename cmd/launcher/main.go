@@ -12,6 +12,8 @@ func main() {
 	app := &cli.App{
 		Name:  "launcher",
 		Usage: "start distributed GPU jobs",
+		// main prints errors and exits with their codes.
+		ExitErrHandler: func(*cli.Context, error) {},
 		Commands: []*cli.Command{
 			runCommand(),
 			benchCommand(),

@@ -1,0 +1,117 @@
+// Command agent is muster's node daemon. It can host the rendezvous store
+// (--listen) and runs this node's workers.
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/gpu"
+	"github.com/musterhq/muster/rendezvous"
+)
+
+func main() {
+	app := &cli.App{
+		Name:  "agent",
+		Usage: "run this node's muster agent, and the cluster's store with --listen",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "listen", Usage: "host the store on `HOST:PORT` (loopback unless a token is set)"},
+			&cli.StringFlag{Name: "store", EnvVars: []string{"MUSTER_STORE"}, Usage: "join the store at `HOST:PORT` instead of hosting one"},
+			&cli.StringFlag{Name: "name", Usage: "this node's name (default: the host name)"},
+			&cli.StringFlag{Name: "addr", Usage: "this node's `IP` for workers (MASTER_ADDR, NCCL root); default: the --listen host, or 127.0.0.1"},
+			&cli.IntFlag{Name: "node-rank", Value: -1, Usage: "explicit node rank; nodes without one are ordered by name"},
+			&cli.StringFlag{Name: "gpu-devices", Usage: "offer these GPUs (`LIST` of indices) instead of the ones NVML finds"},
+			&cli.StringFlag{Name: "token-file", EnvVars: []string{"MUSTER_TOKEN_FILE"}, Usage: "file holding the cluster token"},
+			&cli.StringFlag{Name: "tls-cert", Usage: "the store's TLS certificate"},
+			&cli.StringFlag{Name: "tls-key", Usage: "the store's TLS key"},
+			&cli.StringFlag{Name: "tls-ca", Usage: "CA certificate that signed the store's certificate"},
+			&cli.DurationFlag{Name: "kill-timeout", Value: 10 * time.Second, Usage: "grace for workers when the agent stops"},
+			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}},
+		},
+		Action: runAgent,
+	}
+	if err := app.Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "agent:", err)
+		os.Exit(1)
+	}
+}
+
+func runAgent(c *cli.Context) error {
+	level := zapcore.InfoLevel
+	if c.Bool("verbose") {
+		level = zapcore.DebugLevel
+	}
+	zcfg := zap.NewProductionConfig()
+	zcfg.Level = zap.NewAtomicLevelAt(level)
+	log, err := zcfg.Build()
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+
+	sec := rendezvous.Security{Token: os.Getenv("MUSTER_TOKEN"), CertFile: c.String("tls-cert"), KeyFile: c.String("tls-key"), CAFile: c.String("tls-ca")}
+	if f := c.String("token-file"); f != "" {
+		if sec.Token, err = rendezvous.ReadToken(f); err != nil {
+			return err
+		}
+	}
+	listen, storeAddr := c.String("listen"), c.String("store")
+	if listen == "" && storeAddr == "" {
+		listen = "127.0.0.1:29400"
+	}
+	if listen != "" && storeAddr != "" {
+		return fmt.Errorf("--listen and --store: give one (host the store, or join one)")
+	}
+	addr := c.String("addr")
+	if addr == "" {
+		addr = "127.0.0.1"
+		if host, _, err := net.SplitHostPort(listen); err == nil && host != "" && host != "0.0.0.0" && host != "::" {
+			addr = host
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var store *rendezvous.Server
+	if listen != "" {
+		if store, err = rendezvous.Start(ctx, rendezvous.Config{Logger: log, ListenAddr: listen, Security: sec}); err != nil {
+			return err
+		}
+		defer store.Close()
+		<-store.ReadyNotify()
+		storeAddr = store.Addr()
+	}
+
+	acfg := agent.Config{Logger: log, StoreAddr: storeAddr, Security: sec, Name: c.String("name"), Addr: addr,
+		Rank: int32(c.Int("node-rank")), Environ: os.Environ()}
+	if list := c.String("gpu-devices"); list != "" {
+		if acfg.GPUs, err = gpu.Parse(list); err != nil {
+			return fmt.Errorf("--gpu-devices: %w", err)
+		}
+	} else if acfg.GPUs, err = gpu.FromEnvironment(); err != nil {
+		acfg.GPUError = err.Error()
+		log.Info("no gpus", zap.Error(err))
+	}
+	a, err := agent.Start(ctx, acfg)
+	if err != nil {
+		return err
+	}
+	<-a.ReadyNotify()
+	select {
+	case <-ctx.Done():
+		log.Info("agent stopping", zap.String("reason", "signal"))
+	case err := <-a.Err():
+		log.Error("agent lost its store", zap.Error(err))
+	}
+	return a.Close(c.Duration("kill-timeout"))
+}

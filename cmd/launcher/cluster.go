@@ -1,0 +1,43 @@
+package main
+
+import (
+	"os"
+
+	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/musterhq/muster/rendezvous"
+)
+
+// clusterFlags are how every subcommand reaches a cluster's store.
+func clusterFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "cluster", EnvVars: []string{"MUSTER_CLUSTER"}, Usage: "the store's `HOST:PORT`; without it, run on this machine"},
+		&cli.StringFlag{Name: "token-file", EnvVars: []string{"MUSTER_TOKEN_FILE"}, Usage: "file holding the cluster token"},
+		&cli.StringFlag{Name: "tls-ca", EnvVars: []string{"MUSTER_TLS_CA"}, Usage: "CA certificate that signed the store's certificate (turns TLS on)"},
+	}
+}
+
+func clusterSecurity(c *cli.Context) (rendezvous.Security, error) {
+	sec := rendezvous.Security{Token: os.Getenv("MUSTER_TOKEN"), CAFile: c.String("tls-ca")}
+	if f := c.String("token-file"); f != "" {
+		tok, err := rendezvous.ReadToken(f)
+		if err != nil {
+			return sec, err
+		}
+		sec.Token = tok
+	}
+	return sec, nil
+}
+
+// newLogger logs warnings and errors to stderr, or everything with verbose.
+func newLogger(verbose bool) (*zap.Logger, error) {
+	cfg := zap.NewDevelopmentConfig()
+	cfg.Level = zap.NewAtomicLevelAt(zapcore.WarnLevel)
+	if verbose {
+		cfg.Level = zap.NewAtomicLevelAt(zapcore.DebugLevel)
+	}
+	cfg.DisableStacktrace = true
+	return cfg.Build()
+}

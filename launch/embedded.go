@@ -1,0 +1,73 @@
+// Package launch submits a job and follows it to its end: tagged output,
+// Ctrl-C handling, the exit summary and code. It also wires the embedded
+// default, a store and a local agent inside the launcher process.
+package launch
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/gpu"
+	"github.com/musterhq/muster/rendezvous"
+)
+
+// Embedded is a store and an agent for this machine, in this process. They
+// talk over the same gRPC API a cluster uses, on a loopback port.
+type Embedded struct {
+	Store *rendezvous.Server
+	Agent *agent.Agent
+}
+
+// EmbeddedConfig configures the embedded default.
+type EmbeddedConfig struct {
+	Logger *zap.Logger
+	// DiscoverGPUs asks NVML for the machine's GPUs; jobs without GPUs skip it.
+	DiscoverGPUs bool
+	// GPUs, when set, declares the GPUs instead of discovering them.
+	GPUs []gpu.Device
+}
+
+// StartEmbedded starts the store on a free loopback port and registers a
+// local agent with it.
+func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
+	store, err := rendezvous.Start(ctx, rendezvous.Config{Logger: cfg.Logger, ListenAddr: "127.0.0.1:0"})
+	if err != nil {
+		return nil, err
+	}
+	<-store.ReadyNotify()
+	acfg := agent.Config{
+		Logger:    cfg.Logger,
+		StoreAddr: store.Addr(),
+		Addr:      "127.0.0.1",
+		Rank:      -1,
+		Environ:   os.Environ(),
+		GPUs:      cfg.GPUs,
+	}
+	if acfg.GPUs == nil && cfg.DiscoverGPUs {
+		if acfg.GPUs, err = gpu.FromEnvironment(); err != nil {
+			acfg.GPUError = err.Error()
+		}
+	}
+	a, err := agent.Start(ctx, acfg)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	<-a.ReadyNotify()
+	return &Embedded{Store: store, Agent: a}, nil
+}
+
+// Close stops the agent (its workers get grace before SIGKILL), then the store.
+func (e *Embedded) Close(grace time.Duration) error {
+	err := e.Agent.Close(grace)
+	e.Store.Close()
+	if err != nil {
+		return fmt.Errorf("embedded agent: %w", err)
+	}
+	return nil
+}
