@@ -1,0 +1,179 @@
+// Package e2e runs the real launcher and agent binaries as a user would and
+// checks what they do to real processes.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var launcherBin, agentBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "muster-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	launcherBin = filepath.Join(dir, "launcher")
+	agentBin = filepath.Join(dir, "agent")
+	for bin, pkg := range map[string]string{launcherBin: "../cmd/launcher", agentBin: "../cmd/agent"} {
+		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", pkg, err, out)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result is what a finished launcher left.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// launcher starts the launcher with args; the caller waits on it.
+func launcher(t *testing.T, env []string, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(launcherBin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return cmd, &out, &errb
+}
+
+// wait bounds how long a launcher may take: a hang fails the test.
+func wait(t *testing.T, cmd *exec.Cmd, out, errb *bytes.Buffer) result {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("launcher hung; stderr:\n%s", errb.String())
+	}
+	return result{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String()}
+}
+
+func runLauncher(t *testing.T, args ...string) result {
+	t.Helper()
+	cmd, out, errb := launcher(t, nil, args...)
+	return wait(t, cmd, out, errb)
+}
+
+// jobProcesses lists live processes whose environment holds marker, so a
+// test can prove a job left nothing behind.
+func jobProcesses(t *testing.T, marker string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if bytes.Contains(env, []byte(marker)) && !isZombie(stat) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func isZombie(stat []byte) bool {
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// startAgent runs the agent daemon hosting a store on a free loopback port.
+func startAgent(t *testing.T, args ...string) string {
+	t.Helper()
+	port := freePort(t)
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	cmd := exec.Command(agentBin, append([]string{"--listen", addr}, args...)...)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			t.Errorf("agent did not stop on SIGTERM; log:\n%s", errb.String())
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		if r := runLauncher(t, "run", "--cluster", addr, "--", "true"); r.code == 0 {
+			return addr
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("agent never became ready; log:\n%s", errb.String())
+	return ""
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// lines returns s's lines that start with prefix.
+func lines(s, prefix string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
