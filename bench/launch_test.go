@@ -49,7 +49,7 @@ func BenchmarkLaunch(b *testing.B) {
 		b.Skip("mpirun not installed (Debian: apt-get install openmpi-bin)")
 	}
 	os.Setenv("OMPI_MCA_plm_rsh_agent", "") // single node: no ssh
-	for _, c := range cmds { // warm caches once
+	for _, c := range cmds {                // warm caches once
 		timed(b, c.argv)
 	}
 	total := make([]time.Duration, len(cmds))
