@@ -1,0 +1,51 @@
+package rendezvous
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+)
+
+func TestTLSWithGeneratedCerts(t *testing.T) {
+	dir := t.TempDir()
+	files, err := GenerateCerts(dir, []string{"127.0.0.1", "store.example"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const token = "a-long-enough-cluster-token"
+	s := NewTestStore(t, func(c *Config) {
+		c.Security = Security{Token: token, CertFile: files.Cert, KeyFile: files.Key}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	tests := []struct {
+		name string
+		sec  Security
+		ok   bool
+	}{
+		{"verified TLS with token", Security{Token: token, CAFile: files.CA}, true},
+		{"verified TLS without token", Security{CAFile: files.CA}, false},
+		{"TLS that does not trust the CA", Security{Token: token, TLS: true}, false},
+		{"plain text", Security{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := NewTestClient(t, s, tt.sec)
+			_, err := c.ListNodes(ctx, &musterv1.ListNodesRequest{})
+			if (err == nil) != tt.ok {
+				t.Fatalf("err = %v", err)
+			}
+			if tt.name == "verified TLS without token" && status.Code(err) != codes.Unauthenticated {
+				t.Fatalf("want Unauthenticated, got %v", err)
+			}
+		})
+	}
+	if _, err := GenerateCerts(t.TempDir(), nil, time.Hour); err == nil {
+		t.Fatal("certificates for no host")
+	}
+}
