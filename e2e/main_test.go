@@ -124,11 +124,14 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 // startAgent runs the agent daemon hosting a store on a free loopback port.
-func startAgent(t *testing.T, args ...string) string {
+func startAgent(t *testing.T) string { return startAgentWith(t, nil) }
+
+// startAgentWith starts the agent with agentArgs and waits until a launcher
+// given launcherArgs can run a job through it.
+func startAgentWith(t *testing.T, agentArgs []string, launcherArgs ...string) string {
 	t.Helper()
-	port := freePort(t)
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	cmd := exec.Command(agentBin, append([]string{"--listen", addr}, args...)...)
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	cmd := exec.Command(agentBin, append([]string{"--listen", addr}, agentArgs...)...)
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {
@@ -148,13 +151,23 @@ func startAgent(t *testing.T, args ...string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for ctx.Err() == nil {
-		if r := runLauncher(t, "run", "--cluster", addr, "--", "true"); r.code == 0 {
+		args := append(append([]string{"run", "--cluster", addr}, launcherArgs...), "--", "true")
+		if r := runLauncher(t, args...); r.code == 0 {
 			return addr
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("agent never became ready; log:\n%s", errb.String())
 	return ""
+}
+
+// runAgentOnce runs the agent expecting it to exit by itself.
+func runAgentOnce(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, agentBin, args...).CombinedOutput()
+	return string(out), err
 }
 
 func freePort(t *testing.T) int {

@@ -92,7 +92,15 @@ func runAgent(c *cli.Context) error {
 		storeAddr = store.Addr()
 	}
 
-	acfg := agent.Config{Logger: log, StoreAddr: storeAddr, Security: sec, Name: c.String("name"), Addr: addr,
+	agentSec := sec
+	if store != nil && sec.CertFile != "" {
+		// This agent dials its own store: trust the store's CA, or its certificate.
+		agentSec.TLS, agentSec.CAFile = true, sec.CAFile
+		if agentSec.CAFile == "" {
+			agentSec.CAFile = sec.CertFile
+		}
+	}
+	acfg := agent.Config{Logger: log, StoreAddr: storeAddr, Security: agentSec, Name: c.String("name"), Addr: addr,
 		Rank: int32(c.Int("node-rank")), Environ: os.Environ()}
 	if list := c.String("gpu-devices"); list != "" {
 		if acfg.GPUs, err = gpu.Parse(list); err != nil {

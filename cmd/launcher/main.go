@@ -20,6 +20,10 @@ func main() {
 			hostlistCommand(),
 			hostfileCommand(),
 			doctorCommand(),
+			nodesCommand(),
+			jobsCommand(),
+			cancelCommand(),
+			certsCommand(),
 		},
 	}
 	if err := app.Run(os.Args); err != nil {

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/rendezvous"
+)
+
+// dialCluster connects to --cluster, which these commands require.
+func dialCluster(c *cli.Context) (*rendezvous.Client, error) {
+	addr := c.String("cluster")
+	if addr == "" {
+		return nil, cli.Exit(c.Command.Name+": --cluster HOST:PORT (or MUSTER_CLUSTER) is required", 2)
+	}
+	sec, err := clusterSecurity(c)
+	if err != nil {
+		return nil, cli.Exit(err.Error(), 2)
+	}
+	return rendezvous.Dial(addr, sec)
+}
+
+func nodesCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "nodes",
+		Usage: "list the cluster's nodes and their GPUs",
+		Flags: clusterFlags(),
+		Action: func(c *cli.Context) error {
+			cl, err := dialCluster(c)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			resp, err := cl.ListNodes(ctx, &musterv1.ListNodesRequest{})
+			if err != nil {
+				return cli.Exit(statusText(err), 1)
+			}
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "NODE\tADDR\tRANK\tGPUS\tBUSY\tJOBS")
+			for _, n := range resp.Nodes {
+				rank := "-"
+				if n.Node.Rank >= 0 {
+					rank = fmt.Sprint(n.Node.Rank)
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\n", n.Node.Name, n.Node.Addr, rank, len(n.Node.Gpus), len(n.BusyGpus), strings.Join(n.Jobs, ","))
+			}
+			return w.Flush()
+		},
+	}
+}
+
+func jobsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "jobs",
+		Usage: "list the cluster's jobs",
+		Flags: clusterFlags(),
+		Action: func(c *cli.Context) error {
+			cl, err := dialCluster(c)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			resp, err := cl.ListJobs(ctx, &musterv1.ListJobsRequest{})
+			if err != nil {
+				return cli.Exit(statusText(err), 1)
+			}
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "JOB\tSTATE\tEXIT\tNODES\tCOMMAND")
+			for _, j := range resp.Jobs {
+				state := strings.ToLower(strings.TrimPrefix(j.State.String(), "JOB_STATE_"))
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", j.JobId, state, j.ExitCode, strings.Join(j.Nodes, ","), strings.Join(j.Spec.GetArgv(), " "))
+			}
+			return w.Flush()
+		},
+	}
+}
+
+func cancelCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "cancel",
+		Usage:     "stop jobs: SIGTERM, then SIGKILL after their kill timeout (--force: at once)",
+		ArgsUsage: "JOB...",
+		Flags:     append(clusterFlags(), &cli.BoolFlag{Name: "force", Usage: "kill at once"}),
+		Action: func(c *cli.Context) error {
+			if c.NArg() == 0 {
+				return cli.Exit("cancel: name at least one job (see launcher jobs)", 2)
+			}
+			cl, err := dialCluster(c)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			for _, id := range c.Args().Slice() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_, err := cl.Cancel(ctx, &musterv1.CancelRequest{JobId: id, Force: c.Bool("force"), Reason: "cancelled by launcher cancel", ExitCode: 143})
+				cancel()
+				if err != nil {
+					return cli.Exit(fmt.Sprintf("cancel %s: %s", id, statusText(err)), 1)
+				}
+			}
+			return nil
+		},
+	}
+}
+
+func certsCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "certs",
+		Usage:     "make a cluster CA and a store certificate for the given host names and addresses",
+		ArgsUsage: "HOST...",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "dir", Value: "muster-certs", Usage: "where to write ca.pem, store.pem and store-key.pem"},
+			&cli.DurationFlag{Name: "valid", Value: 365 * 24 * time.Hour, Usage: "how long the certificates are valid"},
+		},
+		Action: func(c *cli.Context) error {
+			files, err := rendezvous.GenerateCerts(c.String("dir"), c.Args().Slice(), c.Duration("valid"))
+			if err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
+			fmt.Printf("agent --tls-cert %s --tls-key %s ...\nlauncher run --tls-ca %s ...\n", files.Cert, files.Key, files.CA)
+			return nil
+		},
+	}
+}
