@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -115,9 +116,14 @@ func runAgent(c *cli.Context) error {
 		return err
 	}
 	<-a.ReadyNotify()
+	// Under systemd (Type=notify) the unit is started once jobs can be taken.
+	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
+		log.Warn("sd_notify failed", zap.Error(err))
+	}
 	select {
 	case <-ctx.Done():
 		log.Info("agent stopping", zap.String("reason", "signal"))
+		daemon.SdNotify(false, daemon.SdNotifyStopping)
 	case err := <-a.Err():
 		log.Error("agent lost its store", zap.Error(err))
 	}
