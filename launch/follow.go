@@ -9,7 +9,6 @@ import (
 	"syscall"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc/status"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
@@ -32,14 +31,14 @@ type Options struct {
 func Run(ctx context.Context, log *zap.Logger, c *rendezvous.Client, opts Options) (int, error) {
 	sub, err := c.Submit(ctx, &musterv1.SubmitRequest{Spec: opts.Spec})
 	if err != nil {
-		return 1, errors.New(statusMessage(err))
+		return 1, errors.New(rendezvous.ErrorMessage(err))
 	}
 	job := sub.GetJobId()
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := c.WatchJob(wctx, &musterv1.WatchJobRequest{JobId: job, Attach: true})
 	if err != nil {
-		return 1, fmt.Errorf("watch job %s: %s", job, statusMessage(err))
+		return 1, fmt.Errorf("watch job %s: %s", job, rendezvous.ErrorMessage(err))
 	}
 	events := make(chan *musterv1.JobEvent, 4096)
 	recvErr := make(chan error, 1)
@@ -77,7 +76,7 @@ func Run(ctx context.Context, log *zap.Logger, c *rendezvous.Client, opts Option
 		case ev, ok := <-events:
 			if !ok {
 				p.Close()
-				return 1, fmt.Errorf("job %s: lost the store before the job ended: %s", job, statusMessage(<-recvErr))
+				return 1, fmt.Errorf("job %s: lost the store before the job ended: %s", job, rendezvous.ErrorMessage(<-recvErr))
 			}
 			switch e := ev.GetEvent().(type) {
 			case *musterv1.JobEvent_Output:
@@ -114,12 +113,4 @@ func printSummary(w io.Writer, job string, fin *musterv1.JobFinished) {
 			fmt.Fprintf(w, "    %s\n", l)
 		}
 	}
-}
-
-// statusMessage drops gRPC's "rpc error: code = ... desc =" framing.
-func statusMessage(err error) string {
-	if s, ok := status.FromError(err); ok {
-		return s.Message()
-	}
-	return err.Error()
 }

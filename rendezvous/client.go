@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
@@ -46,4 +47,12 @@ func (c *Client) Get(ctx context.Context, scope, key string, wait bool) ([]byte,
 		return nil, err
 	}
 	return resp.GetValue(), nil
+}
+
+// ErrorMessage is an error from a store call without gRPC's framing.
+func ErrorMessage(err error) string {
+	if s, ok := status.FromError(err); ok {
+		return s.Message()
+	}
+	return err.Error()
 }

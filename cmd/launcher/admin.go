@@ -14,17 +14,30 @@ import (
 	"github.com/musterhq/muster/rendezvous"
 )
 
-// dialCluster connects to --cluster, which these commands require.
-func dialCluster(c *cli.Context) (*rendezvous.Client, error) {
-	addr := c.String("cluster")
-	if addr == "" {
-		return nil, cli.Exit(c.Command.Name+": --cluster HOST:PORT (or MUSTER_CLUSTER) is required", 2)
+// clusterAction runs fn with a connection to --cluster, which the cluster
+// commands require, and a bounded context.
+func clusterAction(fn func(ctx context.Context, c *cli.Context, cl *rendezvous.Client) error) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		addr := c.String("cluster")
+		if addr == "" {
+			return cli.Exit(c.Command.Name+": --cluster HOST:PORT (or MUSTER_CLUSTER) is required", 2)
+		}
+		sec, err := clusterSecurity(c)
+		if err != nil {
+			return cli.Exit(err.Error(), 2)
+		}
+		cl, err := rendezvous.Dial(addr, sec)
+		if err != nil {
+			return cli.Exit(err.Error(), 1)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := fn(ctx, c, cl); err != nil {
+			return cli.Exit(c.Command.Name+": "+rendezvous.ErrorMessage(err), 1)
+		}
+		return nil
 	}
-	sec, err := clusterSecurity(c)
-	if err != nil {
-		return nil, cli.Exit(err.Error(), 2)
-	}
-	return rendezvous.Dial(addr, sec)
 }
 
 func nodesCommand() *cli.Command {
@@ -32,17 +45,10 @@ func nodesCommand() *cli.Command {
 		Name:  "nodes",
 		Usage: "list the cluster's nodes and their GPUs",
 		Flags: clusterFlags(),
-		Action: func(c *cli.Context) error {
-			cl, err := dialCluster(c)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
+		Action: clusterAction(func(ctx context.Context, _ *cli.Context, cl *rendezvous.Client) error {
 			resp, err := cl.ListNodes(ctx, &musterv1.ListNodesRequest{})
 			if err != nil {
-				return cli.Exit(statusText(err), 1)
+				return err
 			}
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NODE\tADDR\tRANK\tGPUS\tBUSY\tJOBS")
@@ -54,7 +60,7 @@ func nodesCommand() *cli.Command {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\n", n.Node.Name, n.Node.Addr, rank, len(n.Node.Gpus), len(n.BusyGpus), strings.Join(n.Jobs, ","))
 			}
 			return w.Flush()
-		},
+		}),
 	}
 }
 
@@ -63,17 +69,10 @@ func jobsCommand() *cli.Command {
 		Name:  "jobs",
 		Usage: "list the cluster's jobs",
 		Flags: clusterFlags(),
-		Action: func(c *cli.Context) error {
-			cl, err := dialCluster(c)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
+		Action: clusterAction(func(ctx context.Context, _ *cli.Context, cl *rendezvous.Client) error {
 			resp, err := cl.ListJobs(ctx, &musterv1.ListJobsRequest{})
 			if err != nil {
-				return cli.Exit(statusText(err), 1)
+				return err
 			}
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "JOB\tSTATE\tEXIT\tNODES\tCOMMAND")
@@ -82,7 +81,7 @@ func jobsCommand() *cli.Command {
 				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", j.JobId, state, j.ExitCode, strings.Join(j.Nodes, ","), strings.Join(j.Spec.GetArgv(), " "))
 			}
 			return w.Flush()
-		},
+		}),
 	}
 }
 
@@ -92,25 +91,18 @@ func cancelCommand() *cli.Command {
 		Usage:     "stop jobs: SIGTERM, then SIGKILL after their kill timeout (--force: at once)",
 		ArgsUsage: "JOB...",
 		Flags:     append(clusterFlags(), &cli.BoolFlag{Name: "force", Usage: "kill at once"}),
-		Action: func(c *cli.Context) error {
+		Action: clusterAction(func(ctx context.Context, c *cli.Context, cl *rendezvous.Client) error {
 			if c.NArg() == 0 {
-				return cli.Exit("cancel: name at least one job (see launcher jobs)", 2)
+				return fmt.Errorf("name at least one job (see launcher jobs)")
 			}
-			cl, err := dialCluster(c)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
 			for _, id := range c.Args().Slice() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				_, err := cl.Cancel(ctx, &musterv1.CancelRequest{JobId: id, Force: c.Bool("force"), Reason: "cancelled by launcher cancel", ExitCode: 143})
-				cancel()
 				if err != nil {
-					return cli.Exit(fmt.Sprintf("cancel %s: %s", id, statusText(err)), 1)
+					return fmt.Errorf("%s: %s", id, rendezvous.ErrorMessage(err))
 				}
 			}
 			return nil
-		},
+		}),
 	}
 }
 

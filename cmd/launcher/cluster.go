@@ -6,7 +6,6 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	"google.golang.org/grpc/status"
 
 	"github.com/musterhq/muster/rendezvous"
 )
@@ -41,12 +40,4 @@ func newLogger(verbose bool) (*zap.Logger, error) {
 	}
 	cfg.DisableStacktrace = true
 	return cfg.Build()
-}
-
-// statusText is a gRPC error's message without its framing.
-func statusText(err error) string {
-	if s, ok := status.FromError(err); ok {
-		return s.Message()
-	}
-	return err.Error()
 }
