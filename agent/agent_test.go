@@ -1,0 +1,127 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/envprop"
+	"github.com/musterhq/muster/gpu"
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+)
+
+// follow submits spec and gathers the job's output lines by rank and its end.
+func follow(t *testing.T, tc *TestCluster, spec *musterv1.JobSpec) (map[int32][]string, *musterv1.JobFinished) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sub, err := tc.Client.Submit(ctx, &musterv1.SubmitRequest{Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := tc.Client.WatchJob(ctx, &musterv1.WatchJobRequest{JobId: sub.JobId})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int32][]string{}
+	for {
+		ev, err := w.Recv()
+		if err != nil {
+			t.Fatalf("job stream ended before the job: %v", err)
+		}
+		if o := ev.GetOutput(); o != nil {
+			out[o.Rank] = append(out[o.Rank], string(o.Line))
+		}
+		if f := ev.GetFinished(); f != nil {
+			return out, f
+		}
+	}
+}
+
+func TestTwoNodeJob(t *testing.T) {
+	tc := NewTestCluster(t, 2, func(i int, cfg *Config) {
+		cfg.GPUs, _ = gpu.Parse("0,1,2,3")
+	})
+	out, fin := follow(t, tc, &musterv1.JobSpec{
+		Argv:   []string{"sh", "-c", `echo "$RANK $GROUP_RANK $MASTER_ADDR $CUDA_VISIBLE_DEVICES $MUSTER_LOCAL_GPUS ${NCCL_COMM_ID:-none} $MUSTER_NODE_ADDRS"`},
+		Nnodes: 2, Gpus: 2, KillTimeoutMs: 1000,
+	})
+	if fin.State != musterv1.JobState_JOB_STATE_SUCCEEDED {
+		t.Fatalf("job ended %v: %s", fin.State, fin.Summary)
+	}
+	var got []string
+	for _, lines := range out {
+		got = append(got, lines...)
+	}
+	sort.Strings(got)
+	// The NCCL root and the master both live on node rank 0 (node-0, 127.0.0.2).
+	for i, prefix := range []string{
+		"0 0 127.0.0.2 0,1 0 127.0.0.2:",
+		"1 0 127.0.0.2 0,1 1 none 127.0.0.2 127.0.0.3",
+		"2 1 127.0.0.2 0,1 0 none 127.0.0.2 127.0.0.3",
+		"3 1 127.0.0.2 0,1 1 none 127.0.0.2 127.0.0.3",
+	} {
+		if i >= len(got) || !strings.HasPrefix(got[i], prefix) {
+			t.Fatalf("worker lines:\n%s\nwant line %d to start %q", strings.Join(got, "\n"), i, prefix)
+		}
+	}
+}
+
+func TestFailureOnOneNodeStopsTheOther(t *testing.T) {
+	tc := NewTestCluster(t, 2, nil)
+	dir := t.TempDir()
+	_, fin := follow(t, tc, &musterv1.JobSpec{
+		// Rank 3 fails once everyone started; the rest would sleep forever.
+		Argv:   []string{"sh", "-c", fmt.Sprintf(`touch %s/$RANK; if [ "$RANK" = 3 ]; then while [ $(ls %s | wc -l) -lt 4 ]; do sleep 0.01; done; echo bad input >&2; exit 5; fi; exec sleep 1000`, dir, dir)},
+		Nnodes: 2, Nproc: 2, KillTimeoutMs: 5000,
+	})
+	if fin.State != musterv1.JobState_JOB_STATE_FAILED || fin.ExitCode != 5 {
+		t.Fatalf("job ended %v with %d: %s", fin.State, fin.ExitCode, fin.Summary)
+	}
+	f := fin.Failure
+	if f.Rank != 3 || f.Node != "node-1" || len(f.StderrTail) != 1 || f.StderrTail[0] != "bad input" {
+		t.Fatalf("failure: %+v", f)
+	}
+}
+
+func TestLogDirAndHostfile(t *testing.T) {
+	tc := NewTestCluster(t, 1, nil)
+	logDir := filepath.Join(t.TempDir(), "logs")
+	_, fin := follow(t, tc, &musterv1.JobSpec{
+		Argv: []string{"sh", "-c", `cat "$MUSTER_HOSTFILE"; echo "to stderr" >&2`}, Nnodes: 1, Nproc: 2, LogDir: logDir,
+	})
+	if fin.State != musterv1.JobState_JOB_STATE_SUCCEEDED {
+		t.Fatalf("job: %v %s", fin.State, fin.Summary)
+	}
+	for rank := 0; rank < 2; rank++ {
+		b, err := os.ReadFile(filepath.Join(logDir, fmt.Sprintf("rank-%d.log", rank)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		sort.Strings(lines)
+		if strings.Join(lines, "|") != "127.0.0.2 slots=2|to stderr" {
+			t.Errorf("rank %d log: %q", rank, b)
+		}
+	}
+	// The job's own files are gone with it.
+	entries, _ := filepath.Glob(filepath.Join(tc.Agents[0].cfg.TempDir, "muster-*"))
+	if len(entries) != 0 {
+		t.Errorf("job files left: %v", entries)
+	}
+}
+
+func TestMinimalEnviron(t *testing.T) {
+	env := minimalEnviron([]string{"PATH=/bin", "SECRET=x", "HOME=/root"})
+	if strings.Join(env, " ") != "PATH=/bin HOME=/root" {
+		t.Fatalf("minimal environ = %v", env)
+	}
+	if _, ok := envprop.Lookup(env, "SECRET"); ok {
+		t.Fatal("leaked")
+	}
+}
