@@ -235,7 +235,7 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		sup.Run(ctx, plans, spec.GetLogDir())
+		sup.Run(plans, spec.GetLogDir())
 		cleanup()
 		a.mu.Lock()
 		delete(a.jobs, asg.GetJobId())

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -43,7 +42,7 @@ func newSupervisor(log *zap.Logger, job, node string, killTimeout time.Duration,
 
 // Run starts the workers and returns once all have ended and been reported.
 // logDir, when set, gets one file per rank.
-func (s *Supervisor) Run(ctx context.Context, plans []workerPlan, logDir string) {
+func (s *Supervisor) Run(plans []workerPlan, logDir string) {
 	defer close(s.done)
 	var wg sync.WaitGroup
 	for _, pl := range plans {

@@ -3,7 +3,6 @@ package rendezvous
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
@@ -34,11 +33,6 @@ func Dial(addr string, sec Security) (*Client, error) {
 
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
-
-// SecurityFromEnv is what a worker uses to reach the store of its job.
-func SecurityFromEnv() Security {
-	return Security{Token: os.Getenv("MUSTER_TOKEN"), TLS: os.Getenv("MUSTER_TLS") == "1", CAFile: os.Getenv("MUSTER_TLS_CA")}
-}
 
 // Get reads a key of the worker's job, waiting for it when wait is set.
 func (c *Client) Get(ctx context.Context, scope, key string, wait bool) ([]byte, error) {

@@ -53,6 +53,19 @@ func (l *eventLog) append(jobID string, evs ...*musterv1.JobEvent) {
 	l.wake = make(chan struct{})
 }
 
+// trim drops all but the last keep events.
+func (l *eventLog) trim(keep int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for len(l.events) > keep {
+		l.bytes -= proto.Size(l.events[0])
+		l.events[0] = nil
+		l.events = l.events[1:]
+		l.first++
+	}
+	l.events = append([]*musterv1.JobEvent(nil), l.events...)
+}
+
 // close marks the log complete after a final append.
 func (l *eventLog) close() {
 	l.mu.Lock()

@@ -69,3 +69,16 @@ func TestEventLogCloseAndWake(t *testing.T) {
 		t.Fatal("a read of zero events claimed the log was finished")
 	}
 }
+
+func TestEventLogTrim(t *testing.T) {
+	l := newEventLog(100, 1<<20)
+	for i := 0; i < 10; i++ {
+		l.append("j", outputEvent("x"))
+	}
+	l.close()
+	l.trim(3)
+	evs, lost, done, _ := l.read(1, 100)
+	if lost != 7 || len(evs) != 3 || evs[0].Version != 8 || !done {
+		t.Fatalf("after trim: lost %d, %d events from %d, done %v", lost, len(evs), evs[0].Version, done)
+	}
+}

@@ -207,7 +207,7 @@ func (s *Store) PortsReserved(session, roundID string, ports []int32, errText st
 	if spec.TimeoutMs > 0 {
 		d := time.Duration(spec.TimeoutMs) * time.Millisecond
 		jobID := j.id
-		j.timer = timeAfter(d, func() {
+		j.timer = time.AfterFunc(d, func() {
 			s.Cancel(jobID, false, fmt.Sprintf("timed out after %s", d), 124)
 		})
 	}
@@ -410,6 +410,8 @@ func (s *Store) finishLocked(j *job) {
 	j.state = fin.State
 	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_Finished{Finished: fin}})
 	j.events.close()
+	// An ended job keeps only the end of its output for late readers.
+	j.events.trim(finishedEvents)
 	if j.timer != nil {
 		j.timer.Stop()
 	}

@@ -9,8 +9,12 @@ import (
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
-// maxFinishedJobs bounds how many ended jobs the store remembers.
-const maxFinishedJobs = 1000
+// Bounds on what the store remembers of ended jobs: how many, and how many
+// of each one's last events.
+const (
+	maxFinishedJobs = 1000
+	finishedEvents  = 1000
+)
 
 // sortedNodes orders nodes as rounds rank them: explicit node rank first,
 // then host name.

@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sync"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -192,6 +191,3 @@ func (s *Store) Close() {
 		}
 	}
 }
-
-// timeAfter is time.AfterFunc, named for the one place jobs use timers.
-func timeAfter(d time.Duration, f func()) *time.Timer { return time.AfterFunc(d, f) }
