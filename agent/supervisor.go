@@ -89,7 +89,7 @@ func (s *Supervisor) runWorker(pl workerPlan, logDir string) {
 	s.publish(&musterv1.JobEvent{JobId: s.job, Event: &musterv1.JobEvent_Started{Started: &musterv1.WorkerStarted{
 		Rank: int32(pl.rank), LocalRank: int32(pl.localRank), Node: s.node, Pid: int32(p.pid)}}})
 
-	st := <-p.done
+	st := p.wait(unkillableAfter)
 	s.mu.Lock()
 	delete(s.procs, pl.localRank)
 	stopped := s.stopping

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -38,8 +39,10 @@ type exitStatus struct {
 
 // process is one running worker: the leader of its own process group.
 type process struct {
-	pid  int
-	done chan exitStatus // receives once, when the worker ended and its output is read
+	pid      int
+	done     chan exitStatus // receives once, when the worker ended and its output is read
+	killed   chan struct{}   // closed once SIGKILL was sent
+	killOnce sync.Once
 }
 
 // startProcess starts a worker in its own process group with Pdeathsig set.
@@ -63,7 +66,7 @@ func startProcess(ws workerSpec) (*process, error) {
 		outW.Close()
 		return nil, err
 	}
-	p := &process{done: make(chan exitStatus, 1)}
+	p := &process{done: make(chan exitStatus, 1), killed: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -139,6 +142,28 @@ func statusOf(ps *os.ProcessState, err error) exitStatus {
 // signal sends sig to the worker's whole process group.
 func (p *process) signal(sig syscall.Signal) {
 	syscall.Kill(-p.pid, sig)
+	if sig == syscall.SIGKILL {
+		p.killOnce.Do(func() { close(p.killed) })
+	}
+}
+
+// wait returns how the worker ended. Once it was sent SIGKILL it waits at
+// most after more: a process in uninterruptible sleep must not hold the job.
+func (p *process) wait(after time.Duration) exitStatus {
+	select {
+	case st := <-p.done:
+		return st
+	case <-p.killed:
+	}
+	t := time.NewTimer(after)
+	defer t.Stop()
+	select {
+	case st := <-p.done:
+		return st
+	case <-t.C:
+		return exitStatus{signal: int(syscall.SIGKILL),
+			err: fmt.Sprintf("still running %s after SIGKILL (uninterruptible sleep?); no longer waited for", after)}
+	}
 }
 
 // startError turns a failure to start into the shell's exit code: 127 for a
