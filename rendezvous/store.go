@@ -132,9 +132,10 @@ func (s *Store) RemoveNode(session, reason string) {
 func (s *Store) removeNodeLocked(n *node, reason string) {
 	delete(s.nodes, n.session)
 	close(n.gone)
-	level := zap.WarnLevel
-	if s.closed {
-		level = zap.DebugLevel
+	// A node leaving between jobs is routine; leaving with jobs fails them.
+	level := zap.InfoLevel
+	if len(n.jobs) > 0 && !s.closed {
+		level = zap.WarnLevel
 	}
 	s.log.Log(level, "node removed", zap.String("node", n.info.GetName()), zap.String("reason", reason))
 	for id := range n.jobs {
