@@ -1,0 +1,43 @@
+package agent
+
+import (
+	"context"
+	"net"
+
+	"go.uber.org/zap"
+
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+)
+
+// reservePorts binds free ports on the node's address and holds them until
+// the round's workers start, so that no other program takes them meanwhile.
+func (a *Agent) reservePorts(ctx context.Context, r *musterv1.ReservePorts) {
+	req := &musterv1.PortsReservedRequest{Session: a.session, RoundId: r.GetRoundId()}
+	var held []net.Listener
+	for i := int32(0); i < r.GetCount() && i < 16; i++ {
+		l, err := net.Listen("tcp", net.JoinHostPort(a.cfg.Addr, "0"))
+		if err != nil {
+			req.Error = err.Error()
+			break
+		}
+		held = append(held, l)
+		req.Ports = append(req.Ports, int32(l.Addr().(*net.TCPAddr).Port))
+	}
+	a.mu.Lock()
+	a.ports[r.GetRoundId()] = held
+	a.mu.Unlock()
+	if _, err := a.client.PortsReserved(ctx, req); err != nil {
+		a.log.Warn("reporting reserved ports failed", zap.Error(err))
+		a.releasePorts(r.GetRoundId())
+	}
+}
+
+func (a *Agent) releasePorts(round string) {
+	a.mu.Lock()
+	held := a.ports[round]
+	delete(a.ports, round)
+	a.mu.Unlock()
+	for _, l := range held {
+		l.Close()
+	}
+}
