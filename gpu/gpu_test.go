@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -64,4 +65,52 @@ func TestDiscoverWithoutGPUSaysWhy(t *testing.T) {
 			t.Errorf("device %d: %+v", i, d)
 		}
 	}
+}
+
+// FuzzParse checks that an accepted GPU list has distinct indices in range
+// and that its canonical form parses back to the same list.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"0", "0,1,2,3", " 7 , 3", "1,1", "-1", "a", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		devs, err := Parse(s)
+		if err != nil {
+			return
+		}
+		var idx []string
+		seen := map[int]bool{}
+		for _, d := range devs {
+			if d.Index < 0 || d.Index > 1023 || seen[d.Index] {
+				t.Fatalf("Parse(%q) accepted index %d", s, d.Index)
+			}
+			seen[d.Index] = true
+			idx = append(idx, strconv.Itoa(d.Index))
+		}
+		again, err := Parse(strings.Join(idx, ","))
+		if err != nil || len(again) != len(devs) {
+			t.Fatalf("canonical form of %q: %v", s, err)
+		}
+	})
+}
+
+// FuzzFilter checks that a filter never invents devices or repeats one.
+func FuzzFilter(f *testing.F) {
+	devs := []Device{{Index: 0, UUID: "GPU-aa"}, {Index: 1, UUID: "GPU-ab"}, {Index: 3, UUID: "GPU-c"}}
+	for _, s := range []string{"", "0,1", "GPU-a", "3,0,3", "-1,0", "9"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := Filter(devs, s)
+		if err != nil {
+			return
+		}
+		seen := map[int]bool{}
+		for _, d := range got {
+			if seen[d.Index] || (d.Index != 0 && d.Index != 1 && d.Index != 3) {
+				t.Fatalf("Filter(%q) = %v", s, got)
+			}
+			seen[d.Index] = true
+		}
+	})
 }
