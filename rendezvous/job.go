@@ -259,8 +259,10 @@ func (s *Store) finishLocked(j *job) {
 	j.state = fin.State
 	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_Finished{Finished: fin}})
 	j.events.close()
-	// An ended job keeps only the end of its output for late readers.
-	j.events.trim(finishedEvents)
+	if j.attached == 0 {
+		// An ended job nobody follows keeps only its last events, for late readers.
+		j.events.trim(finishedEvents)
+	}
 	if j.timer != nil {
 		j.timer.Stop()
 	}

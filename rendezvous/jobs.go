@@ -129,6 +129,9 @@ func (s *Store) detach(j *job) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	j.attached--
+	if j.attached == 0 && j.finished() {
+		j.events.trim(finishedEvents)
+	}
 	if j.attached == 0 && !j.finished() {
 		if j.failure == nil && j.code == 0 {
 			j.code = 129 // as if the launcher's terminal hung up
