@@ -109,10 +109,17 @@ func TestLogDirAndHostfile(t *testing.T) {
 			t.Errorf("rank %d log: %q", rank, b)
 		}
 	}
-	// The job's own files are gone with it.
-	entries, _ := filepath.Glob(filepath.Join(tc.Agents[0].cfg.TempDir, "muster-*"))
-	if len(entries) != 0 {
-		t.Errorf("job files left: %v", entries)
+	// The job's own files go with it, once its last worker was reported.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		entries, _ := filepath.Glob(filepath.Join(tc.Agents[0].cfg.TempDir, "muster-*"))
+		if len(entries) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job files left: %v", entries)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

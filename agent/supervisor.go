@@ -56,45 +56,48 @@ func (s *Supervisor) Run(plans []workerPlan, logDir string) {
 }
 
 func (s *Supervisor) runWorker(pl workerPlan, logDir string) {
+	st, stopped, stderrTail := s.runProcess(pl, logDir)
+	s.exited(pl, st, stopped, stderrTail)
+}
+
+// runProcess runs one worker to its end. Its log file is complete before it
+// returns, so that whoever learns of the exit can read the whole file.
+func (s *Supervisor) runProcess(pl workerPlan, logDir string) (st exitStatus, stopped bool, stderrTail []string) {
 	errTail := &tail{}
 	ws := pl.spec
-	out := s.outputSink(pl.rank, musterv1.Stream_STREAM_STDOUT, nil)
-	errs := s.outputSink(pl.rank, musterv1.Stream_STREAM_STDERR, errTail)
+	ws.stdout = s.outputSink(pl.rank, musterv1.Stream_STREAM_STDOUT, nil)
+	ws.stderr = s.outputSink(pl.rank, musterv1.Stream_STREAM_STDERR, errTail)
 	if logDir != "" {
 		lf, err := openLogFile(filepath.Join(logDir, fmt.Sprintf("rank-%d.log", pl.rank)))
 		if err != nil {
-			s.exited(pl, startError(ws.argv[0], fmt.Errorf("--log-dir: %w", err)), false, nil)
-			return
+			return startError(ws.argv[0], fmt.Errorf("--log-dir: %w", err)), false, nil
 		}
 		defer lf.Close()
-		out = tee(out, lf.add)
-		errs = tee(errs, lf.add)
+		ws.stdout = tee(ws.stdout, lf.add)
+		ws.stderr = tee(ws.stderr, lf.add)
 	}
-	ws.stdout, ws.stderr = out, errs
 
 	s.mu.Lock()
 	if s.stopping {
 		s.mu.Unlock()
-		s.exited(pl, exitStatus{signal: int(syscall.SIGTERM)}, true, nil)
-		return
+		return exitStatus{signal: int(syscall.SIGTERM)}, true, nil
 	}
 	p, err := startProcess(ws)
 	if err != nil {
 		s.mu.Unlock()
-		s.exited(pl, startError(ws.argv[0], err), false, nil)
-		return
+		return startError(ws.argv[0], err), false, nil
 	}
 	s.procs[pl.localRank] = p
 	s.mu.Unlock()
 	s.publish(&musterv1.JobEvent{JobId: s.job, Event: &musterv1.JobEvent_Started{Started: &musterv1.WorkerStarted{
 		Rank: int32(pl.rank), LocalRank: int32(pl.localRank), Node: s.node, Pid: int32(p.pid)}}})
 
-	st := p.wait(unkillableAfter)
+	st = p.wait(unkillableAfter)
 	s.mu.Lock()
 	delete(s.procs, pl.localRank)
-	stopped := s.stopping
+	stopped = s.stopping
 	s.mu.Unlock()
-	s.exited(pl, st, stopped, errTail.get())
+	return st, stopped, errTail.get()
 }
 
 // exited reports a worker's end; a failure stops the rest of the job here at
