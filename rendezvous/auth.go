@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
@@ -121,7 +122,7 @@ func (sec Security) dialOptions(addr string) ([]grpc.DialOption, error) {
 		}
 		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 	} else {
-		opts = append(opts, grpc.WithTransportCredentials(insecureCreds()))
+		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	}
 	if sec.Token != "" {
 		host, _, _ := net.SplitHostPort(addr)

@@ -33,15 +33,6 @@ func (j *job) finished() bool {
 	return false
 }
 
-// round fixes a job's nodes, node ranks, GPUs and world size.
-type round struct {
-	id        string
-	nodes     []*node   // by node rank
-	gpus      [][]int32 // by node rank
-	nproc     int32
-	worldSize int32
-}
-
 // Submit validates spec, forms the job's round and asks node rank 0 to
 // reserve the job's ports; the job starts when they arrive.
 func (s *Store) Submit(spec *musterv1.JobSpec) (string, error) {

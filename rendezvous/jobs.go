@@ -1,10 +1,8 @@
 package rendezvous
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
@@ -15,29 +13,6 @@ const (
 	maxFinishedJobs = 1000
 	finishedEvents  = 1000
 )
-
-// sortedNodes orders nodes as rounds rank them: explicit node rank first,
-// then host name.
-func sortedNodes(m map[string]*node) []*node {
-	nodes := make([]*node, 0, len(m))
-	for _, n := range m {
-		nodes = append(nodes, n)
-	}
-	slices.SortFunc(nodes, func(a, b *node) int {
-		ra, rb := a.info.GetRank(), b.info.GetRank()
-		if (ra >= 0) != (rb >= 0) {
-			if ra >= 0 {
-				return -1
-			}
-			return 1
-		}
-		if c := cmp.Compare(ra, rb); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.info.GetName(), b.info.GetName())
-	})
-	return nodes
-}
 
 // Jobs lists the jobs the store remembers, oldest first.
 func (s *Store) Jobs() []*musterv1.JobStatus {

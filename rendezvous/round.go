@@ -12,6 +12,15 @@ import (
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
+// round fixes a job's nodes, node ranks, GPUs and world size.
+type round struct {
+	id        string
+	nodes     []*node   // by node rank
+	gpus      [][]int32 // by node rank
+	nproc     int32
+	worldSize int32
+}
+
 // formRoundLocked picks the job's nodes in stable order (explicit node rank,
 // then name) among those with enough free GPUs, and takes their GPUs.
 func (s *Store) formRoundLocked(j *job) (*round, error) {

@@ -11,8 +11,6 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -27,8 +25,6 @@ const (
 	maxStreams      = 4096
 	maxWaitTimeout  = time.Hour
 )
-
-func insecureCreds() credentials.TransportCredentials { return insecure.NewCredentials() }
 
 // Config configures a Server.
 type Config struct {

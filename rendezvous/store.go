@@ -5,9 +5,11 @@
 package rendezvous
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sync"
 
 	"go.uber.org/zap"
@@ -153,6 +155,29 @@ func (s *Store) sendLocked(n *node, cmd *musterv1.AgentCommand) {
 	default:
 		s.removeNodeLocked(n, "command queue full")
 	}
+}
+
+// sortedNodes orders nodes as rounds rank them: explicit node rank first,
+// then host name.
+func sortedNodes(m map[string]*node) []*node {
+	nodes := make([]*node, 0, len(m))
+	for _, n := range m {
+		nodes = append(nodes, n)
+	}
+	slices.SortFunc(nodes, func(a, b *node) int {
+		ra, rb := a.info.GetRank(), b.info.GetRank()
+		if (ra >= 0) != (rb >= 0) {
+			if ra >= 0 {
+				return -1
+			}
+			return 1
+		}
+		if c := cmp.Compare(ra, rb); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.info.GetName(), b.info.GetName())
+	})
+	return nodes
 }
 
 // Nodes lists the registered nodes.
