@@ -236,6 +236,3 @@ func (a *Agent) Close(grace time.Duration) error {
 	})
 	return err
 }
-
-// Name is the node's name as registered.
-func (a *Agent) Name() string { return a.cfg.Name }

@@ -161,9 +161,6 @@ func (s *Supervisor) Stop(grace time.Duration) {
 	}()
 }
 
-// Done is closed once every worker has ended and been reported.
-func (s *Supervisor) Done() <-chan struct{} { return s.done }
-
 // prepareLogDir makes --log-dir ready; the job's files go straight into it.
 func prepareLogDir(dir string) error {
 	if dir == "" {

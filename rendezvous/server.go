@@ -121,9 +121,6 @@ func (s *Server) Err() <-chan error { return s.errc }
 // Addr is the address the server listens on.
 func (s *Server) Addr() string { return s.lis.Addr().String() }
 
-// Store is the state the server serves.
-func (s *Server) Store() *Store { return s.store }
-
 // Close shuts the server down, in order: (1) the store fails unfinished jobs
 // and drops nodes, which ends Watch streams; (2) gRPC stops gracefully within
 // ShutdownTimeout, then (3) hard, since long waits would otherwise hold it.
