@@ -23,9 +23,12 @@ const (
 
 // workerSpec is what starts one worker process.
 type workerSpec struct {
-	argv   []string
-	env    []string
-	dir    string
+	argv []string
+	env  []string
+	dir  string
+	// cred, when set, is who the worker runs as (a job submitted by another
+	// local user to an agent running as root).
+	cred   *syscall.Credential
 	stdout lineSink
 	stderr lineSink
 }
@@ -79,8 +82,9 @@ func startProcess(ws workerSpec) (*process, error) {
 			Stdout: outW,
 			Stderr: errW,
 			SysProcAttr: &syscall.SysProcAttr{
-				Setpgid:   true,
-				Pdeathsig: syscall.SIGKILL,
+				Setpgid:    true,
+				Pdeathsig:  syscall.SIGKILL,
+				Credential: ws.cred,
 			},
 		}
 		err := cmd.Start()
