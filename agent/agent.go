@@ -49,10 +49,10 @@ type Agent struct {
 	cfg    Config
 	log    *zap.Logger
 	client *rendezvous.Client
-	pub    *publisher
 
 	session string
 	watch   musterv1.Rendezvous_WatchClient
+	ctx     context.Context // ends when the agent has closed
 	cancel  context.CancelFunc
 
 	mu    sync.Mutex
@@ -89,6 +89,7 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	if _, err := netip.ParseAddr(cfg.Addr); err != nil {
 		return nil, fmt.Errorf("--addr %q is not an IP address", cfg.Addr)
 	}
+	removeStaleJobDirs(cfg.Logger, cfg.TempDir)
 	c, err := rendezvous.Dial(cfg.StoreAddr, cfg.Security)
 	if err != nil {
 		return nil, err
@@ -110,14 +111,12 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("watch store %s: %w", cfg.StoreAddr, err)
 	}
 	a := &Agent{
-		cfg: cfg, log: cfg.Logger, client: c, session: reg.Session, watch: watch, cancel: cancel,
-		pub:   newPublisher(cfg.Logger, c, reg.Session),
+		cfg: cfg, log: cfg.Logger, client: c, session: reg.Session, watch: watch, ctx: wctx, cancel: cancel,
 		jobs:  map[string]*Supervisor{},
 		ports: map[string][]net.Listener{},
 		ready: make(chan struct{}),
 		errc:  make(chan error, 1),
 	}
-	go a.pub.run(context.Background())
 	go a.loop(wctx)
 	close(a.ready)
 	a.log.Info("agent registered", zap.String("node", cfg.Name), zap.String("addr", cfg.Addr),
@@ -137,7 +136,7 @@ func (a *Agent) loop(ctx context.Context) {
 		if err != nil {
 			if ctx.Err() == nil {
 				a.log.Warn("store stream ended; stopping this node's jobs", zap.Error(err))
-				a.stopAll(0)
+				a.stopAll(0, fmt.Sprintf("the agent on node %s lost its store", a.cfg.Name))
 				a.errc <- fmt.Errorf("store %s: %w", a.cfg.StoreAddr, err)
 			}
 			close(a.errc)
@@ -164,7 +163,8 @@ func (a *Agent) stopJob(st *musterv1.StopJob) {
 	}
 }
 
-func (a *Agent) stopAll(grace time.Duration) {
+// stopAll stops every job here because this agent goes away, for reason.
+func (a *Agent) stopAll(grace time.Duration, reason string) {
 	a.mu.Lock()
 	jobs := make([]*Supervisor, 0, len(a.jobs))
 	for _, s := range a.jobs {
@@ -172,7 +172,7 @@ func (a *Agent) stopAll(grace time.Duration) {
 	}
 	a.mu.Unlock()
 	for _, s := range jobs {
-		s.Stop(grace)
+		s.Shutdown(grace, reason)
 	}
 }
 
@@ -180,26 +180,31 @@ func (a *Agent) stopAll(grace time.Duration) {
 func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 	spec := asg.GetSpec()
 	kill := time.Duration(spec.GetKillTimeoutMs()) * time.Millisecond
-	sup := newSupervisor(a.log, asg.GetJobId(), a.cfg.Name, kill, a.pub.publish)
-	plans, cleanup, err := a.plan(asg)
+	pub := newJobPublisher(ctx, a.log, a.client, a.session, asg.GetJobId())
+	go pub.run()
+	sup := newSupervisor(a.log, asg.GetJobId(), a.cfg.Name, kill, pub)
+	plans, files, err := a.plan(asg)
 	a.releasePorts(asg.GetRoundId())
-	if err != nil {
-		a.log.Warn("job cannot start", zap.String("job", asg.GetJobId()), zap.Error(err))
-		// Report every local worker as failed to start, so the job ends.
-		for l := 0; l < int(asg.GetNproc()); l++ {
-			sup.exited(workerPlan{rank: int(asg.GetNodeRank()*asg.GetNproc()) + l, localRank: l},
-				exitStatus{code: 1, err: err.Error()}, false, nil)
-		}
-		return
-	}
 	a.mu.Lock()
-	a.jobs[asg.GetJobId()] = sup
-	a.mu.Unlock()
+	if err == nil {
+		a.jobs[asg.GetJobId()] = sup
+	}
 	a.wg.Add(1)
+	a.mu.Unlock()
 	go func() {
 		defer a.wg.Done()
-		sup.Run(plans, spec.GetLogDir())
-		cleanup()
+		if err != nil {
+			a.log.Warn("job cannot start", zap.String("job", asg.GetJobId()), zap.Error(err))
+			// Report every local worker as failed to start, so the job ends.
+			for l := 0; l < int(asg.GetNproc()); l++ {
+				sup.exited(workerPlan{rank: int(asg.GetNodeRank()*asg.GetNproc()) + l, localRank: l},
+					exitStatus{code: 1, err: err.Error()}, nil)
+			}
+		} else {
+			sup.Run(plans, files)
+		}
+		// The job's last events reach the store before it counts as ended here.
+		pub.close()
 		a.mu.Lock()
 		delete(a.jobs, asg.GetJobId())
 		a.mu.Unlock()
@@ -207,21 +212,21 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 }
 
 // Close stops the agent, in order: (1) every job's workers get SIGTERM, then
-// SIGKILL after grace; (2) it waits for them, at most ShutdownTimeout past
-// the grace; (3) it flushes their last events to the store; (4) it ends its
-// Watch stream and connection.
+// SIGKILL after grace, and count as failed because the agent shut down; (2)
+// it waits for them and for their last events to reach the store, at most
+// ShutdownTimeout past the grace; (3) it drops what is still unsent and ends
+// its Watch stream and connection.
 func (a *Agent) Close(grace time.Duration) error {
 	var err error
 	a.closeOnce.Do(func() {
-		a.stopAll(grace)
+		a.stopAll(grace, fmt.Sprintf("the agent on node %s shut down", a.cfg.Name))
 		done := make(chan struct{})
 		go func() { a.wg.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(grace + a.cfg.ShutdownTimeout):
-			err = errors.New("agent: workers still running after SIGKILL")
+			err = errors.New("agent: workers or their events still pending after SIGKILL")
 		}
-		a.pub.close()
 		a.cancel()
 		a.mu.Lock()
 		rounds := make([]string, 0, len(a.ports))

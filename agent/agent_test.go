@@ -13,6 +13,7 @@ import (
 	"github.com/musterhq/muster/envprop"
 	"github.com/musterhq/muster/gpu"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/supervise"
 )
 
 // follow submits spec and gathers the job's output lines by rank and its end.
@@ -35,12 +36,17 @@ func follow(t *testing.T, tc *TestCluster, spec *musterv1.JobSpec) (map[int32][]
 			t.Fatalf("job stream ended before the job: %v", err)
 		}
 		if o := ev.GetOutput(); o != nil {
-			out[o.Rank] = append(out[o.Rank], string(o.Line))
+			out[o.Rank] = append(out[o.Rank], strings.Split(strings.TrimSuffix(string(o.Data), "\n"), "\n")...)
 		}
 		if f := ev.GetFinished(); f != nil {
 			return out, f
 		}
 	}
+}
+
+func TestMain(m *testing.M) {
+	supervise.RunShimIfRequested()
+	os.Exit(m.Run())
 }
 
 func TestTwoNodeJob(t *testing.T) {
@@ -99,7 +105,12 @@ func TestLogDirAndHostfile(t *testing.T) {
 		t.Fatalf("job: %v %s", fin.State, fin.Summary)
 	}
 	for rank := 0; rank < 2; rank++ {
-		b, err := os.ReadFile(filepath.Join(logDir, fmt.Sprintf("rank-%d.log", rank)))
+		// Each job's logs have a directory of their own.
+		files, _ := filepath.Glob(filepath.Join(logDir, "j-*", fmt.Sprintf("rank-%d.log", rank)))
+		if len(files) != 1 {
+			t.Fatalf("rank %d: log files %v", rank, files)
+		}
+		b, err := os.ReadFile(files[0])
 		if err != nil {
 			t.Fatal(err)
 		}

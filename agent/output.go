@@ -1,68 +1,41 @@
 package agent
 
 import (
-	"bufio"
-	"errors"
-	"io"
+	"bytes"
 	"os"
 	"sync"
 )
 
-// maxLine is the longest line sent as one event; longer lines arrive in
-// pieces marked partial, so a worker printing without newlines stays bounded.
-const maxLine = 64 << 10
-
-// tailLines is how many stderr lines a failure summary keeps.
+// A failure summary keeps the last lines of the failed rank's stderr.
 const (
 	tailLines     = 20
 	tailLineBytes = 1024
 )
 
-// lineSink receives a worker's output one line (or piece of a long line) at
-// a time, newline removed.
-type lineSink func(line []byte, partial bool)
-
-// readLines reads r to its end, handing each line to sink.
-func readLines(r io.Reader, sink lineSink) error {
-	br := bufio.NewReaderSize(r, maxLine)
-	inLine := false // a piece of the current line was sent as partial
-	for {
-		line, err := br.ReadSlice('\n')
-		switch {
-		case err == nil:
-			sink(line[:len(line)-1], false)
-			inLine = false
-		case errors.Is(err, bufio.ErrBufferFull):
-			sink(line, true)
-			inLine = true
-		default:
-			// The end: finish a last line that had no newline.
-			if len(line) > 0 || inLine {
-				sink(line, false)
-			}
-			if errors.Is(err, io.EOF) || errors.Is(err, os.ErrClosed) {
-				return nil
-			}
-			return err
-		}
-	}
-}
-
-// tail keeps the last lines written to it.
+// tail keeps the last lines written to it, each cut to tailLineBytes.
 type tail struct {
 	mu    sync.Mutex
 	lines []string
+	open  bool // the last line has not ended yet
 }
 
-func (t *tail) add(line []byte, partial bool) {
+func (t *tail) add(data []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(line) > tailLineBytes {
-		line = line[:tailLineBytes]
-	}
-	t.lines = append(t.lines, string(line))
-	if len(t.lines) > tailLines {
-		t.lines = t.lines[len(t.lines)-tailLines:]
+	for len(data) > 0 {
+		piece, rest, ended := bytes.Cut(data, []byte{'\n'})
+		data = rest
+		if t.open {
+			last := t.lines[len(t.lines)-1]
+			room := max(tailLineBytes-len(last), 0)
+			t.lines[len(t.lines)-1] = last + string(piece[:min(len(piece), room)])
+		} else {
+			t.lines = append(t.lines, string(piece[:min(len(piece), tailLineBytes)]))
+		}
+		t.open = !ended
+		if len(t.lines) > tailLines {
+			t.lines = t.lines[len(t.lines)-tailLines:]
+		}
 	}
 }
 
@@ -73,35 +46,37 @@ func (t *tail) get() []string {
 }
 
 // logFile is one rank's file under --log-dir, shared by its two streams.
+// Each chunk is written at once, so the file is complete whatever happens
+// to the launcher.
 type logFile struct {
-	mu sync.Mutex
-	w  *bufio.Writer
-	f  *os.File
+	mu  sync.Mutex
+	f   *os.File
+	err error
 }
 
+// openLogFile creates a rank's file; it never truncates an existing one.
 func openLogFile(path string) (*logFile, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	return &logFile{f: f, w: bufio.NewWriterSize(f, 64<<10)}, nil
+	return &logFile{f: f}, nil
 }
 
-func (l *logFile) add(line []byte, partial bool) {
+func (l *logFile) write(data []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.w.Write(line)
-	if !partial {
-		l.w.WriteByte('\n')
+	if l.err == nil {
+		_, l.err = l.f.Write(data)
 	}
 }
 
+// Close closes the file and returns the first error writing it.
 func (l *logFile) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	err := l.w.Flush()
-	if cerr := l.f.Close(); err == nil {
-		err = cerr
+	if err := l.f.Close(); l.err == nil {
+		l.err = err
 	}
-	return err
+	return l.err
 }

@@ -14,23 +14,41 @@ import (
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
+// jobFiles is what a job has on this node besides its processes: its
+// directory (held by a lock until its shim ends) and its log directory.
+type jobFiles struct {
+	dir    string
+	lock   *os.File
+	logDir string
+}
+
 // plan computes each local worker's command and environment and writes the
 // job's hostfile.
-func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, func(), error) {
+func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
 	spec := asg.GetSpec()
-	if err := prepareLogDir(spec.GetLogDir()); err != nil {
-		return nil, nil, err
+	var files jobFiles
+	if dir := spec.GetLogDir(); dir != "" {
+		// Each job's logs go to a directory of their own: two jobs never
+		// write over each other's files.
+		files.logDir = filepath.Join(dir, asg.GetJobId())
+		if err := os.MkdirAll(files.logDir, 0o755); err != nil {
+			return nil, files, fmt.Errorf("--log-dir: %w", err)
+		}
 	}
 	if dir := spec.GetWorkdir(); dir != "" {
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			return nil, nil, fmt.Errorf("working directory %s does not exist on node %s", dir, a.cfg.Name)
+			return nil, files, fmt.Errorf("working directory %s does not exist on node %s", dir, a.cfg.Name)
 		}
 	}
-	jobDir := filepath.Join(a.cfg.TempDir, "muster-"+asg.GetJobId())
-	if err := os.MkdirAll(jobDir, 0o700); err != nil {
-		return nil, nil, fmt.Errorf("job directory: %w", err)
+	jobDir, lock, err := makeJobDir(a.cfg.TempDir, asg.GetJobId())
+	if err != nil {
+		return nil, files, fmt.Errorf("job directory: %w", err)
 	}
-	cleanup := func() { os.RemoveAll(jobDir) }
+	files.dir, files.lock = jobDir, lock
+	cleanup := func() {
+		os.RemoveAll(jobDir)
+		lock.Close()
+	}
 	hosts := make([]hostfile.Host, len(asg.GetNodeAddrs()))
 	for i, addr := range asg.GetNodeAddrs() {
 		hosts[i] = hostfile.Host{Name: addr, Slots: int(asg.GetNodeSlots()[i])}
@@ -45,7 +63,7 @@ func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, func(), error) {
 	}
 	if err != nil {
 		cleanup()
-		return nil, nil, fmt.Errorf("job hostfile: %w", err)
+		return nil, jobFiles{}, fmt.Errorf("job hostfile: %w", err)
 	}
 
 	base := minimalEnviron(a.cfg.Environ)
@@ -76,7 +94,7 @@ func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, func(), error) {
 		plans = append(plans, workerPlan{rank: in.Rank(), localRank: l, spec: workerSpec{
 			argv: spec.GetArgv(), env: envprop.Build(in), dir: spec.GetWorkdir()}})
 	}
-	return plans, cleanup, nil
+	return plans, files, nil
 }
 
 // detectNCCLNet finds NCCL's network variables for this node; the NCCL

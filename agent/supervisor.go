@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,21 +12,29 @@ import (
 	"go.uber.org/zap"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/supervise"
 )
+
+// cutAfter bounds reading a worker's pipes once every process of the job has
+// ended or was given up on: only a process that outlived SIGKILL holds them.
+const cutAfter = 2 * time.Second
 
 // Supervisor runs one job's workers on this node: it starts them, reports
 // their output and exits, and stops them all on the first failure
 // (SIGTERM, the kill timeout, then SIGKILL).
 type Supervisor struct {
-	log     *zap.Logger
-	job     string
-	node    string
-	publish func(*musterv1.JobEvent)
-	killAt  time.Duration // the job's kill timeout
+	log    *zap.Logger
+	job    string
+	node   string
+	pub    *jobPublisher
+	killAt time.Duration // the job's kill timeout
 
 	mu       sync.Mutex
-	procs    map[int]*process // by local rank, while running
+	group    *supervise.Group
 	stopping bool
+	// shutdown says why this agent itself stopped the job (it is shutting
+	// down); its workers then count as failed, not as stopped by the store.
+	shutdown string
 	done     chan struct{}
 }
 
@@ -35,139 +44,246 @@ type workerPlan struct {
 	spec            workerSpec
 }
 
-func newSupervisor(log *zap.Logger, job, node string, killTimeout time.Duration, publish func(*musterv1.JobEvent)) *Supervisor {
-	return &Supervisor{log: log, job: job, node: node, killAt: killTimeout, publish: publish,
-		procs: map[int]*process{}, done: make(chan struct{})}
+func newSupervisor(log *zap.Logger, job, node string, killTimeout time.Duration, pub *jobPublisher) *Supervisor {
+	return &Supervisor{log: log, job: job, node: node, killAt: killTimeout, pub: pub, done: make(chan struct{})}
 }
 
-// Run starts the workers and returns once all have ended and been reported.
-// logDir, when set, gets one file per rank.
-func (s *Supervisor) Run(plans []workerPlan, logDir string) {
+// worker is one running worker's plumbing.
+type worker struct {
+	plan    workerPlan
+	log     *logFile
+	errTail tail
+	readers [2]*supervise.Reader
+	read    sync.WaitGroup
+	exit    chan exitStatus
+}
+
+// Run starts the workers and returns once every one has ended and been
+// reported, and every process they started is gone. files.logDir, when
+// set, gets one file per rank; files.dir is removed at the end, even if the
+// agent dies first.
+func (s *Supervisor) Run(plans []workerPlan, files jobFiles) {
 	defer close(s.done)
-	var wg sync.WaitGroup
-	for _, pl := range plans {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.runWorker(pl, logDir)
-		}()
+	logDir, jobDir := files.logDir, files.dir
+	defer files.lock.Close()
+	workers := make([]*worker, len(plans))
+	for i, pl := range plans {
+		workers[i] = &worker{plan: pl, exit: make(chan exitStatus, 1)}
 	}
-	wg.Wait()
-}
-
-func (s *Supervisor) runWorker(pl workerPlan, logDir string) {
-	st, stopped, stderrTail := s.runProcess(pl, logDir)
-	s.exited(pl, st, stopped, stderrTail)
-}
-
-// runProcess runs one worker to its end. Its log file is complete before it
-// returns, so that whoever learns of the exit can read the whole file.
-func (s *Supervisor) runProcess(pl workerPlan, logDir string) (st exitStatus, stopped bool, stderrTail []string) {
-	errTail := &tail{}
-	ws := pl.spec
-	ws.stdout = s.outputSink(pl.rank, musterv1.Stream_STREAM_STDOUT, nil)
-	ws.stderr = s.outputSink(pl.rank, musterv1.Stream_STREAM_STDERR, errTail)
-	if logDir != "" {
-		lf, err := openLogFile(filepath.Join(logDir, fmt.Sprintf("rank-%d.log", pl.rank)))
-		if err != nil {
-			return startError(ws.argv[0], fmt.Errorf("--log-dir: %w", err)), false, nil
+	defer func() {
+		for _, w := range workers {
+			if w.log != nil {
+				if err := w.log.Close(); err != nil {
+					s.log.Warn("log file incomplete", zap.String("job", s.job), zap.Int("rank", w.plan.rank), zap.Error(err))
+				}
+			}
 		}
-		defer lf.Close()
-		ws.stdout = tee(ws.stdout, lf.add)
-		ws.stderr = tee(ws.stderr, lf.add)
+	}()
+	if logDir != "" {
+		for _, w := range workers {
+			lf, err := openLogFile(filepath.Join(logDir, fmt.Sprintf("rank-%d.log", w.plan.rank)))
+			if err != nil {
+				s.failAll(workers, exitStatus{code: 1, err: fmt.Sprintf("--log-dir: %v", err)})
+				os.RemoveAll(jobDir)
+				return
+			}
+			w.log = lf
+		}
+	}
+	spec := supervise.Spec{Grace: s.killAt, Unkillable: unkillableAfter, JobDir: jobDir, Lock: files.lock}
+	for _, w := range workers {
+		outR, outW, err := os.Pipe()
+		if err != nil {
+			abandon(workers, spec)
+			s.failAll(workers, exitStatus{code: 1, err: err.Error()})
+			os.RemoveAll(jobDir)
+			return
+		}
+		errR, errW, err := os.Pipe()
+		if err != nil {
+			outR.Close()
+			outW.Close()
+			abandon(workers, spec)
+			s.failAll(workers, exitStatus{code: 1, err: err.Error()})
+			os.RemoveAll(jobDir)
+			return
+		}
+		w.readers = [2]*supervise.Reader{supervise.NewReader(outR), supervise.NewReader(errR)}
+		ws := w.plan.spec
+		spec.Workers = append(spec.Workers, supervise.Worker{Path: programPath(ws.argv[0], ws.env), Argv: ws.argv,
+			Env: ws.env, Dir: ws.dir, Cred: ws.cred, Stdout: outW, Stderr: errW})
 	}
 
 	s.mu.Lock()
 	if s.stopping {
 		s.mu.Unlock()
-		return exitStatus{signal: int(syscall.SIGTERM)}, true, nil
+		abandon(workers, spec)
+		s.failAll(workers, exitStatus{signal: int(syscall.SIGTERM)})
+		os.RemoveAll(jobDir)
+		return
 	}
-	p, err := startProcess(ws)
+	g, err := supervise.Start(spec)
+	s.group = g
+	s.mu.Unlock()
 	if err != nil {
-		s.mu.Unlock()
-		return startError(ws.argv[0], err), false, nil
+		abandon(workers, supervise.Spec{})
+		s.failAll(workers, exitStatus{code: 1, err: err.Error()})
+		os.RemoveAll(jobDir)
+		return
 	}
-	s.procs[pl.localRank] = p
-	s.mu.Unlock()
-	s.publish(&musterv1.JobEvent{JobId: s.job, Event: &musterv1.JobEvent_Started{Started: &musterv1.WorkerStarted{
-		Rank: int32(pl.rank), LocalRank: int32(pl.localRank), Node: s.node, Pid: int32(p.pid)}}})
 
-	st = p.wait(unkillableAfter)
-	s.mu.Lock()
-	delete(s.procs, pl.localRank)
-	stopped = s.stopping
-	s.mu.Unlock()
-	return st, stopped, errTail.get()
+	var reported sync.WaitGroup
+	for _, w := range workers {
+		w.read.Add(2)
+		go func() { defer w.read.Done(); s.readOutput(w, 0) }()
+		go func() { defer w.read.Done(); s.readOutput(w, 1) }()
+		reported.Add(1)
+		go func() {
+			defer reported.Done()
+			st := <-w.exit
+			// The exit is reported after the worker's last byte of output.
+			w.read.Wait()
+			s.exited(w.plan, st, w.errTail.get())
+		}()
+	}
+	got := make([]bool, len(workers))
+	for ev := range g.Events() {
+		w := workers[ev.Index]
+		switch ev.Kind {
+		case supervise.Started:
+			s.pub.publish(&musterv1.JobEvent{JobId: s.job, Event: &musterv1.JobEvent_Started{Started: &musterv1.WorkerStarted{
+				Rank: int32(w.plan.rank), LocalRank: int32(w.plan.localRank), Node: s.node, Pid: int32(ev.Pid)}}})
+			continue
+		case supervise.StartFailed:
+			w.exit <- startError(w.plan.spec.argv[0], ev.Err)
+		case supervise.Exited:
+			w.exit <- exitStatus{code: ev.Code, signal: ev.Signal}
+		}
+		got[ev.Index] = true
+	}
+	note := g.Note()
+	if note != "" {
+		s.log.Warn("job processes", zap.String("job", s.job), zap.String("note", note))
+	}
+	for i, w := range workers {
+		if !got[i] {
+			w.exit <- exitStatus{code: 1, err: note}
+		}
+	}
+	cut := time.AfterFunc(cutAfter, func() { closeReaders(workers) })
+	reported.Wait()
+	cut.Stop()
+}
+
+// readOutput reads one of a worker's streams: into its log file, its stderr
+// tail, and the job's events, in that order; a slow store slows the worker.
+func (s *Supervisor) readOutput(w *worker, i int) {
+	stream := musterv1.Stream_STREAM_STDOUT
+	if i == 1 {
+		stream = musterv1.Stream_STREAM_STDERR
+	}
+	err := w.readers[i].Read(func(data []byte, paused bool) {
+		if w.log != nil {
+			w.log.write(data)
+		}
+		if i == 1 {
+			w.errTail.add(data)
+		}
+		s.pub.publish(&musterv1.JobEvent{JobId: s.job, Event: &musterv1.JobEvent_Output{Output: &musterv1.Output{
+			Rank: int32(w.plan.rank), Stream: stream, Data: bytes.Clone(data), Paused: paused}}})
+	})
+	if err != nil {
+		s.log.Warn("worker output cut", zap.String("job", s.job), zap.Int("rank", w.plan.rank), zap.Error(err))
+	}
+}
+
+func closeReaders(workers []*worker) {
+	for _, w := range workers {
+		for _, r := range w.readers {
+			if r != nil {
+				r.Cut()
+			}
+		}
+	}
+}
+
+// abandon closes the pipes of workers that will not start.
+func abandon(workers []*worker, spec supervise.Spec) {
+	for _, w := range workers {
+		for _, r := range w.readers {
+			if r != nil {
+				r.Close()
+			}
+		}
+	}
+	for _, w := range spec.Workers {
+		w.Stdout.Close()
+		w.Stderr.Close()
+	}
+}
+
+// failAll reports every worker as ended with st, for a job that could not start.
+func (s *Supervisor) failAll(workers []*worker, st exitStatus) {
+	for _, w := range workers {
+		s.exited(w.plan, st, nil)
+	}
 }
 
 // exited reports a worker's end; a failure stops the rest of the job here at
 // once, before the store tells every node.
-func (s *Supervisor) exited(pl workerPlan, st exitStatus, stopped bool, stderrTail []string) {
+func (s *Supervisor) exited(pl workerPlan, st exitStatus, stderrTail []string) {
+	s.mu.Lock()
+	stopped := s.stopping && s.shutdown == ""
+	if s.shutdown != "" && st.failed() && st.err == "" {
+		st.err = s.shutdown
+	}
+	s.mu.Unlock()
 	ev := &musterv1.WorkerExited{Rank: int32(pl.rank), LocalRank: int32(pl.localRank), Node: s.node,
 		ExitCode: int32(st.code), Signal: int32(st.signal), StderrTail: stderrTail, Stopped: stopped, Error: st.err}
 	s.log.Info("worker exited", zap.String("job", s.job), zap.Int("rank", pl.rank), zap.Int("exit-code", st.code),
 		zap.Int("signal", st.signal), zap.Bool("stopped", stopped), zap.String("error", st.err))
-	s.publish(&musterv1.JobEvent{JobId: s.job, Event: &musterv1.JobEvent_Exited{Exited: ev}})
-	if !stopped && (st.code != 0 || st.signal != 0 || st.err != "") {
+	s.pub.publish(&musterv1.JobEvent{JobId: s.job, Event: &musterv1.JobEvent_Exited{Exited: ev}})
+	if !stopped && st.failed() {
 		s.Stop(s.killAt)
 	}
 }
 
-func (s *Supervisor) outputSink(rank int, stream musterv1.Stream, t *tail) lineSink {
-	return func(line []byte, partial bool) {
-		if t != nil {
-			t.add(line, partial)
-		}
-		s.publish(&musterv1.JobEvent{JobId: s.job, Event: &musterv1.JobEvent_Output{Output: &musterv1.Output{
-			Rank: int32(rank), Stream: stream, Line: append([]byte(nil), line...), Partial: partial}}})
-	}
-}
+// Stop ends every worker: SIGTERM to each process group and every process
+// they started, then SIGKILL after grace. Calling it again with a shorter
+// grace kills sooner.
+func (s *Supervisor) Stop(grace time.Duration) { s.stop(grace, "") }
 
-func tee(a, b lineSink) lineSink {
-	return func(line []byte, partial bool) { a(line, partial); b(line, partial) }
-}
+// Shutdown stops the job because this agent is going away; its workers are
+// reported as failed, for reason.
+func (s *Supervisor) Shutdown(grace time.Duration, reason string) { s.stop(grace, reason) }
 
-// Stop ends every worker: SIGTERM to each process group, then SIGKILL after
-// grace. Calling it again with a shorter grace kills sooner.
-func (s *Supervisor) Stop(grace time.Duration) {
+func (s *Supervisor) stop(grace time.Duration, shutdown string) {
 	s.mu.Lock()
 	first := !s.stopping
 	s.stopping = true
-	procs := make([]*process, 0, len(s.procs))
-	for _, p := range s.procs {
-		procs = append(procs, p)
+	if shutdown != "" && s.shutdown == "" {
+		s.shutdown = shutdown
 	}
+	g := s.group
 	s.mu.Unlock()
+	if g == nil {
+		return // Run has not started the workers, and now will not
+	}
 	if grace <= 0 {
-		for _, p := range procs {
-			p.signal(syscall.SIGKILL)
-		}
+		g.SignalAll(syscall.SIGKILL)
 		return
 	}
 	if !first {
 		return
 	}
-	for _, p := range procs {
-		p.signal(syscall.SIGTERM)
-	}
+	g.SignalAll(syscall.SIGTERM)
 	go func() {
 		t := time.NewTimer(grace)
 		defer t.Stop()
 		select {
 		case <-s.done:
 		case <-t.C:
-			s.Stop(0)
+			s.stop(0, "")
 		}
 	}()
-}
-
-// prepareLogDir makes --log-dir ready; the job's files go straight into it.
-func prepareLogDir(dir string) error {
-	if dir == "" {
-		return nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("--log-dir %s: %w", dir, err)
-	}
-	return nil
 }

@@ -4,22 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"runtime"
-	"sync"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/musterhq/muster/envprop"
 )
 
-// Bounds on waiting for a worker after it was killed or after it exited.
-const (
-	// unkillableAfter is how long a worker may outlive SIGKILL (a process in
-	// uninterruptible sleep) before the agent reports it and stops waiting.
-	unkillableAfter = 10 * time.Second
-	// drainAfter bounds reading output after the worker exited, in case a
-	// process outside its group still holds the pipes.
-	drainAfter = 2 * time.Second
-)
+// unkillableAfter is how long a process may outlive SIGKILL (uninterruptible
+// sleep) before the agent reports it and stops waiting.
+const unkillableAfter = 10 * time.Second
 
 // workerSpec is what starts one worker process.
 type workerSpec struct {
@@ -28,9 +23,7 @@ type workerSpec struct {
 	dir  string
 	// cred, when set, is who the worker runs as (a job submitted by another
 	// local user to an agent running as root).
-	cred   *syscall.Credential
-	stdout lineSink
-	stderr lineSink
+	cred *syscall.Credential
 }
 
 // exitStatus is how a worker ended.
@@ -40,141 +33,33 @@ type exitStatus struct {
 	err    string // a failure to start or to be reaped
 }
 
-// process is one running worker: the leader of its own process group.
-type process struct {
-	pid      int
-	done     chan exitStatus // receives once, when the worker ended and its output is read
-	killed   chan struct{}   // closed once SIGKILL was sent
-	killOnce sync.Once
-}
+func (st exitStatus) failed() bool { return st.code != 0 || st.signal != 0 || st.err != "" }
 
-// startProcess starts a worker in its own process group with Pdeathsig set.
-// Pdeathsig fires when the *thread* that forked the child exits, so the
-// goroutine holds its OS thread locked for the child's whole life.
-func startProcess(ws workerSpec) (*process, error) {
-	if len(ws.argv) == 0 {
-		return nil, errors.New("no command")
+// programPath finds argv0 as the worker's shell would: a name with a slash
+// as it is (relative to the working directory), else in the worker's PATH.
+// Not found gives "", which fails to start with ENOENT.
+func programPath(argv0 string, env []string) string {
+	if strings.Contains(argv0, "/") {
+		return argv0
 	}
-	path, err := exec.LookPath(ws.argv[0])
-	if err != nil {
-		return nil, err
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return nil, err
-	}
-	p := &process{done: make(chan exitStatus, 1), killed: make(chan struct{})}
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		// The thread is never unlocked: it ends with this goroutine, after the child.
-		cmd := &exec.Cmd{
-			Path:   path,
-			Args:   ws.argv,
-			Env:    ws.env,
-			Dir:    ws.dir,
-			Stdout: outW,
-			Stderr: errW,
-			SysProcAttr: &syscall.SysProcAttr{
-				Setpgid:    true,
-				Pdeathsig:  syscall.SIGKILL,
-				Credential: ws.cred,
-			},
+	path, _ := envprop.Lookup(env, "PATH")
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
 		}
-		err := cmd.Start()
-		outW.Close()
-		errW.Close()
-		if err != nil {
-			outR.Close()
-			errR.Close()
-			started <- err
-			return
+		p := filepath.Join(dir, argv0)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p
 		}
-		p.pid = cmd.Process.Pid
-		started <- nil
-
-		read := make(chan struct{}, 2)
-		go func() { readLines(outR, ws.stdout); read <- struct{}{} }()
-		go func() { readLines(errR, ws.stderr); read <- struct{}{} }()
-
-		werr := cmd.Wait()
-		st := statusOf(cmd.ProcessState, werr)
-		// Whatever the worker left in its group goes with it: no orphans.
-		syscall.Kill(-p.pid, syscall.SIGKILL)
-		drain := time.NewTimer(drainAfter)
-		for n := 0; n < 2; {
-			select {
-			case <-read:
-				n++
-			case <-drain.C:
-				// A process outside the group holds the pipes; stop reading.
-				outR.Close()
-				errR.Close()
-			}
-		}
-		drain.Stop()
-		outR.Close()
-		errR.Close()
-		p.done <- st
-	}()
-	if err := <-started; err != nil {
-		return nil, err
 	}
-	return p, nil
-}
-
-func statusOf(ps *os.ProcessState, err error) exitStatus {
-	if ps == nil {
-		return exitStatus{code: 1, err: fmt.Sprintf("wait: %v", err)}
-	}
-	ws, ok := ps.Sys().(syscall.WaitStatus)
-	switch {
-	case ok && ws.Signaled():
-		return exitStatus{signal: int(ws.Signal())}
-	case ok && ws.Exited():
-		return exitStatus{code: ws.ExitStatus()}
-	}
-	return exitStatus{code: ps.ExitCode()}
-}
-
-// signal sends sig to the worker's whole process group.
-func (p *process) signal(sig syscall.Signal) {
-	syscall.Kill(-p.pid, sig)
-	if sig == syscall.SIGKILL {
-		p.killOnce.Do(func() { close(p.killed) })
-	}
-}
-
-// wait returns how the worker ended. Once it was sent SIGKILL it waits at
-// most after more: a process in uninterruptible sleep must not hold the job.
-func (p *process) wait(after time.Duration) exitStatus {
-	select {
-	case st := <-p.done:
-		return st
-	case <-p.killed:
-	}
-	t := time.NewTimer(after)
-	defer t.Stop()
-	select {
-	case st := <-p.done:
-		return st
-	case <-t.C:
-		return exitStatus{signal: int(syscall.SIGKILL),
-			err: fmt.Sprintf("still running %s after SIGKILL (uninterruptible sleep?); no longer waited for", after)}
-	}
+	return ""
 }
 
 // startError turns a failure to start into the shell's exit code: 127 for a
 // missing command, 126 for one that cannot be run.
 func startError(argv0 string, err error) exitStatus {
 	code := 126
-	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+	if errors.Is(err, syscall.ENOENT) || errors.Is(err, os.ErrNotExist) {
 		code = 127
 	}
 	return exitStatus{code: code, err: fmt.Sprintf("cannot start %q: %v", argv0, err)}

@@ -35,7 +35,7 @@ type EmbeddedConfig struct {
 // StartEmbedded starts the store on a free loopback port and registers a
 // local agent with it.
 func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
-	store, err := rendezvous.Start(ctx, rendezvous.Config{Logger: cfg.Logger, ListenAddr: "127.0.0.1:0"})
+	store, err := rendezvous.Start(ctx, rendezvous.Config{Logger: cfg.Logger, ListenAddr: "127.0.0.1:0", InProcess: true})
 	if err != nil {
 		return nil, err
 	}

@@ -7,11 +7,20 @@ import (
 	"io"
 	"os"
 	"syscall"
+	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
+)
+
+// Bounds on following a job: events read ahead of the printer, and how long
+// the launcher tries to learn a job's end after its stream broke.
+const (
+	readAhead   = 64
+	reattachFor = 5 * time.Second
 )
 
 // Options says what to run and where its output goes.
@@ -20,9 +29,11 @@ type Options struct {
 	Stdout    io.Writer
 	Stderr    io.Writer
 	TagOutput bool
-	// Signals delivers SIGINT/SIGTERM: the first stops the job gracefully,
-	// the second kills it at once.
+	// Signals delivers SIGINT, SIGTERM and SIGHUP: the first stops the job
+	// gracefully, the second kills it at once.
 	Signals <-chan os.Signal
+	// Store names the store in messages.
+	Store string
 }
 
 // Run submits the job, prints its output until it ends, and returns the
@@ -34,13 +45,36 @@ func Run(ctx context.Context, log *zap.Logger, c *rendezvous.Client, opts Option
 		return 1, errors.New(rendezvous.ErrorMessage(err))
 	}
 	job := sub.GetJobId()
+	if opts.Spec.GetLogDir() != "" {
+		fmt.Fprintf(opts.Stderr, "muster: job %s logs to %s/%s/\n", job, opts.Spec.GetLogDir(), job)
+	}
+	f := &follower{c: c, log: log, opts: opts, job: job, p: NewPrinter(opts.Stdout, opts.Stderr, opts.TagOutput)}
+	return f.run(ctx)
+}
+
+type follower struct {
+	c    *rendezvous.Client
+	log  *zap.Logger
+	opts Options
+	job  string
+	p    *Printer
+
+	next       uint64 // the next version wanted
+	interrupts int
+	quiet      bool // stdout is gone: drain, print nothing more
+	lost       uint64
+	lostBytes  uint64
+}
+
+func (f *follower) run(ctx context.Context) (int, error) {
+	defer f.p.Close()
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := c.WatchJob(wctx, &musterv1.WatchJobRequest{JobId: job, Attach: true})
+	stream, err := f.c.WatchJob(wctx, &musterv1.WatchJobRequest{JobId: f.job, Attach: true})
 	if err != nil {
-		return 1, fmt.Errorf("watch job %s: %s", job, rendezvous.ErrorMessage(err))
+		return 1, fmt.Errorf("watch job %s: %s", f.job, rendezvous.ErrorMessage(err))
 	}
-	events := make(chan *musterv1.JobEvent, 4096)
+	events := make(chan *musterv1.JobEvent, readAhead)
 	recvErr := make(chan error, 1)
 	go func() {
 		defer close(events)
@@ -53,47 +87,112 @@ func Run(ctx context.Context, log *zap.Logger, c *rendezvous.Client, opts Option
 			events <- ev
 		}
 	}()
-
-	p := NewPrinter(opts.Stdout, opts.Stderr, opts.TagOutput)
-	defer p.Close()
-	interrupts := 0
 	for {
 		select {
-		case sig := <-opts.Signals:
-			interrupts++
-			s, _ := sig.(syscall.Signal)
-			force := interrupts > 1
-			if force {
-				fmt.Fprintf(opts.Stderr, "muster: killing job %s\n", job)
-			} else {
-				fmt.Fprintf(opts.Stderr, "muster: stopping job %s (%s); again to kill at once\n", job, sig)
-			}
-			_, err := c.Cancel(ctx, &musterv1.CancelRequest{JobId: job, Force: force,
-				Reason: "stopped by " + sig.String(), ExitCode: 128 + int32(s)})
-			if err != nil {
-				log.Warn("cancel failed", zap.Error(err))
-			}
+		case sig := <-f.opts.Signals:
+			f.signal(ctx, sig)
 		case ev, ok := <-events:
 			if !ok {
-				p.Close()
-				return 1, fmt.Errorf("job %s: lost the store before the job ended: %s", job, rendezvous.ErrorMessage(<-recvErr))
+				return f.broken(ctx, <-recvErr)
 			}
-			switch e := ev.GetEvent().(type) {
-			case *musterv1.JobEvent_Output:
-				p.Line(e.Output)
-			case *musterv1.JobEvent_Lost:
-				p.Flush()
-				fmt.Fprintf(opts.Stderr, "muster: %d output events were dropped: the launcher fell behind\n", e.Lost.GetEvents())
-			case *musterv1.JobEvent_Finished:
-				p.Close()
-				printSummary(opts.Stderr, job, e.Finished)
-				return int(e.Finished.GetExitCode()), nil
+			if code, done := f.event(ctx, ev); done {
+				return code, nil
 			}
 			if len(events) == 0 {
-				p.Flush()
+				f.flush(ctx)
 			}
 		}
 	}
+}
+
+// event handles one event; done says the job ended with code.
+func (f *follower) event(ctx context.Context, ev *musterv1.JobEvent) (code int, done bool) {
+	f.next = ev.GetVersion() + 1
+	switch e := ev.GetEvent().(type) {
+	case *musterv1.JobEvent_Output:
+		if !f.quiet {
+			f.p.Output(e.Output)
+		}
+	case *musterv1.JobEvent_Lost:
+		f.lost += e.Lost.GetEvents()
+		f.lostBytes += e.Lost.GetBytes()
+		f.flush(ctx)
+		fmt.Fprintf(f.opts.Stderr, "muster: %d output events of job %s were dropped before this launcher read them\n", e.Lost.GetEvents(), f.job)
+	case *musterv1.JobEvent_Finished:
+		f.p.Close()
+		printSummary(f.opts.Stderr, f.job, e.Finished)
+		code := int(e.Finished.GetExitCode())
+		if f.lost > 0 && code == 0 {
+			fmt.Fprintf(f.opts.Stderr, "muster: job %s succeeded, but %d output events were lost; exit code 1\n", f.job, f.lost)
+			code = 1
+		}
+		return code, true
+	}
+	return 0, false
+}
+
+// flush writes gathered output; a closed stdout (a reader like `head` that
+// went away) stops the job, as SIGPIPE stops a pipeline.
+func (f *follower) flush(ctx context.Context) {
+	if f.quiet {
+		return
+	}
+	f.p.Flush()
+	if err := f.p.Err(); err != nil {
+		f.quiet = true
+		reason := "its output could not be written: " + err.Error()
+		code := int32(1)
+		if errors.Is(err, syscall.EPIPE) {
+			reason, code = "its output pipe was closed", 128+int32(syscall.SIGPIPE)
+		}
+		fmt.Fprintf(f.opts.Stderr, "muster: stopping job %s: %s\n", f.job, reason)
+		f.cancel(ctx, false, reason, code)
+	}
+}
+
+func (f *follower) signal(ctx context.Context, sig os.Signal) {
+	f.interrupts++
+	s, _ := sig.(syscall.Signal)
+	name := unix.SignalName(s)
+	force := f.interrupts > 1
+	if force {
+		fmt.Fprintf(f.opts.Stderr, "muster: killing job %s\n", f.job)
+	} else {
+		fmt.Fprintf(f.opts.Stderr, "muster: stopping job %s (%s); again to kill at once\n", f.job, name)
+	}
+	f.cancel(ctx, force, "stopped by "+name, 128+int32(s))
+}
+
+func (f *follower) cancel(ctx context.Context, force bool, reason string, code int32) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := f.c.Cancel(cctx, &musterv1.CancelRequest{JobId: f.job, Force: force, Reason: reason, ExitCode: code})
+	if err != nil {
+		fmt.Fprintf(f.opts.Stderr, "muster: could not stop job %s: %s\n", f.job, rendezvous.ErrorMessage(err))
+	}
+}
+
+// broken handles a job stream that ended before the job: it asks the store
+// once more how the job ended, and says exactly what happened.
+func (f *follower) broken(ctx context.Context, cause error) (int, error) {
+	f.p.Close()
+	rctx, cancel := context.WithTimeout(ctx, reattachFor)
+	defer cancel()
+	stream, err := f.c.WatchJob(rctx, &musterv1.WatchJobRequest{JobId: f.job, FromVersion: f.next})
+	for err == nil {
+		var ev *musterv1.JobEvent
+		if ev, err = stream.Recv(); err == nil {
+			if code, done := f.event(ctx, ev); done {
+				return code, nil
+			}
+		}
+	}
+	store := "the store"
+	if f.opts.Store != "" {
+		store += " at " + f.opts.Store
+	}
+	return 1, fmt.Errorf("job %s: lost contact with %s before the job ended: %s; the job's state is unknown (see launcher jobs)",
+		f.job, store, rendezvous.ErrorMessage(cause))
 }
 
 // printSummary names what ended the job: the failed rank, its node, its

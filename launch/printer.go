@@ -8,75 +8,141 @@ import (
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
-// flushBytes is how much output the printer gathers before writing.
-const flushBytes = 64 << 10
+// Printer bounds: how much it gathers before writing, and how much of a
+// long unfinished line it holds back before showing it anyway.
+const (
+	flushBytes   = 64 << 10
+	maxHeldBytes = 1 << 20
+)
 
-// Printer writes workers' output lines, tagged with their rank, whole: each
-// write holds complete lines only, so lines of different ranks never mix.
+// Printer writes workers' output tagged with their rank. Lines of different
+// ranks never mix: a line is written whole, except one that a worker left
+// unfinished for a while (a progress bar), which shows as it is and is ended
+// with a newline if another rank writes before it is finished.
 type Printer struct {
-	out, err io.Writer
-	tag      bool
-	bufOut   bytes.Buffer
-	bufErr   bytes.Buffer
-	partial  map[partialKey][]byte
+	tag     bool
+	streams [2]*printStream
 }
 
-type partialKey struct {
-	rank   int32
-	stream musterv1.Stream
+type printStream struct {
+	w    io.Writer
+	buf  bytes.Buffer
+	held map[int32][]byte // unfinished lines not shown yet, by rank
+	open int32            // the rank whose unfinished line is shown, or -1
+	err  error            // the first write error
 }
 
 // NewPrinter returns a printer writing stdout lines to out and stderr lines
 // to errw; tag prefixes each line with "[rank] ".
 func NewPrinter(out, errw io.Writer, tag bool) *Printer {
-	return &Printer{out: out, err: errw, tag: tag, partial: map[partialKey][]byte{}}
+	p := &Printer{tag: tag}
+	for i, w := range []io.Writer{out, errw} {
+		p.streams[i] = &printStream{w: w, held: map[int32][]byte{}, open: -1}
+	}
+	return p
 }
 
-// Line adds one output event.
-func (p *Printer) Line(o *musterv1.Output) {
-	k := partialKey{o.GetRank(), o.GetStream()}
-	if o.GetPartial() {
-		p.partial[k] = append(p.partial[k], o.GetLine()...)
+// Output adds one output event.
+func (p *Printer) Output(o *musterv1.Output) {
+	st := p.streams[0]
+	if o.GetStream() == musterv1.Stream_STREAM_STDERR {
+		st = p.streams[1]
+	}
+	rank, data := o.GetRank(), o.GetData()
+	if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+		p.write(st, rank, append(st.takeHeld(rank), data[:i+1]...))
+		data = data[i+1:]
+	}
+	if len(data) == 0 {
 		return
 	}
-	line := o.GetLine()
-	if prev, ok := p.partial[k]; ok {
-		line = append(prev, line...)
-		delete(p.partial, k)
+	held := append(st.held[rank], data...)
+	if o.GetPaused() || st.open == rank || len(held) > maxHeldBytes {
+		delete(st.held, rank)
+		p.write(st, rank, held)
+		return
 	}
-	buf := &p.bufOut
-	if o.GetStream() == musterv1.Stream_STREAM_STDERR {
-		buf = &p.bufErr
+	st.held[rank] = held
+}
+
+func (st *printStream) takeHeld(rank int32) []byte {
+	h := st.held[rank]
+	delete(st.held, rank)
+	return h
+}
+
+// write writes data of one rank, tagging the start of each line and, so a
+// progress bar keeps its tag, each carriage return.
+func (p *Printer) write(st *printStream, rank int32, data []byte) {
+	if len(data) == 0 {
+		return
 	}
+	if st.open >= 0 && st.open != rank {
+		st.buf.WriteByte('\n')
+		st.open = -1
+	}
+	var tag []byte
 	if p.tag {
-		buf.WriteByte('[')
-		buf.WriteString(strconv.Itoa(int(o.GetRank())))
-		buf.WriteString("] ")
+		tag = []byte("[" + strconv.Itoa(int(rank)) + "] ")
 	}
-	buf.Write(line)
-	buf.WriteByte('\n')
-	if buf.Len() >= flushBytes {
-		p.Flush()
+	if st.open != rank {
+		st.buf.Write(tag)
 	}
+	for i, b := range data {
+		st.buf.WriteByte(b)
+		last := i == len(data)-1
+		if tag != nil && !last && (b == '\n' || (b == '\r' && data[i+1] != '\n')) {
+			st.buf.Write(tag)
+		}
+		if tag != nil && last && b == '\r' {
+			st.buf.Write(tag)
+		}
+	}
+	if data[len(data)-1] == '\n' {
+		st.open = -1
+	} else {
+		st.open = rank
+	}
+	if st.buf.Len() >= flushBytes {
+		st.flush()
+	}
+}
+
+func (st *printStream) flush() {
+	if st.buf.Len() > 0 && st.err == nil {
+		_, st.err = st.w.Write(st.buf.Bytes())
+	}
+	st.buf.Reset()
 }
 
 // Flush writes what was gathered; unfinished long lines wait for their end.
 func (p *Printer) Flush() {
-	if p.bufOut.Len() > 0 {
-		p.out.Write(p.bufOut.Bytes())
-		p.bufOut.Reset()
-	}
-	if p.bufErr.Len() > 0 {
-		p.err.Write(p.bufErr.Bytes())
-		p.bufErr.Reset()
+	for _, st := range p.streams {
+		st.flush()
 	}
 }
 
-// Close writes unfinished lines as they are, then flushes.
+// Err is the first error writing stdout or stderr (a closed pipe).
+func (p *Printer) Err() error {
+	for _, st := range p.streams {
+		if st.err != nil {
+			return st.err
+		}
+	}
+	return nil
+}
+
+// Close writes unfinished lines as they are, ends them, and flushes.
 func (p *Printer) Close() {
-	for k, line := range p.partial {
-		delete(p.partial, k)
-		p.Line(&musterv1.Output{Rank: k.rank, Stream: k.stream, Line: line})
+	for _, st := range p.streams {
+		for rank, h := range st.held {
+			delete(st.held, rank)
+			p.write(st, rank, append(h, '\n'))
+		}
+		if st.open >= 0 {
+			st.buf.WriteByte('\n')
+			st.open = -1
+		}
 	}
 	p.Flush()
 }

@@ -2,10 +2,57 @@ package launch
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
+
+const so, se = musterv1.Stream_STREAM_STDOUT, musterv1.Stream_STREAM_STDERR
+
+func out(rank int32, stream musterv1.Stream, data string) *musterv1.Output {
+	return &musterv1.Output{Rank: rank, Stream: stream, Data: []byte(data)}
+}
+
+func paused(rank int32, data string) *musterv1.Output {
+	return &musterv1.Output{Rank: rank, Stream: so, Data: []byte(data), Paused: true}
+}
+
+func TestPrinter(t *testing.T) {
+	tests := []struct {
+		name             string
+		tag              bool
+		events           []*musterv1.Output
+		wantOut, wantErr string
+	}{
+		{"tagged", true, []*musterv1.Output{out(0, so, "a\n"), out(12, se, "b\n")}, "[0] a\n", "[12] b\n"},
+		{"every line of a chunk tagged", true, []*musterv1.Output{out(3, so, "a\nb\n\n")}, "[3] a\n[3] b\n[3] \n", ""},
+		{"untagged", false, []*musterv1.Output{out(0, so, "a\n"), out(1, so, "\n")}, "a\n\n", ""},
+		{"pieces of one rank join; others stay whole", true, []*musterv1.Output{
+			out(0, so, "he"), out(1, so, "other\n"), out(0, so, "llo\n")},
+			"[1] other\n[0] hello\n", ""},
+		{"an unfinished piece is printed at close", true, []*musterv1.Output{out(3, se, "cut")}, "", "[3] cut\n"},
+		// A progress bar shows as it is drawn, its tag kept after each \r.
+		{"progress bar", true, []*musterv1.Output{paused(0, "\r10%"), paused(0, "\r50%"), out(0, so, "\r100%\n")},
+			"[0] \r[0] 10%\r[0] 50%\r[0] 100%\n", ""},
+		{"another rank ends a shown piece", true, []*musterv1.Output{paused(0, "50%"), out(1, so, "x\n"), out(0, so, " done\n")},
+			"[0] 50%\n[1] x\n[0]  done\n", ""},
+		{"crlf lines keep one tag", true, []*musterv1.Output{out(0, so, "a\r\nb\r\n")}, "[0] a\r\n[0] b\r\n", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var o, e bytes.Buffer
+			p := NewPrinter(&o, &e, tt.tag)
+			for _, ev := range tt.events {
+				p.Output(ev)
+			}
+			p.Close()
+			if o.String() != tt.wantOut || e.String() != tt.wantErr {
+				t.Fatalf("stdout %q stderr %q, want %q %q", o.String(), e.String(), tt.wantOut, tt.wantErr)
+			}
+		})
+	}
+}
 
 // countingWriter records each Write, to check writes hold whole lines.
 type countingWriter struct {
@@ -18,52 +65,14 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 	return w.Buffer.Write(p)
 }
 
-func out(rank int32, stream musterv1.Stream, line string, partial bool) *musterv1.Output {
-	return &musterv1.Output{Rank: rank, Stream: stream, Line: []byte(line), Partial: partial}
-}
-
-func TestPrinter(t *testing.T) {
-	const so, se = musterv1.Stream_STREAM_STDOUT, musterv1.Stream_STREAM_STDERR
-	tests := []struct {
-		name             string
-		tag              bool
-		lines            []*musterv1.Output
-		wantOut, wantErr string
-	}{
-		{"tagged", true, []*musterv1.Output{out(0, so, "a", false), out(12, se, "b", false)}, "[0] a\n", "[12] b\n"},
-		{"untagged", false, []*musterv1.Output{out(0, so, "a", false), out(1, so, "", false)}, "a\n\n", ""},
-		{"pieces of one rank join; others stay whole", true, []*musterv1.Output{
-			out(0, so, "he", true), out(1, so, "other", false), out(0, so, "llo", false)},
-			"[1] other\n[0] hello\n", ""},
-		{"an unfinished piece is printed at close", true, []*musterv1.Output{out(3, se, "cut", true)}, "", "[3] cut\n"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var o, e countingWriter
-			p := NewPrinter(&o, &e, tt.tag)
-			for _, l := range tt.lines {
-				p.Line(l)
-			}
-			p.Close()
-			if o.String() != tt.wantOut || e.String() != tt.wantErr {
-				t.Fatalf("stdout %q stderr %q, want %q %q", o.String(), e.String(), tt.wantOut, tt.wantErr)
-			}
-			for _, w := range append(o.writes, e.writes...) {
-				if w[len(w)-1] != '\n' {
-					t.Fatalf("a write ends mid-line: %q", w)
-				}
-			}
-		})
-	}
-}
-
 func TestPrinterFlushesLargeOutputInWholeLines(t *testing.T) {
 	var o countingWriter
 	p := NewPrinter(&o, &o, true)
-	line := string(bytes.Repeat([]byte("x"), 1000))
+	line := strings.Repeat("x", 1000) + "\n"
 	for i := 0; i < 200; i++ {
-		p.Line(out(int32(i%3), musterv1.Stream_STREAM_STDOUT, line, false))
+		p.Output(out(int32(i%3), so, line))
 	}
+	p.Close()
 	if len(o.writes) < 2 {
 		t.Fatalf("%d writes for 200 KB: the printer does not flush as it goes", len(o.writes))
 	}
@@ -71,5 +80,22 @@ func TestPrinterFlushesLargeOutputInWholeLines(t *testing.T) {
 		if w[len(w)-1] != '\n' {
 			t.Fatal("a write ends mid-line")
 		}
+	}
+}
+
+func TestPrinterHoldsLongLinesBounded(t *testing.T) {
+	var o bytes.Buffer
+	p := NewPrinter(&o, &o, false)
+	piece := strings.Repeat("y", 64<<10)
+	for i := 0; i < 20; i++ {
+		p.Output(out(0, so, piece))
+	}
+	p.Flush()
+	if o.Len() == 0 {
+		t.Fatal("1.25 MiB of one unfinished line held back entirely")
+	}
+	p.Close()
+	if o.Len() != 20*len(piece)+1 {
+		t.Fatalf("%d bytes, want %d", o.Len(), 20*len(piece)+1)
 	}
 }

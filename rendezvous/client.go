@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
@@ -17,13 +18,29 @@ type Client struct {
 }
 
 // Dial connects to the store at addr (host:port). It does not wait for the
-// store: the first call does.
+// store: the first call does. Keepalive pings notice a store that stopped
+// answering within seconds.
 func Dial(addr string, sec Security) (*Client, error) {
+	return dial(addr, sec, true)
+}
+
+// DialInProcess connects to a store in this same process (the embedded
+// default), without keepalive pings: a suspended process (Ctrl-Z) cannot
+// answer them, and would lose its own store when it resumed.
+func DialInProcess(addr string, sec Security) (*Client, error) {
+	return dial(addr, sec, false)
+}
+
+func dial(addr string, sec Security, ping bool) (*Client, error) {
 	opts, err := sec.dialOptions(addr)
 	if err != nil {
 		return nil, err
 	}
 	opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes)))
+	if ping {
+		opts = append(opts, grpc.WithKeepaliveParams(keepalive.ClientParameters{
+			Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}))
+	}
 	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", addr, err)

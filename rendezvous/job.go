@@ -1,6 +1,7 @@
 package rendezvous
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -59,6 +60,7 @@ func (s *Store) Submit(spec *musterv1.JobSpec) (string, error) {
 	s.jobs[j.id] = j
 	s.order = append(s.order, j.id)
 	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_State{State: j.state}})
+	j.events.expectFollower(firstFollowerWait)
 	s.log.Info("job submitted", zap.String("job", j.id), zap.Strings("argv", spec.Argv),
 		zap.Int32("nnodes", spec.Nnodes), zap.Int32("gpus", spec.Gpus), zap.Int32("nproc", spec.Nproc))
 	// Two ports on node rank 0: MASTER_PORT and the NCCL bootstrap root.
@@ -69,7 +71,31 @@ func (s *Store) Submit(spec *musterv1.JobSpec) (string, error) {
 
 // Publish records events an agent sent for a job; the first failed worker
 // stops the job on every node.
-func (s *Store) Publish(session string, evs []*musterv1.JobEvent) error {
+func (s *Store) Publish(ctx context.Context, session string, evs []*musterv1.JobEvent) error {
+	// Output waits for room while the job's followers read slowly; the wait
+	// is per job, outside the store's lock.
+	waited := map[string]bool{}
+	for _, ev := range evs {
+		if waited[ev.GetJobId()] || ev.GetOutput() == nil {
+			continue
+		}
+		waited[ev.GetJobId()] = true
+		s.mu.Lock()
+		j := s.jobs[ev.GetJobId()]
+		s.mu.Unlock()
+		if j == nil {
+			continue
+		}
+		n := 0
+		for _, e := range evs {
+			if e.GetJobId() == ev.GetJobId() {
+				n += eventSize(e)
+			}
+		}
+		if err := j.events.waitRoom(ctx, n); err != nil {
+			return err
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.nodes[session]
@@ -103,8 +129,8 @@ func (s *Store) checkEventLocked(j *job, n *node, ev *musterv1.JobEvent) error {
 		rank = e.Started.GetRank()
 	case *musterv1.JobEvent_Output:
 		rank = e.Output.GetRank()
-		if len(e.Output.GetLine()) > maxLineBytes {
-			return fmt.Errorf("job %s: output line of %d bytes, more than %d", j.id, len(e.Output.GetLine()), maxLineBytes)
+		if len(e.Output.GetData()) > maxOutputBytes {
+			return fmt.Errorf("job %s: output event of %d bytes, more than %d", j.id, len(e.Output.GetData()), maxOutputBytes)
 		}
 	case *musterv1.JobEvent_Exited:
 		rank = e.Exited.GetRank()

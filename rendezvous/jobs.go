@@ -72,10 +72,12 @@ func (s *Store) Follow(ctx context.Context, jobID string, from uint64, attach bo
 	if attach {
 		defer s.detach(j)
 	}
+	id := j.events.follow(from)
+	defer j.events.unfollow(id)
 	for {
-		evs, lost, done, wake := j.events.read(from, 1024)
+		evs, lost, lostBytes, done, wake := j.events.read(from, 1024)
 		if lost > 0 {
-			if err := send(&musterv1.JobEvent{JobId: jobID, Event: &musterv1.JobEvent_Lost{Lost: &musterv1.OutputLost{Events: lost}}}); err != nil {
+			if err := send(&musterv1.JobEvent{JobId: jobID, Event: &musterv1.JobEvent_Lost{Lost: &musterv1.OutputLost{Events: lost, Bytes: lostBytes}}}); err != nil {
 				return err
 			}
 			from += lost
@@ -85,6 +87,8 @@ func (s *Store) Follow(ctx context.Context, jobID string, from uint64, attach bo
 				return err
 			}
 			from = ev.Version + 1
+			// Room for publishers once the event is on its way to the follower.
+			j.events.advance(id, from)
 		}
 		if done {
 			return nil

@@ -19,11 +19,14 @@ import (
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
-// Bounds on gRPC traffic.
+// Bounds on gRPC traffic. A peer that does not answer a keepalive ping
+// within keepaliveTimeout is gone.
 const (
-	maxMessageBytes = 16 << 20
-	maxStreams      = 4096
-	maxWaitTimeout  = time.Hour
+	keepaliveTime    = 5 * time.Second
+	keepaliveTimeout = 5 * time.Second
+	maxMessageBytes  = 16 << 20
+	maxStreams       = 4096
+	maxWaitTimeout   = time.Hour
 )
 
 // Config configures a Server.
@@ -39,6 +42,9 @@ type Config struct {
 	Security      Security
 	// ShutdownTimeout bounds the graceful part of Close.
 	ShutdownTimeout time.Duration
+	// InProcess says the store serves its own process (the embedded
+	// default): no keepalive pings, which a suspended process cannot answer.
+	InProcess bool
 }
 
 // Server serves a Store over gRPC.
@@ -86,9 +92,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	opts = append(opts,
 		grpc.MaxRecvMsgSize(maxMessageBytes),
 		grpc.MaxConcurrentStreams(maxStreams),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveTime, PermitWithoutStream: true}),
 	)
+	if !cfg.InProcess {
+		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * keepaliveTime, Timeout: keepaliveTimeout}))
+	}
 	s := &Server{
 		cfg:   cfg,
 		log:   cfg.Logger,
@@ -186,8 +194,8 @@ func (s *Server) PortsReserved(_ context.Context, req *musterv1.PortsReservedReq
 	return &musterv1.PortsReservedResponse{}, rpcError(err)
 }
 
-func (s *Server) Publish(_ context.Context, req *musterv1.PublishRequest) (*musterv1.PublishResponse, error) {
-	return &musterv1.PublishResponse{}, rpcError(s.store.Publish(req.GetSession(), req.GetEvents()))
+func (s *Server) Publish(ctx context.Context, req *musterv1.PublishRequest) (*musterv1.PublishResponse, error) {
+	return &musterv1.PublishResponse{}, rpcError(s.store.Publish(ctx, req.GetSession(), req.GetEvents()))
 }
 
 func (s *Server) Submit(_ context.Context, req *musterv1.SubmitRequest) (*musterv1.SubmitResponse, error) {

@@ -212,7 +212,11 @@ func (s *Store) Close() {
 	}
 	for _, j := range s.jobs {
 		if !j.finished() {
-			j.reason = "store closing"
+			// A job cut short by the store's end did not succeed.
+			if j.failure == nil && j.code == 0 {
+				j.code = 1
+				j.reason = "the store shut down before the job ended"
+			}
 			s.finishLocked(j)
 		}
 	}

@@ -12,15 +12,15 @@ import (
 
 // Bounds on specs and registrations: every network input is bounded.
 const (
-	maxArgs      = 4096
-	maxArgBytes  = 1 << 20
-	maxEnv       = 4096
-	maxEnvBytes  = 1 << 20
-	maxNodes     = 10_000
-	maxGPUs      = 1024
-	maxNProc     = 4096
-	maxPathBytes = 4096
-	maxLineBytes = 256 << 10
+	maxArgs        = 4096
+	maxArgBytes    = 1 << 20
+	maxEnv         = 4096
+	maxEnvBytes    = 1 << 20
+	maxNodes       = 10_000
+	maxGPUs        = 1024
+	maxNProc       = 4096
+	maxPathBytes   = 4096
+	maxOutputBytes = 1 << 20
 )
 
 var (

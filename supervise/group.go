@@ -43,6 +43,9 @@ type Spec struct {
 	// JobDir, when set, is removed once every descendant has ended, even if
 	// the agent died first.
 	JobDir string
+	// Lock, when set, is held by the shim until it exits: the job directory's
+	// lock, which tells a later agent that the directory is still in use.
+	Lock *os.File
 }
 
 // EventKind is what happened to a worker.
@@ -105,6 +108,9 @@ func Start(spec Spec) (*Group, error) {
 		}
 		extra = append(extra, in, w.Stdout, w.Stderr)
 		ss.Workers = append(ss.Workers, shimWorker{Path: w.Path, Argv: w.Argv, Env: w.Env, Dir: w.Dir, Cred: w.Cred})
+	}
+	if spec.Lock != nil {
+		extra = append(extra, spec.Lock)
 	}
 	cmd := &exec.Cmd{
 		Path:        "/proc/self/exe",
@@ -184,7 +190,9 @@ func (g *Group) Note() string {
 }
 
 // Signal sends sig to worker i's process group.
-func (g *Group) Signal(i int, sig syscall.Signal) error { return g.send(shimCommand{Index: i, Signal: sig}) }
+func (g *Group) Signal(i int, sig syscall.Signal) error {
+	return g.send(shimCommand{Index: i, Signal: sig})
+}
 
 // SignalAll sends sig to every worker's process group and every descendant;
 // SIGKILL also means that what workers leave behind is killed at once.

@@ -47,6 +47,9 @@ func (r *Reader) Cut() {
 	r.f.SetReadDeadline(time.Now())
 }
 
+// Close closes a pipe that will not be read.
+func (r *Reader) Close() error { return r.f.Close() }
+
 func (r *Reader) setDeadline(pending bool) (cut bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

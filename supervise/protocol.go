@@ -11,8 +11,9 @@ import (
 // shimEnv marks a process started as a shim; its value is unused.
 const shimEnv = "MUSTER_SUPERVISE_SHIM"
 
-// First inherited descriptors of a shim: the control socket, then each
-// worker's stdin, stdout and stderr in the order of shimSpec.Workers.
+// Inherited descriptors of a shim: the control socket, then each worker's
+// stdin, stdout and stderr in the order of shimSpec.Workers, then the job
+// directory's lock, held until the shim exits.
 const (
 	controlFD     = 3
 	firstWorkerFD = 4

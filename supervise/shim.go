@@ -55,12 +55,18 @@ func runShim() int {
 	// Signals sent to the shim itself stop the job as a closed socket does.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	signal.Ignore(syscall.SIGPIPE)
+	// A closed socket must not kill the shim; Notify, not Ignore, since an
+	// ignored SIGPIPE would be inherited by the workers.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 
 	ctl := os.NewFile(controlFD, "control")
 	s := &shim{enc: gob.NewEncoder(ctl), leaders: map[int]int{}}
 	if err := gob.NewDecoder(ctl).Decode(&s.spec); err != nil {
 		return 71
+	}
+	// Inherited descriptors must not reach the workers beyond their own three.
+	for fd := controlFD; fd < firstWorkerFD+3*len(s.spec.Workers)+1; fd++ {
+		syscall.CloseOnExec(fd)
 	}
 	s.start()
 	cmds := make(chan shimCommand)

@@ -13,6 +13,8 @@ import (
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/urfave/cli/v2"
+
+	"github.com/musterhq/muster/supervise"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -22,6 +24,8 @@ import (
 )
 
 func main() {
+	// A job's shim is this binary started again: it must not run main.
+	supervise.RunShimIfRequested()
 	app := &cli.App{
 		Name:  "agent",
 		Usage: "run this node's muster agent, and the cluster's store with --listen",

@@ -6,9 +6,13 @@ import (
 	"os"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/musterhq/muster/supervise"
 )
 
 func main() {
+	// A job's shim is this binary started again: it must not run main.
+	supervise.RunShimIfRequested()
 	app := &cli.App{
 		Name:  "launcher",
 		Usage: "start distributed GPU jobs",

@@ -75,9 +75,13 @@ func run(c *cli.Context) error {
 	defer log.Sync()
 
 	// Signals are caught from the start so that Ctrl-C never leaves workers behind.
+	// SIGHUP (a closed terminal) stops the job gracefully too, as torchrun does.
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
+	// A closed stdout then fails the write instead of killing the launcher,
+	// which stops the job and exits as a pipeline would.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	ctx := context.Background()
 
 	var client *rendezvous.Client
@@ -101,7 +105,7 @@ func run(c *cli.Context) error {
 			return cli.Exit(err.Error(), 1)
 		}
 		defer emb.Close(0)
-		if client, err = rendezvous.Dial(emb.Store.Addr(), rendezvous.Security{}); err != nil {
+		if client, err = rendezvous.DialInProcess(emb.Store.Addr(), rendezvous.Security{}); err != nil {
 			return cli.Exit(err.Error(), 1)
 		}
 	} else {
@@ -121,6 +125,7 @@ func run(c *cli.Context) error {
 		Stderr:    os.Stderr,
 		TagOutput: c.Bool("tag-output") && !c.Bool("no-tag-output"),
 		Signals:   sigs,
+		Store:     cluster,
 	})
 	if err != nil {
 		return cli.Exit(err.Error(), 1)

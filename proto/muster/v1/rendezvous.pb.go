@@ -1224,10 +1224,12 @@ type Output struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Rank   int32                  `protobuf:"varint,1,opt,name=rank,proto3" json:"rank,omitempty"`
 	Stream Stream                 `protobuf:"varint,2,opt,name=stream,proto3,enum=muster.v1.Stream" json:"stream,omitempty"`
-	// line is one line without its newline; a line longer than the agent's
-	// limit arrives in pieces with partial set on all but the last.
-	Line          []byte `protobuf:"bytes,3,opt,name=line,proto3" json:"line,omitempty"`
-	Partial       bool   `protobuf:"varint,4,opt,name=partial,proto3" json:"partial,omitempty"`
+	// data is whole lines, each ending in a newline, or a piece of a line (no
+	// newline at its end): one longer than the agent's chunk, whose rest
+	// follows, or, with paused set, one the worker left unfinished for a while
+	// (a progress bar), to be shown as it is.
+	Data          []byte `protobuf:"bytes,5,opt,name=data,proto3" json:"data,omitempty"`
+	Paused        bool   `protobuf:"varint,6,opt,name=paused,proto3" json:"paused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1276,16 +1278,16 @@ func (x *Output) GetStream() Stream {
 	return Stream_STREAM_UNSPECIFIED
 }
 
-func (x *Output) GetLine() []byte {
+func (x *Output) GetData() []byte {
 	if x != nil {
-		return x.Line
+		return x.Data
 	}
 	return nil
 }
 
-func (x *Output) GetPartial() bool {
+func (x *Output) GetPaused() bool {
 	if x != nil {
-		return x.Partial
+		return x.Paused
 	}
 	return false
 }
@@ -1461,9 +1463,12 @@ func (x *JobFinished) GetFailure() *WorkerExited {
 	return nil
 }
 
+// OutputLost says output was dropped: a follower that arrived after the
+// store let go of events nobody was reading.
 type OutputLost struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Events        uint64                 `protobuf:"varint,1,opt,name=events,proto3" json:"events,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1501,6 +1506,13 @@ func (*OutputLost) Descriptor() ([]byte, []int) {
 func (x *OutputLost) GetEvents() uint64 {
 	if x != nil {
 		return x.Events
+	}
+	return 0
+}
+
+func (x *OutputLost) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
 	}
 	return 0
 }
@@ -2652,12 +2664,12 @@ const file_muster_v1_rendezvous_proto_rawDesc = "" +
 	"\n" +
 	"local_rank\x18\x02 \x01(\x05R\tlocalRank\x12\x12\n" +
 	"\x04node\x18\x03 \x01(\tR\x04node\x12\x10\n" +
-	"\x03pid\x18\x04 \x01(\x05R\x03pid\"u\n" +
+	"\x03pid\x18\x04 \x01(\x05R\x03pid\"\x7f\n" +
 	"\x06Output\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12)\n" +
 	"\x06stream\x18\x02 \x01(\x0e2\x11.muster.v1.StreamR\x06stream\x12\x12\n" +
-	"\x04line\x18\x03 \x01(\fR\x04line\x12\x18\n" +
-	"\apartial\x18\x04 \x01(\bR\apartial\"\xdb\x01\n" +
+	"\x04data\x18\x05 \x01(\fR\x04data\x12\x16\n" +
+	"\x06paused\x18\x06 \x01(\bR\x06pausedJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"\xdb\x01\n" +
 	"\fWorkerExited\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x1d\n" +
 	"\n" +
@@ -2673,10 +2685,11 @@ const file_muster_v1_rendezvous_proto_rawDesc = "" +
 	"\x05state\x18\x01 \x01(\x0e2\x13.muster.v1.JobStateR\x05state\x12\x1b\n" +
 	"\texit_code\x18\x02 \x01(\x05R\bexitCode\x12\x18\n" +
 	"\asummary\x18\x03 \x01(\tR\asummary\x121\n" +
-	"\afailure\x18\x04 \x01(\v2\x17.muster.v1.WorkerExitedR\afailure\"$\n" +
+	"\afailure\x18\x04 \x01(\v2\x17.muster.v1.WorkerExitedR\afailure\":\n" +
 	"\n" +
 	"OutputLost\x12\x16\n" +
-	"\x06events\x18\x01 \x01(\x04R\x06events\"\xea\x02\n" +
+	"\x06events\x18\x01 \x01(\x04R\x06events\x12\x14\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\xea\x02\n" +
 	"\bJobEvent\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12+\n" +

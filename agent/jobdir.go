@@ -1,0 +1,63 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+)
+
+// A job's directory on a node (its hostfile) is TempDir/muster-JOBID. It
+// holds a lock file, locked while the job's agent or shim lives, so that an
+// agent starting later removes what a crash left and nothing in use.
+const (
+	jobDirPrefix = "muster-"
+	jobDirLock   = ".lock"
+)
+
+// makeJobDir creates a job's directory and returns it with its lock held.
+func makeJobDir(tempDir, jobID string) (string, *os.File, error) {
+	dir := filepath.Join(tempDir, jobDirPrefix+jobID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", nil, err
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, jobDirLock), os.O_CREATE|os.O_RDWR, 0o600)
+	if err == nil {
+		err = unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	}
+	if err != nil {
+		if lock != nil {
+			lock.Close()
+		}
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return dir, lock, nil
+}
+
+// removeStaleJobDirs removes job directories whose lock nobody holds: what
+// an agent and its shims left when they were killed.
+func removeStaleJobDirs(log *zap.Logger, tempDir string) {
+	dirs, _ := filepath.Glob(filepath.Join(tempDir, jobDirPrefix+"j-*"))
+	for _, dir := range dirs {
+		if !strings.HasPrefix(filepath.Base(dir), jobDirPrefix+"j-") {
+			continue
+		}
+		lock, err := os.Open(filepath.Join(dir, jobDirLock))
+		if err != nil {
+			// A directory being made right now has no lock yet.
+			if fi, serr := os.Stat(dir); serr == nil && time.Since(fi.ModTime()) > time.Minute {
+				os.RemoveAll(dir)
+			}
+			continue
+		}
+		if unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+			log.Info("removing a job directory left by a crash", zap.String("dir", dir))
+			os.RemoveAll(dir)
+		}
+		lock.Close()
+	}
+}
