@@ -230,7 +230,7 @@ func TestLargeOutputArrivesWholeAndUntangled(t *testing.T) {
 		}
 	}
 	for rank := 0; rank < 3; rank++ {
-		b, err := os.ReadFile(filepath.Join(logDir, fmt.Sprintf("rank-%d.log", rank)))
+		b, err := os.ReadFile(rankLog(t, logDir, rank))
 		if err != nil || len(b) != n*(lineLen+1) {
 			t.Errorf("rank %d log: %d bytes, %v; want %d", rank, len(b), err, n*(lineLen+1))
 		}
@@ -274,4 +274,14 @@ func TestSlowLauncherDoesNotBlockWorkers(t *testing.T) {
 	if want := 2 * (4000000/99 + 1); strings.Count(string(out), "\n") != want {
 		t.Fatalf("%d lines once the launcher caught up, want %d", strings.Count(string(out), "\n"), want)
 	}
+}
+
+// rankLog is a rank's log file of the one job that wrote to logDir.
+func rankLog(t *testing.T, logDir string, rank int) string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(logDir, "j-*", fmt.Sprintf("rank-%d.log", rank)))
+	if len(files) != 1 {
+		t.Fatalf("rank %d: log files %v, want one", rank, files)
+	}
+	return files[0]
 }
