@@ -188,7 +188,7 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 		// Report every local worker as failed to start, so the job ends.
 		for l := 0; l < int(asg.GetNproc()); l++ {
 			sup.exited(workerPlan{rank: int(asg.GetNodeRank()*asg.GetNproc()) + l, localRank: l},
-				exitStatus{code: 1, err: err.Error()}, false, nil)
+				exitStatus{code: 1, err: validText(err.Error())}, false, nil)
 		}
 		return
 	}
@@ -198,7 +198,7 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		sup.Run(plans, spec.GetLogDir())
+		sup.Run(plans, string(spec.GetLogDir()))
 		cleanup()
 		a.mu.Lock()
 		delete(a.jobs, asg.GetJobId())

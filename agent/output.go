@@ -60,7 +60,7 @@ func (t *tail) add(line []byte, partial bool) {
 	if len(line) > tailLineBytes {
 		line = line[:tailLineBytes]
 	}
-	t.lines = append(t.lines, string(line))
+	t.lines = append(t.lines, validText(string(line))) // a protobuf string: UTF-8 only
 	if len(t.lines) > tailLines {
 		t.lines = t.lines[len(t.lines)-tailLines:]
 	}

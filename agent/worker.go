@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -28,7 +29,10 @@ type workerSpec struct {
 	dir  string
 	// cred, when set, is who the worker runs as (a job submitted by another
 	// local user to an agent running as root).
-	cred   *syscall.Credential
+	cred *syscall.Credential
+	// stdin, when set, is the worker's stdin (an *os.File, closed here once
+	// the worker holds it); /dev/null otherwise.
+	stdin  io.Reader
 	stdout lineSink
 	stderr lineSink
 }
@@ -55,7 +59,7 @@ func startProcess(ws workerSpec) (*process, error) {
 	if len(ws.argv) == 0 {
 		return nil, errors.New("no command")
 	}
-	path, err := exec.LookPath(ws.argv[0])
+	path, err := lookPath(ws.argv[0], ws.dir, ws.env)
 	if err != nil {
 		return nil, err
 	}
@@ -79,6 +83,7 @@ func startProcess(ws workerSpec) (*process, error) {
 			Args:   ws.argv,
 			Env:    ws.env,
 			Dir:    ws.dir,
+			Stdin:  ws.stdin,
 			Stdout: outW,
 			Stderr: errW,
 			SysProcAttr: &syscall.SysProcAttr{
@@ -90,6 +95,9 @@ func startProcess(ws workerSpec) (*process, error) {
 		err := cmd.Start()
 		outW.Close()
 		errW.Close()
+		if c, ok := ws.stdin.(io.Closer); ok {
+			c.Close()
+		}
 		if err != nil {
 			outR.Close()
 			errR.Close()
@@ -168,14 +176,4 @@ func (p *process) wait(after time.Duration) exitStatus {
 		return exitStatus{signal: int(syscall.SIGKILL),
 			err: fmt.Sprintf("still running %s after SIGKILL (uninterruptible sleep?); no longer waited for", after)}
 	}
-}
-
-// startError turns a failure to start into the shell's exit code: 127 for a
-// missing command, 126 for one that cannot be run.
-func startError(argv0 string, err error) exitStatus {
-	code := 126
-	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-		code = 127
-	}
-	return exitStatus{code: code, err: fmt.Sprintf("cannot start %q: %v", argv0, err)}
 }

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
@@ -16,7 +17,9 @@ import (
 
 // Options says what to run and where its output goes.
 type Options struct {
-	Spec      *musterv1.JobSpec
+	Spec *musterv1.JobSpec
+	// Stdin goes to the spec's stdin ranks, if it names any; nil is empty.
+	Stdin     io.Reader
 	Stdout    io.Writer
 	Stderr    io.Writer
 	TagOutput bool
@@ -40,6 +43,17 @@ func Run(ctx context.Context, log *zap.Logger, c *rendezvous.Client, opts Option
 	if err != nil {
 		return 1, fmt.Errorf("watch job %s: %s", job, rendezvous.ErrorMessage(err))
 	}
+	if wantsStdin(opts.Spec) {
+		in := opts.Stdin
+		if in == nil {
+			in = eofReader{}
+		}
+		go func() {
+			if err := sendStdin(wctx, c, job, in); err != nil && wctx.Err() == nil {
+				log.Info("stdin not delivered", zap.String("job", job), zap.Error(err))
+			}
+		}()
+	}
 	events := make(chan *musterv1.JobEvent, 4096)
 	recvErr := make(chan error, 1)
 	go func() {
@@ -62,16 +76,18 @@ func Run(ctx context.Context, log *zap.Logger, c *rendezvous.Client, opts Option
 		case sig := <-opts.Signals:
 			interrupts++
 			s, _ := sig.(syscall.Signal)
+			name := unix.SignalName(s)
 			force := interrupts > 1
+			p.Flush()
 			if force {
-				fmt.Fprintf(opts.Stderr, "muster: killing job %s\n", job)
+				fmt.Fprintf(opts.Stderr, "muster: %s again: killing job %s at once\n", name, job)
 			} else {
-				fmt.Fprintf(opts.Stderr, "muster: stopping job %s (%s); again to kill at once\n", job, sig)
+				fmt.Fprintf(opts.Stderr, "muster: %s: stopping job %s (a second one kills it at once)\n", name, job)
 			}
 			_, err := c.Cancel(ctx, &musterv1.CancelRequest{JobId: job, Force: force,
-				Reason: "stopped by " + sig.String(), ExitCode: 128 + int32(s)})
+				Reason: "stopped by " + name, ExitCode: 128 + int32(s)})
 			if err != nil {
-				log.Warn("cancel failed", zap.Error(err))
+				fmt.Fprintf(opts.Stderr, "muster: could not stop job %s: %s\n", job, rendezvous.ErrorMessage(err))
 			}
 		case ev, ok := <-events:
 			if !ok {
@@ -96,18 +112,27 @@ func Run(ctx context.Context, log *zap.Logger, c *rendezvous.Client, opts Option
 	}
 }
 
-// printSummary names what ended the job: the failed rank, its node, its
-// exit code or signal, and the last lines of its stderr.
+// printSummary names what ended the job, saying each thing once: the
+// failed rank, its node, its exit code or signal, the last lines of its
+// stderr; or why the job was stopped, and its exit code.
 func printSummary(w io.Writer, job string, fin *musterv1.JobFinished) {
 	switch fin.GetState() {
 	case musterv1.JobState_JOB_STATE_SUCCEEDED:
 		return
 	case musterv1.JobState_JOB_STATE_CANCELLED:
-		fmt.Fprintf(w, "muster: job %s stopped: %s (exit code %d)\n", job, fin.GetSummary(), fin.GetExitCode())
+		// The summary says why: "stopped by SIGTERM", "timed out after 5s".
+		fmt.Fprintf(w, "muster: job %s %s (exit code %d)\n", job, fin.GetSummary(), fin.GetExitCode())
 		return
 	}
-	fmt.Fprintf(w, "muster: job %s failed: %s (exit code %d)\n", job, fin.GetSummary(), fin.GetExitCode())
-	if f := fin.GetFailure(); f != nil && len(f.GetStderrTail()) > 0 {
+	f := fin.GetFailure()
+	line := fmt.Sprintf("muster: job %s failed: %s", job, fin.GetSummary())
+	// "exited with code 3" already says the job's exit code; a signal or an
+	// error does not.
+	if f == nil || f.GetSignal() != 0 || f.GetError() != "" {
+		line += fmt.Sprintf("; exit code %d", fin.GetExitCode())
+	}
+	fmt.Fprintln(w, line)
+	if f != nil && len(f.GetStderrTail()) > 0 {
 		fmt.Fprintf(w, "muster: last lines of rank %d's stderr:\n", f.GetRank())
 		for _, l := range f.GetStderrTail() {
 			fmt.Fprintf(w, "    %s\n", l)
