@@ -69,7 +69,7 @@ func run(c *cli.Context, f runFlags) error {
 	}
 	env, err := launch.ResolveEnv(f.env.Values(), os.LookupEnv)
 	if err != nil {
-		return cli.Exit(err.Error(), cmdline.UsageExitCode)
+		return cmdline.Usagef(c, "%s", err)
 	}
 	spec := &musterv1.JobSpec{
 		Nnodes:         f.nnodes.Int32(),
@@ -89,7 +89,7 @@ func run(c *cli.Context, f runFlags) error {
 	}
 	f.stdin.Apply(spec)
 	if err := rendezvous.ValidateSpec(spec); err != nil {
-		return cli.Exit(err.Error(), cmdline.UsageExitCode)
+		return cmdline.Usagef(c, "%s", err)
 	}
 	log, err := newLogger(c.Bool("verbose"))
 	if err != nil {
