@@ -94,6 +94,15 @@ func TestTorchrunAndMPISpellings(t *testing.T) {
 	}
 }
 
+// mpirun's -n counts processes; muster's counts nodes, and says so.
+func TestMPIStyleNodeCountPointsToNP(t *testing.T) {
+	t.Setenv("MUSTER_CLUSTER", "")
+	r := runLauncher(t, "run", "-n", "4", "--", "true")
+	if r.code != 2 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "(for 4 workers here, give -np 4)") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
 func TestUsageErrorIsOneLine(t *testing.T) {
 	t.Setenv("MUSTER_CLUSTER", "")
 	tests := []struct {

@@ -107,8 +107,9 @@ func run(c *cli.Context, f runFlags) error {
 	cluster := c.String("cluster")
 	if cluster == "" {
 		if spec.Nnodes > 1 {
-			return cli.Exit(fmt.Sprintf("--nnodes %d needs a cluster: without --cluster the launcher runs one node, this one. "+
-				"Start `agent` on each node and pass --cluster HOST:PORT (or set MUSTER_CLUSTER); see README.md", spec.Nnodes), cmdline.UsageExitCode)
+			return cli.Exit(fmt.Sprintf("--nnodes %d needs a cluster: without --cluster the launcher runs one node, this one "+
+				"(for %d workers here, give -np %d). Start `agent` on each node and pass --cluster HOST:PORT (or set MUSTER_CLUSTER); see README.md",
+				spec.Nnodes, spec.Nnodes, spec.Nnodes), cmdline.UsageExitCode)
 		}
 		if len(spec.Workdir) == 0 {
 			if spec.Workdir, err = launch.Workdir(); err != nil {
