@@ -147,7 +147,7 @@ func checkName(s string) error {
 		return fmt.Errorf("empty host name")
 	}
 	if len(s) > MaxNameLen {
-		return fmt.Errorf("host name longer than %d bytes: %.20q...", MaxNameLen, s)
+		return fmt.Errorf("host name longer than %d bytes (starts %.20q)", MaxNameLen, s)
 	}
 	if strings.ContainsRune(s, ':') {
 		if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the Go code for proto/muster/v1 with buf and the plugins pinned
-# as tool dependencies in go.mod.
+# in the tools module (tools/go.mod), which keeps them out of the product's go.mod.
 set -euo pipefail
 cd "$(dirname "$0")"
-go tool buf lint
-go tool buf generate
+go tool -modfile=../tools/go.mod buf lint
+go tool -modfile=../tools/go.mod buf generate

@@ -1,0 +1,57 @@
+package supervise
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+)
+
+// descendants lists every process below pid, read from /proc: a subreaper
+// adopts orphans, so everything a worker left is found here, whatever
+// session or process group it moved to.
+func descendants(pid int) []int {
+	children := map[int][]int{}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if pp, ok := parentOf(p); ok {
+			children[pp] = append(children[pp], p)
+		}
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// parentOf reads the parent pid from /proc/PID/stat; the command name may
+// hold spaces and parentheses, so fields are counted after its last ')'.
+func parentOf(pid int) (int, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 2 {
+		return 0, false
+	}
+	pp, err := strconv.Atoi(string(f[1]))
+	return pp, err == nil
+}

@@ -1,0 +1,204 @@
+// Package supervise runs one job's workers on a node and guarantees that no
+// descendant outlives the job: each job gets a shim, a small process that is
+// the workers' parent and the subreaper of all they start, and that stops
+// what is left when the job ends or when its agent dies. It also reads the
+// workers' output in whole lines with flow control.
+package supervise
+
+import (
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Worker is one process of a job.
+type Worker struct {
+	// Path is the resolved program; Argv[0] is what it sees as its name.
+	Path string
+	Argv []string
+	Env  []string
+	Dir  string
+	// Cred, when set, is who the worker runs as.
+	Cred *syscall.Credential
+	// Stdin, Stdout and Stderr are given to the worker; a nil Stdin reads
+	// /dev/null. Start closes them: the worker holds the only copies.
+	Stdin, Stdout, Stderr *os.File
+}
+
+// Spec is one job's workers on this node.
+type Spec struct {
+	Workers []Worker
+	// Grace is the time between SIGTERM and SIGKILL for what a worker leaves
+	// behind and for what is left when the agent goes away.
+	Grace time.Duration
+	// Unkillable bounds the wait for a process that outlives SIGKILL.
+	Unkillable time.Duration
+	// JobDir, when set, is removed once every descendant has ended, even if
+	// the agent died first.
+	JobDir string
+}
+
+// EventKind is what happened to a worker.
+type EventKind int
+
+const (
+	Started EventKind = iota + 1
+	StartFailed
+	Exited
+)
+
+// Event is one worker's start or end.
+type Event struct {
+	Kind  EventKind
+	Index int
+	Pid   int
+	// Code and Signal say how it exited; Signal is 0 unless a signal ended it.
+	Code, Signal int
+	// Err is why it did not start.
+	Err error
+}
+
+// Group is a running job's workers, through their shim.
+type Group struct {
+	cmd    *exec.Cmd
+	conn   *os.File
+	mu     sync.Mutex
+	enc    *gob.Encoder
+	events chan Event
+	done   chan struct{}
+	note   string
+}
+
+// Start starts the shim, which starts the workers. Events follow on Events.
+func Start(spec Spec) (*Group, error) {
+	defer closeFiles(spec.Workers)
+	if spec.Unkillable <= 0 {
+		spec.Unkillable = 10 * time.Second
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("supervise: socketpair: %w", err)
+	}
+	// Non-blocking, so that closing it interrupts a read, as the agent's exit would.
+	unix.SetNonblock(fds[0], true)
+	conn, shimEnd := os.NewFile(uintptr(fds[0]), "shim-control"), os.NewFile(uintptr(fds[1]), "shim-control")
+	defer shimEnd.Close()
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	defer devnull.Close()
+	extra := []*os.File{shimEnd}
+	ss := shimSpec{Grace: spec.Grace, Unkillable: spec.Unkillable, JobDir: spec.JobDir}
+	for _, w := range spec.Workers {
+		in := w.Stdin
+		if in == nil {
+			in = devnull
+		}
+		extra = append(extra, in, w.Stdout, w.Stderr)
+		ss.Workers = append(ss.Workers, shimWorker{Path: w.Path, Argv: w.Argv, Env: w.Env, Dir: w.Dir, Cred: w.Cred})
+	}
+	cmd := &exec.Cmd{
+		Path:        "/proc/self/exe",
+		Args:        []string{"muster-shim"},
+		Env:         []string{shimEnv + "=1"},
+		ExtraFiles:  extra,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	if err := cmd.Start(); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("supervise: start shim: %w", err)
+	}
+	g := &Group{cmd: cmd, conn: conn, enc: gob.NewEncoder(conn),
+		events: make(chan Event, 2*len(spec.Workers)+1), done: make(chan struct{})}
+	if err := g.enc.Encode(ss); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		conn.Close()
+		return nil, fmt.Errorf("supervise: send spec to shim: %w", err)
+	}
+	go g.read()
+	return g, nil
+}
+
+func closeFiles(ws []Worker) {
+	for _, w := range ws {
+		for _, f := range []*os.File{w.Stdin, w.Stdout, w.Stderr} {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}
+}
+
+// read turns the shim's reports into Events, always promptly: the channel
+// holds every event a group can have.
+func (g *Group) read() {
+	dec := gob.NewDecoder(g.conn)
+	for {
+		var ev shimEvent
+		if err := dec.Decode(&ev); err != nil {
+			g.note = "the job's supervising process ended unexpectedly: " + err.Error()
+			break
+		}
+		switch ev.Kind {
+		case eventStarted:
+			g.events <- Event{Kind: Started, Index: ev.Index, Pid: ev.Pid}
+		case eventStartFailed:
+			g.events <- Event{Kind: StartFailed, Index: ev.Index, Err: ev.Errno}
+		case eventExited:
+			g.events <- Event{Kind: Exited, Index: ev.Index, Pid: ev.Pid, Code: ev.Code, Signal: ev.Signal}
+		}
+		if ev.Kind == eventDone {
+			g.note = ev.Note
+			break
+		}
+	}
+	g.cmd.Wait()
+	g.conn.Close()
+	close(g.events)
+	close(g.done)
+}
+
+// Events delivers each worker's start and end; it is closed once every
+// descendant of the workers has ended (or was given up on) and the job
+// directory is gone.
+func (g *Group) Events() <-chan Event { return g.events }
+
+// Done is closed when Events is.
+func (g *Group) Done() <-chan struct{} { return g.done }
+
+// Note says what went wrong at the end, if anything did: processes that
+// outlived SIGKILL, or a shim that died.
+func (g *Group) Note() string {
+	<-g.done
+	return g.note
+}
+
+// Signal sends sig to worker i's process group.
+func (g *Group) Signal(i int, sig syscall.Signal) error { return g.send(shimCommand{Index: i, Signal: sig}) }
+
+// SignalAll sends sig to every worker's process group and every descendant;
+// SIGKILL also means that what workers leave behind is killed at once.
+func (g *Group) SignalAll(sig syscall.Signal) error {
+	return g.send(shimCommand{Index: -1, Signal: sig})
+}
+
+func (g *Group) send(c shimCommand) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-g.done:
+		return errors.New("supervise: the job's processes have ended")
+	default:
+	}
+	return g.enc.Encode(c)
+}

@@ -1,0 +1,224 @@
+package supervise
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestMain(m *testing.M) {
+	RunShimIfRequested()
+	os.Exit(m.Run())
+}
+
+// marked lists live processes whose environment holds marker.
+func marked(marker string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil || !bytes.Contains(env, []byte(marker)) {
+			continue
+		}
+		if st, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); bytes.Contains(st, []byte(") Z ")) {
+			continue
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+func eventually(t *testing.T, what string, d time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type testJob struct {
+	g      *Group
+	marker string
+	out    []*bytes.Buffer
+	read   chan struct{}
+}
+
+// startShell runs one sh -c script per worker, its stdout and stderr read
+// into a buffer.
+func startShell(t *testing.T, grace time.Duration, scripts ...string) *testJob {
+	t.Helper()
+	j := &testJob{marker: fmt.Sprintf("MUSTER_TEST_MARK=%d", time.Now().UnixNano()), read: make(chan struct{}, 2*len(scripts))}
+	var spec Spec
+	spec.Grace = grace
+	for _, sc := range scripts {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := &bytes.Buffer{}
+		j.out = append(j.out, buf)
+		go func() { io.Copy(buf, r); r.Close(); j.read <- struct{}{} }()
+		w2, err := dupFile(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec.Workers = append(spec.Workers, Worker{Path: "/bin/sh", Argv: []string{"sh", "-c", sc},
+			Env: []string{"PATH=/usr/bin:/bin", j.marker}, Stdout: w, Stderr: w2})
+	}
+	g, err := Start(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.g = g
+	t.Cleanup(func() {
+		g.SignalAll(syscall.SIGKILL)
+		<-g.Done()
+	})
+	return j
+}
+
+func dupFile(f *os.File) (*os.File, error) {
+	fd, err := syscall.Dup(int(f.Fd()))
+	if err != nil {
+		return nil, err
+	}
+	syscall.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), f.Name()), nil
+}
+
+// events gathers every event until the group is done.
+func (j *testJob) events(t *testing.T) map[int]Event {
+	t.Helper()
+	exits := map[int]Event{}
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case ev, ok := <-j.g.Events():
+			if !ok {
+				return exits
+			}
+			if ev.Kind != Started {
+				exits[ev.Index] = ev
+			}
+		case <-timeout:
+			t.Fatal("group did not end")
+		}
+	}
+}
+
+func TestExitStatuses(t *testing.T) {
+	j := startShell(t, time.Second, "echo hi", "exit 7", "kill -SEGV $$")
+	exits := j.events(t)
+	want := map[int]Event{0: {Kind: Exited}, 1: {Kind: Exited, Code: 7}, 2: {Kind: Exited, Signal: int(syscall.SIGSEGV)}}
+	for i, w := range want {
+		got := exits[i]
+		if got.Kind != w.Kind || got.Code != w.Code || got.Signal != w.Signal {
+			t.Errorf("worker %d: %+v, want %+v", i, got, w)
+		}
+	}
+	for range 3 {
+		<-j.read
+	}
+	if j.out[0].String() != "hi\n" {
+		t.Errorf("output %q", j.out[0].String())
+	}
+}
+
+func TestStartFailure(t *testing.T) {
+	var spec Spec
+	r, w, _ := os.Pipe()
+	defer r.Close()
+	spec.Workers = []Worker{{Path: "/nonexistent/prog", Argv: []string{"prog"}, Stdout: w}}
+	g, err := Start(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := <-g.Events()
+	if ev.Kind != StartFailed || ev.Err != syscall.ENOENT {
+		t.Fatalf("event %+v, want a start failure with ENOENT", ev)
+	}
+	<-g.Done()
+}
+
+func TestNoDescendantOutlivesTheJob(t *testing.T) {
+	tests := []struct {
+		name   string
+		script string
+		end    func(*testJob)
+	}{
+		// A child that left the worker's session and group survives a clean exit today.
+		{"setsid child of a clean worker", `setsid sleep 1000 & sleep 0.5; exit 0`, nil},
+		{"double fork", `(sh -c 'sleep 1000 &' &); sleep 0.5; exit 0`, nil},
+		{"stopped job", `setsid sleep 1000 & sleep 1000`, func(j *testJob) { j.g.SignalAll(syscall.SIGTERM) }},
+		{"killed job, TERM ignored", `trap "" TERM; setsid sh -c 'trap "" TERM; sleep 1000' & sleep 1000`, func(j *testJob) {
+			j.g.SignalAll(syscall.SIGKILL)
+		}},
+		// The agent died: its end of the control socket closed.
+		{"agent gone", `setsid sleep 1000 & sleep 1000`, func(j *testJob) { j.g.conn.Close() }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j := startShell(t, 200*time.Millisecond, tt.script)
+			eventually(t, "the worker to start its child", 5*time.Second, func() bool { return len(marked(j.marker)) >= 2 })
+			if tt.end != nil {
+				tt.end(j)
+			}
+			select {
+			case <-j.g.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the group did not end; left: %v", marked(j.marker))
+			}
+			if left := marked(j.marker); len(left) > 0 {
+				t.Fatalf("processes outlived the job: %v", left)
+			}
+		})
+	}
+}
+
+func TestBackgroundChildGetsTermAndGrace(t *testing.T) {
+	dir := t.TempDir()
+	// The child needs a moment after SIGTERM to write its file: the grace gives it that.
+	script := fmt.Sprintf(`sh -c 'trap "sleep 0.3; echo bye > %s/term; exit 0" TERM; while :; do sleep 0.05; done' & sleep 0.2; exit 0`, dir)
+	j := startShell(t, 5*time.Second, script)
+	exits := j.events(t)
+	if exits[0].Code != 0 {
+		t.Fatalf("worker: %+v", exits[0])
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "term"))
+	if err != nil || strings.TrimSpace(string(b)) != "bye" {
+		t.Fatalf("the background child was not given SIGTERM and time to finish: %v", err)
+	}
+}
+
+func TestJobDirRemovedEvenIfTheAgentDies(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "muster-j-test")
+	os.Mkdir(dir, 0o700)
+	r, w, _ := os.Pipe()
+	defer r.Close()
+	g, err := Start(Spec{Grace: 100 * time.Millisecond, JobDir: dir,
+		Workers: []Worker{{Path: "/bin/sleep", Argv: []string{"sleep", "1000"}, Stdout: w}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-g.Events()
+	g.conn.Close()
+	<-g.Done()
+	eventually(t, "the job directory to go", 5*time.Second, func() bool {
+		_, err := os.Stat(dir)
+		return os.IsNotExist(err)
+	})
+}

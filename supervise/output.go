@@ -1,0 +1,102 @@
+package supervise
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"sync"
+	"time"
+)
+
+// Output reading bounds.
+const (
+	// MaxChunk is the most output handed on at once; a longer line goes in
+	// pieces of this size.
+	MaxChunk = 64 << 10
+	// PauseFlush is how long an unfinished line waits for its end before it
+	// is handed on as it is (a progress bar drawn with \r).
+	PauseFlush = 100 * time.Millisecond
+)
+
+// Emit receives output: whole lines ending in '\n', or a piece of a line
+// (no '\n' at its end) that outgrew MaxChunk or, with paused set, that the
+// worker left unfinished for PauseFlush. data is only valid during the call.
+// Emit may block: the worker then blocks on its pipe, as behind a terminal.
+type Emit func(data []byte, paused bool)
+
+// ErrCut is returned by Read when Cut stopped it before the end.
+var ErrCut = errors.New("output cut: a process still held the pipe")
+
+// Reader reads one of a worker's pipes to its end.
+type Reader struct {
+	f   *os.File
+	mu  sync.Mutex
+	cut bool
+}
+
+// NewReader reads f, which must be pollable (a pipe from os.Pipe).
+func NewReader(f *os.File) *Reader { return &Reader{f: f} }
+
+// Cut makes Read return once the pipe holds nothing more to read now, for a
+// writer that will never close it (a process that outlived SIGKILL).
+func (r *Reader) Cut() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cut = true
+	r.f.SetReadDeadline(time.Now())
+}
+
+func (r *Reader) setDeadline(pending bool) (cut bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.cut:
+		r.f.SetReadDeadline(time.Now())
+	case pending:
+		r.f.SetReadDeadline(time.Now().Add(PauseFlush))
+	default:
+		r.f.SetReadDeadline(time.Time{})
+	}
+	return r.cut
+}
+
+// Read reads the pipe to its end, handing emit whole lines, and closes it.
+func (r *Reader) Read(emit Emit) error {
+	defer r.f.Close()
+	buf := make([]byte, MaxChunk)
+	n := 0
+	for {
+		cut := r.setDeadline(n > 0)
+		m, err := r.f.Read(buf[n:])
+		n += m
+		if m > 0 {
+			if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+				emit(buf[:i+1], false)
+				n = copy(buf, buf[i+1:n])
+			} else if n == len(buf) {
+				emit(buf[:n], false)
+				n = 0
+			}
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, os.ErrDeadlineExceeded) && !cut:
+			if n > 0 {
+				emit(buf[:n], true)
+				n = 0
+			}
+		default:
+			if n > 0 {
+				emit(buf[:n], false)
+			}
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if cut && errors.Is(err, os.ErrDeadlineExceeded) {
+				return ErrCut
+			}
+			return err
+		}
+	}
+}

@@ -1,0 +1,66 @@
+package supervise
+
+import (
+	"syscall"
+	"time"
+)
+
+// The shim and its Group talk over one socketpair, in gob: the Group sends a
+// shimSpec, then commands; the shim sends events, ending with eventDone.
+
+// shimEnv marks a process started as a shim; its value is unused.
+const shimEnv = "MUSTER_SUPERVISE_SHIM"
+
+// First inherited descriptors of a shim: the control socket, then each
+// worker's stdin, stdout and stderr in the order of shimSpec.Workers.
+const (
+	controlFD     = 3
+	firstWorkerFD = 4
+)
+
+type shimSpec struct {
+	// Grace is the time between SIGTERM and SIGKILL for what a worker leaves.
+	Grace time.Duration
+	// Unkillable bounds the wait for processes that outlive SIGKILL.
+	Unkillable time.Duration
+	// JobDir, when set, is removed once every descendant has ended.
+	JobDir  string
+	Workers []shimWorker
+}
+
+type shimWorker struct {
+	Path string
+	Argv []string
+	Env  []string
+	Dir  string
+	Cred *syscall.Credential
+	// Stdin is false when the worker reads /dev/null.
+	Stdin bool
+}
+
+type eventKind int
+
+const (
+	eventStarted eventKind = iota + 1
+	eventStartFailed
+	eventExited
+	eventDone
+)
+
+type shimEvent struct {
+	Kind   eventKind
+	Index  int
+	Pid    int
+	Code   int
+	Signal int
+	// Errno is why a start failed.
+	Errno syscall.Errno
+	// Note says what went wrong in cleanup (processes that outlived SIGKILL).
+	Note string
+}
+
+type shimCommand struct {
+	// Index is a worker, or -1 for all of them and every descendant.
+	Index  int
+	Signal syscall.Signal
+}

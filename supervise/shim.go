@@ -1,0 +1,260 @@
+package supervise
+
+import (
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// RunShimIfRequested turns this process into a shim and exits when it was
+// started as one; otherwise it returns at once. Every binary that supervises
+// workers calls it first in main, and its tests in TestMain.
+func RunShimIfRequested() {
+	if _, ok := os.LookupEnv(shimEnv); !ok {
+		return
+	}
+	os.Exit(runShim())
+}
+
+// A shim is the parent of one job's workers on a node and the subreaper of
+// everything they start, so it sees every descendant, whatever session it
+// moved to. It outlives its agent: when the control socket closes (the agent
+// or launcher died, even by SIGKILL), it stops what is left, SIGTERM then
+// SIGKILL after the grace, and removes the job directory.
+type shim struct {
+	spec    shimSpec
+	enc     *gob.Encoder
+	leaders map[int]int // pid -> worker index, while running
+	groups  []int       // process group of each started worker
+	notes   []string
+
+	cleaning, killing bool
+	graceUp           <-chan time.Time
+	giveUp            <-chan time.Time
+	repeat            *time.Ticker
+}
+
+type reaped struct {
+	pid int
+	ws  syscall.WaitStatus
+}
+
+func runShim() int {
+	// Workers get Pdeathsig, which follows the thread that forked them.
+	runtime.LockOSThread()
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return 70
+	}
+	// Signals sent to the shim itself stop the job as a closed socket does.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	signal.Ignore(syscall.SIGPIPE)
+
+	ctl := os.NewFile(controlFD, "control")
+	s := &shim{enc: gob.NewEncoder(ctl), leaders: map[int]int{}}
+	if err := gob.NewDecoder(ctl).Decode(&s.spec); err != nil {
+		return 71
+	}
+	s.start()
+	cmds := make(chan shimCommand)
+	go func() {
+		defer close(cmds)
+		dec := gob.NewDecoder(ctl)
+		for {
+			var c shimCommand
+			if dec.Decode(&c) != nil {
+				return
+			}
+			cmds <- c
+		}
+	}()
+	reaps := make(chan reaped)
+	go reap(reaps)
+	if len(s.leaders) == 0 {
+		s.cleanup()
+	}
+	for {
+		var repeat <-chan time.Time
+		if s.repeat != nil {
+			repeat = s.repeat.C
+		}
+		select {
+		case c, ok := <-cmds:
+			if !ok {
+				cmds = nil
+				s.cleanup()
+				continue
+			}
+			s.command(c)
+		case <-sigs:
+			s.cleanup()
+		case r, ok := <-reaps:
+			if !ok {
+				return s.finish()
+			}
+			s.reaped(r)
+		case <-s.graceUp:
+			s.graceUp = nil
+			s.killAll()
+		case <-repeat:
+			s.signalDescendants(syscall.SIGKILL)
+		case <-s.giveUp:
+			left := descendants(os.Getpid())
+			s.notes = append(s.notes, fmt.Sprintf("processes %v still alive %s after SIGKILL (uninterruptible sleep?); no longer waited for",
+				left, s.spec.Unkillable))
+			return s.finish()
+		}
+	}
+}
+
+// start forks every worker into its own process group, then closes the
+// shim's copies of their pipes so that their readers see the end.
+func (s *shim) start() {
+	s.groups = make([]int, len(s.spec.Workers))
+	for i, w := range s.spec.Workers {
+		fd := uintptr(firstWorkerFD + 3*i)
+		pid, err := syscall.ForkExec(w.Path, w.Argv, &syscall.ProcAttr{
+			Dir: w.Dir, Env: w.Env, Files: []uintptr{fd, fd + 1, fd + 2},
+			Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: w.Cred},
+		})
+		if err != nil {
+			var errno syscall.Errno
+			if !errors.As(err, &errno) {
+				errno = syscall.EINVAL
+			}
+			s.send(shimEvent{Kind: eventStartFailed, Index: i, Errno: errno})
+			continue
+		}
+		s.leaders[pid] = i
+		s.groups[i] = pid
+		s.send(shimEvent{Kind: eventStarted, Index: i, Pid: pid})
+	}
+	for i := range s.spec.Workers {
+		for k := 0; k < 3; k++ {
+			syscall.Close(firstWorkerFD + 3*i + k)
+		}
+	}
+}
+
+// reap is the shim's only wait: workers and adopted orphans alike. It ends
+// when no child is left, which for a subreaper means no descendant either.
+func reap(out chan<- reaped) {
+	defer close(out)
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return
+		}
+		out <- reaped{pid, ws}
+	}
+}
+
+func (s *shim) reaped(r reaped) {
+	i, ok := s.leaders[r.pid]
+	if !ok {
+		return // an adopted orphan
+	}
+	delete(s.leaders, r.pid)
+	ev := shimEvent{Kind: eventExited, Index: i, Pid: r.pid}
+	if r.ws.Signaled() {
+		ev.Signal = int(r.ws.Signal())
+	} else {
+		ev.Code = r.ws.ExitStatus()
+	}
+	s.send(ev)
+	// What the worker left in its group gets the grace a stopped job gets.
+	pgid := s.groups[i]
+	if s.killing {
+		syscall.Kill(-pgid, syscall.SIGKILL)
+	} else {
+		syscall.Kill(-pgid, syscall.SIGTERM)
+		time.AfterFunc(s.spec.Grace, func() { syscall.Kill(-pgid, syscall.SIGKILL) })
+	}
+	if len(s.leaders) == 0 {
+		s.cleanup()
+	}
+}
+
+func (s *shim) command(c shimCommand) {
+	switch {
+	case c.Index < 0 && c.Signal == syscall.SIGKILL:
+		s.killAll()
+	case c.Index < 0:
+		s.signalGroups(c.Signal)
+		s.signalDescendants(c.Signal)
+	case c.Index < len(s.groups) && s.groups[c.Index] > 0:
+		syscall.Kill(-s.groups[c.Index], c.Signal)
+	}
+}
+
+// cleanup stops whatever is left once every worker ended or the agent went
+// away: SIGTERM to every descendant, SIGKILL after the grace.
+func (s *shim) cleanup() {
+	if s.cleaning {
+		return
+	}
+	s.cleaning = true
+	if s.killing {
+		return
+	}
+	s.signalGroups(syscall.SIGTERM)
+	s.signalDescendants(syscall.SIGTERM)
+	s.graceUp = time.After(s.spec.Grace)
+}
+
+// killAll sends SIGKILL to every descendant, and again every few
+// milliseconds, since a dying process may have forked one more.
+func (s *shim) killAll() {
+	s.cleaning = true
+	if s.killing {
+		return
+	}
+	s.killing = true
+	s.graceUp = nil
+	s.signalGroups(syscall.SIGKILL)
+	s.signalDescendants(syscall.SIGKILL)
+	s.repeat = time.NewTicker(20 * time.Millisecond)
+	s.giveUp = time.After(s.spec.Unkillable)
+}
+
+func (s *shim) signalGroups(sig syscall.Signal) {
+	for _, pgid := range s.groups {
+		if pgid > 0 {
+			syscall.Kill(-pgid, sig)
+		}
+	}
+}
+
+func (s *shim) signalDescendants(sig syscall.Signal) {
+	for _, pid := range descendants(os.Getpid()) {
+		syscall.Kill(pid, sig)
+	}
+}
+
+func (s *shim) finish() int {
+	if s.spec.JobDir != "" {
+		os.RemoveAll(s.spec.JobDir)
+	}
+	note := ""
+	if len(s.notes) > 0 {
+		note = s.notes[0]
+	}
+	s.send(shimEvent{Kind: eventDone, Note: note})
+	return 0
+}
+
+// send reports to the agent; once the agent is gone there is no one to tell.
+func (s *shim) send(ev shimEvent) {
+	_ = s.enc.Encode(ev)
+}
