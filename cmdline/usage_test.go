@@ -12,15 +12,14 @@ import (
 // testApp is a small launcher: run takes a count with mpirun's and
 // torchrun's names, a duration, a repeatable -x and a command.
 type testApp struct {
-	app            *cli.App
-	out, err       bytes.Buffer
-	nproc          *Count
-	timeout        *Duration
-	env            *List
-	ran            bool
-	argv           []string
-	tag            bool
-	clusterMissing bool
+	app      *cli.App
+	out, err bytes.Buffer
+	nproc    *Count
+	timeout  *Duration
+	env      *List
+	ran      bool
+	argv     []string
+	tag      bool
 }
 
 func newTestApp() *testApp {
