@@ -44,7 +44,7 @@ func format(prog, release string, bi *debug.BuildInfo) string {
 	}
 	rev := settings["vcs.revision"]
 	if rev == "" {
-		return fmt.Sprintf("%s %s (commit unknown: built outside a git checkout or with -buildvcs=false)", prog, v)
+		return fmt.Sprintf("%s %s (commit unknown: the build carries no VCS stamp)", prog, v)
 	}
 	if len(rev) > 12 {
 		rev = rev[:12]

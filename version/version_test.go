@@ -33,11 +33,11 @@ func TestFormat(t *testing.T) {
 			vcs("(devel)", "vcs.revision", rev, "vcs.time", "2026-08-18T10:15:00Z"),
 			"launcher 1.2.0 (commit 50a169c1f2e3 of 2026-08-18T10:15:00Z)"},
 		{"go install at a tag", "", vcs("v1.2.0"),
-			"launcher v1.2.0 (commit unknown: built outside a git checkout or with -buildvcs=false)"},
+			"launcher v1.2.0 (commit unknown: the build carries no VCS stamp)"},
 		{"no version control information", "", vcs("(devel)"),
-			"launcher dev (commit unknown: built outside a git checkout or with -buildvcs=false)"},
+			"launcher dev (commit unknown: the build carries no VCS stamp)"},
 		{"no build information", "", nil,
-			"launcher dev (commit unknown: built outside a git checkout or with -buildvcs=false)"},
+			"launcher dev (commit unknown: the build carries no VCS stamp)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
