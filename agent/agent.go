@@ -198,11 +198,12 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 			// Report every local worker as failed to start, so the job ends.
 			for l := 0; l < int(asg.GetNproc()); l++ {
 				sup.exited(workerPlan{rank: int(asg.GetNodeRank()*asg.GetNproc()) + l, localRank: l},
-					exitStatus{code: 1, err: err.Error()}, nil)
+					exitStatus{code: 1, err: validText(err.Error())}, nil)
 			}
 		} else {
 			sup.Run(plans, files)
 		}
+		files.feed.close()
 		// The job's last events reach the store before it counts as ended here.
 		pub.close()
 		a.mu.Lock()

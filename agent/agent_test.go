@@ -16,6 +16,15 @@ import (
 	"github.com/musterhq/muster/supervise"
 )
 
+// args is a command as a JobSpec holds it.
+func args(ss ...string) [][]byte {
+	out := make([][]byte, len(ss))
+	for i, s := range ss {
+		out[i] = []byte(s)
+	}
+	return out
+}
+
 // follow submits spec and gathers the job's output lines by rank and its end.
 func follow(t *testing.T, tc *TestCluster, spec *musterv1.JobSpec) (map[int32][]string, *musterv1.JobFinished) {
 	t.Helper()
@@ -54,7 +63,7 @@ func TestTwoNodeJob(t *testing.T) {
 		cfg.GPUs, _ = gpu.Parse("0,1,2,3")
 	})
 	out, fin := follow(t, tc, &musterv1.JobSpec{
-		Argv:   []string{"sh", "-c", `echo "$RANK $GROUP_RANK $MASTER_ADDR $CUDA_VISIBLE_DEVICES $MUSTER_LOCAL_GPUS ${NCCL_COMM_ID:-none} $MUSTER_NODE_ADDRS"`},
+		Argv:   args("sh", "-c", `echo "$RANK $GROUP_RANK $MASTER_ADDR $CUDA_VISIBLE_DEVICES $MUSTER_LOCAL_GPUS ${NCCL_COMM_ID:-none} $MUSTER_NODE_ADDRS"`),
 		Nnodes: 2, Gpus: 2, KillTimeoutMs: 1000,
 	})
 	if fin.State != musterv1.JobState_JOB_STATE_SUCCEEDED {
@@ -83,7 +92,7 @@ func TestFailureOnOneNodeStopsTheOther(t *testing.T) {
 	dir := t.TempDir()
 	_, fin := follow(t, tc, &musterv1.JobSpec{
 		// Rank 3 fails once everyone started; the rest would sleep forever.
-		Argv:   []string{"sh", "-c", fmt.Sprintf(`touch %s/$RANK; if [ "$RANK" = 3 ]; then while [ $(ls %s | wc -l) -lt 4 ]; do sleep 0.01; done; echo bad input >&2; exit 5; fi; exec sleep 1000`, dir, dir)},
+		Argv:   args("sh", "-c", fmt.Sprintf(`touch %s/$RANK; if [ "$RANK" = 3 ]; then while [ $(ls %s | wc -l) -lt 4 ]; do sleep 0.01; done; echo bad input >&2; exit 5; fi; exec sleep 1000`, dir, dir)),
 		Nnodes: 2, Nproc: 2, KillTimeoutMs: 5000,
 	})
 	if fin.State != musterv1.JobState_JOB_STATE_FAILED || fin.ExitCode != 5 {
@@ -99,7 +108,7 @@ func TestLogDirAndHostfile(t *testing.T) {
 	tc := NewTestCluster(t, 1, nil)
 	logDir := filepath.Join(t.TempDir(), "logs")
 	_, fin := follow(t, tc, &musterv1.JobSpec{
-		Argv: []string{"sh", "-c", `cat "$MUSTER_HOSTFILE"; echo "to stderr" >&2`}, Nnodes: 1, Nproc: 2, LogDir: logDir,
+		Argv: args("sh", "-c", `cat "$MUSTER_HOSTFILE"; echo "to stderr" >&2`), Nnodes: 1, Nproc: 2, LogDir: []byte(logDir),
 	})
 	if fin.State != musterv1.JobState_JOB_STATE_SUCCEEDED {
 		t.Fatalf("job: %v %s", fin.State, fin.Summary)

@@ -39,10 +39,15 @@ func (t *tail) add(data []byte) {
 	}
 }
 
+// get returns the lines as valid UTF-8, as protobuf strings must be.
 func (t *tail) get() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return append([]string(nil), t.lines...)
+	out := make([]string, len(t.lines))
+	for i, l := range t.lines {
+		out[i] = validText(l)
+	}
+	return out
 }
 
 // logFile is one rank's file under --log-dir, shared by its two streams.

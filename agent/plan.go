@@ -1,7 +1,10 @@
 package agent
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -20,6 +23,7 @@ type jobFiles struct {
 	dir    string
 	lock   *os.File
 	logDir string
+	feed   *stdinFeed
 }
 
 // plan computes each local worker's command and environment and writes the
@@ -27,18 +31,18 @@ type jobFiles struct {
 func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
 	spec := asg.GetSpec()
 	var files jobFiles
-	if dir := spec.GetLogDir(); dir != "" {
+	if dir := string(spec.GetLogDir()); dir != "" {
 		// Each job's logs go to a directory of their own: two jobs never
 		// write over each other's files.
 		files.logDir = filepath.Join(dir, asg.GetJobId())
 		if err := os.MkdirAll(files.logDir, 0o755); err != nil {
-			return nil, files, fmt.Errorf("--log-dir: %w", err)
+			// The error names the directory, which may be any bytes.
+			return nil, files, errors.New(validText("--log-dir: " + err.Error()))
 		}
 	}
-	if dir := spec.GetWorkdir(); dir != "" {
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			return nil, files, fmt.Errorf("working directory %s does not exist on node %s", dir, a.cfg.Name)
-		}
+	workdir := string(spec.GetWorkdir())
+	if err := checkWorkdir(workdir); err != nil {
+		return nil, files, err
 	}
 	jobDir, lock, err := makeJobDir(a.cfg.TempDir, asg.GetJobId())
 	if err != nil {
@@ -70,13 +74,14 @@ func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
 	if spec.GetInheritEnv() {
 		base = a.cfg.Environ
 	}
+	user := byteStrings(spec.GetEnv())
 	var net envprop.NCCLNet
 	if spec.GetNcclAutodetect() {
-		net = a.detectNCCLNet(asg, base, spec.GetEnv())
+		net = a.detectNCCLNet(asg, base, user)
 	}
 	id := engine.UniqueID(asg.GetNcclUniqueId())
 	in := envprop.Input{
-		Base: base, User: spec.GetEnv(),
+		Base: base, User: user,
 		JobID: asg.GetJobId(), StoreAddr: asg.GetStoreAddr(), Hostfile: hf,
 		NodeRank: int(asg.GetNodeRank()), NodeAddrs: asg.GetNodeAddrs(), NProc: int(asg.GetNproc()),
 		MasterAddr: asg.GetMasterAddr(), MasterPort: int(asg.GetMasterPort()),
@@ -88,12 +93,27 @@ func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
 	for _, g := range asg.GetGpus() {
 		in.GPUs = append(in.GPUs, int(g))
 	}
+	ranks := map[int]int{}
+	for l := 0; l < int(asg.GetNproc()); l++ {
+		in.LocalRank = l
+		ranks[l] = in.Rank()
+	}
+	feed, err := newStdinFeed(a.log, spec, ranks)
+	if err != nil {
+		cleanup()
+		return nil, jobFiles{}, fmt.Errorf("stdin pipes: %w", err)
+	}
+	files.feed = feed
+	argv := byteStrings(spec.GetArgv())
 	var plans []workerPlan
 	for l := 0; l < int(asg.GetNproc()); l++ {
 		in.LocalRank = l
 		plans = append(plans, workerPlan{rank: in.Rank(), localRank: l, spec: workerSpec{
-			argv: spec.GetArgv(), env: envprop.Build(in), dir: spec.GetWorkdir()}})
+			argv: argv, env: envprop.Build(in), dir: workdir, stdin: feed.reader(l)}})
 	}
+	feed.start(func(ctx context.Context) (musterv1.Rendezvous_ReadStdinClient, error) {
+		return a.client.ReadStdin(ctx, &musterv1.ReadStdinRequest{Session: a.session, JobId: asg.GetJobId()})
+	})
 	return plans, files, nil
 }
 
@@ -125,6 +145,34 @@ func minimalEnviron(env []string) []string {
 		if v, ok := envprop.Lookup(env, name); ok {
 			out = append(out, name+"="+v)
 		}
+	}
+	return out
+}
+
+// checkWorkdir says what is wrong with a job's working directory on this
+// node, if anything (the failure names the node). A path is quoted when it
+// must be: it may be any bytes.
+func checkWorkdir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("working directory %s does not exist", showPath(dir))
+	case err != nil:
+		return fmt.Errorf("working directory %s: %v", showPath(dir), errors.Unwrap(err))
+	case !fi.IsDir():
+		return fmt.Errorf("working directory %s is not a directory", showPath(dir))
+	}
+	return nil
+}
+
+// byteStrings is a JobSpec's byte fields as Go strings, which hold any bytes.
+func byteStrings(bs [][]byte) []string {
+	out := make([]string, len(bs))
+	for i, b := range bs {
+		out[i] = string(b)
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -54,6 +55,7 @@ type worker struct {
 	log     *logFile
 	errTail tail
 	readers [2]*supervise.Reader
+	path    string
 	read    sync.WaitGroup
 	exit    chan exitStatus
 }
@@ -91,6 +93,7 @@ func (s *Supervisor) Run(plans []workerPlan, files jobFiles) {
 		}
 	}
 	spec := supervise.Spec{Grace: s.killAt, Unkillable: unkillableAfter, JobDir: jobDir, Lock: files.lock}
+	var started []*worker // the shim's workers, in its order
 	for _, w := range workers {
 		outR, outW, err := os.Pipe()
 		if err != nil {
@@ -110,8 +113,21 @@ func (s *Supervisor) Run(plans []workerPlan, files jobFiles) {
 		}
 		w.readers = [2]*supervise.Reader{supervise.NewReader(outR), supervise.NewReader(errR)}
 		ws := w.plan.spec
-		spec.Workers = append(spec.Workers, supervise.Worker{Path: programPath(ws.argv[0], ws.env), Argv: ws.argv,
-			Env: ws.env, Dir: ws.dir, Cred: ws.cred, Stdout: outW, Stderr: errW})
+		path, err := lookPath(ws.argv[0], ws.dir, ws.env)
+		if err != nil {
+			// It never starts; its pipes end at once.
+			w.exit <- startError(ws.argv[0], err)
+			outW.Close()
+			errW.Close()
+			if ws.stdin != nil {
+				ws.stdin.Close()
+			}
+			continue
+		}
+		w.path = path
+		started = append(started, w)
+		spec.Workers = append(spec.Workers, supervise.Worker{Path: path, Argv: ws.argv,
+			Env: ws.env, Dir: ws.dir, Cred: ws.cred, Stdin: ws.stdin, Stdout: outW, Stderr: errW})
 	}
 
 	s.mu.Lock()
@@ -146,16 +162,16 @@ func (s *Supervisor) Run(plans []workerPlan, files jobFiles) {
 			s.exited(w.plan, st, w.errTail.get())
 		}()
 	}
-	got := make([]bool, len(workers))
+	got := make([]bool, len(started))
 	for ev := range g.Events() {
-		w := workers[ev.Index]
+		w := started[ev.Index]
 		switch ev.Kind {
 		case supervise.Started:
 			s.pub.publish(&musterv1.JobEvent{JobId: s.job, Event: &musterv1.JobEvent_Started{Started: &musterv1.WorkerStarted{
 				Rank: int32(w.plan.rank), LocalRank: int32(w.plan.localRank), Node: s.node, Pid: int32(ev.Pid)}}})
 			continue
 		case supervise.StartFailed:
-			w.exit <- startError(w.plan.spec.argv[0], ev.Err)
+			w.exit <- execError(w.plan.spec.argv[0], w.path, ev.Err)
 		case supervise.Exited:
 			w.exit <- exitStatus{code: ev.Code, signal: ev.Signal}
 		}
@@ -165,7 +181,7 @@ func (s *Supervisor) Run(plans []workerPlan, files jobFiles) {
 	if note != "" {
 		s.log.Warn("job processes", zap.String("job", s.job), zap.String("note", note))
 	}
-	for i, w := range workers {
+	for i, w := range started {
 		if !got[i] {
 			w.exit <- exitStatus{code: 1, err: note}
 		}
@@ -205,6 +221,11 @@ func closeReaders(workers []*worker) {
 			}
 		}
 	}
+}
+
+// execError is a worker's failure to exec path, as its shim reported it.
+func execError(argv0, path string, err error) exitStatus {
+	return startError(argv0, &fs.PathError{Op: "fork/exec", Path: path, Err: err})
 }
 
 // abandon closes the pipes of workers that will not start.

@@ -25,7 +25,9 @@ const (
 
 // Options says what to run and where its output goes.
 type Options struct {
-	Spec      *musterv1.JobSpec
+	Spec *musterv1.JobSpec
+	// Stdin goes to the spec's stdin ranks, if it names any; nil is empty.
+	Stdin     io.Reader
 	Stdout    io.Writer
 	Stderr    io.Writer
 	TagOutput bool
@@ -45,8 +47,8 @@ func Run(ctx context.Context, log *zap.Logger, c *rendezvous.Client, opts Option
 		return 1, errors.New(rendezvous.ErrorMessage(err))
 	}
 	job := sub.GetJobId()
-	if opts.Spec.GetLogDir() != "" {
-		fmt.Fprintf(opts.Stderr, "muster: job %s logs to %s/%s/\n", job, opts.Spec.GetLogDir(), job)
+	if dir := opts.Spec.GetLogDir(); len(dir) > 0 {
+		fmt.Fprintf(opts.Stderr, "muster: job %s logs to %s/%s/\n", job, dir, job)
 	}
 	f := &follower{c: c, log: log, opts: opts, job: job, p: NewPrinter(opts.Stdout, opts.Stderr, opts.TagOutput)}
 	return f.run(ctx)
@@ -73,6 +75,17 @@ func (f *follower) run(ctx context.Context) (int, error) {
 	stream, err := f.c.WatchJob(wctx, &musterv1.WatchJobRequest{JobId: f.job, Attach: true})
 	if err != nil {
 		return 1, fmt.Errorf("watch job %s: %s", f.job, rendezvous.ErrorMessage(err))
+	}
+	if wantsStdin(f.opts.Spec) {
+		in := f.opts.Stdin
+		if in == nil {
+			in = eofReader{}
+		}
+		go func() {
+			if err := sendStdin(wctx, f.c, f.job, in); err != nil && wctx.Err() == nil {
+				f.log.Info("stdin not delivered", zap.String("job", f.job), zap.Error(err))
+			}
+		}()
 	}
 	events := make(chan *musterv1.JobEvent, readAhead)
 	recvErr := make(chan error, 1)
@@ -155,10 +168,11 @@ func (f *follower) signal(ctx context.Context, sig os.Signal) {
 	s, _ := sig.(syscall.Signal)
 	name := unix.SignalName(s)
 	force := f.interrupts > 1
+	f.flush(ctx)
 	if force {
-		fmt.Fprintf(f.opts.Stderr, "muster: killing job %s\n", f.job)
+		fmt.Fprintf(f.opts.Stderr, "muster: %s again: killing job %s at once\n", name, f.job)
 	} else {
-		fmt.Fprintf(f.opts.Stderr, "muster: stopping job %s (%s); again to kill at once\n", f.job, name)
+		fmt.Fprintf(f.opts.Stderr, "muster: %s: stopping job %s (a second one kills it at once)\n", name, f.job)
 	}
 	f.cancel(ctx, force, "stopped by "+name, 128+int32(s))
 }
@@ -195,18 +209,27 @@ func (f *follower) broken(ctx context.Context, cause error) (int, error) {
 		f.job, store, rendezvous.ErrorMessage(cause))
 }
 
-// printSummary names what ended the job: the failed rank, its node, its
-// exit code or signal, and the last lines of its stderr.
+// printSummary names what ended the job, saying each thing once: the
+// failed rank, its node, its exit code or signal, the last lines of its
+// stderr; or why the job was stopped, and its exit code.
 func printSummary(w io.Writer, job string, fin *musterv1.JobFinished) {
 	switch fin.GetState() {
 	case musterv1.JobState_JOB_STATE_SUCCEEDED:
 		return
 	case musterv1.JobState_JOB_STATE_CANCELLED:
-		fmt.Fprintf(w, "muster: job %s stopped: %s (exit code %d)\n", job, fin.GetSummary(), fin.GetExitCode())
+		// The summary says why: "stopped by SIGTERM", "timed out after 5s".
+		fmt.Fprintf(w, "muster: job %s %s (exit code %d)\n", job, fin.GetSummary(), fin.GetExitCode())
 		return
 	}
-	fmt.Fprintf(w, "muster: job %s failed: %s (exit code %d)\n", job, fin.GetSummary(), fin.GetExitCode())
-	if f := fin.GetFailure(); f != nil && len(f.GetStderrTail()) > 0 {
+	f := fin.GetFailure()
+	line := fmt.Sprintf("muster: job %s failed: %s", job, fin.GetSummary())
+	// "exited with code 3" already says the job's exit code; a signal or an
+	// error does not.
+	if f == nil || f.GetSignal() != 0 || f.GetError() != "" {
+		line += fmt.Sprintf("; exit code %d", fin.GetExitCode())
+	}
+	fmt.Fprintln(w, line)
+	if f != nil && len(f.GetStderrTail()) > 0 {
 		fmt.Fprintf(w, "muster: last lines of rank %d's stderr:\n", f.GetRank())
 		for _, l := range f.GetStderrTail() {
 			fmt.Fprintf(w, "    %s\n", l)

@@ -24,6 +24,7 @@ type job struct {
 	reason   string // why the job was stopped, if it was
 	timer    *time.Timer
 	attached int
+	stdin    *stdinRelay // nil when no rank reads the launcher's stdin
 }
 
 func (j *job) finished() bool {
@@ -57,11 +58,14 @@ func (s *Store) Submit(spec *musterv1.JobSpec) (string, error) {
 		return "", err
 	}
 	j.round = r
+	if sessions := stdinSessionsLocked(spec, r); len(sessions) > 0 {
+		j.stdin = newStdinRelay(sessions)
+	}
 	s.jobs[j.id] = j
 	s.order = append(s.order, j.id)
 	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_State{State: j.state}})
 	j.events.expectFollower(firstFollowerWait)
-	s.log.Info("job submitted", zap.String("job", j.id), zap.Strings("argv", spec.Argv),
+	s.log.Info("job submitted", zap.String("job", j.id), zap.ByteStrings("argv", spec.Argv),
 		zap.Int32("nnodes", spec.Nnodes), zap.Int32("gpus", spec.Gpus), zap.Int32("nproc", spec.Nproc))
 	// Two ports on node rank 0: MASTER_PORT and the NCCL bootstrap root.
 	s.sendLocked(r.nodes[0], &musterv1.AgentCommand{Command: &musterv1.AgentCommand_ReservePorts{
@@ -282,6 +286,9 @@ func (s *Store) finishLocked(j *job) {
 	}
 	if j.timer != nil {
 		j.timer.Stop()
+	}
+	if j.stdin != nil {
+		j.stdin.close()
 	}
 	for _, n := range j.round.nodes {
 		for g, owner := range n.busy {

@@ -114,7 +114,7 @@ func (s *Store) detach(j *job) {
 	if j.attached == 0 && !j.finished() {
 		if j.failure == nil && j.code == 0 {
 			j.code = 129 // as if the launcher's terminal hung up
-			j.reason = "the launcher that submitted the job went away"
+			j.reason = "stopped: the launcher that submitted it went away"
 		}
 		s.stopLocked(j, j.spec.KillTimeoutMs)
 	}

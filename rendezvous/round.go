@@ -103,7 +103,7 @@ func (s *Store) PortsReserved(session, roundID string, ports []int32, errText st
 		errText = fmt.Sprintf("agent returned ports %v, want two in 1..65535", ports)
 	}
 	if errText != "" {
-		j.reason = "reserving ports on node " + r.nodes[0].info.GetName() + ": " + errText
+		j.reason = "could not reserve ports on node " + r.nodes[0].info.GetName() + ": " + errText
 		j.code = 1
 		s.finishLocked(j)
 		return nil

@@ -93,7 +93,7 @@ func TestRoundAcrossTwoNodes(t *testing.T) {
 	a := newTestAgent(t, c, "a", "10.0.0.2", -1, 4)
 	b := newTestAgent(t, c, "b", "10.0.0.1", 0, 4)
 	resp, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{
-		Argv: []string{"train"}, Nnodes: 2, Gpus: 2, KillTimeoutMs: 100}})
+		Argv: byteStrings("train"), Nnodes: 2, Gpus: 2, KillTimeoutMs: 100}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestSubmitErrors(t *testing.T) {
 		_, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: spec})
 		return err
 	}
-	if err := submit(&musterv1.JobSpec{Argv: []string{"x"}, Nnodes: 1}); err == nil || !strings.Contains(err.Error(), "no agent") {
+	if err := submit(&musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 1}); err == nil || !strings.Contains(err.Error(), "no agent") {
 		t.Fatalf("no agents: %v", err)
 	}
 	newTestAgent(t, c, "solo", "127.0.0.1", -1, 2)
@@ -164,10 +164,10 @@ func TestSubmitErrors(t *testing.T) {
 		want string
 	}{
 		{&musterv1.JobSpec{Nnodes: 1}, "no command"},
-		{&musterv1.JobSpec{Argv: []string{"x"}, Nnodes: 1, Gpus: 4}, "--gpus 4: node solo has 2 GPUs (0: Test GPU, 1: Test GPU), 2 free"},
-		{&musterv1.JobSpec{Argv: []string{"x"}, Nnodes: 1, Gpus: 2, Nproc: 3}, "not a multiple of --nproc 3"},
-		{&musterv1.JobSpec{Argv: []string{"x"}, Nnodes: 2}, "--nnodes 2: only 1"},
-		{&musterv1.JobSpec{Argv: []string{"x"}, Nnodes: 1, Env: []string{"1BAD=x"}}, "--env \"1BAD=x\""},
+		{&musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 1, Gpus: 4}, "--gpus 4: node solo has 2 GPUs (0: Test GPU, 1: Test GPU), 2 free"},
+		{&musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 1, Gpus: 2, Nproc: 3}, "not a multiple of --nproc 3"},
+		{&musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 2}, "--nnodes 2: only 1"},
+		{&musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 1, Env: byteStrings("1BAD=x")}, "--env \"1BAD=x\""},
 	}
 	for _, tt := range tests {
 		err := submit(tt.spec)
@@ -181,7 +181,7 @@ func TestCancelAndLostNode(t *testing.T) {
 	s := NewTestStore(t, nil)
 	c := NewTestClient(t, s, Security{})
 	a := newTestAgent(t, c, "a", "127.0.0.1", -1, 0)
-	resp, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: []string{"x"}, Nnodes: 1, Nproc: 2}})
+	resp, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 1, Nproc: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}

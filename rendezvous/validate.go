@@ -1,25 +1,25 @@
 package rendezvous
 
 import (
+	"bytes"
 	"fmt"
 	"net/netip"
 	"regexp"
-	"strings"
-	"unicode/utf8"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
-// Bounds on specs and registrations: every network input is bounded.
+// Bounds on specs and registrations: every network input is bounded. The
+// launcher refuses counts above MaxNodes, MaxGPUs and MaxNProc as it parses them.
 const (
-	maxArgs        = 4096
-	maxArgBytes    = 1 << 20
-	maxEnv         = 4096
-	maxEnvBytes    = 1 << 20
-	maxNodes       = 10_000
-	maxGPUs        = 1024
-	maxNProc       = 4096
-	maxPathBytes   = 4096
+	maxArgs      = 4096
+	maxArgBytes  = 1 << 20
+	maxEnv       = 4096
+	maxEnvBytes  = 1 << 20
+	MaxNodes     = 10_000
+	MaxGPUs      = 1024
+	MaxNProc     = 4096
+	maxPathBytes = 4096
 	maxOutputBytes = 1 << 20
 )
 
@@ -38,8 +38,8 @@ func validateNode(n *musterv1.Node) error {
 	if _, err := netip.ParseAddr(n.GetAddr()); err != nil {
 		return fmt.Errorf("register: node %s: address %q is not an IP address", n.GetName(), n.GetAddr())
 	}
-	if len(n.GetGpus()) > maxGPUs {
-		return fmt.Errorf("register: node %s offers %d GPUs, more than %d", n.GetName(), len(n.GetGpus()), maxGPUs)
+	if len(n.GetGpus()) > MaxGPUs {
+		return fmt.Errorf("register: node %s offers %d GPUs, more than %d", n.GetName(), len(n.GetGpus()), MaxGPUs)
 	}
 	seen := map[int32]bool{}
 	for _, g := range n.GetGpus() {
@@ -48,16 +48,17 @@ func validateNode(n *musterv1.Node) error {
 		}
 		seen[g.GetIndex()] = true
 	}
-	if n.GetRank() < -1 || n.GetRank() >= maxNodes {
-		return fmt.Errorf("register: node %s: node rank %d is outside -1..%d", n.GetName(), n.GetRank(), maxNodes-1)
+	if n.GetRank() < -1 || n.GetRank() >= MaxNodes {
+		return fmt.Errorf("register: node %s: node rank %d is outside -1..%d", n.GetName(), n.GetRank(), MaxNodes-1)
 	}
 	return nil
 }
 
 // ValidateSpec checks a job spec and fills its defaults (one worker per GPU,
-// or one worker when neither GPUs nor workers are asked for).
+// or one worker when neither GPUs nor workers are asked for). The command,
+// environment and directories may hold any bytes but NUL, as on Unix.
 func ValidateSpec(spec *musterv1.JobSpec) error {
-	if spec == nil || len(spec.Argv) == 0 || spec.Argv[0] == "" {
+	if spec == nil || len(spec.Argv) == 0 || len(spec.Argv[0]) == 0 {
 		return fmt.Errorf("no command to run")
 	}
 	if len(spec.Argv) > maxArgs {
@@ -66,13 +67,18 @@ func ValidateSpec(spec *musterv1.JobSpec) error {
 	if n := totalLen(spec.Argv); n > maxArgBytes {
 		return fmt.Errorf("command is %d bytes, more than %d", n, maxArgBytes)
 	}
+	for i, a := range spec.Argv {
+		if bytes.IndexByte(a, 0) >= 0 {
+			return fmt.Errorf("argument %d of the command holds a NUL byte", i)
+		}
+	}
 	switch {
-	case spec.Nnodes < 1 || spec.Nnodes > maxNodes:
-		return fmt.Errorf("--nnodes %d is outside 1..%d", spec.Nnodes, maxNodes)
-	case spec.Gpus < 0 || spec.Gpus > maxGPUs:
-		return fmt.Errorf("--gpus %d is outside 0..%d", spec.Gpus, maxGPUs)
-	case spec.Nproc < 0 || spec.Nproc > maxNProc:
-		return fmt.Errorf("--nproc %d is outside 0..%d", spec.Nproc, maxNProc)
+	case spec.Nnodes < 1 || spec.Nnodes > MaxNodes:
+		return fmt.Errorf("--nnodes %d is outside 1..%d", spec.Nnodes, MaxNodes)
+	case spec.Gpus < 0 || spec.Gpus > MaxGPUs:
+		return fmt.Errorf("--gpus %d is outside 0..%d", spec.Gpus, MaxGPUs)
+	case spec.Nproc < 0 || spec.Nproc > MaxNProc:
+		return fmt.Errorf("--nproc %d is outside 0..%d", spec.Nproc, MaxNProc)
 	case spec.Gpus > 0 && spec.Nproc > 0 && spec.Gpus%spec.Nproc != 0:
 		return fmt.Errorf("--gpus %d is not a multiple of --nproc %d: each worker gets --gpus/--nproc GPUs", spec.Gpus, spec.Nproc)
 	case spec.KillTimeoutMs < 0:
@@ -81,26 +87,38 @@ func ValidateSpec(spec *musterv1.JobSpec) error {
 		return fmt.Errorf("--timeout is negative")
 	case len(spec.LogDir) > maxPathBytes || len(spec.Workdir) > maxPathBytes || len(spec.Name) > maxKeyBytes:
 		return fmt.Errorf("--log-dir, working directory or name longer than %d bytes", maxPathBytes)
+	case bytes.IndexByte(spec.LogDir, 0) >= 0:
+		return fmt.Errorf("--log-dir %q holds a NUL byte", spec.LogDir)
+	case bytes.IndexByte(spec.Workdir, 0) >= 0:
+		return fmt.Errorf("working directory %q holds a NUL byte", spec.Workdir)
 	}
 	if spec.Nproc == 0 {
 		spec.Nproc = max(spec.Gpus, 1)
+	}
+	if r := spec.StdinRank; r != nil {
+		if world := int64(spec.Nnodes) * int64(spec.Nproc); *r < 0 || int64(*r) >= world {
+			return fmt.Errorf("--stdin %d: the job's ranks are 0..%d", *r, world-1)
+		}
+		if spec.StdinAll {
+			return fmt.Errorf("--stdin: give one rank or all, not both")
+		}
 	}
 	if len(spec.Env) > maxEnv || totalLen(spec.Env) > maxEnvBytes {
 		return fmt.Errorf("environment has %d variables or %d bytes, more than %d or %d", len(spec.Env), totalLen(spec.Env), maxEnv, maxEnvBytes)
 	}
 	for _, kv := range spec.Env {
-		name, _, ok := strings.Cut(kv, "=")
-		if !ok || !envName.MatchString(name) {
+		name, _, ok := bytes.Cut(kv, []byte("="))
+		if !ok || !envName.Match(name) {
 			return fmt.Errorf("--env %q: want NAME=value with NAME of letters, digits and '_'", kv)
 		}
-		if !utf8.ValidString(kv) || strings.ContainsRune(kv, 0) {
-			return fmt.Errorf("--env %s: value is not valid UTF-8 or holds a NUL byte", name)
+		if bytes.IndexByte(kv, 0) >= 0 {
+			return fmt.Errorf("--env %s: the value holds a NUL byte", name)
 		}
 	}
 	return nil
 }
 
-func totalLen(ss []string) int {
+func totalLen[T ~string | ~[]byte](ss []T) int {
 	n := 0
 	for _, s := range ss {
 		n += len(s)

@@ -17,10 +17,50 @@ func TestValidateSpecDefaults(t *testing.T) {
 		{0, 3, 3},
 	}
 	for _, tt := range tests {
-		spec := &musterv1.JobSpec{Argv: []string{"x"}, Nnodes: 1, Gpus: tt.gpus, Nproc: tt.nproc}
+		spec := &musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 1, Gpus: tt.gpus, Nproc: tt.nproc}
 		if err := ValidateSpec(spec); err != nil || spec.Nproc != tt.wantNProc {
 			t.Errorf("gpus %d nproc %d: nproc %d, %v; want %d", tt.gpus, tt.nproc, spec.Nproc, err, tt.wantNProc)
 		}
+	}
+}
+
+// byteStrings is ss as a JobSpec's byte fields hold them.
+func byteStrings(ss ...string) [][]byte {
+	out := make([][]byte, len(ss))
+	for i, s := range ss {
+		out[i] = []byte(s)
+	}
+	return out
+}
+
+func TestValidateSpecBytesAndStdin(t *testing.T) {
+	rank := func(r int32) *int32 { return &r }
+	tests := []struct {
+		name string
+		spec *musterv1.JobSpec
+		want string // "" for accepted
+	}{
+		{"non-UTF-8 argument", &musterv1.JobSpec{Argv: byteStrings("echo", "caf\xe9")}, ""},
+		{"non-UTF-8 value", &musterv1.JobSpec{Argv: byteStrings("x"), Env: byteStrings("A=caf\xe9 ")}, ""},
+		{"non-UTF-8 directories", &musterv1.JobSpec{Argv: byteStrings("x"), Workdir: []byte("/tmp/\xff"), LogDir: []byte("/tmp/\xfe")}, ""},
+		{"comma in a value", &musterv1.JobSpec{Argv: byteStrings("x"), Env: byteStrings("CUDA_VISIBLE_DEVICES=0,1")}, ""},
+		{"NUL in an argument", &musterv1.JobSpec{Argv: byteStrings("x", "a\x00b")}, "argument 1 of the command holds a NUL byte"},
+		{"NUL in a value", &musterv1.JobSpec{Argv: byteStrings("x"), Env: byteStrings("A=a\x00")}, "--env A: the value holds a NUL byte"},
+		{"NUL in the workdir", &musterv1.JobSpec{Argv: byteStrings("x"), Workdir: []byte("/a\x00")}, "working directory"},
+		{"non-UTF-8 name", &musterv1.JobSpec{Argv: byteStrings("x"), Env: byteStrings("\xffA=1")}, `--env "\xffA=1": want NAME=value`},
+		{"stdin rank", &musterv1.JobSpec{Argv: byteStrings("x"), Nproc: 4, StdinRank: rank(3)}, ""},
+		{"stdin rank past the job", &musterv1.JobSpec{Argv: byteStrings("x"), Nproc: 4, StdinRank: rank(4)}, "--stdin 4: the job's ranks are 0..3"},
+		{"negative stdin rank", &musterv1.JobSpec{Argv: byteStrings("x"), StdinRank: rank(-1)}, "--stdin -1: the job's ranks are 0..0"},
+		{"stdin rank and all", &musterv1.JobSpec{Argv: byteStrings("x"), StdinRank: rank(0), StdinAll: true}, "not both"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.spec.Nnodes = 1
+			err := ValidateSpec(tt.spec)
+			if (tt.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("ValidateSpec = %v, want %q", err, tt.want)
+			}
+		})
 	}
 }
 
@@ -51,8 +91,8 @@ func FuzzValidateSpec(f *testing.F) {
 	f.Add("", int32(0), int32(-1), int32(3), "1=x", int64(-1))
 	f.Add("x", int32(2), int32(3), int32(2), "A", int64(0))
 	f.Fuzz(func(t *testing.T, argv string, nnodes, gpus, nproc int32, env string, timeoutMs int64) {
-		spec := &musterv1.JobSpec{Argv: strings.Fields(argv), Nnodes: nnodes, Gpus: gpus, Nproc: nproc,
-			Env: strings.Split(env, ";"), TimeoutMs: timeoutMs, KillTimeoutMs: timeoutMs}
+		spec := &musterv1.JobSpec{Argv: byteStrings(strings.Fields(argv)...), Nnodes: nnodes, Gpus: gpus, Nproc: nproc,
+			Env: byteStrings(strings.Split(env, ";")...), TimeoutMs: timeoutMs, KillTimeoutMs: timeoutMs}
 		if ValidateSpec(spec) != nil {
 			return
 		}
@@ -61,7 +101,7 @@ func FuzzValidateSpec(f *testing.F) {
 			t.Fatalf("accepted %v", spec)
 		}
 		for _, kv := range spec.Env {
-			if name, _, ok := strings.Cut(kv, "="); !ok || !envName.MatchString(name) {
+			if name, _, ok := strings.Cut(string(kv), "="); !ok || !envName.MatchString(name) {
 				t.Fatalf("accepted env %q", kv)
 			}
 		}

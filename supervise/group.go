@@ -27,8 +27,8 @@ type Worker struct {
 	Dir  string
 	// Cred, when set, is who the worker runs as.
 	Cred *syscall.Credential
-	// Stdin, Stdout and Stderr are given to the worker; a nil Stdin reads
-	// /dev/null. Start closes them: the worker holds the only copies.
+	// Stdin, Stdout and Stderr are given to the worker; nil is /dev/null.
+	// Start closes them: the worker holds the only copies.
 	Stdin, Stdout, Stderr *os.File
 }
 
@@ -93,7 +93,7 @@ func Start(spec Spec) (*Group, error) {
 	unix.SetNonblock(fds[0], true)
 	conn, shimEnd := os.NewFile(uintptr(fds[0]), "shim-control"), os.NewFile(uintptr(fds[1]), "shim-control")
 	defer shimEnd.Close()
-	devnull, err := os.Open(os.DevNull)
+	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
 		conn.Close()
 		return nil, err
@@ -102,11 +102,13 @@ func Start(spec Spec) (*Group, error) {
 	extra := []*os.File{shimEnd}
 	ss := shimSpec{Grace: spec.Grace, Unkillable: spec.Unkillable, JobDir: spec.JobDir}
 	for _, w := range spec.Workers {
-		in := w.Stdin
-		if in == nil {
-			in = devnull
+		files := []*os.File{w.Stdin, w.Stdout, w.Stderr}
+		for i, f := range files {
+			if f == nil {
+				files[i] = devnull
+			}
 		}
-		extra = append(extra, in, w.Stdout, w.Stderr)
+		extra = append(extra, files...)
 		ss.Workers = append(ss.Workers, shimWorker{Path: w.Path, Argv: w.Argv, Env: w.Env, Dir: w.Dir, Cred: w.Cred})
 	}
 	if spec.Lock != nil {

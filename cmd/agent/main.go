@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/cmdline"
 	"github.com/musterhq/muster/gpu"
 	"github.com/musterhq/muster/rendezvous"
 )
@@ -26,32 +27,35 @@ import (
 func main() {
 	// A job's shim is this binary started again: it must not run main.
 	supervise.RunShimIfRequested()
+	nodeRank := cmdline.NewCount(-1, -1, rendezvous.MaxNodes-1)
+	killTimeout := cmdline.NewDuration(10 * time.Second)
 	app := &cli.App{
-		Name:  "agent",
-		Usage: "run this node's muster agent, and the cluster's store with --listen",
+		Name:      "agent",
+		Usage:     "run this node's muster agent, and the cluster's store with --listen",
+		ArgsUsage: " ",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Usage: "host the store on `HOST:PORT` (loopback unless a token is set)"},
 			&cli.StringFlag{Name: "store", EnvVars: []string{"MUSTER_STORE"}, Usage: "join the store at `HOST:PORT` instead of hosting one"},
 			&cli.StringFlag{Name: "name", Usage: "this node's name (default: the host name)"},
 			&cli.StringFlag{Name: "addr", Usage: "this node's `IP` for workers (MASTER_ADDR, NCCL root); default: the --listen host, or 127.0.0.1"},
-			&cli.IntFlag{Name: "node-rank", Value: -1, Usage: "explicit node rank; nodes without one are ordered by name"},
+			cmdline.Flag(nodeRank, "node-rank", nil, "explicit node `RANK`; nodes without one (-1) are ordered by name"),
 			&cli.StringFlag{Name: "gpu-devices", Usage: "offer these GPUs (`LIST` of indices) instead of the ones NVML finds"},
 			&cli.StringFlag{Name: "token-file", EnvVars: []string{"MUSTER_TOKEN_FILE"}, Usage: "file holding the cluster token"},
 			&cli.StringFlag{Name: "tls-cert", Usage: "the store's TLS certificate"},
 			&cli.StringFlag{Name: "tls-key", Usage: "the store's TLS key"},
 			&cli.StringFlag{Name: "tls-ca", Usage: "CA certificate that signed the store's certificate"},
-			&cli.DurationFlag{Name: "kill-timeout", Value: 10 * time.Second, Usage: "grace for workers when the agent stops"},
+			cmdline.Flag(killTimeout, "kill-timeout", nil, "grace for workers when the agent stops (`DURATION`: 30s, 2m, or seconds)"),
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}},
 		},
-		Action: runAgent,
+		Action: func(c *cli.Context) error { return runAgent(c, nodeRank.Int32(), killTimeout.Value()) },
 	}
-	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "agent:", err)
-		os.Exit(1)
-	}
+	os.Exit(cmdline.Run(app, os.Args))
 }
 
-func runAgent(c *cli.Context) error {
+func runAgent(c *cli.Context, nodeRank int32, killTimeout time.Duration) error {
+	if c.NArg() > 0 {
+		return cmdline.Usagef(c, "unexpected argument %q", c.Args().First())
+	}
 	level := zapcore.InfoLevel
 	if c.Bool("verbose") {
 		level = zapcore.DebugLevel
@@ -75,7 +79,7 @@ func runAgent(c *cli.Context) error {
 		listen = "127.0.0.1:29400"
 	}
 	if listen != "" && storeAddr != "" {
-		return fmt.Errorf("--listen and --store: give one (host the store, or join one)")
+		return cmdline.Usagef(c, "--listen and --store: give one (host the store, or join one)")
 	}
 	addr := c.String("addr")
 	if addr == "" {
@@ -106,7 +110,7 @@ func runAgent(c *cli.Context) error {
 		}
 	}
 	acfg := agent.Config{Logger: log, StoreAddr: storeAddr, Security: agentSec, Name: c.String("name"), Addr: addr,
-		Rank: int32(c.Int("node-rank")), Environ: os.Environ()}
+		Rank: nodeRank, Environ: os.Environ()}
 	if list := c.String("gpu-devices"); list != "" {
 		if acfg.GPUs, err = gpu.Parse(list); err != nil {
 			return fmt.Errorf("--gpu-devices: %w", err)
@@ -131,5 +135,5 @@ func runAgent(c *cli.Context) error {
 	case err := <-a.Err():
 		log.Error("agent lost its store", zap.Error(err))
 	}
-	return a.Close(c.Duration("kill-timeout"))
+	return a.Close(killTimeout)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/musterhq/muster/cmdline"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
 )
@@ -20,11 +22,11 @@ func clusterAction(fn func(ctx context.Context, c *cli.Context, cl *rendezvous.C
 	return func(c *cli.Context) error {
 		addr := c.String("cluster")
 		if addr == "" {
-			return cli.Exit(c.Command.Name+": --cluster HOST:PORT (or MUSTER_CLUSTER) is required", 2)
+			return cmdline.Usagef(c, "%s needs --cluster HOST:PORT (or MUSTER_CLUSTER): it asks a running cluster's store", c.Command.Name)
 		}
 		sec, err := clusterSecurity(c)
 		if err != nil {
-			return cli.Exit(err.Error(), 2)
+			return cli.Exit(err.Error(), cmdline.UsageExitCode)
 		}
 		cl, err := rendezvous.Dial(addr, sec)
 		if err != nil {
@@ -34,6 +36,9 @@ func clusterAction(fn func(ctx context.Context, c *cli.Context, cl *rendezvous.C
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := fn(ctx, c, cl); err != nil {
+			if ec, ok := err.(cli.ExitCoder); ok {
+				return ec
+			}
 			return cli.Exit(c.Command.Name+": "+rendezvous.ErrorMessage(err), 1)
 		}
 		return nil
@@ -42,9 +47,11 @@ func clusterAction(fn func(ctx context.Context, c *cli.Context, cl *rendezvous.C
 
 func nodesCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "nodes",
-		Usage: "list the cluster's nodes and their GPUs",
-		Flags: clusterFlags(),
+		Name:        "nodes",
+		Usage:       "list the cluster's nodes and their GPUs (needs --cluster)",
+		Description: "Asks the store given by --cluster HOST:PORT (or MUSTER_CLUSTER); the embedded default has no cluster to list.",
+		ArgsUsage:   " ",
+		Flags:       clusterFlags(true),
 		Action: clusterAction(func(ctx context.Context, _ *cli.Context, cl *rendezvous.Client) error {
 			resp, err := cl.ListNodes(ctx, &musterv1.ListNodesRequest{})
 			if err != nil {
@@ -66,9 +73,11 @@ func nodesCommand() *cli.Command {
 
 func jobsCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "jobs",
-		Usage: "list the cluster's jobs",
-		Flags: clusterFlags(),
+		Name:        "jobs",
+		Usage:       "list the cluster's jobs (needs --cluster)",
+		Description: "Asks the store given by --cluster HOST:PORT (or MUSTER_CLUSTER); the embedded default has no cluster to list.",
+		ArgsUsage:   " ",
+		Flags:       clusterFlags(true),
 		Action: clusterAction(func(ctx context.Context, _ *cli.Context, cl *rendezvous.Client) error {
 			resp, err := cl.ListJobs(ctx, &musterv1.ListJobsRequest{})
 			if err != nil {
@@ -78,7 +87,7 @@ func jobsCommand() *cli.Command {
 			fmt.Fprintln(w, "JOB\tSTATE\tEXIT\tNODES\tCOMMAND")
 			for _, j := range resp.Jobs {
 				state := strings.ToLower(strings.TrimPrefix(j.State.String(), "JOB_STATE_"))
-				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", j.JobId, state, j.ExitCode, strings.Join(j.Nodes, ","), strings.Join(j.Spec.GetArgv(), " "))
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", j.JobId, state, j.ExitCode, strings.Join(j.Nodes, ","), bytes.Join(j.Spec.GetArgv(), []byte(" ")))
 			}
 			return w.Flush()
 		}),
@@ -87,13 +96,14 @@ func jobsCommand() *cli.Command {
 
 func cancelCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "cancel",
-		Usage:     "stop jobs: SIGTERM, then SIGKILL after their kill timeout (--force: at once)",
-		ArgsUsage: "JOB...",
-		Flags:     append(clusterFlags(), &cli.BoolFlag{Name: "force", Usage: "kill at once"}),
+		Name:        "cancel",
+		Usage:       "stop jobs of a cluster: SIGTERM, then SIGKILL after their kill timeout (needs --cluster)",
+		Description: "Asks the store given by --cluster HOST:PORT (or MUSTER_CLUSTER). A job on the embedded default stops with Ctrl-C in its launcher.",
+		ArgsUsage:   "JOB...",
+		Flags:       append(clusterFlags(true), &cli.BoolFlag{Name: "force", Usage: "kill at once"}),
 		Action: clusterAction(func(ctx context.Context, c *cli.Context, cl *rendezvous.Client) error {
 			if c.NArg() == 0 {
-				return fmt.Errorf("name at least one job (see launcher jobs)")
+				return cmdline.Usagef(c, "name at least one job (launcher jobs lists them)")
 			}
 			for _, id := range c.Args().Slice() {
 				_, err := cl.Cancel(ctx, &musterv1.CancelRequest{JobId: id, Force: c.Bool("force"), Reason: "cancelled by launcher cancel", ExitCode: 143})

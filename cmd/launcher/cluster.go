@@ -10,10 +10,15 @@ import (
 	"github.com/musterhq/muster/rendezvous"
 )
 
-// clusterFlags are how every subcommand reaches a cluster's store.
-func clusterFlags() []cli.Flag {
+// clusterFlags are how every subcommand reaches a cluster's store; required
+// says the command has nothing to do without one.
+func clusterFlags(required bool) []cli.Flag {
+	usage := "the store's `HOST:PORT`; without it, run on this machine"
+	if required {
+		usage = "the store's `HOST:PORT` (required: this command asks a running cluster)"
+	}
 	return []cli.Flag{
-		&cli.StringFlag{Name: "cluster", EnvVars: []string{"MUSTER_CLUSTER"}, Usage: "the store's `HOST:PORT`; without it, run on this machine"},
+		&cli.StringFlag{Name: "cluster", EnvVars: []string{"MUSTER_CLUSTER"}, Usage: usage},
 		&cli.StringFlag{Name: "token-file", EnvVars: []string{"MUSTER_TOKEN_FILE"}, Usage: "file holding the cluster token"},
 		&cli.StringFlag{Name: "tls-ca", EnvVars: []string{"MUSTER_TLS_CA"}, Usage: "CA certificate that signed the store's certificate (turns TLS on)"},
 	}
@@ -31,13 +36,15 @@ func clusterSecurity(c *cli.Context) (rendezvous.Security, error) {
 	return sec, nil
 }
 
-// newLogger logs warnings and errors to stderr, or everything with verbose.
+// newLogger logs everything the embedded store and agent do to stderr with
+// verbose, and nothing without: what a user must see, the launcher prints
+// as plain lines.
 func newLogger(verbose bool) (*zap.Logger, error) {
-	cfg := zap.NewDevelopmentConfig()
-	cfg.Level = zap.NewAtomicLevelAt(zapcore.WarnLevel)
-	if verbose {
-		cfg.Level = zap.NewAtomicLevelAt(zapcore.DebugLevel)
+	if !verbose {
+		return zap.NewNop(), nil
 	}
+	cfg := zap.NewDevelopmentConfig()
+	cfg.Level = zap.NewAtomicLevelAt(zapcore.DebugLevel)
 	cfg.DisableStacktrace = true
 	return cfg.Build()
 }

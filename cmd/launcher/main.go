@@ -2,12 +2,12 @@
 package main
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/musterhq/muster/supervise"
+	"github.com/musterhq/muster/cmdline"
 )
 
 func main() {
@@ -16,8 +16,6 @@ func main() {
 	app := &cli.App{
 		Name:  "launcher",
 		Usage: "start distributed GPU jobs",
-		// main prints errors and exits with their codes.
-		ExitErrHandler: func(*cli.Context, error) {},
 		Commands: []*cli.Command{
 			runCommand(),
 			benchCommand(),
@@ -30,14 +28,5 @@ func main() {
 			certsCommand(),
 		},
 	}
-	if err := app.Run(os.Args); err != nil {
-		code := 1
-		if ec, ok := err.(cli.ExitCoder); ok {
-			code = ec.ExitCode()
-		}
-		if msg := err.Error(); msg != "" {
-			fmt.Fprintln(os.Stderr, "launcher:", msg)
-		}
-		os.Exit(code)
-	}
+	os.Exit(cmdline.Run(app, os.Args))
 }

@@ -5,68 +5,91 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/musterhq/muster/cmdline"
 	"github.com/musterhq/muster/gpu"
 	"github.com/musterhq/muster/launch"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
 )
 
+// runFlags are the values of run's flags that urfave/cli's own types would
+// parse wrongly: counts that must fit the wire, durations in seconds, -x
+// values with commas.
+type runFlags struct {
+	nnodes, gpus, nproc  *cmdline.Count
+	env                  *cmdline.List
+	killTimeout, timeout *cmdline.Duration
+	stdin                *launch.Stdin
+}
+
 func runCommand() *cli.Command {
+	f := runFlags{
+		nnodes:      cmdline.NewCount(1, 1, rendezvous.MaxNodes),
+		gpus:        cmdline.NewCount(0, 0, rendezvous.MaxGPUs),
+		nproc:       cmdline.NewCount(0, 0, rendezvous.MaxNProc),
+		env:         &cmdline.List{},
+		killTimeout: cmdline.NewDuration(10 * time.Second),
+		timeout:     cmdline.NewDuration(0),
+		stdin:       &launch.Stdin{},
+	}
 	return &cli.Command{
 		Name:      "run",
 		Usage:     "run a job: on this machine (the embedded default) or on a cluster (--cluster)",
 		ArgsUsage: "[--] COMMAND [ARGS...]",
 		Flags: append([]cli.Flag{
-			&cli.IntFlag{Name: "nnodes", Aliases: []string{"n"}, Value: 1, Usage: "number of nodes"},
-			&cli.IntFlag{Name: "gpus", Usage: "GPUs per node; one worker per GPU unless --nproc says otherwise"},
-			&cli.IntFlag{Name: "nproc", Usage: "workers per node (without --gpus: workers with no GPU)"},
-			&cli.StringSliceFlag{Name: "env", Aliases: []string{"x"}, Usage: "`VAR` passes the launcher's value of VAR, VAR=value sets it; never overwritten"},
+			cmdline.Flag(f.nnodes, "nnodes", []string{"n"}, "number of `NODES`"),
+			cmdline.Flag(f.gpus, "gpus", nil, "`GPUS` per node; one worker per GPU unless --nproc says otherwise"),
+			cmdline.Flag(f.nproc, "nproc", []string{"np", "nproc-per-node", "nproc_per_node"}, "`WORKERS` per node (without --gpus: workers with no GPU); also -np, --nproc-per-node, --nproc_per_node"),
+			cmdline.Flag(f.env, "env", []string{"x"}, "`VAR` passes the launcher's value of VAR, VAR=value sets it (commas and spaces kept); never overwritten"),
 			&cli.StringFlag{Name: "log-dir", Usage: "write each rank's output to `DIR`/rank-N.log"},
-			&cli.DurationFlag{Name: "kill-timeout", Value: 10 * time.Second, Usage: "grace between SIGTERM and SIGKILL when stopping workers"},
-			&cli.DurationFlag{Name: "timeout", Usage: "wall-clock limit for the job; exit code 124 when reached"},
+			cmdline.Flag(f.killTimeout, "kill-timeout", nil, "grace between SIGTERM and SIGKILL when stopping workers (`DURATION`: 30s, 2m, or seconds)"),
+			cmdline.Flag(f.timeout, "timeout", nil, "wall-clock limit for the job (`DURATION`: 30s, 2h, or seconds; 0 for none); exit code 124 when reached"),
+			cmdline.Flag(f.stdin, "stdin", nil, "which rank reads the launcher's stdin: a `RANK`, all (a copy each) or none; the others get /dev/null"),
 			&cli.BoolFlag{Name: "tag-output", Value: true, Usage: "prefix each output line with [rank] (--no-tag-output turns it off)"},
 			&cli.BoolFlag{Name: "no-tag-output", Usage: "print output lines as they are"},
 			&cli.BoolFlag{Name: "isolate-gpus", Usage: "show each worker only its own GPUs"},
 			&cli.BoolFlag{Name: "no-nccl-autodetect", Usage: "do not set NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_IB_GID_INDEX"},
-			&cli.StringFlag{Name: "workdir", Usage: "workers' working directory (default: the current one on the embedded default, the agent's on a cluster)"},
+			&cli.StringFlag{Name: "workdir", Usage: "workers' working `DIR` (default: the current one on the embedded default, the agent's on a cluster)"},
 			&cli.StringFlag{Name: "gpu-devices", Usage: "declare this machine's GPUs (`LIST` of indices) instead of asking NVML; embedded default only", Hidden: true},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log what the store and agent do"},
-		}, clusterFlags()...),
-		Action: run,
+		}, clusterFlags(false)...),
+		Action: func(c *cli.Context) error { return run(c, f) },
 	}
 }
 
-func run(c *cli.Context) error {
+func run(c *cli.Context, f runFlags) error {
 	argv := c.Args().Slice()
 	if len(argv) == 0 {
-		return cli.Exit("no command given: launcher run [flags] -- COMMAND [ARGS...]", 2)
+		return cmdline.Usagef(c, "no command given: launcher run [flags] -- COMMAND [ARGS...]")
 	}
-	env, err := userEnv(c.StringSlice("env"))
+	env, err := launch.ResolveEnv(f.env.Values(), os.LookupEnv)
 	if err != nil {
-		return cli.Exit(err.Error(), 2)
+		return cmdline.Usagef(c, "%s", err)
 	}
 	spec := &musterv1.JobSpec{
-		Argv:           argv,
-		Nnodes:         int32(c.Int("nnodes")),
-		Gpus:           int32(c.Int("gpus")),
-		Nproc:          int32(c.Int("nproc")),
+		Nnodes:         f.nnodes.Int32(),
+		Gpus:           f.gpus.Int32(),
+		Nproc:          f.nproc.Int32(),
 		Env:            env,
-		LogDir:         c.String("log-dir"),
-		KillTimeoutMs:  c.Duration("kill-timeout").Milliseconds(),
-		TimeoutMs:      c.Duration("timeout").Milliseconds(),
+		LogDir:         []byte(c.String("log-dir")),
+		KillTimeoutMs:  f.killTimeout.Value().Milliseconds(),
+		TimeoutMs:      f.timeout.Value().Milliseconds(),
 		IsolateGpus:    c.Bool("isolate-gpus"),
 		NcclAutodetect: !c.Bool("no-nccl-autodetect"),
 		InheritEnv:     true,
-		Workdir:        c.String("workdir"),
+		Workdir:        []byte(c.String("workdir")),
 	}
+	for _, a := range argv {
+		spec.Argv = append(spec.Argv, []byte(a))
+	}
+	f.stdin.Apply(spec)
 	if err := rendezvous.ValidateSpec(spec); err != nil {
-		return cli.Exit(err.Error(), 2)
+		return cmdline.Usagef(c, "%s", err)
 	}
 	log, err := newLogger(c.Bool("verbose"))
 	if err != nil {
@@ -88,16 +111,19 @@ func run(c *cli.Context) error {
 	cluster := c.String("cluster")
 	if cluster == "" {
 		if spec.Nnodes > 1 {
-			return cli.Exit(fmt.Sprintf("--nnodes %d needs a cluster: without --cluster the launcher runs one node, this one. "+
-				"Start `agent` on each node and pass --cluster HOST:PORT (or set MUSTER_CLUSTER); see README.md", spec.Nnodes), 2)
+			return cli.Exit(fmt.Sprintf("--nnodes %d needs a cluster: without --cluster the launcher runs one node, this one "+
+				"(for %d workers here, give -np %d). Start `agent` on each node and pass --cluster HOST:PORT (or set MUSTER_CLUSTER); see README.md",
+				spec.Nnodes, spec.Nnodes, spec.Nnodes), cmdline.UsageExitCode)
 		}
-		if spec.Workdir == "" {
-			spec.Workdir, _ = os.Getwd()
+		if len(spec.Workdir) == 0 {
+			if spec.Workdir, err = launch.Workdir(); err != nil {
+				return cli.Exit(err.Error(), 1)
+			}
 		}
 		cfg := launch.EmbeddedConfig{Logger: log, DiscoverGPUs: spec.Gpus > 0}
 		if list := c.String("gpu-devices"); list != "" {
 			if cfg.GPUs, err = gpu.Parse(list); err != nil {
-				return cli.Exit("--gpu-devices: "+err.Error(), 2)
+				return cli.Exit("--gpu-devices: "+err.Error(), cmdline.UsageExitCode)
 			}
 		}
 		emb, err := launch.StartEmbedded(ctx, cfg)
@@ -111,7 +137,7 @@ func run(c *cli.Context) error {
 	} else {
 		sec, err := clusterSecurity(c)
 		if err != nil {
-			return cli.Exit(err.Error(), 2)
+			return cli.Exit(err.Error(), cmdline.UsageExitCode)
 		}
 		if client, err = rendezvous.Dial(cluster, sec); err != nil {
 			return cli.Exit(err.Error(), 1)
@@ -121,6 +147,7 @@ func run(c *cli.Context) error {
 
 	code, err := launch.Run(ctx, log, client, launch.Options{
 		Spec:      spec,
+		Stdin:     launch.StdinReader(os.Stdin),
 		Stdout:    os.Stdout,
 		Stderr:    os.Stderr,
 		TagOutput: c.Bool("tag-output") && !c.Bool("no-tag-output"),
@@ -134,21 +161,4 @@ func run(c *cli.Context) error {
 		return cli.Exit("", code)
 	}
 	return nil
-}
-
-// userEnv resolves -x flags: VAR takes the launcher's value, VAR=value sets it.
-func userEnv(flags []string) ([]string, error) {
-	var env []string
-	for _, f := range flags {
-		if strings.Contains(f, "=") {
-			env = append(env, f)
-			continue
-		}
-		v, ok := os.LookupEnv(f)
-		if !ok {
-			return nil, fmt.Errorf("-x %s: %s is not set in the launcher's environment (use -x %s=value to set it)", f, f, f)
-		}
-		env = append(env, f+"="+v)
-	}
-	return env, nil
 }

@@ -673,26 +673,32 @@ func (*PortsReservedResponse) Descriptor() ([]byte, []int) {
 	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{8}
 }
 
-// JobSpec is what a launcher asks for.
+// JobSpec is what a launcher asks for. The command, environment and
+// directories are bytes: Unix passes them as bytes, not always UTF-8.
 type JobSpec struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
-	Argv   []string               `protobuf:"bytes,1,rep,name=argv,proto3" json:"argv,omitempty"`
+	Argv   [][]byte               `protobuf:"bytes,1,rep,name=argv,proto3" json:"argv,omitempty"`
 	Nnodes int32                  `protobuf:"varint,2,opt,name=nnodes,proto3" json:"nnodes,omitempty"`
 	// gpus per node; 0 runs without GPUs.
 	Gpus int32 `protobuf:"varint,3,opt,name=gpus,proto3" json:"gpus,omitempty"`
 	// nproc is the number of workers per node; 0 means one per GPU.
 	Nproc int32 `protobuf:"varint,4,opt,name=nproc,proto3" json:"nproc,omitempty"`
 	// env holds the user's -x variables, NAME=value; they are never overwritten.
-	Env            []string `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty"`
-	LogDir         string   `protobuf:"bytes,6,opt,name=log_dir,json=logDir,proto3" json:"log_dir,omitempty"`
+	Env            [][]byte `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty"`
+	LogDir         []byte   `protobuf:"bytes,6,opt,name=log_dir,json=logDir,proto3" json:"log_dir,omitempty"`
 	KillTimeoutMs  int64    `protobuf:"varint,7,opt,name=kill_timeout_ms,json=killTimeoutMs,proto3" json:"kill_timeout_ms,omitempty"`
 	TimeoutMs      int64    `protobuf:"varint,8,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	Workdir        string   `protobuf:"bytes,9,opt,name=workdir,proto3" json:"workdir,omitempty"`
+	Workdir        []byte   `protobuf:"bytes,9,opt,name=workdir,proto3" json:"workdir,omitempty"`
 	IsolateGpus    bool     `protobuf:"varint,10,opt,name=isolate_gpus,json=isolateGpus,proto3" json:"isolate_gpus,omitempty"`
 	NcclAutodetect bool     `protobuf:"varint,11,opt,name=nccl_autodetect,json=ncclAutodetect,proto3" json:"nccl_autodetect,omitempty"`
 	// inherit_env passes the agent's own environment to workers (the embedded default).
-	InheritEnv    bool   `protobuf:"varint,12,opt,name=inherit_env,json=inheritEnv,proto3" json:"inherit_env,omitempty"`
-	Name          string `protobuf:"bytes,13,opt,name=name,proto3" json:"name,omitempty"`
+	InheritEnv bool   `protobuf:"varint,12,opt,name=inherit_env,json=inheritEnv,proto3" json:"inherit_env,omitempty"`
+	Name       string `protobuf:"bytes,13,opt,name=name,proto3" json:"name,omitempty"`
+	// stdin_rank is the rank whose stdin is the launcher's (WriteStdin);
+	// unset, no rank reads it. The other ranks get /dev/null.
+	StdinRank *int32 `protobuf:"varint,14,opt,name=stdin_rank,json=stdinRank,proto3,oneof" json:"stdin_rank,omitempty"`
+	// stdin_all gives every rank a copy of the launcher's stdin.
+	StdinAll      bool `protobuf:"varint,15,opt,name=stdin_all,json=stdinAll,proto3" json:"stdin_all,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -727,7 +733,7 @@ func (*JobSpec) Descriptor() ([]byte, []int) {
 	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{9}
 }
 
-func (x *JobSpec) GetArgv() []string {
+func (x *JobSpec) GetArgv() [][]byte {
 	if x != nil {
 		return x.Argv
 	}
@@ -755,18 +761,18 @@ func (x *JobSpec) GetNproc() int32 {
 	return 0
 }
 
-func (x *JobSpec) GetEnv() []string {
+func (x *JobSpec) GetEnv() [][]byte {
 	if x != nil {
 		return x.Env
 	}
 	return nil
 }
 
-func (x *JobSpec) GetLogDir() string {
+func (x *JobSpec) GetLogDir() []byte {
 	if x != nil {
 		return x.LogDir
 	}
-	return ""
+	return nil
 }
 
 func (x *JobSpec) GetKillTimeoutMs() int64 {
@@ -783,11 +789,11 @@ func (x *JobSpec) GetTimeoutMs() int64 {
 	return 0
 }
 
-func (x *JobSpec) GetWorkdir() string {
+func (x *JobSpec) GetWorkdir() []byte {
 	if x != nil {
 		return x.Workdir
 	}
-	return ""
+	return nil
 }
 
 func (x *JobSpec) GetIsolateGpus() bool {
@@ -816,6 +822,20 @@ func (x *JobSpec) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *JobSpec) GetStdinRank() int32 {
+	if x != nil && x.StdinRank != nil {
+		return *x.StdinRank
+	}
+	return 0
+}
+
+func (x *JobSpec) GetStdinAll() bool {
+	if x != nil {
+		return x.StdinAll
+	}
+	return false
 }
 
 type SubmitRequest struct {
@@ -2231,6 +2251,147 @@ func (x *ListJobsResponse) GetJobs() []*JobStatus {
 	return nil
 }
 
+type StdinChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// job_id names the job in the first chunk a launcher writes.
+	JobId         string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Data          []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StdinChunk) Reset() {
+	*x = StdinChunk{}
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StdinChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StdinChunk) ProtoMessage() {}
+
+func (x *StdinChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StdinChunk.ProtoReflect.Descriptor instead.
+func (*StdinChunk) Descriptor() ([]byte, []int) {
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *StdinChunk) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *StdinChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type WriteStdinResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteStdinResponse) Reset() {
+	*x = WriteStdinResponse{}
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteStdinResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteStdinResponse) ProtoMessage() {}
+
+func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
+func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{32}
+}
+
+type ReadStdinRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	JobId         string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadStdinRequest) Reset() {
+	*x = ReadStdinRequest{}
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadStdinRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadStdinRequest) ProtoMessage() {}
+
+func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadStdinRequest.ProtoReflect.Descriptor instead.
+func (*ReadStdinRequest) Descriptor() ([]byte, []int) {
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ReadStdinRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *ReadStdinRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
 type KVSetRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Scope         string                 `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
@@ -2242,7 +2403,7 @@ type KVSetRequest struct {
 
 func (x *KVSetRequest) Reset() {
 	*x = KVSetRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[31]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2254,7 +2415,7 @@ func (x *KVSetRequest) String() string {
 func (*KVSetRequest) ProtoMessage() {}
 
 func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[31]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2267,7 +2428,7 @@ func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetRequest.ProtoReflect.Descriptor instead.
 func (*KVSetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{31}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *KVSetRequest) GetScope() string {
@@ -2300,7 +2461,7 @@ type KVSetResponse struct {
 
 func (x *KVSetResponse) Reset() {
 	*x = KVSetResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[32]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2312,7 +2473,7 @@ func (x *KVSetResponse) String() string {
 func (*KVSetResponse) ProtoMessage() {}
 
 func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[32]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2325,7 +2486,7 @@ func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetResponse.ProtoReflect.Descriptor instead.
 func (*KVSetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{32}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *KVSetResponse) GetVersion() uint64 {
@@ -2347,7 +2508,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[33]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2359,7 +2520,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[33]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2372,7 +2533,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{33}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *KVGetRequest) GetScope() string {
@@ -2413,7 +2574,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[34]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2425,7 +2586,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[34]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2438,7 +2599,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{34}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *KVGetResponse) GetValue() []byte {
@@ -2469,7 +2630,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[35]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2481,7 +2642,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[35]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2494,7 +2655,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{35}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *BarrierRequest) GetScope() string {
@@ -2540,7 +2701,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[36]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2552,7 +2713,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[36]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2565,7 +2726,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{36}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{39}
 }
 
 var File_muster_v1_rendezvous_proto protoreflect.FileDescriptor
@@ -2604,24 +2765,28 @@ const file_muster_v1_rendezvous_proto_rawDesc = "" +
 	"\bround_id\x18\x02 \x01(\tR\aroundId\x12\x14\n" +
 	"\x05ports\x18\x03 \x03(\x05R\x05ports\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\"\x17\n" +
-	"\x15PortsReservedResponse\"\xec\x02\n" +
+	"\x15PortsReservedResponse\"\xbc\x03\n" +
 	"\aJobSpec\x12\x12\n" +
-	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x16\n" +
+	"\x04argv\x18\x01 \x03(\fR\x04argv\x12\x16\n" +
 	"\x06nnodes\x18\x02 \x01(\x05R\x06nnodes\x12\x12\n" +
 	"\x04gpus\x18\x03 \x01(\x05R\x04gpus\x12\x14\n" +
 	"\x05nproc\x18\x04 \x01(\x05R\x05nproc\x12\x10\n" +
-	"\x03env\x18\x05 \x03(\tR\x03env\x12\x17\n" +
-	"\alog_dir\x18\x06 \x01(\tR\x06logDir\x12&\n" +
+	"\x03env\x18\x05 \x03(\fR\x03env\x12\x17\n" +
+	"\alog_dir\x18\x06 \x01(\fR\x06logDir\x12&\n" +
 	"\x0fkill_timeout_ms\x18\a \x01(\x03R\rkillTimeoutMs\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\b \x01(\x03R\ttimeoutMs\x12\x18\n" +
-	"\aworkdir\x18\t \x01(\tR\aworkdir\x12!\n" +
+	"\aworkdir\x18\t \x01(\fR\aworkdir\x12!\n" +
 	"\fisolate_gpus\x18\n" +
 	" \x01(\bR\visolateGpus\x12'\n" +
 	"\x0fnccl_autodetect\x18\v \x01(\bR\x0encclAutodetect\x12\x1f\n" +
 	"\vinherit_env\x18\f \x01(\bR\n" +
 	"inheritEnv\x12\x12\n" +
-	"\x04name\x18\r \x01(\tR\x04name\"7\n" +
+	"\x04name\x18\r \x01(\tR\x04name\x12\"\n" +
+	"\n" +
+	"stdin_rank\x18\x0e \x01(\x05H\x00R\tstdinRank\x88\x01\x01\x12\x1b\n" +
+	"\tstdin_all\x18\x0f \x01(\bR\bstdinAllB\r\n" +
+	"\v_stdin_rank\"7\n" +
 	"\rSubmitRequest\x12&\n" +
 	"\x04spec\x18\x01 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\"'\n" +
 	"\x0eSubmitResponse\x12\x15\n" +
@@ -2730,7 +2895,15 @@ const file_muster_v1_rendezvous_proto_rawDesc = "" +
 	"\texit_code\x18\x04 \x01(\x05R\bexitCode\x12\x14\n" +
 	"\x05nodes\x18\x05 \x03(\tR\x05nodes\"<\n" +
 	"\x10ListJobsResponse\x12(\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x14.muster.v1.JobStatusR\x04jobs\"L\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x14.muster.v1.JobStatusR\x04jobs\"7\n" +
+	"\n" +
+	"StdinChunk\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\x14\n" +
+	"\x12WriteStdinResponse\"C\n" +
+	"\x10ReadStdinRequest\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"L\n" +
 	"\fKVSetRequest\x12\x14\n" +
 	"\x05scope\x18\x01 \x01(\tR\x05scope\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x14\n" +
@@ -2765,7 +2938,7 @@ const file_muster_v1_rendezvous_proto_rawDesc = "" +
 	"\x06Stream\x12\x16\n" +
 	"\x12STREAM_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTREAM_STDOUT\x10\x01\x12\x11\n" +
-	"\rSTREAM_STDERR\x10\x022\xa8\x06\n" +
+	"\rSTREAM_STDERR\x10\x022\xb1\a\n" +
 	"\n" +
 	"Rendezvous\x12C\n" +
 	"\bRegister\x12\x1a.muster.v1.RegisterRequest\x1a\x1b.muster.v1.RegisterResponse\x12;\n" +
@@ -2776,7 +2949,10 @@ const file_muster_v1_rendezvous_proto_rawDesc = "" +
 	"\bWatchJob\x12\x1a.muster.v1.WatchJobRequest\x1a\x13.muster.v1.JobEvent0\x01\x12=\n" +
 	"\x06Cancel\x12\x18.muster.v1.CancelRequest\x1a\x19.muster.v1.CancelResponse\x12F\n" +
 	"\tListNodes\x12\x1b.muster.v1.ListNodesRequest\x1a\x1c.muster.v1.ListNodesResponse\x12C\n" +
-	"\bListJobs\x12\x1a.muster.v1.ListJobsRequest\x1a\x1b.muster.v1.ListJobsResponse\x12:\n" +
+	"\bListJobs\x12\x1a.muster.v1.ListJobsRequest\x1a\x1b.muster.v1.ListJobsResponse\x12D\n" +
+	"\n" +
+	"WriteStdin\x12\x15.muster.v1.StdinChunk\x1a\x1d.muster.v1.WriteStdinResponse(\x01\x12A\n" +
+	"\tReadStdin\x12\x1b.muster.v1.ReadStdinRequest\x1a\x15.muster.v1.StdinChunk0\x01\x12:\n" +
 	"\x05KVSet\x12\x17.muster.v1.KVSetRequest\x1a\x18.muster.v1.KVSetResponse\x12:\n" +
 	"\x05KVGet\x12\x17.muster.v1.KVGetRequest\x1a\x18.muster.v1.KVGetResponse\x12@\n" +
 	"\aBarrier\x12\x19.muster.v1.BarrierRequest\x1a\x1a.muster.v1.BarrierResponseB5Z3github.com/musterhq/muster/proto/muster/v1;musterv1b\x06proto3"
@@ -2794,7 +2970,7 @@ func file_muster_v1_rendezvous_proto_rawDescGZIP() []byte {
 }
 
 var file_muster_v1_rendezvous_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_muster_v1_rendezvous_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_muster_v1_rendezvous_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_muster_v1_rendezvous_proto_goTypes = []any{
 	(JobState)(0),                 // 0: muster.v1.JobState
 	(Stream)(0),                   // 1: muster.v1.Stream
@@ -2829,12 +3005,15 @@ var file_muster_v1_rendezvous_proto_goTypes = []any{
 	(*ListJobsRequest)(nil),       // 30: muster.v1.ListJobsRequest
 	(*JobStatus)(nil),             // 31: muster.v1.JobStatus
 	(*ListJobsResponse)(nil),      // 32: muster.v1.ListJobsResponse
-	(*KVSetRequest)(nil),          // 33: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),         // 34: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),          // 35: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),         // 36: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),        // 37: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),       // 38: muster.v1.BarrierResponse
+	(*StdinChunk)(nil),            // 33: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),    // 34: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),      // 35: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),          // 36: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),         // 37: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),          // 38: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),         // 39: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),        // 40: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),       // 41: muster.v1.BarrierResponse
 }
 var file_muster_v1_rendezvous_proto_depIdxs = []int32{
 	2,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
@@ -2868,23 +3047,27 @@ var file_muster_v1_rendezvous_proto_depIdxs = []int32{
 	25, // 28: muster.v1.Rendezvous.Cancel:input_type -> muster.v1.CancelRequest
 	27, // 29: muster.v1.Rendezvous.ListNodes:input_type -> muster.v1.ListNodesRequest
 	30, // 30: muster.v1.Rendezvous.ListJobs:input_type -> muster.v1.ListJobsRequest
-	33, // 31: muster.v1.Rendezvous.KVSet:input_type -> muster.v1.KVSetRequest
-	35, // 32: muster.v1.Rendezvous.KVGet:input_type -> muster.v1.KVGetRequest
-	37, // 33: muster.v1.Rendezvous.Barrier:input_type -> muster.v1.BarrierRequest
-	5,  // 34: muster.v1.Rendezvous.Register:output_type -> muster.v1.RegisterResponse
-	7,  // 35: muster.v1.Rendezvous.Watch:output_type -> muster.v1.AgentCommand
-	10, // 36: muster.v1.Rendezvous.PortsReserved:output_type -> muster.v1.PortsReservedResponse
-	23, // 37: muster.v1.Rendezvous.Publish:output_type -> muster.v1.PublishResponse
-	13, // 38: muster.v1.Rendezvous.Submit:output_type -> muster.v1.SubmitResponse
-	21, // 39: muster.v1.Rendezvous.WatchJob:output_type -> muster.v1.JobEvent
-	26, // 40: muster.v1.Rendezvous.Cancel:output_type -> muster.v1.CancelResponse
-	29, // 41: muster.v1.Rendezvous.ListNodes:output_type -> muster.v1.ListNodesResponse
-	32, // 42: muster.v1.Rendezvous.ListJobs:output_type -> muster.v1.ListJobsResponse
-	34, // 43: muster.v1.Rendezvous.KVSet:output_type -> muster.v1.KVSetResponse
-	36, // 44: muster.v1.Rendezvous.KVGet:output_type -> muster.v1.KVGetResponse
-	38, // 45: muster.v1.Rendezvous.Barrier:output_type -> muster.v1.BarrierResponse
-	34, // [34:46] is the sub-list for method output_type
-	22, // [22:34] is the sub-list for method input_type
+	33, // 31: muster.v1.Rendezvous.WriteStdin:input_type -> muster.v1.StdinChunk
+	35, // 32: muster.v1.Rendezvous.ReadStdin:input_type -> muster.v1.ReadStdinRequest
+	36, // 33: muster.v1.Rendezvous.KVSet:input_type -> muster.v1.KVSetRequest
+	38, // 34: muster.v1.Rendezvous.KVGet:input_type -> muster.v1.KVGetRequest
+	40, // 35: muster.v1.Rendezvous.Barrier:input_type -> muster.v1.BarrierRequest
+	5,  // 36: muster.v1.Rendezvous.Register:output_type -> muster.v1.RegisterResponse
+	7,  // 37: muster.v1.Rendezvous.Watch:output_type -> muster.v1.AgentCommand
+	10, // 38: muster.v1.Rendezvous.PortsReserved:output_type -> muster.v1.PortsReservedResponse
+	23, // 39: muster.v1.Rendezvous.Publish:output_type -> muster.v1.PublishResponse
+	13, // 40: muster.v1.Rendezvous.Submit:output_type -> muster.v1.SubmitResponse
+	21, // 41: muster.v1.Rendezvous.WatchJob:output_type -> muster.v1.JobEvent
+	26, // 42: muster.v1.Rendezvous.Cancel:output_type -> muster.v1.CancelResponse
+	29, // 43: muster.v1.Rendezvous.ListNodes:output_type -> muster.v1.ListNodesResponse
+	32, // 44: muster.v1.Rendezvous.ListJobs:output_type -> muster.v1.ListJobsResponse
+	34, // 45: muster.v1.Rendezvous.WriteStdin:output_type -> muster.v1.WriteStdinResponse
+	33, // 46: muster.v1.Rendezvous.ReadStdin:output_type -> muster.v1.StdinChunk
+	37, // 47: muster.v1.Rendezvous.KVSet:output_type -> muster.v1.KVSetResponse
+	39, // 48: muster.v1.Rendezvous.KVGet:output_type -> muster.v1.KVGetResponse
+	41, // 49: muster.v1.Rendezvous.Barrier:output_type -> muster.v1.BarrierResponse
+	36, // [36:50] is the sub-list for method output_type
+	22, // [22:36] is the sub-list for method input_type
 	22, // [22:22] is the sub-list for extension type_name
 	22, // [22:22] is the sub-list for extension extendee
 	0,  // [0:22] is the sub-list for field type_name
@@ -2900,6 +3083,7 @@ func file_muster_v1_rendezvous_proto_init() {
 		(*AgentCommand_Start)(nil),
 		(*AgentCommand_Stop)(nil),
 	}
+	file_muster_v1_rendezvous_proto_msgTypes[9].OneofWrappers = []any{}
 	file_muster_v1_rendezvous_proto_msgTypes[19].OneofWrappers = []any{
 		(*JobEvent_State)(nil),
 		(*JobEvent_Started)(nil),
@@ -2914,7 +3098,7 @@ func file_muster_v1_rendezvous_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_rendezvous_proto_rawDesc), len(file_muster_v1_rendezvous_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   37,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

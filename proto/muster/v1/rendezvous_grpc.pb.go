@@ -28,6 +28,8 @@ const (
 	Rendezvous_Cancel_FullMethodName        = "/muster.v1.Rendezvous/Cancel"
 	Rendezvous_ListNodes_FullMethodName     = "/muster.v1.Rendezvous/ListNodes"
 	Rendezvous_ListJobs_FullMethodName      = "/muster.v1.Rendezvous/ListJobs"
+	Rendezvous_WriteStdin_FullMethodName    = "/muster.v1.Rendezvous/WriteStdin"
+	Rendezvous_ReadStdin_FullMethodName     = "/muster.v1.Rendezvous/ReadStdin"
 	Rendezvous_KVSet_FullMethodName         = "/muster.v1.Rendezvous/KVSet"
 	Rendezvous_KVGet_FullMethodName         = "/muster.v1.Rendezvous/KVGet"
 	Rendezvous_Barrier_FullMethodName       = "/muster.v1.Rendezvous/Barrier"
@@ -56,6 +58,13 @@ type RendezvousClient interface {
 	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
 	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
 	ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error)
+	// WriteStdin carries the launcher's stdin to the job's stdin ranks: the
+	// first message names the job, the stream's end is the end of input. The
+	// store holds a few chunks at most; a reader that falls behind slows it.
+	WriteStdin(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[StdinChunk, WriteStdinResponse], error)
+	// ReadStdin streams the launcher's stdin to an agent that runs a stdin
+	// rank of the job; the stream ends after the last chunk.
+	ReadStdin(ctx context.Context, in *ReadStdinRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StdinChunk], error)
 	KVSet(ctx context.Context, in *KVSetRequest, opts ...grpc.CallOption) (*KVSetResponse, error)
 	// KVGet waits up to the request's timeout when wait is set and the key is missing.
 	KVGet(ctx context.Context, in *KVGetRequest, opts ...grpc.CallOption) (*KVGetResponse, error)
@@ -178,6 +187,38 @@ func (c *rendezvousClient) ListJobs(ctx context.Context, in *ListJobsRequest, op
 	return out, nil
 }
 
+func (c *rendezvousClient) WriteStdin(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[StdinChunk, WriteStdinResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Rendezvous_ServiceDesc.Streams[2], Rendezvous_WriteStdin_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[StdinChunk, WriteStdinResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Rendezvous_WriteStdinClient = grpc.ClientStreamingClient[StdinChunk, WriteStdinResponse]
+
+func (c *rendezvousClient) ReadStdin(ctx context.Context, in *ReadStdinRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StdinChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Rendezvous_ServiceDesc.Streams[3], Rendezvous_ReadStdin_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ReadStdinRequest, StdinChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Rendezvous_ReadStdinClient = grpc.ServerStreamingClient[StdinChunk]
+
 func (c *rendezvousClient) KVSet(ctx context.Context, in *KVSetRequest, opts ...grpc.CallOption) (*KVSetResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(KVSetResponse)
@@ -231,6 +272,13 @@ type RendezvousServer interface {
 	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
 	ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error)
+	// WriteStdin carries the launcher's stdin to the job's stdin ranks: the
+	// first message names the job, the stream's end is the end of input. The
+	// store holds a few chunks at most; a reader that falls behind slows it.
+	WriteStdin(grpc.ClientStreamingServer[StdinChunk, WriteStdinResponse]) error
+	// ReadStdin streams the launcher's stdin to an agent that runs a stdin
+	// rank of the job; the stream ends after the last chunk.
+	ReadStdin(*ReadStdinRequest, grpc.ServerStreamingServer[StdinChunk]) error
 	KVSet(context.Context, *KVSetRequest) (*KVSetResponse, error)
 	// KVGet waits up to the request's timeout when wait is set and the key is missing.
 	KVGet(context.Context, *KVGetRequest) (*KVGetResponse, error)
@@ -271,6 +319,12 @@ func (UnimplementedRendezvousServer) ListNodes(context.Context, *ListNodesReques
 }
 func (UnimplementedRendezvousServer) ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListJobs not implemented")
+}
+func (UnimplementedRendezvousServer) WriteStdin(grpc.ClientStreamingServer[StdinChunk, WriteStdinResponse]) error {
+	return status.Error(codes.Unimplemented, "method WriteStdin not implemented")
+}
+func (UnimplementedRendezvousServer) ReadStdin(*ReadStdinRequest, grpc.ServerStreamingServer[StdinChunk]) error {
+	return status.Error(codes.Unimplemented, "method ReadStdin not implemented")
 }
 func (UnimplementedRendezvousServer) KVSet(context.Context, *KVSetRequest) (*KVSetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method KVSet not implemented")
@@ -450,6 +504,24 @@ func _Rendezvous_ListJobs_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Rendezvous_WriteStdin_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(RendezvousServer).WriteStdin(&grpc.GenericServerStream[StdinChunk, WriteStdinResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Rendezvous_WriteStdinServer = grpc.ClientStreamingServer[StdinChunk, WriteStdinResponse]
+
+func _Rendezvous_ReadStdin_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ReadStdinRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(RendezvousServer).ReadStdin(m, &grpc.GenericServerStream[ReadStdinRequest, StdinChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Rendezvous_ReadStdinServer = grpc.ServerStreamingServer[StdinChunk]
+
 func _Rendezvous_KVSet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(KVSetRequest)
 	if err := dec(in); err != nil {
@@ -561,6 +633,16 @@ var Rendezvous_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchJob",
 			Handler:       _Rendezvous_WatchJob_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WriteStdin",
+			Handler:       _Rendezvous_WriteStdin_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "ReadStdin",
+			Handler:       _Rendezvous_ReadStdin_Handler,
 			ServerStreams: true,
 		},
 	},

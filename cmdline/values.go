@@ -1,0 +1,98 @@
+// Package cmdline holds the command-line habits both muster binaries share:
+// flag values that parse as torchrun, mpirun and timeout(1) users expect,
+// flags with several names, one-line usage errors with exit code 2, and
+// --version.
+package cmdline
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// Count is a whole-number flag bounded to [min, max], so that a value the
+// wire cannot carry (an int32) is refused rather than wrapped around.
+type Count struct {
+	n, min, max int64
+}
+
+// NewCount returns a count flag value of def, accepting min..max.
+func NewCount(def, min, max int64) *Count { return &Count{n: def, min: min, max: max} }
+
+func (c *Count) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	switch {
+	case errors.Is(err, strconv.ErrRange):
+		return fmt.Errorf("at most %d", c.max)
+	case err != nil:
+		return errors.New("not a whole number")
+	case n < c.min:
+		return fmt.Errorf("at least %d", c.min)
+	case n > c.max:
+		return fmt.Errorf("at most %d", c.max)
+	}
+	c.n = n
+	return nil
+}
+
+func (c *Count) String() string { return strconv.FormatInt(c.n, 10) }
+
+// Int32 is the value; its bounds make it fit.
+func (c *Count) Int32() int32 { return int32(c.n) }
+
+// Duration is a time-span flag: Go's 30s, 5m, 1h30m, 250ms, or a bare
+// number of seconds as timeout(1) and sleep(1) take it (30, 1.5). Zero is
+// zero; a negative span, and a positive one below a millisecond, are
+// refused: muster counts time in milliseconds and would round it to zero.
+type Duration struct {
+	d time.Duration
+}
+
+// NewDuration returns a duration flag value of def.
+func NewDuration(def time.Duration) *Duration { return &Duration{d: def} }
+
+func (d *Duration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		secs, ferr := strconv.ParseFloat(s, 64)
+		switch {
+		case ferr != nil || math.IsNaN(secs) || math.IsInf(secs, 0):
+			return errors.New("not a duration: give one such as 30s, 5m or 1h30m, or a number of seconds")
+		case math.Abs(secs) > float64(math.MaxInt64)/float64(time.Second):
+			return errors.New("too long")
+		}
+		v = time.Duration(secs * float64(time.Second))
+	}
+	switch {
+	case v < 0:
+		return errors.New("negative")
+	case v > 0 && v < time.Millisecond:
+		return errors.New("below a millisecond, the smallest step muster counts in (give 1ms or more, or 0)")
+	}
+	d.d = v
+	return nil
+}
+
+func (d *Duration) String() string { return d.d.String() }
+
+// Value is the duration.
+func (d *Duration) Value() time.Duration { return d.d }
+
+// List is a repeatable flag that keeps each value exactly as given: no
+// splitting at commas (-x CUDA_VISIBLE_DEVICES=0,1), no trimming of spaces,
+// any bytes.
+type List struct {
+	values []string
+}
+
+func (l *List) Set(s string) error {
+	l.values = append(l.values, s)
+	return nil
+}
+
+func (l *List) String() string { return "" }
+
+// Values are the values in the order given.
+func (l *List) Values() []string { return l.values }

@@ -1,0 +1,104 @@
+package cmdline
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCount(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    int32
+		wantErr string
+	}{
+		{"4", 4, ""},
+		{"0", 0, ""},
+		{"+7", 7, ""},
+		{"4096", 4096, ""},
+		{"4097", 0, "at most 4096"},
+		// 2^32+2 once wrapped around to 2 workers through an int32 cast.
+		{"4294967298", 0, "at most 4096"},
+		{"99999999999999999999", 0, "at most 4096"},
+		{"-1", 0, "at least 0"},
+		{"abc", 0, "not a whole number"},
+		{"4.0", 0, "not a whole number"},
+		{"", 0, "not a whole number"},
+		{" 4", 0, "not a whole number"},
+	}
+	for _, tt := range tests {
+		c := NewCount(0, 0, 4096)
+		err := c.Set(tt.in)
+		if tt.wantErr != "" {
+			if err == nil || err.Error() != tt.wantErr {
+				t.Errorf("Set(%q) = %v, want %q", tt.in, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || c.Int32() != tt.want {
+			t.Errorf("Set(%q) = %d, %v; want %d", tt.in, c.Int32(), err, tt.want)
+		}
+	}
+}
+
+func TestDuration(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    time.Duration
+		wantErr string
+	}{
+		{"30", 30 * time.Second, ""}, // as timeout(1): a bare number is seconds
+		{"1.5", 1500 * time.Millisecond, ""},
+		{"0", 0, ""},
+		{"0s", 0, ""},
+		{"300ms", 300 * time.Millisecond, ""},
+		{"1ms", time.Millisecond, ""},
+		{"2m", 2 * time.Minute, ""},
+		{"1h30m", 90 * time.Minute, ""},
+		{"500us", 0, "below a millisecond"},
+		{"0.0001", 0, "below a millisecond"},
+		{"1ns", 0, "below a millisecond"},
+		{"-5s", 0, "negative"},
+		{"-3", 0, "negative"},
+		{"5x", 0, "not a duration"},
+		{"", 0, "not a duration"},
+		{"NaN", 0, "not a duration"},
+		{"inf", 0, "not a duration"},
+		{"1e300", 0, "too long"},
+	}
+	for _, tt := range tests {
+		d := NewDuration(7 * time.Second)
+		err := d.Set(tt.in)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("Set(%q) = %v, want an error with %q", tt.in, err, tt.wantErr)
+			}
+			if d.Value() != 7*time.Second {
+				t.Errorf("Set(%q) failed but changed the value to %s", tt.in, d.Value())
+			}
+			continue
+		}
+		if err != nil || d.Value() != tt.want {
+			t.Errorf("Set(%q) = %s, %v; want %s", tt.in, d.Value(), err, tt.want)
+		}
+	}
+}
+
+func TestListKeepsValuesAsGiven(t *testing.T) {
+	values := []string{"CUDA_VISIBLE_DEVICES=0,1", "NCCL_SOCKET_IFNAME=^docker0,lo", "A=trailing  ", " B=lead", "C=caf\xe9", "D="}
+	var l List
+	for _, v := range values {
+		if err := l.Set(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := l.Values()
+	if len(got) != len(values) {
+		t.Fatalf("got %q, want %q", got, values)
+	}
+	for i := range values {
+		if got[i] != values[i] {
+			t.Errorf("value %d: %q, want %q", i, got[i], values[i])
+		}
+	}
+}

@@ -1,0 +1,87 @@
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+)
+
+// ResolveEnv turns -x flags into a job's variables: NAME=value sets NAME to
+// value exactly as given (commas, spaces and any bytes kept), NAME passes
+// the launcher's own value of NAME.
+func ResolveEnv(flags []string, lookup func(string) (string, bool)) ([][]byte, error) {
+	env := make([][]byte, 0, len(flags))
+	for _, f := range flags {
+		if strings.Contains(f, "=") {
+			env = append(env, []byte(f))
+			continue
+		}
+		v, ok := lookup(f)
+		if !ok {
+			return nil, fmt.Errorf("-x %s: %s is not set in the launcher's environment (use -x %s=value to set it)", f, f, f)
+		}
+		env = append(env, []byte(f+"="+v))
+	}
+	return env, nil
+}
+
+// Workdir is the working directory a job on the embedded default gets when
+// none is given: the launcher's own, as the kernel names it (any bytes).
+func Workdir() ([]byte, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("the current directory: %w (give --workdir)", err)
+	}
+	return []byte(dir), nil
+}
+
+// Stdin is the --stdin flag: which ranks read the launcher's stdin. "0"
+// (the default, as mpirun does), any other rank, "all" for a copy to every
+// rank, or "none" for /dev/null everywhere.
+type Stdin struct {
+	all, none bool
+	rank      int32
+}
+
+func (s *Stdin) Set(v string) error {
+	switch v {
+	case "all":
+		*s = Stdin{all: true}
+		return nil
+	case "none":
+		*s = Stdin{none: true}
+		return nil
+	}
+	r, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || r < 0 {
+		return errors.New("want a rank (0, 1, ...), all or none")
+	}
+	*s = Stdin{rank: int32(r)}
+	return nil
+}
+
+func (s *Stdin) String() string {
+	switch {
+	case s.all:
+		return "all"
+	case s.none:
+		return "none"
+	}
+	return strconv.Itoa(int(s.rank))
+}
+
+// Apply sets spec's stdin fields.
+func (s *Stdin) Apply(spec *musterv1.JobSpec) {
+	spec.StdinAll, spec.StdinRank = s.all, nil
+	if !s.all && !s.none {
+		r := s.rank
+		spec.StdinRank = &r
+	}
+}
+
+// wantsStdin says whether some rank of spec reads the launcher's stdin.
+func wantsStdin(spec *musterv1.JobSpec) bool { return spec.GetStdinAll() || spec.StdinRank != nil }
