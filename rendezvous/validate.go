@@ -12,14 +12,14 @@ import (
 // Bounds on specs and registrations: every network input is bounded. The
 // launcher refuses counts above MaxNodes, MaxGPUs and MaxNProc as it parses them.
 const (
-	maxArgs      = 4096
-	maxArgBytes  = 1 << 20
-	maxEnv       = 4096
-	maxEnvBytes  = 1 << 20
-	MaxNodes     = 10_000
-	MaxGPUs      = 1024
-	MaxNProc     = 4096
-	maxPathBytes = 4096
+	maxArgs        = 4096
+	maxArgBytes    = 1 << 20
+	maxEnv         = 4096
+	maxEnvBytes    = 1 << 20
+	MaxNodes       = 10_000
+	MaxGPUs        = 1024
+	MaxNProc       = 4096
+	maxPathBytes   = 4096
 	maxOutputBytes = 1 << 20
 )
 

@@ -6,8 +6,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/musterhq/muster/supervise"
 	"github.com/musterhq/muster/cmdline"
+	"github.com/musterhq/muster/supervise"
 )
 
 func main() {
