@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"syscall"
 )
 
 // maxLine is the longest line sent as one event; longer lines arrive in
@@ -79,8 +80,10 @@ type logFile struct {
 	f  *os.File
 }
 
-func openLogFile(path string) (*logFile, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+// openLogFile opens a rank's log file as the job's user (cred; nil for the
+// agent's own).
+func openLogFile(path string, cred *syscall.Credential) (*logFile, error) {
+	f, err := openFileAs(cred, path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -18,38 +20,63 @@ import (
 // job's hostfile.
 func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, func(), error) {
 	spec := asg.GetSpec()
-	if err := prepareLogDir(spec.GetLogDir()); err != nil {
+	// Everything below that touches files does so as the job's user: a user
+	// must not use muster to write where they cannot.
+	cred, err := a.credential(asg.GetJobId(), asg.GetRunAs())
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := asUser(cred, func() error { return prepareLogDir(spec.GetLogDir()) }); err != nil {
 		return nil, nil, err
 	}
 	if dir := spec.GetWorkdir(); dir != "" {
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		err := asUser(cred, func() error {
+			fi, err := os.Stat(dir)
+			if err == nil && !fi.IsDir() {
+				return fmt.Errorf("working directory %s is not a directory", dir)
+			}
+			return err
+		})
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
 			return nil, nil, fmt.Errorf("working directory %s does not exist on node %s", dir, a.cfg.Name)
+		case err != nil:
+			return nil, nil, fmt.Errorf("working directory on node %s: %w", a.cfg.Name, err)
 		}
 	}
 	jobDir := filepath.Join(a.cfg.TempDir, "muster-"+asg.GetJobId())
-	if err := os.MkdirAll(jobDir, 0o700); err != nil {
-		return nil, nil, fmt.Errorf("job directory: %w", err)
-	}
-	cleanup := func() { os.RemoveAll(jobDir) }
+	cleanup := func() { asUser(cred, func() error { return os.RemoveAll(jobDir) }) }
 	hosts := make([]hostfile.Host, len(asg.GetNodeAddrs()))
 	for i, addr := range asg.GetNodeAddrs() {
 		hosts[i] = hostfile.Host{Name: addr, Slots: int(asg.GetNodeSlots()[i])}
 	}
 	hf := filepath.Join(jobDir, "hostfile")
-	f, err := os.Create(hf)
-	if err == nil {
-		err = hostfile.Emit(f, hostfile.OpenMPI, hosts)
-		if cerr := f.Close(); err == nil {
-			err = cerr
+	err = asUser(cred, func() error {
+		if err := os.MkdirAll(jobDir, 0o700); err != nil {
+			return fmt.Errorf("job directory: %w", err)
 		}
-	}
+		f, err := os.Create(hf)
+		if err == nil {
+			err = hostfile.Emit(f, hostfile.OpenMPI, hosts)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("job hostfile: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
 		cleanup()
-		return nil, nil, fmt.Errorf("job hostfile: %w", err)
+		return nil, nil, err
 	}
 
 	base := minimalEnviron(a.cfg.Environ)
-	if spec.GetInheritEnv() {
+	switch {
+	case cred != nil:
+		base = userEnviron(a.cfg.Environ, cred.Uid)
+	case spec.GetInheritEnv():
 		base = a.cfg.Environ
 	}
 	var net envprop.NCCLNet
@@ -60,6 +87,7 @@ func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, func(), error) {
 	in := envprop.Input{
 		Base: base, User: spec.GetEnv(),
 		JobID: asg.GetJobId(), StoreAddr: asg.GetStoreAddr(), Hostfile: hf,
+		JobToken: asg.GetJobToken(), StoreCA: a.cfg.StoreCA,
 		NodeRank: int(asg.GetNodeRank()), NodeAddrs: asg.GetNodeAddrs(), NProc: int(asg.GetNproc()),
 		MasterAddr: asg.GetMasterAddr(), MasterPort: int(asg.GetMasterPort()),
 		NCCLCommID: asg.GetNcclCommId(), UniqueIDHex: id.Hex(),
@@ -74,7 +102,7 @@ func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, func(), error) {
 	for l := 0; l < int(asg.GetNproc()); l++ {
 		in.LocalRank = l
 		plans = append(plans, workerPlan{rank: in.Rank(), localRank: l, spec: workerSpec{
-			argv: spec.GetArgv(), env: envprop.Build(in), dir: spec.GetWorkdir()}})
+			argv: spec.GetArgv(), env: envprop.Build(in), dir: spec.GetWorkdir(), cred: cred}})
 	}
 	return plans, cleanup, nil
 }

@@ -68,7 +68,7 @@ func (s *Supervisor) runProcess(pl workerPlan, logDir string) (st exitStatus, st
 	ws.stdout = s.outputSink(pl.rank, musterv1.Stream_STREAM_STDOUT, nil)
 	ws.stderr = s.outputSink(pl.rank, musterv1.Stream_STREAM_STDERR, errTail)
 	if logDir != "" {
-		lf, err := openLogFile(filepath.Join(logDir, fmt.Sprintf("rank-%d.log", pl.rank)))
+		lf, err := openLogFile(filepath.Join(logDir, fmt.Sprintf("rank-%d.log", pl.rank)), ws.cred)
 		if err != nil {
 			return startError(ws.argv[0], fmt.Errorf("--log-dir: %w", err)), false, nil
 		}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"go.uber.org/zap"
@@ -17,10 +18,13 @@ import (
 )
 
 // Embedded is a store and an agent for this machine, in this process. They
-// talk over the same gRPC API a cluster uses, on a loopback port.
+// talk over the same gRPC API a cluster uses, on a Unix socket in a private
+// directory: no other user can reach it, and the store also checks each
+// caller's peer credentials. Workers reach it there too (MUSTER_STORE_ADDR).
 type Embedded struct {
 	Store *rendezvous.Server
 	Agent *agent.Agent
+	dir   string
 }
 
 // EmbeddedConfig configures the embedded default.
@@ -32,11 +36,34 @@ type EmbeddedConfig struct {
 	GPUs []gpu.Device
 }
 
-// StartEmbedded starts the store on a free loopback port and registers a
-// local agent with it.
-func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
-	store, err := rendezvous.Start(ctx, rendezvous.Config{Logger: cfg.Logger, ListenAddr: "127.0.0.1:0"})
+// privateDir makes a directory only this user can enter, short enough for
+// a socket path.
+func privateDir() (string, error) {
+	parent := os.TempDir()
+	if len(parent) > 64 {
+		parent = "/tmp"
+	}
+	dir, err := os.MkdirTemp(parent, "muster-sock-")
 	if err != nil {
+		return "", fmt.Errorf("embedded store: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("embedded store: %w", err)
+	}
+	return dir, nil
+}
+
+// StartEmbedded starts the store on a Unix socket in a private directory and
+// registers a local agent with it.
+func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
+	dir, err := privateDir()
+	if err != nil {
+		return nil, err
+	}
+	store, err := rendezvous.Start(ctx, rendezvous.Config{Logger: cfg.Logger, Socket: filepath.Join(dir, "store.sock")})
+	if err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
 	<-store.ReadyNotify()
@@ -56,16 +83,19 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	a, err := agent.Start(ctx, acfg)
 	if err != nil {
 		store.Close()
+		os.RemoveAll(dir)
 		return nil, err
 	}
 	<-a.ReadyNotify()
-	return &Embedded{Store: store, Agent: a}, nil
+	return &Embedded{Store: store, Agent: a, dir: dir}, nil
 }
 
-// Close stops the agent (its workers get grace before SIGKILL), then the store.
+// Close stops the agent (its workers get grace before SIGKILL), then the
+// store, and removes the socket's directory.
 func (e *Embedded) Close(grace time.Duration) error {
 	err := e.Agent.Close(grace)
 	e.Store.Close()
+	os.RemoveAll(e.dir)
 	if err != nil {
 		return fmt.Errorf("embedded agent: %w", err)
 	}

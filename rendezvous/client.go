@@ -16,8 +16,8 @@ type Client struct {
 	conn *grpc.ClientConn
 }
 
-// Dial connects to the store at addr (host:port). It does not wait for the
-// store: the first call does.
+// Dial connects to the store at addr: host:port, or unix:///path for a
+// store's Unix socket. It does not wait for the store: the first call does.
 func Dial(addr string, sec Security) (*Client, error) {
 	opts, err := sec.dialOptions(addr)
 	if err != nil {
@@ -34,9 +34,11 @@ func Dial(addr string, sec Security) (*Client, error) {
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
 
-// Get reads a key of the worker's job, waiting for it when wait is set.
-func (c *Client) Get(ctx context.Context, scope, key string, wait bool) ([]byte, error) {
-	resp, err := c.KVGet(ctx, &musterv1.KVGetRequest{Scope: scope, Key: key, Wait: wait})
+// Get reads a key of the worker's job, waiting for it when wait is set. The
+// job is the one whose credential the client was dialled with
+// (Security.JobToken).
+func (c *Client) Get(ctx context.Context, key string, wait bool) ([]byte, error) {
+	resp, err := c.KVGet(ctx, &musterv1.KVGetRequest{Key: key, Wait: wait})
 	if err != nil {
 		return nil, err
 	}
