@@ -6,8 +6,10 @@ package launch
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -37,13 +39,15 @@ type EmbeddedConfig struct {
 }
 
 // privateDir makes a directory only this user can enter, short enough for
-// a socket path.
+// a socket path. Directories that launchers killed before they could clean
+// up left behind go first.
 func privateDir() (string, error) {
 	parent := os.TempDir()
 	if len(parent) > 64 {
 		parent = "/tmp"
 	}
-	dir, err := os.MkdirTemp(parent, "muster-sock-")
+	removeStaleDirs(parent)
+	dir, err := os.MkdirTemp(parent, socketDirPrefix)
 	if err != nil {
 		return "", fmt.Errorf("embedded store: %w", err)
 	}
@@ -52,6 +56,29 @@ func privateDir() (string, error) {
 		return "", fmt.Errorf("embedded store: %w", err)
 	}
 	return dir, nil
+}
+
+const socketDirPrefix = "muster-sock-"
+
+// removeStaleDirs removes this user's socket directories in parent whose
+// store no longer answers. A directory younger than a few seconds may be a
+// launcher's that has not listened yet, and stays.
+func removeStaleDirs(parent string) {
+	dirs, _ := filepath.Glob(filepath.Join(parent, socketDirPrefix+"*"))
+	for _, dir := range dirs {
+		fi, err := os.Lstat(dir)
+		if err != nil || !fi.IsDir() || time.Since(fi.ModTime()) < 10*time.Second {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
+			continue
+		}
+		if c, err := net.DialTimeout("unix", filepath.Join(dir, "store.sock"), time.Second); err == nil {
+			c.Close()
+			continue
+		}
+		os.RemoveAll(dir)
+	}
 }
 
 // StartEmbedded starts the store on a Unix socket in a private directory and

@@ -51,7 +51,9 @@ func NormalizeAddr(addr string) string {
 
 // FindLocalAgent returns the dial address of an agent serving a store on
 // this machine: this user's own agent (DefaultSocket), then the system's
-// (SystemSocket). It returns "" when no socket there answers.
+// (SystemSocket). It returns "" when no socket there answers. A socket
+// served by anyone but root or this user is passed over: a job is never
+// handed to another user's process posing as an agent.
 func FindLocalAgent() string {
 	seen := map[string]bool{}
 	for _, p := range []string{DefaultSocket(), SystemSocket} {
@@ -62,12 +64,22 @@ func FindLocalAgent() string {
 		if fi, err := os.Stat(p); err != nil || fi.Mode()&os.ModeSocket == 0 {
 			continue
 		}
-		if c, err := net.DialTimeout("unix", p, time.Second); err == nil {
-			c.Close()
+		if trustedSocket(p) {
 			return SocketAddr(p)
 		}
 	}
 	return ""
+}
+
+// trustedSocket reports whether a process of root or this user serves path.
+func trustedSocket(path string) bool {
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	server, err := readPeerCred(c.(*net.UnixConn))
+	return err == nil && (server.uid == 0 || int(server.uid) == os.Geteuid())
 }
 
 // listenUnix serves path in a directory that only this user can change.
