@@ -27,8 +27,8 @@ func main() {
 		Name:  "agent",
 		Usage: "run this node's muster agent, and the cluster's store with --listen",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "listen", Usage: "host the store on `HOST:PORT` (loopback unless a token is set)"},
-			&cli.StringFlag{Name: "store", EnvVars: []string{"MUSTER_STORE"}, Usage: "join the store at `HOST:PORT` instead of hosting one"},
+			&cli.StringFlag{Name: "listen", Usage: "host the store on `HOST:PORT` (default 127.0.0.1:29400); every call over TCP needs the cluster token, and an address other than loopback also TLS"},
+			&cli.StringFlag{Name: "store", EnvVars: []string{"MUSTER_STORE"}, Usage: "join the store at `HOST:PORT` (or unix:///PATH of its socket) instead of hosting one"},
 			&cli.StringFlag{Name: "name", Usage: "this node's name (default: the host name)"},
 			&cli.StringFlag{Name: "addr", Usage: "this node's `IP` for workers (MASTER_ADDR, NCCL root); default: the --listen host, or 127.0.0.1"},
 			&cli.IntFlag{Name: "node-rank", Value: -1, Usage: "explicit node rank; nodes without one are ordered by name"},
