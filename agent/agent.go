@@ -25,6 +25,9 @@ type Config struct {
 	Logger    *zap.Logger
 	StoreAddr string
 	Security  rendezvous.Security
+	// StoreCA is the CA file workers verify the store's TLS certificate
+	// with (MUSTER_TLS_CA), when the store's TCP address uses TLS.
+	StoreCA string
 	// Name is the node's name; the host name by default.
 	Name string
 	// Addr is the node's address for workers (MASTER_ADDR, the NCCL root).

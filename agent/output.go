@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"sync"
+	"syscall"
 )
 
 // A failure summary keeps the last lines of the failed rank's stderr.
@@ -59,9 +60,10 @@ type logFile struct {
 	err error
 }
 
-// openLogFile creates a rank's file; it never truncates an existing one.
-func openLogFile(path string) (*logFile, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+// openLogFile creates a rank's file as the job's user (cred; nil for the
+// agent's own); it never truncates an existing one.
+func openLogFile(path string, cred *syscall.Credential) (*logFile, error) {
+	f, err := openFileAs(cred, path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, err
 	}

@@ -31,20 +31,31 @@ type jobFiles struct {
 func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
 	spec := asg.GetSpec()
 	var files jobFiles
+	// Everything below that touches files does so as the job's user: a user
+	// must not use muster to write where they cannot.
+	cred, err := a.credential(asg.GetJobId(), asg.GetRunAs())
+	if err != nil {
+		return nil, files, err
+	}
 	if dir := string(spec.GetLogDir()); dir != "" {
 		// Each job's logs go to a directory of their own: two jobs never
 		// write over each other's files.
 		files.logDir = filepath.Join(dir, asg.GetJobId())
-		if err := os.MkdirAll(files.logDir, 0o755); err != nil {
+		if err := asUser(cred, func() error { return os.MkdirAll(files.logDir, 0o755) }); err != nil {
 			// The error names the directory, which may be any bytes.
 			return nil, files, errors.New(validText("--log-dir: " + err.Error()))
 		}
 	}
 	workdir := string(spec.GetWorkdir())
-	if err := checkWorkdir(workdir); err != nil {
+	if err := asUser(cred, func() error { return checkWorkdir(workdir) }); err != nil {
 		return nil, files, err
 	}
-	jobDir, lock, err := makeJobDir(a.cfg.TempDir, asg.GetJobId())
+	var jobDir string
+	var lock *os.File
+	err = asUser(cred, func() (err error) {
+		jobDir, lock, err = makeJobDir(a.cfg.TempDir, asg.GetJobId())
+		return err
+	})
 	if err != nil {
 		return nil, files, fmt.Errorf("job directory: %w", err)
 	}
@@ -58,20 +69,26 @@ func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
 		hosts[i] = hostfile.Host{Name: addr, Slots: int(asg.GetNodeSlots()[i])}
 	}
 	hf := filepath.Join(jobDir, "hostfile")
-	f, err := os.Create(hf)
-	if err == nil {
-		err = hostfile.Emit(f, hostfile.OpenMPI, hosts)
-		if cerr := f.Close(); err == nil {
-			err = cerr
+	err = asUser(cred, func() error {
+		f, err := os.Create(hf)
+		if err == nil {
+			err = hostfile.Emit(f, hostfile.OpenMPI, hosts)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
 		}
-	}
+		return err
+	})
 	if err != nil {
 		cleanup()
 		return nil, jobFiles{}, fmt.Errorf("job hostfile: %w", err)
 	}
 
 	base := minimalEnviron(a.cfg.Environ)
-	if spec.GetInheritEnv() {
+	switch {
+	case cred != nil:
+		base = userEnviron(a.cfg.Environ, cred.Uid)
+	case spec.GetInheritEnv():
 		base = a.cfg.Environ
 	}
 	user := byteStrings(spec.GetEnv())
@@ -83,6 +100,7 @@ func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
 	in := envprop.Input{
 		Base: base, User: user,
 		JobID: asg.GetJobId(), StoreAddr: asg.GetStoreAddr(), Hostfile: hf,
+		JobToken: asg.GetJobToken(), StoreCA: a.cfg.StoreCA,
 		NodeRank: int(asg.GetNodeRank()), NodeAddrs: asg.GetNodeAddrs(), NProc: int(asg.GetNproc()),
 		MasterAddr: asg.GetMasterAddr(), MasterPort: int(asg.GetMasterPort()),
 		NCCLCommID: asg.GetNcclCommId(), UniqueIDHex: id.Hex(),
@@ -109,7 +127,7 @@ func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
 	for l := 0; l < int(asg.GetNproc()); l++ {
 		in.LocalRank = l
 		plans = append(plans, workerPlan{rank: in.Rank(), localRank: l, spec: workerSpec{
-			argv: argv, env: envprop.Build(in), dir: workdir, stdin: feed.reader(l)}})
+			argv: argv, env: envprop.Build(in), dir: workdir, cred: cred, stdin: feed.reader(l)}})
 	}
 	feed.start(func(ctx context.Context) (musterv1.Rendezvous_ReadStdinClient, error) {
 		return a.client.ReadStdin(ctx, &musterv1.ReadStdinRequest{Session: a.session, JobId: asg.GetJobId()})

@@ -83,7 +83,7 @@ func (s *Supervisor) Run(plans []workerPlan, files jobFiles) {
 	}()
 	if logDir != "" {
 		for _, w := range workers {
-			lf, err := openLogFile(filepath.Join(logDir, fmt.Sprintf("rank-%d.log", w.plan.rank)))
+			lf, err := openLogFile(filepath.Join(logDir, fmt.Sprintf("rank-%d.log", w.plan.rank)), w.plan.spec.cred)
 			if err != nil {
 				s.failAll(workers, exitStatus{code: 1, err: fmt.Sprintf("--log-dir: %v", err)})
 				os.RemoveAll(jobDir)

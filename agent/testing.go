@@ -24,11 +24,12 @@ type TestCluster struct {
 func NewTestCluster(t testing.TB, n int, edit func(i int, cfg *Config)) *TestCluster {
 	t.Helper()
 	store := rendezvous.NewTestStore(t, nil)
-	tc := &TestCluster{Store: store, Client: rendezvous.NewTestClient(t, store, rendezvous.Security{})}
+	tc := &TestCluster{Store: store, Client: rendezvous.NewTestClient(t, store, rendezvous.TestSecurity(store))}
 	for i := 0; i < n; i++ {
 		cfg := Config{
 			Logger:    zaptest.NewLogger(t).Named(fmt.Sprintf("node-%d", i)),
 			StoreAddr: store.Addr(),
+			Security:  rendezvous.TestSecurity(store),
 			Name:      fmt.Sprintf("node-%d", i),
 			Addr:      fmt.Sprintf("127.0.0.%d", i+2),
 			Rank:      -1,

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -129,8 +130,38 @@ func startAgent(t *testing.T) string { return startAgentWith(t, nil) }
 // given launcherArgs can run a job through it.
 func startAgentWith(t *testing.T, agentArgs []string, launcherArgs ...string) string {
 	t.Helper()
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	cmd := exec.Command(agentBin, append([]string{"--listen", addr}, agentArgs...)...)
+	return startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), agentArgs, launcherArgs...).addr
+}
+
+// agentProc is an agent daemon that hosts a store, started by a test.
+type agentProc struct {
+	addr   string // the store's TCP address: --listen, 127.0.0.1 for every address
+	socket string // the store's Unix socket, in a directory every user can enter
+	dir    string // the test's directory for the agent: socket, token
+	cmd    *exec.Cmd
+}
+
+// startAgentAt starts the agent hosting a store on listen, with its socket
+// and (unless agentArgs name one) its token file in a directory of the
+// test's; launchers of the test find the token through MUSTER_TOKEN_FILE.
+func startAgentAt(t *testing.T, listen string, agentArgs []string, launcherArgs ...string) *agentProc {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "muster-e2e-agent-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	// As $XDG_RUNTIME_DIR/muster/agent.sock, where a launcher looks for it.
+	ap := &agentProc{addr: listen, socket: filepath.Join(dir, "muster", "agent.sock"), dir: dir}
+	if host, port, _ := net.SplitHostPort(listen); host == "0.0.0.0" || host == "::" || host == "" {
+		ap.addr = net.JoinHostPort("127.0.0.1", port)
+	}
+	if !slices.Contains(agentArgs, "--token-file") {
+		t.Setenv("MUSTER_TOKEN_FILE", filepath.Join(dir, "token"))
+	}
+	cmd := exec.Command(agentBin, append([]string{"--listen", listen, "--socket", ap.socket}, agentArgs...)...)
+	ap.cmd = cmd
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {
@@ -150,14 +181,14 @@ func startAgentWith(t *testing.T, agentArgs []string, launcherArgs ...string) st
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for ctx.Err() == nil {
-		args := append(append([]string{"run", "--cluster", addr}, launcherArgs...), "--", "true")
+		args := append(append([]string{"run", "--cluster", ap.addr}, launcherArgs...), "--", "true")
 		if r := runLauncher(t, args...); r.code == 0 {
-			return addr
+			return ap
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("agent never became ready; log:\n%s", errb.String())
-	return ""
+	return nil
 }
 
 // runAgentOnce runs the agent expecting it to exit by itself.

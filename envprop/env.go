@@ -19,6 +19,11 @@ type Input struct {
 
 	JobID     string
 	StoreAddr string
+	// JobToken is the job's credential for the store's KV and barriers.
+	JobToken string
+	// StoreCA is the CA file that verifies the store's TLS certificate, if
+	// the store uses TLS.
+	StoreCA string
 	// Hostfile is the path of the job's generated Open MPI hostfile.
 	Hostfile string
 
@@ -77,6 +82,9 @@ func Build(in Input) []string {
 	}
 	// An inherited NCCL_COMM_ID would make every rank try to be the root.
 	delete(env, "NCCL_COMM_ID")
+	// The agent's cluster token is not the workers': they get their job's.
+	delete(env, "MUSTER_TOKEN")
+	delete(env, "MUSTER_TOKEN_FILE")
 
 	rank, world := in.Rank(), in.WorldSize()
 	itoa := strconv.Itoa
@@ -111,6 +119,7 @@ func Build(in Input) []string {
 		"MUSTER_NCCL_UNIQUE_ID": in.UniqueIDHex,
 		"MUSTER_HOSTFILE":       in.Hostfile,
 		"MUSTER_STORE_ADDR":     in.StoreAddr,
+		"MUSTER_JOB_TOKEN":      in.JobToken,
 		"MUSTER_LOCAL_GPUS":     joinInts(in.LocalGPUs()),
 	}
 	if rank == 0 && in.NCCLCommID != "" {
@@ -132,6 +141,9 @@ func Build(in Input) []string {
 	}
 
 	defaults := map[string]string{"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
+	if in.StoreCA != "" {
+		defaults["MUSTER_TLS_CA"] = in.StoreCA
+	}
 	if len(in.GPUs) > 0 {
 		// Device indices are NVML's, in PCI bus order; make CUDA count the same way.
 		defaults["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"

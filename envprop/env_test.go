@@ -86,6 +86,15 @@ func TestBuild(t *testing.T) {
 			absent: []string{"NCCL_COMM_ID", "NCCL_IB_GID_INDEX"},
 		},
 		{
+			name: "the job's credential replaces the agent's cluster token",
+			edit: func(in *Input) {
+				in.Base = []string{"MUSTER_TOKEN=cluster-secret-0123456789", "MUSTER_TOKEN_FILE=/etc/muster/token", "MUSTER_JOB_TOKEN=stale"}
+				in.JobToken, in.StoreCA = "j-1.secret", "/etc/muster/ca.pem"
+			},
+			want:   map[string]string{"MUSTER_JOB_TOKEN": "j-1.secret", "MUSTER_TLS_CA": "/etc/muster/ca.pem"},
+			absent: []string{"MUSTER_TOKEN", "MUSTER_TOKEN_FILE"},
+		},
+		{
 			name: "the user's -x variables win over everything",
 			edit: func(in *Input) {
 				in.User = []string{"RANK=42", "CUDA_VISIBLE_DEVICES=1", "NCCL_SOCKET_IFNAME==ib0", "FOO=a=b"}

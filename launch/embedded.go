@@ -6,7 +6,10 @@ package launch
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
+	"path/filepath"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -17,10 +20,13 @@ import (
 )
 
 // Embedded is a store and an agent for this machine, in this process. They
-// talk over the same gRPC API a cluster uses, on a loopback port.
+// talk over the same gRPC API a cluster uses, on a Unix socket in a private
+// directory: no other user can reach it, and the store also checks each
+// caller's peer credentials. Workers reach it there too (MUSTER_STORE_ADDR).
 type Embedded struct {
 	Store *rendezvous.Server
 	Agent *agent.Agent
+	dir   string
 }
 
 // EmbeddedConfig configures the embedded default.
@@ -32,11 +38,59 @@ type EmbeddedConfig struct {
 	GPUs []gpu.Device
 }
 
-// StartEmbedded starts the store on a free loopback port and registers a
-// local agent with it.
-func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
-	store, err := rendezvous.Start(ctx, rendezvous.Config{Logger: cfg.Logger, ListenAddr: "127.0.0.1:0", InProcess: true})
+// privateDir makes a directory only this user can enter, short enough for
+// a socket path. Directories that launchers killed before they could clean
+// up left behind go first.
+func privateDir() (string, error) {
+	parent := os.TempDir()
+	if len(parent) > 64 {
+		parent = "/tmp"
+	}
+	removeStaleDirs(parent)
+	dir, err := os.MkdirTemp(parent, socketDirPrefix)
 	if err != nil {
+		return "", fmt.Errorf("embedded store: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("embedded store: %w", err)
+	}
+	return dir, nil
+}
+
+const socketDirPrefix = "muster-sock-"
+
+// removeStaleDirs removes this user's socket directories in parent whose
+// store no longer answers. A directory younger than a few seconds may be a
+// launcher's that has not listened yet, and stays.
+func removeStaleDirs(parent string) {
+	dirs, _ := filepath.Glob(filepath.Join(parent, socketDirPrefix+"*"))
+	for _, dir := range dirs {
+		fi, err := os.Lstat(dir)
+		if err != nil || !fi.IsDir() || time.Since(fi.ModTime()) < 10*time.Second {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
+			continue
+		}
+		if c, err := net.DialTimeout("unix", filepath.Join(dir, "store.sock"), time.Second); err == nil {
+			c.Close()
+			continue
+		}
+		os.RemoveAll(dir)
+	}
+}
+
+// StartEmbedded starts the store on a Unix socket in a private directory and
+// registers a local agent with it.
+func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
+	dir, err := privateDir()
+	if err != nil {
+		return nil, err
+	}
+	store, err := rendezvous.Start(ctx, rendezvous.Config{Logger: cfg.Logger, Socket: filepath.Join(dir, "store.sock"), InProcess: true})
+	if err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
 	<-store.ReadyNotify()
@@ -56,16 +110,19 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	a, err := agent.Start(ctx, acfg)
 	if err != nil {
 		store.Close()
+		os.RemoveAll(dir)
 		return nil, err
 	}
 	<-a.ReadyNotify()
-	return &Embedded{Store: store, Agent: a}, nil
+	return &Embedded{Store: store, Agent: a, dir: dir}, nil
 }
 
-// Close stops the agent (its workers get grace before SIGKILL), then the store.
+// Close stops the agent (its workers get grace before SIGKILL), then the
+// store, and removes the socket's directory.
 func (e *Embedded) Close(grace time.Duration) error {
 	err := e.Agent.Close(grace)
 	e.Store.Close()
+	os.RemoveAll(e.dir)
 	if err != nil {
 		return fmt.Errorf("embedded agent: %w", err)
 	}

@@ -2,7 +2,6 @@ package rendezvous
 
 import (
 	"context"
-	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -12,17 +11,18 @@ import (
 	"strings"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 )
 
-// Security is how a store and its clients authenticate: a shared cluster
-// token sent with every call, over TLS when certificates are given.
+// Security is how a store and its clients authenticate. Over TCP every call
+// carries the cluster token (the cluster operator) or a job's credential (a
+// worker of that job), over TLS when certificates are given. On the store's
+// Unix socket the kernel names the caller instead (see peercred.go).
 type Security struct {
 	Token string
+	// JobToken is a worker's job credential (MUSTER_JOB_TOKEN), client side.
+	JobToken string
 	// CertFile and KeyFile are the server's certificate (server side).
 	CertFile, KeyFile string
 	// CAFile verifies the server (client side); empty uses the system roots.
@@ -31,20 +31,31 @@ type Security struct {
 	TLS bool
 }
 
-const tokenHeader = "authorization"
+const (
+	tokenHeader    = "authorization"
+	jobTokenHeader = "muster-job-token"
+)
 
-// CheckListen refuses a listen address that is not loopback unless a token
-// is set: an agent runs the commands it is sent.
+// CheckListen refuses a TCP listen address that is not loopback unless the
+// cluster has a token and TLS: an agent runs the commands it is sent, and the
+// token must not cross a network in clear text.
 func CheckListen(addr string, sec Security) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("listen address %q: %w", addr, err)
 	}
-	if IsLoopback(host) || sec.Token != "" {
+	if IsLoopback(host) {
 		return nil
 	}
-	return fmt.Errorf("refusing to listen on %s without a cluster token: anyone who reaches it could run commands here; "+
-		"set --token-file (or MUSTER_TOKEN), or listen on 127.0.0.1", addr)
+	switch {
+	case sec.Token == "" && sec.CertFile == "":
+		return fmt.Errorf("refusing to listen on %s without a cluster token and TLS: anyone who reaches it could run commands here; "+
+			"set --token-file (or MUSTER_TOKEN) and --tls-cert/--tls-key (see launcher certs), or listen on 127.0.0.1", addr)
+	case sec.CertFile == "":
+		return fmt.Errorf("refusing to listen on %s without TLS: the cluster token would cross the network in clear text; "+
+			"pass --tls-cert and --tls-key (see launcher certs), or listen on 127.0.0.1", addr)
+	}
+	return nil
 }
 
 // IsLoopback reports whether host is a loopback address or "localhost".
@@ -56,56 +67,45 @@ func IsLoopback(host string) bool {
 	return err == nil && a.IsLoopback()
 }
 
-func (sec Security) serverOptions() ([]grpc.ServerOption, error) {
-	var opts []grpc.ServerOption
-	if sec.CertFile != "" || sec.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(sec.CertFile, sec.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-cert %s / --tls-key %s: %w", sec.CertFile, sec.KeyFile, err)
-		}
-		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13})))
+// IsUnixAddr reports whether addr names a Unix socket (unix:///path).
+func IsUnixAddr(addr string) bool { return strings.HasPrefix(addr, "unix:") }
+
+// tcpCredentials is how the store's TCP listener handshakes: TLS when a
+// certificate is given.
+func (sec Security) tcpCredentials() (credentials.TransportCredentials, error) {
+	if sec.CertFile == "" && sec.KeyFile == "" {
+		return insecure.NewCredentials(), nil
 	}
-	if sec.Token != "" {
-		want := []byte("Bearer " + sec.Token)
-		check := func(ctx context.Context) error {
-			md, _ := metadata.FromIncomingContext(ctx)
-			for _, got := range md.Get(tokenHeader) {
-				if subtle.ConstantTimeCompare([]byte(got), want) == 1 {
-					return nil
-				}
-			}
-			return status.Error(codes.Unauthenticated, "missing or wrong cluster token")
-		}
-		opts = append(opts,
-			grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-				if err := check(ctx); err != nil {
-					return nil, err
-				}
-				return h(ctx, req)
-			}),
-			grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-				if err := check(ss.Context()); err != nil {
-					return err
-				}
-				return h(srv, ss)
-			}))
+	cert, err := tls.LoadX509KeyPair(sec.CertFile, sec.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert %s / --tls-key %s: %w", sec.CertFile, sec.KeyFile, err)
 	}
-	return opts, nil
+	return credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}), nil
 }
 
-type tokenCreds struct {
-	token  string
-	secure bool
+// headerCreds sends a credential with every call.
+type headerCreds struct {
+	header, value string
+	secure        bool
 }
 
-func (t tokenCreds) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{tokenHeader: "Bearer " + t.token}, nil
+func (h headerCreds) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{h.header: h.value}, nil
 }
 
-func (t tokenCreds) RequireTransportSecurity() bool { return t.secure }
+func (h headerCreds) RequireTransportSecurity() bool { return h.secure }
 
 func (sec Security) dialOptions(addr string) ([]grpc.DialOption, error) {
 	var opts []grpc.DialOption
+	if IsUnixAddr(addr) {
+		// The kernel tells the store who is calling; the cluster token is
+		// not needed there and is not handed to whoever serves the socket.
+		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if sec.JobToken != "" {
+			opts = append(opts, grpc.WithPerRPCCredentials(headerCreds{header: jobTokenHeader, value: sec.JobToken}))
+		}
+		return opts, nil
+	}
 	secure := sec.TLS || sec.CAFile != ""
 	if secure {
 		cfg := &tls.Config{MinVersion: tls.VersionTLS13}
@@ -124,23 +124,14 @@ func (sec Security) dialOptions(addr string) ([]grpc.DialOption, error) {
 	} else {
 		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	}
+	host, _, _ := net.SplitHostPort(addr)
+	// A credential must not cross a network in clear text; loopback is fine.
+	needTLS := secure || !IsLoopback(host)
 	if sec.Token != "" {
-		host, _, _ := net.SplitHostPort(addr)
-		// A token must not cross a network in clear text; loopback is fine.
-		opts = append(opts, grpc.WithPerRPCCredentials(tokenCreds{token: sec.Token, secure: secure || !IsLoopback(host)}))
+		opts = append(opts, grpc.WithPerRPCCredentials(headerCreds{header: tokenHeader, value: "Bearer " + sec.Token, secure: needTLS}))
+	}
+	if sec.JobToken != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(headerCreds{header: jobTokenHeader, value: sec.JobToken, secure: needTLS}))
 	}
 	return opts, nil
-}
-
-// ReadToken reads a cluster token from a file, trimmed.
-func ReadToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("--token-file: %w", err)
-	}
-	tok := strings.TrimSpace(string(b))
-	if len(tok) < 16 {
-		return "", fmt.Errorf("--token-file %s: token is %d characters, want at least 16", path, len(tok))
-	}
-	return tok, nil
 }

@@ -17,9 +17,9 @@ type Client struct {
 	conn *grpc.ClientConn
 }
 
-// Dial connects to the store at addr (host:port). It does not wait for the
-// store: the first call does. Keepalive pings notice a store that stopped
-// answering within seconds.
+// Dial connects to the store at addr: host:port, or unix:///path for a
+// store's Unix socket. It does not wait for the store: the first call does.
+// Keepalive pings notice a store that stopped answering within seconds.
 func Dial(addr string, sec Security) (*Client, error) {
 	return dial(addr, sec, true)
 }
@@ -51,9 +51,11 @@ func dial(addr string, sec Security, ping bool) (*Client, error) {
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
 
-// Get reads a key of the worker's job, waiting for it when wait is set.
-func (c *Client) Get(ctx context.Context, scope, key string, wait bool) ([]byte, error) {
-	resp, err := c.KVGet(ctx, &musterv1.KVGetRequest{Scope: scope, Key: key, Wait: wait})
+// Get reads a key of the worker's job, waiting for it when wait is set. The
+// job is the one whose credential the client was dialled with
+// (Security.JobToken).
+func (c *Client) Get(ctx context.Context, key string, wait bool) ([]byte, error) {
+	resp, err := c.KVGet(ctx, &musterv1.KVGetRequest{Key: key, Wait: wait})
 	if err != nil {
 		return nil, err
 	}

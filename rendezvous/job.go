@@ -24,7 +24,9 @@ type job struct {
 	reason   string // why the job was stopped, if it was
 	timer    *time.Timer
 	attached int
-	stdin    *stdinRelay // nil when no rank reads the launcher's stdin
+	stdin    *stdinRelay        // nil when no rank reads the launcher's stdin
+	owner    *musterv1.Identity // who submitted it; nil for the cluster operator
+	token    string             // the job's credential for its workers
 }
 
 func (j *job) finished() bool {
@@ -36,8 +38,9 @@ func (j *job) finished() bool {
 }
 
 // Submit validates spec, forms the job's round and asks node rank 0 to
-// reserve the job's ports; the job starts when they arrive.
-func (s *Store) Submit(spec *musterv1.JobSpec) (string, error) {
+// reserve the job's ports; the job starts when they arrive. owner is the
+// local user the job runs as, nil for the cluster operator.
+func (s *Store) Submit(spec *musterv1.JobSpec, owner *musterv1.Identity) (string, error) {
 	if err := ValidateSpec(spec); err != nil {
 		return "", err
 	}
@@ -52,7 +55,9 @@ func (s *Store) Submit(spec *musterv1.JobSpec) (string, error) {
 		state:  musterv1.JobState_JOB_STATE_PENDING,
 		events: newEventLog(s.cfg.EventCount, s.cfg.EventBytes),
 		exited: map[int32]bool{},
+		owner:  owner,
 	}
+	j.token = newJobToken(j.id)
 	r, err := s.formRoundLocked(j)
 	if err != nil {
 		return "", err
@@ -66,7 +71,8 @@ func (s *Store) Submit(spec *musterv1.JobSpec) (string, error) {
 	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_State{State: j.state}})
 	j.events.expectFollower(firstFollowerWait)
 	s.log.Info("job submitted", zap.String("job", j.id), zap.ByteStrings("argv", spec.Argv),
-		zap.Int32("nnodes", spec.Nnodes), zap.Int32("gpus", spec.Gpus), zap.Int32("nproc", spec.Nproc))
+		zap.Int32("nnodes", spec.Nnodes), zap.Int32("gpus", spec.Gpus), zap.Int32("nproc", spec.Nproc),
+		zap.Uint32("uid", owner.GetUid()), zap.Bool("operator", owner == nil))
 	// Two ports on node rank 0: MASTER_PORT and the NCCL bootstrap root.
 	s.sendLocked(r.nodes[0], &musterv1.AgentCommand{Command: &musterv1.AgentCommand_ReservePorts{
 		ReservePorts: &musterv1.ReservePorts{RoundId: r.id, Count: 2}}})

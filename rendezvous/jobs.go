@@ -21,7 +21,7 @@ func (s *Store) Jobs() []*musterv1.JobStatus {
 	var out []*musterv1.JobStatus
 	for _, id := range s.order {
 		j := s.jobs[id]
-		st := &musterv1.JobStatus{JobId: j.id, Spec: j.spec, State: j.state}
+		st := &musterv1.JobStatus{JobId: j.id, Spec: j.spec, State: j.state, Owner: j.owner}
 		if j.failure != nil {
 			st.ExitCode = ExitCode(j.failure)
 		} else {

@@ -140,6 +140,8 @@ func (s *Store) PortsReserved(session, roundID string, ports []int32, errText st
 			NcclCommId:   net.JoinHostPort(master, strconv.Itoa(int(ports[1]))),
 			NcclUniqueId: id[:],
 			StoreAddr:    s.cfg.Addr,
+			RunAs:        j.owner,
+			JobToken:     j.token,
 		}}})
 	}
 	j.state = musterv1.JobState_JOB_STATE_RUNNING

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -32,12 +33,21 @@ const (
 // Config configures a Server.
 type Config struct {
 	Logger *zap.Logger
-	// ListenAddr is host:port; port 0 picks a free one.
+	// ListenAddr is the TCP host:port; port 0 picks a free one. Calls over
+	// TCP carry the cluster token, or a job's credential.
 	ListenAddr string
 	// Listener, when set, is used instead of ListenAddr.
 	Listener net.Listener
+	// Socket, when set, is the path of a Unix socket the store also serves,
+	// with or without TCP. Its callers are known by their peer credentials:
+	// the store's own user and root are the cluster operator.
+	Socket string
+	// SocketUsers lets every other local user use the socket too (mode
+	// 0666); their jobs run as them, and they see only their own jobs. Only
+	// a store running as root may allow it.
+	SocketUsers bool
 	// AdvertiseAddr is the address workers use for the store; it defaults to
-	// the listener's address.
+	// the TCP listener's address, or the socket.
 	AdvertiseAddr string
 	Security      Security
 	// ShutdownTimeout bounds the graceful part of Close.
@@ -53,8 +63,11 @@ type Server struct {
 	cfg   Config
 	log   *zap.Logger
 	store *Store
-	lis   net.Listener
+	lis   net.Listener // TCP; nil when the store serves only its socket
+	sock  net.Listener // the Unix socket, when there is one
 	grpc  *grpc.Server
+	uid   uint32 // the store's own user
+	token []byte // "Bearer " + the cluster token; nil without one
 
 	ready     chan struct{}
 	errc      chan error
@@ -70,53 +83,96 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 2 * time.Second
 	}
+	if cfg.ListenAddr == "" && cfg.Listener == nil && cfg.Socket == "" {
+		return nil, errors.New("store: nothing to listen on: give a TCP address or a socket")
+	}
+	if cfg.SocketUsers && os.Geteuid() != 0 {
+		return nil, errors.New("store: only a store running as root may serve other users (it runs their jobs as them)")
+	}
+	tcpCreds, err := cfg.Security.tcpCredentials()
+	if err != nil {
+		return nil, err
+	}
 	lis := cfg.Listener
-	if lis == nil {
+	if lis == nil && cfg.ListenAddr != "" {
 		if err := CheckListen(cfg.ListenAddr, cfg.Security); err != nil {
 			return nil, err
 		}
-		var err error
 		if lis, err = (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.ListenAddr); err != nil {
 			return nil, fmt.Errorf("store: listen on %s: %w", cfg.ListenAddr, err)
 		}
 	}
+	var sock net.Listener
+	if cfg.Socket != "" {
+		ul, err := listenUnix(cfg.Socket, cfg.SocketUsers)
+		if err != nil {
+			if lis != nil {
+				lis.Close()
+			}
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		sock = ul
+	}
 	addr := cfg.AdvertiseAddr
-	if addr == "" {
+	switch {
+	case addr != "":
+	case lis != nil:
 		addr = lis.Addr().String()
-	}
-	opts, err := cfg.Security.serverOptions()
-	if err != nil {
-		lis.Close()
-		return nil, err
-	}
-	opts = append(opts,
-		grpc.MaxRecvMsgSize(maxMessageBytes),
-		grpc.MaxConcurrentStreams(maxStreams),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveTime, PermitWithoutStream: true}),
-	)
-	if !cfg.InProcess {
-		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * keepaliveTime, Timeout: keepaliveTimeout}))
+	default:
+		addr = SocketAddr(cfg.Socket)
 	}
 	s := &Server{
 		cfg:   cfg,
 		log:   cfg.Logger,
 		store: NewStore(StoreConfig{Logger: cfg.Logger, Addr: addr}),
 		lis:   lis,
-		grpc:  grpc.NewServer(opts...),
+		sock:  sock,
+		uid:   uint32(os.Geteuid()),
 		ready: make(chan struct{}),
-		errc:  make(chan error, 1),
+		errc:  make(chan error, 2),
 	}
+	if cfg.Security.Token != "" {
+		s.token = []byte("Bearer " + cfg.Security.Token)
+	}
+	opts := []grpc.ServerOption{
+		grpc.Creds(transportCreds{tcp: tcpCreds}),
+		grpc.ChainUnaryInterceptor(s.unaryAuth),
+		grpc.ChainStreamInterceptor(s.streamAuth),
+		grpc.MaxRecvMsgSize(maxMessageBytes),
+		grpc.MaxConcurrentStreams(maxStreams),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveTime, PermitWithoutStream: true}),
+	}
+	if !cfg.InProcess {
+		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * keepaliveTime, Timeout: keepaliveTimeout}))
+	}
+	s.grpc = grpc.NewServer(opts...)
 	musterv1.RegisterRendezvousServer(s.grpc, s)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, hs)
-	go func() {
-		close(s.ready)
-		if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			s.errc <- err
+	var serving sync.WaitGroup
+	for _, l := range []net.Listener{lis, sock} {
+		if l == nil {
+			continue
 		}
+		serving.Add(1)
+		go func() {
+			defer serving.Done()
+			if err := s.grpc.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				s.errc <- err
+			}
+		}()
+	}
+	go func() {
+		serving.Wait()
 		close(s.errc)
 	}()
-	s.log.Info("store listening", zap.String("addr", lis.Addr().String()))
+	close(s.ready)
+	if lis != nil {
+		s.log.Info("store listening", zap.String("addr", lis.Addr().String()))
+	}
+	if sock != nil {
+		s.log.Info("store socket", zap.String("path", cfg.Socket), zap.Bool("other-users", cfg.SocketUsers))
+	}
 	return s, nil
 }
 
@@ -126,8 +182,23 @@ func (s *Server) ReadyNotify() <-chan struct{} { return s.ready }
 // Err delivers a serving error, and is closed when serving stops.
 func (s *Server) Err() <-chan error { return s.errc }
 
-// Addr is the address the server listens on.
-func (s *Server) Addr() string { return s.lis.Addr().String() }
+// Addr is the address the server listens on: its TCP address, or its
+// socket's (unix:///path) when it serves only that.
+func (s *Server) Addr() string {
+	if s.lis != nil {
+		return s.lis.Addr().String()
+	}
+	return SocketAddr(s.cfg.Socket)
+}
+
+// SocketAddr is the dial address of the store's Unix socket, or "" when it
+// serves none.
+func (s *Server) SocketAddr() string {
+	if s.sock == nil {
+		return ""
+	}
+	return SocketAddr(s.cfg.Socket)
+}
 
 // Close shuts the server down, in order: (1) the store fails unfinished jobs
 // and drops nodes, which ends Watch streams; (2) gRPC stops gracefully within
@@ -198,8 +269,9 @@ func (s *Server) Publish(ctx context.Context, req *musterv1.PublishRequest) (*mu
 	return &musterv1.PublishResponse{}, rpcError(s.store.Publish(ctx, req.GetSession(), req.GetEvents()))
 }
 
-func (s *Server) Submit(_ context.Context, req *musterv1.SubmitRequest) (*musterv1.SubmitResponse, error) {
-	id, err := s.store.Submit(req.GetSpec())
+func (s *Server) Submit(ctx context.Context, req *musterv1.SubmitRequest) (*musterv1.SubmitResponse, error) {
+	// Another local user's job runs as them; the operator's as the agents' users.
+	id, err := s.store.Submit(req.GetSpec(), callerFrom(ctx).user)
 	if err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
@@ -207,10 +279,16 @@ func (s *Server) Submit(_ context.Context, req *musterv1.SubmitRequest) (*muster
 }
 
 func (s *Server) WatchJob(req *musterv1.WatchJobRequest, stream musterv1.Rendezvous_WatchJobServer) error {
+	if err := s.mayUseJob(callerFrom(stream.Context()), req.GetJobId()); err != nil {
+		return err
+	}
 	return rpcError(s.store.Follow(stream.Context(), req.GetJobId(), req.GetFromVersion(), req.GetAttach(), stream.Send))
 }
 
-func (s *Server) Cancel(_ context.Context, req *musterv1.CancelRequest) (*musterv1.CancelResponse, error) {
+func (s *Server) Cancel(ctx context.Context, req *musterv1.CancelRequest) (*musterv1.CancelResponse, error) {
+	if err := s.mayUseJob(callerFrom(ctx), req.GetJobId()); err != nil {
+		return nil, err
+	}
 	reason := req.GetReason()
 	if reason == "" {
 		reason = "cancelled"
@@ -222,12 +300,27 @@ func (s *Server) ListNodes(context.Context, *musterv1.ListNodesRequest) (*muster
 	return &musterv1.ListNodesResponse{Nodes: s.store.Nodes()}, nil
 }
 
-func (s *Server) ListJobs(context.Context, *musterv1.ListJobsRequest) (*musterv1.ListJobsResponse, error) {
-	return &musterv1.ListJobsResponse{Jobs: s.store.Jobs()}, nil
+func (s *Server) ListJobs(ctx context.Context, _ *musterv1.ListJobsRequest) (*musterv1.ListJobsResponse, error) {
+	jobs := s.store.Jobs()
+	if c := callerFrom(ctx); !c.operator {
+		// Another local user sees their own jobs only.
+		mine := jobs[:0]
+		for _, j := range jobs {
+			if j.GetOwner() != nil && j.GetOwner().GetUid() == c.user.GetUid() {
+				mine = append(mine, j)
+			}
+		}
+		jobs = mine
+	}
+	return &musterv1.ListJobsResponse{Jobs: jobs}, nil
 }
 
-func (s *Server) KVSet(_ context.Context, req *musterv1.KVSetRequest) (*musterv1.KVSetResponse, error) {
-	v, err := s.store.KV().Set(req.GetScope(), req.GetKey(), req.GetValue())
+func (s *Server) KVSet(ctx context.Context, req *musterv1.KVSetRequest) (*musterv1.KVSetResponse, error) {
+	scope, err := jobScope(ctx, req.GetScope())
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.store.KV().Set(scope, req.GetKey(), req.GetValue())
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -243,9 +336,13 @@ func waitContext(ctx context.Context, ms int64) (context.Context, context.Cancel
 }
 
 func (s *Server) KVGet(ctx context.Context, req *musterv1.KVGetRequest) (*musterv1.KVGetResponse, error) {
+	scope, err := jobScope(ctx, req.GetScope())
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := waitContext(ctx, req.GetTimeoutMs())
 	defer cancel()
-	v, ver, err := s.store.KV().Get(ctx, req.GetScope(), req.GetKey(), req.GetWait())
+	v, ver, err := s.store.KV().Get(ctx, scope, req.GetKey(), req.GetWait())
 	if err != nil {
 		return nil, rpcError(err)
 	}
@@ -253,8 +350,12 @@ func (s *Server) KVGet(ctx context.Context, req *musterv1.KVGetRequest) (*muster
 }
 
 func (s *Server) Barrier(ctx context.Context, req *musterv1.BarrierRequest) (*musterv1.BarrierResponse, error) {
+	scope, err := jobScope(ctx, req.GetScope())
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := waitContext(ctx, req.GetTimeoutMs())
 	defer cancel()
-	err := s.store.KV().Barrier(ctx, req.GetScope(), req.GetName(), req.GetParticipant(), int(req.GetCount()))
+	err = s.store.KV().Barrier(ctx, scope, req.GetName(), req.GetParticipant(), int(req.GetCount()))
 	return &musterv1.BarrierResponse{}, rpcError(err)
 }

@@ -204,23 +204,26 @@ func TestCancelAndLostNode(t *testing.T) {
 
 func TestKVAndBarrierOverGRPC(t *testing.T) {
 	s := NewTestStore(t, nil)
-	c := NewTestClient(t, s, Security{})
+	op := NewTestClient(t, s, Security{})
+	a := newTestAgent(t, op, "solo", "127.0.0.1", -1, 0)
+	asg := runningJob(t, op, a)
+	c := NewTestClient(t, s, Security{JobToken: asg.JobToken})
 	ctx := context.Background()
 	got := make(chan []byte)
 	go func() {
-		v, _ := c.Get(ctx, "job", "addr", true)
+		v, _ := c.Get(ctx, "addr", true)
 		got <- v
 	}()
-	if _, err := c.KVSet(ctx, &musterv1.KVSetRequest{Scope: "job", Key: "addr", Value: []byte("x")}); err != nil {
+	if _, err := c.KVSet(ctx, &musterv1.KVSetRequest{Key: "addr", Value: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
 	if v := <-got; string(v) != "x" {
 		t.Fatalf("waiting get = %q", v)
 	}
-	if _, err := c.KVGet(ctx, &musterv1.KVGetRequest{Scope: "job", Key: "none"}); status.Code(err) != codes.NotFound {
+	if _, err := c.KVGet(ctx, &musterv1.KVGetRequest{Scope: asg.JobId, Key: "none"}); status.Code(err) != codes.NotFound {
 		t.Fatalf("missing key: %v", err)
 	}
-	if _, err := c.Barrier(ctx, &musterv1.BarrierRequest{Scope: "job", Name: "b", Count: 2, Participant: "0", TimeoutMs: 50}); status.Code(err) != codes.DeadlineExceeded {
+	if _, err := c.Barrier(ctx, &musterv1.BarrierRequest{Name: "b", Count: 2, Participant: "0", TimeoutMs: 50}); status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("lonely barrier: %v", err)
 	}
 }
@@ -233,8 +236,12 @@ func TestTokenRequired(t *testing.T) {
 		token string
 		code  codes.Code
 	}{{"", codes.Unauthenticated}, {"wrong-token-0123456789", codes.Unauthenticated}, {token, codes.OK}} {
-		c := NewTestClient(t, s, Security{Token: tt.token})
-		_, err := c.ListNodes(ctx, &musterv1.ListNodesRequest{})
+		c, err := Dial(s.Addr(), Security{Token: tt.token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_, err = c.ListNodes(ctx, &musterv1.ListNodesRequest{})
 		if status.Code(err) != tt.code {
 			t.Errorf("unary with token %q: %v", tt.token, err)
 		}
@@ -248,20 +255,22 @@ func TestTokenRequired(t *testing.T) {
 
 func TestCheckListen(t *testing.T) {
 	for _, tt := range []struct {
-		addr, token string
-		ok          bool
+		addr, token, cert string
+		ok                bool
 	}{
-		{"127.0.0.1:0", "", true},
-		{"[::1]:0", "", true},
-		{"localhost:29400", "", true},
-		{"0.0.0.0:29400", "", false},
-		{"10.1.2.3:29400", "", false},
-		{"0.0.0.0:29400", "tok", true},
-		{"nonsense", "", false},
+		{"127.0.0.1:0", "", "", true},
+		{"[::1]:0", "", "", true},
+		{"localhost:29400", "", "", true},
+		{"0.0.0.0:29400", "", "", false},
+		{"10.1.2.3:29400", "", "", false},
+		// The token must not cross the network in clear text.
+		{"0.0.0.0:29400", "tok", "", false},
+		{"0.0.0.0:29400", "tok", "store.pem", true},
+		{"nonsense", "", "", false},
 	} {
-		err := CheckListen(tt.addr, Security{Token: tt.token})
+		err := CheckListen(tt.addr, Security{Token: tt.token, CertFile: tt.cert})
 		if (err == nil) != tt.ok {
-			t.Errorf("CheckListen(%q, token %q) = %v", tt.addr, tt.token, err)
+			t.Errorf("CheckListen(%q, token %q, cert %q) = %v", tt.addr, tt.token, tt.cert, err)
 		}
 	}
 }

@@ -2,16 +2,28 @@ package rendezvous
 
 import (
 	"context"
+	"net"
+	"runtime"
 	"testing"
 
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"go.uber.org/zap/zaptest"
+
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
+// testToken is a test store's cluster token unless the test sets another.
+const testToken = "muster-test-cluster-token"
+
 // NewTestStore starts a store on a free loopback port for a test and closes
-// it when the test ends. edit may change the configuration first.
+// it when the test ends. Calls need its cluster token (TestSecurity gives
+// it). edit may change the configuration first.
 func NewTestStore(t testing.TB, edit func(*Config)) *Server {
 	t.Helper()
-	cfg := Config{Logger: zaptest.NewLogger(t), ListenAddr: "127.0.0.1:0"}
+	cfg := Config{Logger: zaptest.NewLogger(t), ListenAddr: "127.0.0.1:0", Security: Security{Token: testToken}}
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -24,13 +36,66 @@ func NewTestStore(t testing.TB, edit func(*Config)) *Server {
 	return s
 }
 
-// NewTestClient dials s for a test.
+// TestSecurity is how a test's client reaches s as the cluster operator:
+// with its cluster token.
+func TestSecurity(s *Server) Security { return Security{Token: s.cfg.Security.Token} }
+
+// NewTestClient dials s for a test; a zero sec dials as the cluster
+// operator (TestSecurity).
 func NewTestClient(t testing.TB, s *Server, sec Security) *Client {
 	t.Helper()
+	if sec == (Security{}) {
+		sec = TestSecurity(s)
+	}
 	c, err := Dial(s.Addr(), sec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// NewTestClientAs connects to the Unix socket at path as another user: from
+// a thread running as uid and gid with the supplementary groups extra, so
+// that the store's peer-credential check sees that user. It needs root.
+func NewTestClientAs(t testing.TB, path string, uid, gid int, extra []int) *Client {
+	t.Helper()
+	type result struct {
+		conn net.Conn
+		err  error
+	}
+	dial := func(context.Context, string) (net.Conn, error) {
+		ch := make(chan result, 1)
+		go func() {
+			// The thread never unlocks: it dies with this goroutine, and its
+			// credentials with it.
+			runtime.LockOSThread()
+			// Raw calls change this thread only (unix.Setgroups is one).
+			err := unix.Setgroups(extra)
+			if err == nil {
+				if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid)); e != 0 {
+					err = e
+				}
+			}
+			if err == nil {
+				if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid)); e != 0 {
+					err = e
+				}
+			}
+			if err != nil {
+				ch <- result{err: err}
+				return
+			}
+			c, err := net.Dial("unix", path)
+			ch <- result{c, err}
+		}()
+		r := <-ch
+		return r.conn, r.err
+	}
+	conn, err := grpc.NewClient("passthrough:///"+path, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(dial))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return &Client{RendezvousClient: musterv1.NewRendezvousClient(conn), conn: conn}
 }

@@ -20,11 +20,11 @@ import (
 // commands require, and a bounded context.
 func clusterAction(fn func(ctx context.Context, c *cli.Context, cl *rendezvous.Client) error) cli.ActionFunc {
 	return func(c *cli.Context) error {
-		addr := c.String("cluster")
+		addr := clusterAddr(c)
 		if addr == "" {
-			return cmdline.Usagef(c, "%s needs --cluster HOST:PORT (or MUSTER_CLUSTER): it asks a running cluster's store", c.Command.Name)
+			return cmdline.Usagef(c, "%s: no agent runs on this machine: it needs --cluster HOST:PORT (or MUSTER_CLUSTER), a running cluster's store", c.Command.Name)
 		}
-		sec, err := clusterSecurity(c)
+		sec, err := clusterSecurity(c, addr)
 		if err != nil {
 			return cli.Exit(err.Error(), cmdline.UsageExitCode)
 		}
@@ -84,10 +84,11 @@ func jobsCommand() *cli.Command {
 				return err
 			}
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "JOB\tSTATE\tEXIT\tNODES\tCOMMAND")
+			fmt.Fprintln(w, "JOB\tSTATE\tEXIT\tUSER\tNODES\tCOMMAND")
 			for _, j := range resp.Jobs {
 				state := strings.ToLower(strings.TrimPrefix(j.State.String(), "JOB_STATE_"))
-				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", j.JobId, state, j.ExitCode, strings.Join(j.Nodes, ","), bytes.Join(j.Spec.GetArgv(), []byte(" ")))
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", j.JobId, state, j.ExitCode, owner(j.GetOwner()),
+					strings.Join(j.Nodes, ","), bytes.Join(j.Spec.GetArgv(), []byte(" ")))
 			}
 			return w.Flush()
 		}),
@@ -134,4 +135,16 @@ func certsCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// owner names who a job runs as: its submitter, or "-" for the cluster
+// operator's jobs, which run as the agents' own users.
+func owner(id *musterv1.Identity) string {
+	switch {
+	case id == nil:
+		return "-"
+	case id.GetUser() != "":
+		return id.GetUser()
+	}
+	return fmt.Sprint(id.GetUid())
 }

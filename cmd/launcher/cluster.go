@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -13,26 +11,49 @@ import (
 // clusterFlags are how every subcommand reaches a cluster's store; required
 // says the command has nothing to do without one.
 func clusterFlags(required bool) []cli.Flag {
-	usage := "the store's `HOST:PORT`; without it, run on this machine"
+	usage := "the store's `HOST:PORT`, or unix:///PATH of an agent's socket; without it, the agent serving " +
+		rendezvous.SystemSocket + " (or this user's own agent) when one runs here, else this machine alone"
 	if required {
-		usage = "the store's `HOST:PORT` (required: this command asks a running cluster)"
+		usage = "the store's `HOST:PORT`, or unix:///PATH of an agent's socket (required unless an agent serves " +
+			rendezvous.SystemSocket + " or this user's own socket: this command asks a running cluster)"
 	}
 	return []cli.Flag{
 		&cli.StringFlag{Name: "cluster", EnvVars: []string{"MUSTER_CLUSTER"}, Usage: usage},
-		&cli.StringFlag{Name: "token-file", EnvVars: []string{"MUSTER_TOKEN_FILE"}, Usage: "file holding the cluster token"},
+		&cli.StringFlag{Name: "token-file", EnvVars: []string{"MUSTER_TOKEN_FILE"}, Usage: "file holding the cluster token " +
+			"(default: ~/.config/muster/token or " + rendezvous.SystemTokenFile + ", whichever this user can read)"},
 		&cli.StringFlag{Name: "tls-ca", EnvVars: []string{"MUSTER_TLS_CA"}, Usage: "CA certificate that signed the store's certificate (turns TLS on)"},
 	}
 }
 
-func clusterSecurity(c *cli.Context) (rendezvous.Security, error) {
-	sec := rendezvous.Security{Token: os.Getenv("MUSTER_TOKEN"), CAFile: c.String("tls-ca")}
-	if f := c.String("token-file"); f != "" {
-		tok, err := rendezvous.ReadToken(f)
-		if err != nil {
-			return sec, err
-		}
-		sec.Token = tok
+// clusterAddr is the store to use: --cluster, else an agent serving a
+// socket on this machine, else "".
+func clusterAddr(c *cli.Context) string {
+	if addr := c.String("cluster"); addr != "" {
+		return rendezvous.NormalizeAddr(addr)
 	}
+	return rendezvous.FindLocalAgent()
+}
+
+// clusterSecurity is how to authenticate to addr. On a Unix socket the
+// kernel names the caller; over TCP the cluster token does: MUSTER_TOKEN,
+// --token-file, or a default token file this user can read.
+func clusterSecurity(c *cli.Context, addr string) (rendezvous.Security, error) {
+	sec := rendezvous.Security{CAFile: c.String("tls-ca")}
+	if rendezvous.IsUnixAddr(addr) {
+		return sec, nil
+	}
+	tok, err := rendezvous.LoadToken(c.String("token-file"))
+	if err != nil {
+		return sec, err
+	}
+	if tok == "" {
+		if f := rendezvous.FindTokenFile(); f != "" {
+			if tok, err = rendezvous.ReadToken(f); err != nil {
+				return sec, err
+			}
+		}
+	}
+	sec.Token = tok
 	return sec, nil
 }
 

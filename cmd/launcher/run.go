@@ -55,6 +55,7 @@ func runCommand() *cli.Command {
 			&cli.BoolFlag{Name: "isolate-gpus", Usage: "show each worker only its own GPUs"},
 			&cli.BoolFlag{Name: "no-nccl-autodetect", Usage: "do not set NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_IB_GID_INDEX"},
 			&cli.StringFlag{Name: "workdir", Usage: "workers' working `DIR` (default: the current one on the embedded default, the agent's on a cluster)"},
+			&cli.BoolFlag{Name: "embedded", Usage: "run the store and an agent inside the launcher even when an agent serves this machine"},
 			&cli.StringFlag{Name: "gpu-devices", Usage: "declare this machine's GPUs (`LIST` of indices) instead of asking NVML; embedded default only", Hidden: true},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log what the store and agent do"},
 		}, clusterFlags(false)...),
@@ -108,7 +109,22 @@ func run(c *cli.Context, f runFlags) error {
 	ctx := context.Background()
 
 	var client *rendezvous.Client
-	cluster := c.String("cluster")
+	// Without --cluster, an agent serving this machine takes the job (its
+	// Unix socket); without one, the launcher runs the embedded default.
+	var cluster string
+	if c.Bool("embedded") {
+		if c.String("cluster") != "" {
+			return cli.Exit("--embedded and --cluster: give one", 2)
+		}
+	} else {
+		cluster = clusterAddr(c)
+	}
+	if rendezvous.IsUnixAddr(cluster) && len(spec.Workdir) == 0 {
+		// The agent is on this machine: the job starts where the launcher is.
+		if spec.Workdir, err = launch.Workdir(); err != nil {
+			return cli.Exit(err.Error(), 1)
+		}
+	}
 	if cluster == "" {
 		if spec.Nnodes > 1 {
 			return cli.Exit(fmt.Sprintf("--nnodes %d needs a cluster: without --cluster the launcher runs one node, this one "+
@@ -135,7 +151,7 @@ func run(c *cli.Context, f runFlags) error {
 			return cli.Exit(err.Error(), 1)
 		}
 	} else {
-		sec, err := clusterSecurity(c)
+		sec, err := clusterSecurity(c, cluster)
 		if err != nil {
 			return cli.Exit(err.Error(), cmdline.UsageExitCode)
 		}

@@ -950,7 +950,13 @@ type Assignment struct {
 	MaxRestarts  int32  `protobuf:"varint,16,opt,name=max_restarts,json=maxRestarts,proto3" json:"max_restarts,omitempty"`
 	StoreAddr    string `protobuf:"bytes,17,opt,name=store_addr,json=storeAddr,proto3" json:"store_addr,omitempty"`
 	// slots by node rank, for the job's hostfile.
-	NodeSlots     []int32 `protobuf:"varint,18,rep,packed,name=node_slots,json=nodeSlots,proto3" json:"node_slots,omitempty"`
+	NodeSlots []int32 `protobuf:"varint,18,rep,packed,name=node_slots,json=nodeSlots,proto3" json:"node_slots,omitempty"`
+	// run_as is who the workers run as; unset runs them as the agent's own
+	// user (a job of the cluster operator).
+	RunAs *Identity `protobuf:"bytes,19,opt,name=run_as,json=runAs,proto3" json:"run_as,omitempty"`
+	// job_token is the job's own credential, given to its workers as
+	// MUSTER_JOB_TOKEN: with it they reach their job's KV and barriers.
+	JobToken      string `protobuf:"bytes,20,opt,name=job_token,json=jobToken,proto3" json:"job_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1111,6 +1117,93 @@ func (x *Assignment) GetNodeSlots() []int32 {
 	return nil
 }
 
+func (x *Assignment) GetRunAs() *Identity {
+	if x != nil {
+		return x.RunAs
+	}
+	return nil
+}
+
+func (x *Assignment) GetJobToken() string {
+	if x != nil {
+		return x.JobToken
+	}
+	return ""
+}
+
+// Identity is a local user who submitted a job over the store's Unix socket,
+// as the store read it from the socket's peer credentials, never from a
+// request.
+type Identity struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Uid   uint32                 `protobuf:"varint,1,opt,name=uid,proto3" json:"uid,omitempty"`
+	Gid   uint32                 `protobuf:"varint,2,opt,name=gid,proto3" json:"gid,omitempty"`
+	// groups are the supplementary groups the submitter had.
+	Groups []uint32 `protobuf:"varint,3,rep,packed,name=groups,proto3" json:"groups,omitempty"`
+	// user is the name of uid on the store's host, for display.
+	User          string `protobuf:"bytes,4,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Identity) Reset() {
+	*x = Identity{}
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Identity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Identity) ProtoMessage() {}
+
+func (x *Identity) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Identity.ProtoReflect.Descriptor instead.
+func (*Identity) Descriptor() ([]byte, []int) {
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *Identity) GetUid() uint32 {
+	if x != nil {
+		return x.Uid
+	}
+	return 0
+}
+
+func (x *Identity) GetGid() uint32 {
+	if x != nil {
+		return x.Gid
+	}
+	return 0
+}
+
+func (x *Identity) GetGroups() []uint32 {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *Identity) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
 type StopJob struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	JobId  string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -1123,7 +1216,7 @@ type StopJob struct {
 
 func (x *StopJob) Reset() {
 	*x = StopJob{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[13]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1135,7 +1228,7 @@ func (x *StopJob) String() string {
 func (*StopJob) ProtoMessage() {}
 
 func (x *StopJob) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[13]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1148,7 +1241,7 @@ func (x *StopJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopJob.ProtoReflect.Descriptor instead.
 func (*StopJob) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{13}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StopJob) GetJobId() string {
@@ -1184,7 +1277,7 @@ type WorkerStarted struct {
 
 func (x *WorkerStarted) Reset() {
 	*x = WorkerStarted{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[14]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1289,7 @@ func (x *WorkerStarted) String() string {
 func (*WorkerStarted) ProtoMessage() {}
 
 func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[14]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1302,7 @@ func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStarted.ProtoReflect.Descriptor instead.
 func (*WorkerStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{14}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WorkerStarted) GetRank() int32 {
@@ -1256,7 +1349,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[15]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1361,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[15]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1374,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{15}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Output) GetRank() int32 {
@@ -1330,7 +1423,7 @@ type WorkerExited struct {
 
 func (x *WorkerExited) Reset() {
 	*x = WorkerExited{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[16]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1342,7 +1435,7 @@ func (x *WorkerExited) String() string {
 func (*WorkerExited) ProtoMessage() {}
 
 func (x *WorkerExited) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[16]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1355,7 +1448,7 @@ func (x *WorkerExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerExited.ProtoReflect.Descriptor instead.
 func (*WorkerExited) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{16}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WorkerExited) GetRank() int32 {
@@ -1427,7 +1520,7 @@ type JobFinished struct {
 
 func (x *JobFinished) Reset() {
 	*x = JobFinished{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[17]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1439,7 +1532,7 @@ func (x *JobFinished) String() string {
 func (*JobFinished) ProtoMessage() {}
 
 func (x *JobFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[17]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1452,7 +1545,7 @@ func (x *JobFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFinished.ProtoReflect.Descriptor instead.
 func (*JobFinished) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{17}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *JobFinished) GetState() JobState {
@@ -1495,7 +1588,7 @@ type OutputLost struct {
 
 func (x *OutputLost) Reset() {
 	*x = OutputLost{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[18]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +1600,7 @@ func (x *OutputLost) String() string {
 func (*OutputLost) ProtoMessage() {}
 
 func (x *OutputLost) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[18]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,7 +1613,7 @@ func (x *OutputLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLost.ProtoReflect.Descriptor instead.
 func (*OutputLost) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{18}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *OutputLost) GetEvents() uint64 {
@@ -1557,7 +1650,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[19]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1569,7 +1662,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[19]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1582,7 +1675,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{19}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -1710,7 +1803,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[20]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +1815,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[20]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +1828,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{20}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PublishRequest) GetSession() string {
@@ -1760,7 +1853,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[21]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +1865,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[21]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +1878,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{21}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{22}
 }
 
 type WatchJobRequest struct {
@@ -1800,7 +1893,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[22]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +1905,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[22]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +1918,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{22}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -1863,7 +1956,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[23]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1875,7 +1968,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[23]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1888,7 +1981,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{23}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CancelRequest) GetJobId() string {
@@ -1927,7 +2020,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[24]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1939,7 +2032,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[24]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1952,7 +2045,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{24}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{25}
 }
 
 type ListNodesRequest struct {
@@ -1963,7 +2056,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[25]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1975,7 +2068,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[25]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1988,7 +2081,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{25}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{26}
 }
 
 type NodeStatus struct {
@@ -2002,7 +2095,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[26]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2014,7 +2107,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[26]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2027,7 +2120,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{26}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *NodeStatus) GetNode() *Node {
@@ -2060,7 +2153,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[27]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2072,7 +2165,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[27]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2085,7 +2178,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{27}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeStatus {
@@ -2103,7 +2196,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[28]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2115,7 +2208,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[28]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2128,23 +2221,25 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{28}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{29}
 }
 
 type JobStatus struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	Spec          *JobSpec               `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
-	State         JobState               `protobuf:"varint,3,opt,name=state,proto3,enum=muster.v1.JobState" json:"state,omitempty"`
-	ExitCode      int32                  `protobuf:"varint,4,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
-	Nodes         []string               `protobuf:"bytes,5,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	JobId    string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Spec     *JobSpec               `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	State    JobState               `protobuf:"varint,3,opt,name=state,proto3,enum=muster.v1.JobState" json:"state,omitempty"`
+	ExitCode int32                  `protobuf:"varint,4,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	Nodes    []string               `protobuf:"bytes,5,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// owner is who submitted the job; unset for the cluster operator's jobs.
+	Owner         *Identity `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[29]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2156,7 +2251,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[29]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2169,7 +2264,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{29}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *JobStatus) GetJobId() string {
@@ -2207,6 +2302,13 @@ func (x *JobStatus) GetNodes() []string {
 	return nil
 }
 
+func (x *JobStatus) GetOwner() *Identity {
+	if x != nil {
+		return x.Owner
+	}
+	return nil
+}
+
 type ListJobsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Jobs          []*JobStatus           `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
@@ -2216,7 +2318,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[30]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2228,7 +2330,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[30]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2241,7 +2343,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{30}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobStatus {
@@ -2262,7 +2364,7 @@ type StdinChunk struct {
 
 func (x *StdinChunk) Reset() {
 	*x = StdinChunk{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[31]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2274,7 +2376,7 @@ func (x *StdinChunk) String() string {
 func (*StdinChunk) ProtoMessage() {}
 
 func (x *StdinChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[31]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2287,7 +2389,7 @@ func (x *StdinChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdinChunk.ProtoReflect.Descriptor instead.
 func (*StdinChunk) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{31}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StdinChunk) GetJobId() string {
@@ -2312,7 +2414,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[32]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2324,7 +2426,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[32]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2337,7 +2439,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{32}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{33}
 }
 
 type ReadStdinRequest struct {
@@ -2350,7 +2452,7 @@ type ReadStdinRequest struct {
 
 func (x *ReadStdinRequest) Reset() {
 	*x = ReadStdinRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[33]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2362,7 +2464,7 @@ func (x *ReadStdinRequest) String() string {
 func (*ReadStdinRequest) ProtoMessage() {}
 
 func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[33]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2375,7 +2477,7 @@ func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStdinRequest.ProtoReflect.Descriptor instead.
 func (*ReadStdinRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{33}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReadStdinRequest) GetSession() string {
@@ -2392,6 +2494,9 @@ func (x *ReadStdinRequest) GetJobId() string {
 	return ""
 }
 
+// KVSetRequest, KVGetRequest and BarrierRequest act on the caller's own job,
+// named by its job credential; scope may be left empty and must otherwise
+// name that job.
 type KVSetRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Scope         string                 `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
@@ -2403,7 +2508,7 @@ type KVSetRequest struct {
 
 func (x *KVSetRequest) Reset() {
 	*x = KVSetRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[34]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2415,7 +2520,7 @@ func (x *KVSetRequest) String() string {
 func (*KVSetRequest) ProtoMessage() {}
 
 func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[34]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2428,7 +2533,7 @@ func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetRequest.ProtoReflect.Descriptor instead.
 func (*KVSetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{34}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *KVSetRequest) GetScope() string {
@@ -2461,7 +2566,7 @@ type KVSetResponse struct {
 
 func (x *KVSetResponse) Reset() {
 	*x = KVSetResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[35]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2473,7 +2578,7 @@ func (x *KVSetResponse) String() string {
 func (*KVSetResponse) ProtoMessage() {}
 
 func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[35]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2486,7 +2591,7 @@ func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetResponse.ProtoReflect.Descriptor instead.
 func (*KVSetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{35}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *KVSetResponse) GetVersion() uint64 {
@@ -2508,7 +2613,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[36]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2520,7 +2625,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[36]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2533,7 +2638,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{36}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *KVGetRequest) GetScope() string {
@@ -2574,7 +2679,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[37]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2586,7 +2691,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[37]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2599,7 +2704,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{37}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *KVGetResponse) GetValue() []byte {
@@ -2630,7 +2735,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[38]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2642,7 +2747,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[38]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2655,7 +2760,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{38}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *BarrierRequest) GetScope() string {
@@ -2701,7 +2806,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[39]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2713,7 +2818,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[39]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2726,7 +2831,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{39}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{40}
 }
 
 var File_muster_v1_rendezvous_proto protoreflect.FileDescriptor
@@ -2790,7 +2895,7 @@ const file_muster_v1_rendezvous_proto_rawDesc = "" +
 	"\rSubmitRequest\x12&\n" +
 	"\x04spec\x18\x01 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\"'\n" +
 	"\x0eSubmitResponse\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"\xb2\x04\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"\xfb\x04\n" +
 	"\n" +
 	"Assignment\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x19\n" +
@@ -2819,7 +2924,14 @@ const file_muster_v1_rendezvous_proto_rawDesc = "" +
 	"\n" +
 	"store_addr\x18\x11 \x01(\tR\tstoreAddr\x12\x1d\n" +
 	"\n" +
-	"node_slots\x18\x12 \x03(\x05R\tnodeSlots\"`\n" +
+	"node_slots\x18\x12 \x03(\x05R\tnodeSlots\x12*\n" +
+	"\x06run_as\x18\x13 \x01(\v2\x13.muster.v1.IdentityR\x05runAs\x12\x1b\n" +
+	"\tjob_token\x18\x14 \x01(\tR\bjobToken\"Z\n" +
+	"\bIdentity\x12\x10\n" +
+	"\x03uid\x18\x01 \x01(\rR\x03uid\x12\x10\n" +
+	"\x03gid\x18\x02 \x01(\rR\x03gid\x12\x16\n" +
+	"\x06groups\x18\x03 \x03(\rR\x06groups\x12\x12\n" +
+	"\x04user\x18\x04 \x01(\tR\x04user\"`\n" +
 	"\aStopJob\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12&\n" +
@@ -2887,13 +2999,14 @@ const file_muster_v1_rendezvous_proto_rawDesc = "" +
 	"\x04jobs\x18\x03 \x03(\tR\x04jobs\"@\n" +
 	"\x11ListNodesResponse\x12+\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x15.muster.v1.NodeStatusR\x05nodes\"\x11\n" +
-	"\x0fListJobsRequest\"\xa8\x01\n" +
+	"\x0fListJobsRequest\"\xd3\x01\n" +
 	"\tJobStatus\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12&\n" +
 	"\x04spec\x18\x02 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\x12)\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x13.muster.v1.JobStateR\x05state\x12\x1b\n" +
 	"\texit_code\x18\x04 \x01(\x05R\bexitCode\x12\x14\n" +
-	"\x05nodes\x18\x05 \x03(\tR\x05nodes\"<\n" +
+	"\x05nodes\x18\x05 \x03(\tR\x05nodes\x12)\n" +
+	"\x05owner\x18\x06 \x01(\v2\x13.muster.v1.IdentityR\x05owner\"<\n" +
 	"\x10ListJobsResponse\x12(\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x14.muster.v1.JobStatusR\x04jobs\"7\n" +
 	"\n" +
@@ -2970,7 +3083,7 @@ func file_muster_v1_rendezvous_proto_rawDescGZIP() []byte {
 }
 
 var file_muster_v1_rendezvous_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_muster_v1_rendezvous_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_muster_v1_rendezvous_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_muster_v1_rendezvous_proto_goTypes = []any{
 	(JobState)(0),                 // 0: muster.v1.JobState
 	(Stream)(0),                   // 1: muster.v1.Stream
@@ -2987,90 +3100,93 @@ var file_muster_v1_rendezvous_proto_goTypes = []any{
 	(*SubmitRequest)(nil),         // 12: muster.v1.SubmitRequest
 	(*SubmitResponse)(nil),        // 13: muster.v1.SubmitResponse
 	(*Assignment)(nil),            // 14: muster.v1.Assignment
-	(*StopJob)(nil),               // 15: muster.v1.StopJob
-	(*WorkerStarted)(nil),         // 16: muster.v1.WorkerStarted
-	(*Output)(nil),                // 17: muster.v1.Output
-	(*WorkerExited)(nil),          // 18: muster.v1.WorkerExited
-	(*JobFinished)(nil),           // 19: muster.v1.JobFinished
-	(*OutputLost)(nil),            // 20: muster.v1.OutputLost
-	(*JobEvent)(nil),              // 21: muster.v1.JobEvent
-	(*PublishRequest)(nil),        // 22: muster.v1.PublishRequest
-	(*PublishResponse)(nil),       // 23: muster.v1.PublishResponse
-	(*WatchJobRequest)(nil),       // 24: muster.v1.WatchJobRequest
-	(*CancelRequest)(nil),         // 25: muster.v1.CancelRequest
-	(*CancelResponse)(nil),        // 26: muster.v1.CancelResponse
-	(*ListNodesRequest)(nil),      // 27: muster.v1.ListNodesRequest
-	(*NodeStatus)(nil),            // 28: muster.v1.NodeStatus
-	(*ListNodesResponse)(nil),     // 29: muster.v1.ListNodesResponse
-	(*ListJobsRequest)(nil),       // 30: muster.v1.ListJobsRequest
-	(*JobStatus)(nil),             // 31: muster.v1.JobStatus
-	(*ListJobsResponse)(nil),      // 32: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),            // 33: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),    // 34: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),      // 35: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),          // 36: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),         // 37: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),          // 38: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),         // 39: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),        // 40: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),       // 41: muster.v1.BarrierResponse
+	(*Identity)(nil),              // 15: muster.v1.Identity
+	(*StopJob)(nil),               // 16: muster.v1.StopJob
+	(*WorkerStarted)(nil),         // 17: muster.v1.WorkerStarted
+	(*Output)(nil),                // 18: muster.v1.Output
+	(*WorkerExited)(nil),          // 19: muster.v1.WorkerExited
+	(*JobFinished)(nil),           // 20: muster.v1.JobFinished
+	(*OutputLost)(nil),            // 21: muster.v1.OutputLost
+	(*JobEvent)(nil),              // 22: muster.v1.JobEvent
+	(*PublishRequest)(nil),        // 23: muster.v1.PublishRequest
+	(*PublishResponse)(nil),       // 24: muster.v1.PublishResponse
+	(*WatchJobRequest)(nil),       // 25: muster.v1.WatchJobRequest
+	(*CancelRequest)(nil),         // 26: muster.v1.CancelRequest
+	(*CancelResponse)(nil),        // 27: muster.v1.CancelResponse
+	(*ListNodesRequest)(nil),      // 28: muster.v1.ListNodesRequest
+	(*NodeStatus)(nil),            // 29: muster.v1.NodeStatus
+	(*ListNodesResponse)(nil),     // 30: muster.v1.ListNodesResponse
+	(*ListJobsRequest)(nil),       // 31: muster.v1.ListJobsRequest
+	(*JobStatus)(nil),             // 32: muster.v1.JobStatus
+	(*ListJobsResponse)(nil),      // 33: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),            // 34: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),    // 35: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),      // 36: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),          // 37: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),         // 38: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),          // 39: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),         // 40: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),        // 41: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),       // 42: muster.v1.BarrierResponse
 }
 var file_muster_v1_rendezvous_proto_depIdxs = []int32{
 	2,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
 	3,  // 1: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
 	8,  // 2: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
 	14, // 3: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
-	15, // 4: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
+	16, // 4: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
 	11, // 5: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
 	11, // 6: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
-	1,  // 7: muster.v1.Output.stream:type_name -> muster.v1.Stream
-	0,  // 8: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
-	18, // 9: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
-	0,  // 10: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
-	16, // 11: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
-	17, // 12: muster.v1.JobEvent.output:type_name -> muster.v1.Output
-	18, // 13: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
-	19, // 14: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
-	20, // 15: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
-	21, // 16: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
-	3,  // 17: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
-	28, // 18: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
-	11, // 19: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
-	0,  // 20: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
-	31, // 21: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	4,  // 22: muster.v1.Rendezvous.Register:input_type -> muster.v1.RegisterRequest
-	6,  // 23: muster.v1.Rendezvous.Watch:input_type -> muster.v1.WatchRequest
-	9,  // 24: muster.v1.Rendezvous.PortsReserved:input_type -> muster.v1.PortsReservedRequest
-	22, // 25: muster.v1.Rendezvous.Publish:input_type -> muster.v1.PublishRequest
-	12, // 26: muster.v1.Rendezvous.Submit:input_type -> muster.v1.SubmitRequest
-	24, // 27: muster.v1.Rendezvous.WatchJob:input_type -> muster.v1.WatchJobRequest
-	25, // 28: muster.v1.Rendezvous.Cancel:input_type -> muster.v1.CancelRequest
-	27, // 29: muster.v1.Rendezvous.ListNodes:input_type -> muster.v1.ListNodesRequest
-	30, // 30: muster.v1.Rendezvous.ListJobs:input_type -> muster.v1.ListJobsRequest
-	33, // 31: muster.v1.Rendezvous.WriteStdin:input_type -> muster.v1.StdinChunk
-	35, // 32: muster.v1.Rendezvous.ReadStdin:input_type -> muster.v1.ReadStdinRequest
-	36, // 33: muster.v1.Rendezvous.KVSet:input_type -> muster.v1.KVSetRequest
-	38, // 34: muster.v1.Rendezvous.KVGet:input_type -> muster.v1.KVGetRequest
-	40, // 35: muster.v1.Rendezvous.Barrier:input_type -> muster.v1.BarrierRequest
-	5,  // 36: muster.v1.Rendezvous.Register:output_type -> muster.v1.RegisterResponse
-	7,  // 37: muster.v1.Rendezvous.Watch:output_type -> muster.v1.AgentCommand
-	10, // 38: muster.v1.Rendezvous.PortsReserved:output_type -> muster.v1.PortsReservedResponse
-	23, // 39: muster.v1.Rendezvous.Publish:output_type -> muster.v1.PublishResponse
-	13, // 40: muster.v1.Rendezvous.Submit:output_type -> muster.v1.SubmitResponse
-	21, // 41: muster.v1.Rendezvous.WatchJob:output_type -> muster.v1.JobEvent
-	26, // 42: muster.v1.Rendezvous.Cancel:output_type -> muster.v1.CancelResponse
-	29, // 43: muster.v1.Rendezvous.ListNodes:output_type -> muster.v1.ListNodesResponse
-	32, // 44: muster.v1.Rendezvous.ListJobs:output_type -> muster.v1.ListJobsResponse
-	34, // 45: muster.v1.Rendezvous.WriteStdin:output_type -> muster.v1.WriteStdinResponse
-	33, // 46: muster.v1.Rendezvous.ReadStdin:output_type -> muster.v1.StdinChunk
-	37, // 47: muster.v1.Rendezvous.KVSet:output_type -> muster.v1.KVSetResponse
-	39, // 48: muster.v1.Rendezvous.KVGet:output_type -> muster.v1.KVGetResponse
-	41, // 49: muster.v1.Rendezvous.Barrier:output_type -> muster.v1.BarrierResponse
-	36, // [36:50] is the sub-list for method output_type
-	22, // [22:36] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	15, // 7: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
+	1,  // 8: muster.v1.Output.stream:type_name -> muster.v1.Stream
+	0,  // 9: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
+	19, // 10: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
+	0,  // 11: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
+	17, // 12: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
+	18, // 13: muster.v1.JobEvent.output:type_name -> muster.v1.Output
+	19, // 14: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
+	20, // 15: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
+	21, // 16: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
+	22, // 17: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
+	3,  // 18: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
+	29, // 19: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
+	11, // 20: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
+	0,  // 21: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
+	15, // 22: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
+	32, // 23: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	4,  // 24: muster.v1.Rendezvous.Register:input_type -> muster.v1.RegisterRequest
+	6,  // 25: muster.v1.Rendezvous.Watch:input_type -> muster.v1.WatchRequest
+	9,  // 26: muster.v1.Rendezvous.PortsReserved:input_type -> muster.v1.PortsReservedRequest
+	23, // 27: muster.v1.Rendezvous.Publish:input_type -> muster.v1.PublishRequest
+	12, // 28: muster.v1.Rendezvous.Submit:input_type -> muster.v1.SubmitRequest
+	25, // 29: muster.v1.Rendezvous.WatchJob:input_type -> muster.v1.WatchJobRequest
+	26, // 30: muster.v1.Rendezvous.Cancel:input_type -> muster.v1.CancelRequest
+	28, // 31: muster.v1.Rendezvous.ListNodes:input_type -> muster.v1.ListNodesRequest
+	31, // 32: muster.v1.Rendezvous.ListJobs:input_type -> muster.v1.ListJobsRequest
+	34, // 33: muster.v1.Rendezvous.WriteStdin:input_type -> muster.v1.StdinChunk
+	36, // 34: muster.v1.Rendezvous.ReadStdin:input_type -> muster.v1.ReadStdinRequest
+	37, // 35: muster.v1.Rendezvous.KVSet:input_type -> muster.v1.KVSetRequest
+	39, // 36: muster.v1.Rendezvous.KVGet:input_type -> muster.v1.KVGetRequest
+	41, // 37: muster.v1.Rendezvous.Barrier:input_type -> muster.v1.BarrierRequest
+	5,  // 38: muster.v1.Rendezvous.Register:output_type -> muster.v1.RegisterResponse
+	7,  // 39: muster.v1.Rendezvous.Watch:output_type -> muster.v1.AgentCommand
+	10, // 40: muster.v1.Rendezvous.PortsReserved:output_type -> muster.v1.PortsReservedResponse
+	24, // 41: muster.v1.Rendezvous.Publish:output_type -> muster.v1.PublishResponse
+	13, // 42: muster.v1.Rendezvous.Submit:output_type -> muster.v1.SubmitResponse
+	22, // 43: muster.v1.Rendezvous.WatchJob:output_type -> muster.v1.JobEvent
+	27, // 44: muster.v1.Rendezvous.Cancel:output_type -> muster.v1.CancelResponse
+	30, // 45: muster.v1.Rendezvous.ListNodes:output_type -> muster.v1.ListNodesResponse
+	33, // 46: muster.v1.Rendezvous.ListJobs:output_type -> muster.v1.ListJobsResponse
+	35, // 47: muster.v1.Rendezvous.WriteStdin:output_type -> muster.v1.WriteStdinResponse
+	34, // 48: muster.v1.Rendezvous.ReadStdin:output_type -> muster.v1.StdinChunk
+	38, // 49: muster.v1.Rendezvous.KVSet:output_type -> muster.v1.KVSetResponse
+	40, // 50: muster.v1.Rendezvous.KVGet:output_type -> muster.v1.KVGetResponse
+	42, // 51: muster.v1.Rendezvous.Barrier:output_type -> muster.v1.BarrierResponse
+	38, // [38:52] is the sub-list for method output_type
+	24, // [24:38] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_rendezvous_proto_init() }
@@ -3084,7 +3200,7 @@ func file_muster_v1_rendezvous_proto_init() {
 		(*AgentCommand_Stop)(nil),
 	}
 	file_muster_v1_rendezvous_proto_msgTypes[9].OneofWrappers = []any{}
-	file_muster_v1_rendezvous_proto_msgTypes[19].OneofWrappers = []any{
+	file_muster_v1_rendezvous_proto_msgTypes[20].OneofWrappers = []any{
 		(*JobEvent_State)(nil),
 		(*JobEvent_Started)(nil),
 		(*JobEvent_Output)(nil),
@@ -3098,7 +3214,7 @@ func file_muster_v1_rendezvous_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_rendezvous_proto_rawDesc), len(file_muster_v1_rendezvous_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   40,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

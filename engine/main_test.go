@@ -1,0 +1,15 @@
+package engine_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/musterhq/muster/supervise"
+)
+
+// TestMain lets this test binary serve as a job's shim, as the agent's
+// binary does.
+func TestMain(m *testing.M) {
+	supervise.RunShimIfRequested()
+	os.Exit(m.Run())
+}

@@ -1,0 +1,68 @@
+package launch
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/rendezvous"
+)
+
+func TestEmbeddedStoreIsASocketOfItsOwn(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	emb, err := StartEmbedded(context.Background(), EmbeddedConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := emb.Store.Addr()
+	path, ok := strings.CutPrefix(addr, "unix://")
+	if !ok {
+		emb.Close(0)
+		t.Fatalf("embedded store at %s, want a Unix socket", addr)
+	}
+	if fi, err := os.Stat(filepath.Dir(path)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("socket directory mode %v %v, want 0700", fi.Mode(), err)
+	}
+	c, err := rendezvous.Dial(addr, rendezvous.Security{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ListNodes(context.Background(), &musterv1.ListNodesRequest{}); err != nil {
+		t.Errorf("own user on the embedded socket: %v", err)
+	}
+	c.Close()
+	emb.Close(0)
+	if _, err := os.Stat(filepath.Dir(path)); err == nil {
+		t.Error("the socket's directory outlived the embedded store")
+	}
+}
+
+func TestStaleSocketDirectoriesAreRemoved(t *testing.T) {
+	parent := t.TempDir()
+	stale := filepath.Join(parent, socketDirPrefix+"1")
+	live := filepath.Join(parent, socketDirPrefix+"2")
+	young := filepath.Join(parent, socketDirPrefix+"3")
+	for _, d := range []string{stale, live, young} {
+		os.Mkdir(d, 0o700)
+	}
+	l, err := net.Listen("unix", filepath.Join(live, "store.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	os.WriteFile(filepath.Join(stale, "store.sock"), nil, 0o600)
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(stale, old, old)
+	os.Chtimes(live, old, old)
+	removeStaleDirs(parent)
+	for d, want := range map[string]bool{stale: false, live: true, young: true} {
+		if _, err := os.Stat(d); (err == nil) != want {
+			t.Errorf("%s kept %v, want %v", filepath.Base(d), err == nil, want)
+		}
+	}
+}

@@ -1,0 +1,167 @@
+package rendezvous
+
+import (
+	"context"
+	"crypto/subtle"
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+)
+
+// caller is who made a call, as the store established it: from the Unix
+// socket's peer credentials, the cluster token, or a job credential.
+type caller struct {
+	// operator is the cluster operator: the cluster token over TCP, or the
+	// store's own user or root on the socket. Its jobs run as the agents'
+	// own users.
+	operator bool
+	// user is another local user on the socket of a store that lets them
+	// in; its jobs run as that user and it sees only its own jobs.
+	user *musterv1.Identity
+	// job is the job whose credential came with the call: the only job
+	// whose KV and barriers the call may use.
+	job string
+}
+
+type callerKey struct{}
+
+func callerFrom(ctx context.Context) caller {
+	c, _ := ctx.Value(callerKey{}).(caller)
+	return c
+}
+
+// What each kind of caller may call. Everything else (the health service)
+// needs only an authenticated caller.
+var (
+	agentMethods = map[string]bool{
+		musterv1.Rendezvous_Register_FullMethodName:      true,
+		musterv1.Rendezvous_Watch_FullMethodName:         true,
+		musterv1.Rendezvous_PortsReserved_FullMethodName: true,
+		musterv1.Rendezvous_Publish_FullMethodName:       true,
+	}
+	launcherMethods = map[string]bool{
+		musterv1.Rendezvous_Submit_FullMethodName:    true,
+		musterv1.Rendezvous_WatchJob_FullMethodName:  true,
+		musterv1.Rendezvous_Cancel_FullMethodName:    true,
+		musterv1.Rendezvous_ListNodes_FullMethodName: true,
+		musterv1.Rendezvous_ListJobs_FullMethodName:  true,
+	}
+	workerMethods = map[string]bool{
+		musterv1.Rendezvous_KVSet_FullMethodName:   true,
+		musterv1.Rendezvous_KVGet_FullMethodName:   true,
+		musterv1.Rendezvous_Barrier_FullMethodName: true,
+	}
+)
+
+// authenticate establishes the caller of every call, loopback included.
+func (s *Server) authenticate(ctx context.Context) (caller, error) {
+	var c caller
+	md, _ := metadata.FromIncomingContext(ctx)
+	if toks := md.Get(jobTokenHeader); len(toks) > 0 {
+		job, err := s.store.jobForToken(toks[0])
+		if err != nil {
+			return c, status.Error(codes.Unauthenticated, err.Error())
+		}
+		c.job = job
+	}
+	p, _ := peer.FromContext(ctx)
+	if pc, ok := p.AuthInfo.(peerCred); ok {
+		switch {
+		case pc.uid == s.uid || pc.uid == 0:
+			c.operator = true
+		case s.cfg.SocketUsers:
+			c.user = pc.identity()
+		case c.job == "":
+			return c, status.Errorf(codes.PermissionDenied, "uid %d may not use this store: it serves uid %d only", pc.uid, s.uid)
+		}
+		return c, nil
+	}
+	if s.token != nil {
+		for _, got := range md.Get(tokenHeader) {
+			if subtle.ConstantTimeCompare([]byte(got), s.token) == 1 {
+				c.operator = true
+			}
+		}
+	}
+	if !c.operator && c.job == "" {
+		return c, status.Error(codes.Unauthenticated, "missing or wrong cluster token")
+	}
+	return c, nil
+}
+
+// authorize says whether c may call method.
+func authorize(method string, c caller) error {
+	switch {
+	case workerMethods[method] && c.job == "":
+		return status.Error(codes.PermissionDenied, "the job's KV and barriers need its job credential (MUSTER_JOB_TOKEN, which every worker gets)")
+	case agentMethods[method] && !c.operator:
+		return status.Error(codes.PermissionDenied, "only the cluster operator's agents may register and take jobs")
+	case launcherMethods[method] && !c.operator && c.user == nil:
+		return status.Error(codes.PermissionDenied, "a job credential reaches only its job's KV and barriers")
+	}
+	return nil
+}
+
+func (s *Server) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	c, err := s.authenticate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := authorize(info.FullMethod, c); err != nil {
+		return nil, err
+	}
+	return h(context.WithValue(ctx, callerKey{}, c), req)
+}
+
+func (s *Server) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	c, err := s.authenticate(ss.Context())
+	if err != nil {
+		return err
+	}
+	if err := authorize(info.FullMethod, c); err != nil {
+		return err
+	}
+	return h(srv, callerStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), callerKey{}, c)})
+}
+
+type callerStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s callerStream) Context() context.Context { return s.ctx }
+
+// mayUseJob lets the operator use every job and a local user only their own.
+func (s *Server) mayUseJob(c caller, jobID string) error {
+	if c.operator {
+		return nil
+	}
+	owner, err := s.store.jobOwner(jobID)
+	if err != nil {
+		return rpcError(err)
+	}
+	if c.user == nil || owner == nil || owner.GetUid() != c.user.GetUid() {
+		return status.Errorf(codes.PermissionDenied, "job %s belongs to another user", jobID)
+	}
+	return nil
+}
+
+// jobScope is the KV scope of a worker's call: its job, named by its
+// credential. A request may name that scope, or none, but never another.
+func jobScope(ctx context.Context, requested string) (string, error) {
+	c := callerFrom(ctx)
+	if c.job == "" {
+		return "", status.Error(codes.PermissionDenied, "no job credential")
+	}
+	if requested != "" && requested != c.job {
+		return "", status.Error(codes.PermissionDenied,
+			fmt.Sprintf("scope %q is not this job's: a job credential reaches only its own job's keys", requested))
+	}
+	return c.job, nil
+}

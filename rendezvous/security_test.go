@@ -1,0 +1,271 @@
+package rendezvous
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+)
+
+// runningJob submits a one-node job through op and plays agent a until the
+// job runs; it returns a's assignment.
+func runningJob(t *testing.T, op *Client, a *testAgent) *musterv1.Assignment {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := op.Submit(ctx, &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: args("x"), Nnodes: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	res := a.next().GetReservePorts()
+	if _, err := op.PortsReserved(ctx, &musterv1.PortsReservedRequest{Session: a.session, RoundId: res.GetRoundId(), Ports: []int32{1000, 1001}}); err != nil {
+		t.Fatal(err)
+	}
+	asg := a.next().GetStart()
+	if asg == nil || asg.JobToken == "" || !strings.HasPrefix(asg.JobToken, asg.JobId+".") {
+		t.Fatalf("assignment without a job credential: %v", asg)
+	}
+	return asg
+}
+
+func TestJobCredentialReachesOnlyItsJob(t *testing.T) {
+	s := NewTestStore(t, nil)
+	op := NewTestClient(t, s, Security{})
+	a := newTestAgent(t, op, "solo", "127.0.0.1", -1, 0)
+	jobA, jobB := runningJob(t, op, a), runningJob(t, op, a)
+	ca := NewTestClient(t, s, Security{JobToken: jobA.JobToken})
+	cb := NewTestClient(t, s, Security{JobToken: jobB.JobToken})
+	ctx := context.Background()
+
+	if _, err := ca.KVSet(ctx, &musterv1.KVSetRequest{Key: "secret", Value: []byte("a")}); err != nil {
+		t.Fatal(err)
+	}
+	// Job B names its own scope or none: it never sees A's key.
+	if _, err := cb.KVGet(ctx, &musterv1.KVGetRequest{Key: "secret"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("job B read job A's key: %v", err)
+	}
+	// Naming another job's scope is refused, whatever the call.
+	if _, err := cb.KVGet(ctx, &musterv1.KVGetRequest{Scope: jobA.JobId, Key: "secret"}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("job B named job A's scope: %v", err)
+	}
+	if _, err := cb.KVSet(ctx, &musterv1.KVSetRequest{Scope: jobA.JobId, Key: "secret", Value: []byte("b")}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("job B wrote into job A's scope: %v", err)
+	}
+	if _, err := cb.Barrier(ctx, &musterv1.BarrierRequest{Scope: jobA.JobId, Name: "b", Count: 1, Participant: "0"}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("job B joined job A's barrier: %v", err)
+	}
+	if v, err := ca.Get(ctx, "secret", false); err != nil || string(v) != "a" {
+		t.Fatalf("job A's key: %q, %v", v, err)
+	}
+	// Even the cluster operator uses KV only through a job's credential.
+	if _, err := op.KVGet(ctx, &musterv1.KVGetRequest{Scope: jobA.JobId, Key: "secret"}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("KV without a job credential: %v", err)
+	}
+	// A job credential is not the cluster's: it submits nothing, lists nothing.
+	if _, err := ca.Submit(ctx, &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: args("x"), Nnodes: 1}}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("submit with a job credential: %v", err)
+	}
+	if _, err := ca.ListJobs(ctx, &musterv1.ListJobsRequest{}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("list with a job credential: %v", err)
+	}
+	// A forged credential, or one of an ended job, opens nothing.
+	forged := NewTestClient(t, s, Security{JobToken: jobA.JobId + ".00"})
+	if _, err := forged.KVGet(ctx, &musterv1.KVGetRequest{Key: "secret"}); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("forged credential: %v", err)
+	}
+	if _, err := op.Cancel(ctx, &musterv1.CancelRequest{JobId: jobA.JobId, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	a.next()
+	a.publish(exited(jobA.JobId, 0, 0, 9, true))
+	finalEvent(t, op, jobA.JobId)
+	if _, err := ca.KVGet(ctx, &musterv1.KVGetRequest{Key: "secret"}); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("credential of an ended job: %v", err)
+	}
+}
+
+func TestTokenMinimumLength(t *testing.T) {
+	t.Setenv(EnvToken, "x")
+	if _, err := LoadToken(""); err == nil || !strings.Contains(err.Error(), "MUSTER_TOKEN: token is 1 characters, want at least 16") {
+		t.Fatalf("MUSTER_TOKEN=x: %v", err)
+	}
+	t.Setenv(EnvToken, "0123456789abcdef")
+	if tok, err := LoadToken("/nonexistent"); err != nil || tok != "0123456789abcdef" {
+		t.Fatalf("MUSTER_TOKEN of 16: %q %v", tok, err)
+	}
+	os.Unsetenv(EnvToken)
+	short := filepath.Join(t.TempDir(), "short")
+	os.WriteFile(short, []byte("x\n"), 0o600)
+	if _, err := LoadToken(short); err == nil {
+		t.Fatal("a one-character token file was accepted")
+	}
+}
+
+func TestEnsureTokenFileCreatesAPrivateToken(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "muster", "token")
+	tok, created, err := EnsureTokenFile(path)
+	if err != nil || !created || len(tok) < MinTokenLength {
+		t.Fatalf("first start: %q %v %v", tok, created, err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("token file mode %v, %v; want 0600", fi.Mode(), err)
+	}
+	again, created, err := EnsureTokenFile(path)
+	if err != nil || created || again != tok {
+		t.Fatalf("second start: %q %v %v; want the same token", again, created, err)
+	}
+}
+
+func TestSocketServesItsOwnUser(t *testing.T) {
+	dir := t.TempDir()
+	s := NewTestStore(t, func(c *Config) { c.ListenAddr, c.Socket = "", filepath.Join(dir, "store.sock") })
+	if s.Addr() != "unix://"+filepath.Join(dir, "store.sock") {
+		t.Fatalf("addr %s", s.Addr())
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "store.sock")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket mode %v %v, want 0600", fi.Mode(), err)
+	}
+	// No token on the socket: the kernel says who calls, and it is this user.
+	c, err := Dial(s.Addr(), Security{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.ListNodes(context.Background(), &musterv1.ListNodesRequest{}); err != nil {
+		t.Fatalf("own user on the socket: %v", err)
+	}
+	// A second store on the same path is refused while the first serves it.
+	if _, err := Start(context.Background(), Config{Socket: filepath.Join(dir, "store.sock")}); err == nil || !strings.Contains(err.Error(), ErrSocketInUse.Error()) {
+		t.Fatalf("second store on a busy socket: %v", err)
+	}
+}
+
+// sharedDir is a directory every user can traverse, as /run/muster is.
+func sharedDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "muster-sock-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func TestSocketRefusesOtherUsers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to connect as another user")
+	}
+	path := filepath.Join(sharedDir(t), "store.sock")
+	NewTestStore(t, func(c *Config) { c.ListenAddr, c.Socket = "", path })
+	// Even where the file mode would let them in, the peer credentials do not.
+	os.Chmod(path, 0o666)
+	c := NewTestClientAs(t, path, 65534, 65534, nil)
+	_, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: args("id"), Nnodes: 1}})
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "uid 65534 may not use this store") {
+		t.Fatalf("another user submitted to a private store: %v", err)
+	}
+}
+
+func TestSocketUsersRunAsThemselves(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to serve other users")
+	}
+	path := filepath.Join(sharedDir(t), "agent.sock")
+	s := NewTestStore(t, func(c *Config) { c.Socket, c.SocketUsers = path, true })
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o666 {
+		t.Fatalf("shared socket mode %v %v, want 0666", fi.Mode(), err)
+	}
+	op := NewTestClient(t, s, Security{})
+	a := newTestAgent(t, op, "solo", "127.0.0.1", -1, 0)
+	ctx := context.Background()
+
+	nobody := NewTestClientAs(t, path, 65534, 65534, []int{100})
+	resp, err := nobody.Submit(ctx, &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: args("id"), Nnodes: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := a.next().GetReservePorts()
+	op.PortsReserved(ctx, &musterv1.PortsReservedRequest{Session: a.session, RoundId: res.GetRoundId(), Ports: []int32{1000, 1001}})
+	asg := a.next().GetStart()
+	// Who it runs as comes from the socket, not from anything the caller said.
+	if got := asg.GetRunAs(); got.GetUid() != 65534 || got.GetGid() != 65534 || !slices.Equal(got.GetGroups(), []uint32{100}) {
+		t.Fatalf("the job runs as %v, want uid 65534, gid 65534, groups [100]", got)
+	}
+
+	// The operator's own job runs as the agent's user, and is not theirs.
+	opJob := runningJob(t, op, a)
+	if opJob.GetRunAs() != nil {
+		t.Fatalf("the operator's job runs as %v", opJob.GetRunAs())
+	}
+	if _, err := nobody.Cancel(ctx, &musterv1.CancelRequest{JobId: opJob.JobId}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("another user cancelled the operator's job: %v", err)
+	}
+	w, _ := nobody.WatchJob(ctx, &musterv1.WatchJobRequest{JobId: opJob.JobId})
+	if _, err := w.Recv(); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("another user watched the operator's job: %v", err)
+	}
+	jobs, err := nobody.ListJobs(ctx, &musterv1.ListJobsRequest{})
+	if err != nil || len(jobs.Jobs) != 1 || jobs.Jobs[0].JobId != resp.JobId || jobs.Jobs[0].GetOwner().GetUid() != 65534 {
+		t.Fatalf("a user lists %v, %v; want only their own job", jobs.GetJobs(), err)
+	}
+	if _, err := nobody.Register(ctx, &musterv1.RegisterRequest{Node: &musterv1.Node{Name: "fake", Addr: "127.0.0.1", Rank: -1}}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("a user registered an agent: %v", err)
+	}
+	if _, err := nobody.Cancel(ctx, &musterv1.CancelRequest{JobId: resp.JobId}); err != nil {
+		t.Fatalf("a user cancelling their own job: %v", err)
+	}
+}
+
+func TestLauncherTrustsOnlySocketsOfRootOrItself(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to serve a socket as another user")
+	}
+	dir := sharedDir(t)
+	os.Chmod(dir, 0o777)
+	mine := filepath.Join(dir, "mine.sock")
+	l, err := net.Listen("unix", mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	theirs := filepath.Join(dir, "theirs.sock")
+	lc := make(chan net.Listener, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, 65534, 65534, 65534); e != 0 {
+			lc <- nil
+			return
+		}
+		l, _ := net.Listen("unix", theirs)
+		lc <- l
+	}()
+	tl := <-lc
+	if tl == nil {
+		t.Fatal("cannot listen as nobody")
+	}
+	defer tl.Close()
+	if !trustedSocket(mine) {
+		t.Error("a socket of this user's is not trusted")
+	}
+	if trustedSocket(theirs) {
+		t.Error("a socket served by nobody is trusted: another user could pose as the agent")
+	}
+}
+
+func args(ss ...string) [][]byte {
+	out := make([][]byte, len(ss))
+	for i, s := range ss {
+		out[i] = []byte(s)
+	}
+	return out
+}

@@ -1,0 +1,130 @@
+package rendezvous
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// MinTokenLength is the shortest cluster token accepted, from a file or from
+// MUSTER_TOKEN alike.
+const MinTokenLength = 16
+
+// EnvToken names the variable that may hold the cluster token.
+const EnvToken = "MUSTER_TOKEN"
+
+// SystemTokenFile is where an agent running as root keeps the cluster token
+// it created, and where launchers and joining agents look for it.
+const SystemTokenFile = "/etc/muster/token"
+
+func checkToken(where, tok string) (string, error) {
+	tok = strings.TrimSpace(tok)
+	if len(tok) < MinTokenLength {
+		return "", fmt.Errorf("%s: token is %d characters, want at least %d", where, len(tok), MinTokenLength)
+	}
+	return tok, nil
+}
+
+// ReadToken reads a cluster token from a file, trimmed.
+func ReadToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--token-file: %w", err)
+	}
+	return checkToken("--token-file "+path, string(b))
+}
+
+// LoadToken returns the cluster token given explicitly: MUSTER_TOKEN when it
+// is set, else the file named by --token-file (file), else "". Both obey
+// MinTokenLength.
+func LoadToken(file string) (string, error) {
+	if v, ok := os.LookupEnv(EnvToken); ok {
+		return checkToken(EnvToken, v)
+	}
+	if file != "" {
+		return ReadToken(file)
+	}
+	return "", nil
+}
+
+// DefaultTokenFile is where an agent hosting a store keeps the token it
+// creates when none is given: /etc/muster/token for root, else
+// $XDG_CONFIG_HOME/muster/token (~/.config/muster/token).
+func DefaultTokenFile() string {
+	if os.Geteuid() == 0 {
+		return SystemTokenFile
+	}
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "muster", "token")
+}
+
+// FindTokenFile returns the first default token file this user can read:
+// their own agent's, then the system's. It returns "" when there is none.
+func FindTokenFile() string {
+	for _, p := range []string{DefaultTokenFile(), SystemTokenFile} {
+		if p == "" {
+			continue
+		}
+		if f, err := os.Open(p); err == nil {
+			f.Close()
+			return p
+		}
+	}
+	return ""
+}
+
+// EnsureTokenFile reads the cluster token from path, creating the file
+// (mode 0600, with a fresh random token) and its directory (0700) first
+// when it does not exist. created says whether it did.
+func EnsureTokenFile(path string) (tok string, created bool, err error) {
+	if path == "" {
+		return "", false, errors.New("no place for the cluster token: pass --token-file")
+	}
+	if _, err := os.Stat(path); err == nil {
+		tok, err := ReadToken(path)
+		return tok, false, err
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", false, fmt.Errorf("--token-file: %w", err)
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", false, fmt.Errorf("token directory: %w", err)
+	}
+	var b [32]byte
+	rand.Read(b[:])
+	tok = hex.EncodeToString(b[:])
+	// Written aside and linked into place, so that a reader never sees half
+	// a token and two agents starting at once end up with one token.
+	tmp, err := os.CreateTemp(dir, ".token-*")
+	if err != nil {
+		return "", false, fmt.Errorf("token file: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return "", false, fmt.Errorf("token file: %w", err)
+	}
+	_, err = tmp.WriteString(tok + "\n")
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("token file: %w", err)
+	}
+	if err := os.Link(tmp.Name(), path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			tok, err := ReadToken(path)
+			return tok, false, err
+		}
+		return "", false, fmt.Errorf("token file: %w", err)
+	}
+	return tok, true, nil
+}
