@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/status"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
@@ -20,7 +21,7 @@ import (
 // the launcher tries to learn a job's end after its stream broke.
 const (
 	readAhead   = 64
-	reattachFor = 5 * time.Second
+	reattachFor = 3 * time.Second
 )
 
 // Options says what to run and where its output goes.
@@ -36,6 +37,9 @@ type Options struct {
 	Signals <-chan os.Signal
 	// Store names the store in messages.
 	Store string
+	// Liveness, when set, is how often a quiet job stream checks that the
+	// store still answers: a stopped store keeps its connections open.
+	Liveness time.Duration
 }
 
 // Run submits the job, prints its output until it ends, and returns the
@@ -100,11 +104,31 @@ func (f *follower) run(ctx context.Context) (int, error) {
 			events <- ev
 		}
 	}()
+	var tick <-chan time.Time
+	if f.opts.Liveness > 0 {
+		t := time.NewTicker(f.opts.Liveness)
+		defer t.Stop()
+		tick = t.C
+	}
+	heard := time.Now()
 	for {
 		select {
 		case sig := <-f.opts.Signals:
 			f.signal(ctx, sig)
+		case <-tick:
+			if time.Since(heard) < f.opts.Liveness {
+				continue
+			}
+			pctx, pcancel := context.WithTimeout(ctx, f.opts.Liveness)
+			err := f.c.Ping(pctx)
+			pcancel()
+			if err != nil {
+				cancel()
+				return f.broken(ctx, fmt.Errorf("it did not answer for %s: %s", 2*f.opts.Liveness, rendezvous.ErrorMessage(err)))
+			}
+			heard = time.Now()
 		case ev, ok := <-events:
+			heard = time.Now()
 			if !ok {
 				return f.broken(ctx, <-recvErr)
 			}
@@ -206,7 +230,14 @@ func (f *follower) broken(ctx context.Context, cause error) (int, error) {
 		store += " at " + f.opts.Store
 	}
 	return 1, fmt.Errorf("job %s: lost contact with %s before the job ended: %s; the job's state is unknown (see launcher jobs)",
-		f.job, store, rendezvous.ErrorMessage(cause))
+		f.job, store, causeText(cause))
+}
+
+func causeText(err error) string {
+	if _, ok := status.FromError(err); ok {
+		return rendezvous.ErrorMessage(err)
+	}
+	return err.Error()
 }
 
 // printSummary names what ended the job, saying each thing once: the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
@@ -50,6 +51,12 @@ func dial(addr string, sec Security, ping bool) (*Client, error) {
 
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
+
+// Ping asks the store whether it answers, through gRPC's health service.
+func (c *Client) Ping(ctx context.Context) error {
+	_, err := healthpb.NewHealthClient(c.conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	return err
+}
 
 // Get reads a key of the worker's job, waiting for it when wait is set. The
 // job is the one whose credential the client was dialled with

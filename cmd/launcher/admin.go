@@ -22,7 +22,7 @@ func clusterAction(fn func(ctx context.Context, c *cli.Context, cl *rendezvous.C
 	return func(c *cli.Context) error {
 		addr := clusterAddr(c)
 		if addr == "" {
-			return cmdline.Usagef(c, "%s: no agent runs on this machine: it needs --cluster HOST:PORT (or MUSTER_CLUSTER), a running cluster's store", c.Command.Name)
+			return cmdline.Usagef(c, "%s needs --cluster HOST:PORT (or MUSTER_CLUSTER): no agent serves this machine, and it asks a running cluster's store", c.Command.Name)
 		}
 		sec, err := clusterSecurity(c, addr)
 		if err != nil {

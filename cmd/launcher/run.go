@@ -169,6 +169,7 @@ func run(c *cli.Context, f runFlags) error {
 		TagOutput: c.Bool("tag-output") && !c.Bool("no-tag-output"),
 		Signals:   sigs,
 		Store:     cluster,
+		Liveness:  liveness(cluster),
 	})
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
@@ -177,4 +178,13 @@ func run(c *cli.Context, f runFlags) error {
 		return cli.Exit("", code)
 	}
 	return nil
+}
+
+// liveness is how often the launcher checks that a quiet cluster store
+// still answers; the embedded store lives in the launcher itself.
+func liveness(cluster string) time.Duration {
+	if cluster == "" {
+		return 0
+	}
+	return 2 * time.Second
 }

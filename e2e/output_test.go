@@ -1,0 +1,222 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// countLines counts the lines of each rank in tagged output and checks that
+// every line is whole: its rank's tag, then what that rank printed.
+func countLines(t *testing.T, out string, check func(rank int, body string) bool) map[int]int {
+	t.Helper()
+	counts := map[int]int{}
+	for i, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		tag, body, ok := strings.Cut(l, " ")
+		rank, err := strconv.Atoi(strings.Trim(tag, "[]"))
+		if !ok || err != nil || !check(rank, body) {
+			t.Fatalf("line %d is not a whole tagged line: %.80q", i, l)
+		}
+		counts[rank]++
+	}
+	return counts
+}
+
+// Output is never lost, at the sizes users run: every line of every rank, in
+// the terminal and in the log files.
+func TestNoOutputLostAtScale(t *testing.T) {
+	tests := []struct {
+		workers, lines int
+		tagged         bool
+	}{
+		// 632774 of 640000 lines arrived before, with exit code 0.
+		{32, 20000, false},
+		{64, 20000, false},
+		{256, 5000, true},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%d workers", tt.workers), func(t *testing.T) {
+			logDir := t.TempDir()
+			args := []string{"run", "--nproc", strconv.Itoa(tt.workers), "--log-dir", logDir}
+			if !tt.tagged {
+				args = append(args, "--no-tag-output")
+			}
+			r := runLauncher(t, append(args, "--", "seq", "1", strconv.Itoa(tt.lines))...)
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			if got, want := strings.Count(r.stdout, "\n"), tt.workers*tt.lines; got != want {
+				t.Fatalf("%d lines in the terminal, want %d", got, want)
+			}
+			if tt.tagged {
+				counts := countLines(t, r.stdout, func(_ int, body string) bool { n, err := strconv.Atoi(body); return err == nil && n >= 1 })
+				for rank := 0; rank < tt.workers; rank++ {
+					if counts[rank] != tt.lines {
+						t.Fatalf("rank %d: %d lines, want %d", rank, counts[rank], tt.lines)
+					}
+				}
+			}
+			var want bytes.Buffer
+			for i := 1; i <= tt.lines; i++ {
+				fmt.Fprintf(&want, "%d\n", i)
+			}
+			for rank := 0; rank < tt.workers; rank++ {
+				b, err := os.ReadFile(rankLog(t, logDir, rank))
+				if err != nil || !bytes.Equal(b, want.Bytes()) {
+					t.Fatalf("rank %d's log file: %d bytes (%v), want %d", rank, len(b), err, want.Len())
+				}
+			}
+		})
+	}
+}
+
+// A reader that stops reading stops the workers, as a terminal does, and
+// then gets every line.
+func TestSlowReaderSlowsWorkers(t *testing.T) {
+	dir := t.TempDir()
+	// 2 × 48 MiB is more than the launcher, store and agent buffer together.
+	const lines = 48 << 20 / 100
+	cmd := exec.Command(launcherBin, "run", "--nproc", "2", "--", "sh", "-c",
+		fmt.Sprintf(`head -c %d /dev/zero | tr '\0' x | fold -w 99; touch %s/done-$RANK`, lines*99, dir))
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = w
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	br := bufio.NewReader(r)
+	if _, err := br.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	// Nobody reads for a while: the workers must be held back, not finish
+	// into a buffer (nor lose lines).
+	time.Sleep(3 * time.Second)
+	if m, _ := filepath.Glob(filepath.Join(dir, "done-*")); len(m) != 0 {
+		t.Fatalf("workers finished while nobody read their output: %v", m)
+	}
+	rest, err := io.ReadAll(br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("launcher: %v\n%s", err, errb.String())
+	}
+	if got, want := 1+strings.Count(string(rest), "\n"), 2*lines; got != want {
+		t.Fatalf("%d lines, want %d", got, want)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "done-*")); len(m) != 2 {
+		t.Fatalf("workers did not finish: %v", m)
+	}
+}
+
+// A progress bar drawn with \r and no newline shows up as it is drawn.
+func TestProgressBarShowsBeforeItsNewline(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(launcherBin, "run", "--nproc", "1", "--", "sh", "-c",
+		fmt.Sprintf(`printf '\r50%%%%'; while [ ! -e %s/go ]; do sleep 0.05; done; printf '\r100%%%%\n'`, dir))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	seen := make(chan string, 1)
+	go func() {
+		var got []byte
+		buf := make([]byte, 256)
+		for {
+			n, err := out.Read(buf)
+			got = append(got, buf[:n]...)
+			if bytes.Contains(got, []byte("50%")) || err != nil {
+				seen <- string(got)
+				io.Copy(io.Discard, out)
+				return
+			}
+		}
+	}()
+	select {
+	case got := <-seen:
+		if got != "[0] \r[0] 50%" {
+			t.Fatalf("before the newline: %q", got)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("an unfinished line never showed")
+	}
+	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// One job's stalled reader holds up that job only.
+func TestStalledLauncherHoldsUpOnlyItsJob(t *testing.T) {
+	addr := startAgent(t)
+	// A launcher whose stdout nobody reads, with a job that writes a lot.
+	slow := exec.Command(launcherBin, "run", "--cluster", addr, "--nproc", "1", "--", "sh", "-c", `yes 0123456789abcdef | head -c 200000000`)
+	r, w, _ := os.Pipe()
+	defer r.Close()
+	slow.Stdout = w
+	if err := slow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	t.Cleanup(func() { slow.Process.Kill(); slow.Wait() })
+	time.Sleep(time.Second)
+	res := runLauncher(t, "run", "--cluster", addr, "--nproc", "2", "--", "seq", "1", "1000")
+	if res.code != 0 || strings.Count(res.stdout, "\n") != 2000 {
+		t.Fatalf("another job: exit %d, %d lines; %s", res.code, strings.Count(res.stdout, "\n"), res.stderr)
+	}
+}
+
+// Two jobs writing to the same --log-dir keep each its own files.
+func TestJobsNeverOverwriteEachOthersLogs(t *testing.T) {
+	logDir := t.TempDir()
+	for i := 0; i < 2; i++ {
+		r := runLauncher(t, "run", "--nproc", "2", "--log-dir", logDir, "--", "sh", "-c", fmt.Sprintf("echo job%d", i))
+		if r.code != 0 || !strings.Contains(r.stderr, "logs to "+logDir+"/j-") {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(logDir, "j-*", "rank-*.log"))
+	var all []string
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		all = append(all, strings.TrimSpace(string(b)))
+	}
+	if strings.Join(all, " ") != "job0 job0 job1 job1" && strings.Join(all, " ") != "job1 job1 job0 job0" {
+		t.Fatalf("logs: %v %q", files, all)
+	}
+}
+
+// A closed stdout (`| head -1`) stops the job, as SIGPIPE stops a pipeline,
+// and leaves nothing running.
+func TestClosedStdoutStopsTheJob(t *testing.T) {
+	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-pipe", time.Now().UnixNano())
+	cmd := exec.Command("sh", "-c", launcherBin+` run --nproc 2 -x `+marker+` -- sh -c 'seq 1 100000; exec sleep 1000' | head -1`)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := wait(t, cmd, &out, &errb)
+	if r.stdout != "[0] 1\n" && r.stdout != "[1] 1\n" {
+		t.Fatalf("stdout %q", r.stdout)
+	}
+	eventually(t, "the job's processes to end", func() bool { return len(jobProcesses(t, marker)) == 0 })
+}
