@@ -3,7 +3,10 @@ package launch
 import (
 	"bytes"
 	"io"
+	"os"
 	"strconv"
+
+	"golang.org/x/sys/unix"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
@@ -17,19 +20,24 @@ const (
 
 // Printer writes workers' output tagged with their rank. Lines of different
 // ranks never mix: a line is written whole, except one that a worker left
-// unfinished for a while (a progress bar), which shows as it is and is ended
-// with a newline if another rank writes before it is finished.
+// unfinished for a while (a progress bar), which shows as it is. On a
+// terminal, that unfinished line is cleared when another rank writes and
+// shown again after; elsewhere only pieces drawn with \r show early (a
+// worker merely slow to finish a line must not cost a pipe or file a whole
+// line), ended by a newline when another rank writes.
 type Printer struct {
 	tag     bool
 	streams [2]*printStream
 }
 
 type printStream struct {
-	w    io.Writer
-	buf  bytes.Buffer
-	held map[int32][]byte // unfinished lines not shown yet, by rank
-	open int32            // the rank whose unfinished line is shown, or -1
-	err  error            // the first write error
+	w     io.Writer
+	tty   bool
+	buf   bytes.Buffer
+	held  map[int32][]byte // unfinished lines not shown yet, by rank
+	open  int32            // the rank whose unfinished line is shown, or -1
+	shown []byte           // what of that line is shown, to show it again
+	err   error            // the first write error
 }
 
 // NewPrinter returns a printer writing stdout lines to out and stderr lines
@@ -37,7 +45,7 @@ type printStream struct {
 func NewPrinter(out, errw io.Writer, tag bool) *Printer {
 	p := &Printer{tag: tag}
 	for i, w := range []io.Writer{out, errw} {
-		p.streams[i] = &printStream{w: w, held: map[int32][]byte{}, open: -1}
+		p.streams[i] = &printStream{w: w, tty: isTerminal(w), held: map[int32][]byte{}, open: -1}
 	}
 	return p
 }
@@ -57,7 +65,8 @@ func (p *Printer) Output(o *musterv1.Output) {
 		return
 	}
 	held := append(st.held[rank], data...)
-	if o.GetPaused() || st.open == rank || len(held) > maxHeldBytes {
+	early := o.GetPaused() && (st.tty || bytes.IndexByte(held, '\r') >= 0)
+	if early || st.open == rank || len(held) > maxHeldBytes {
 		delete(st.held, rank)
 		p.write(st, rank, held)
 		return
@@ -78,14 +87,21 @@ func (p *Printer) write(st *printStream, rank int32, data []byte) {
 		return
 	}
 	if st.open >= 0 && st.open != rank {
-		st.buf.WriteByte('\n')
-		st.open = -1
+		if st.tty && st.shown != nil {
+			// Clear the unfinished line; it shows again when it goes on.
+			st.buf.WriteString("\r\x1b[K")
+			st.held[st.open] = st.shown
+		} else {
+			st.buf.WriteByte('\n')
+		}
+		st.open, st.shown = -1, nil
 	}
 	var tag []byte
 	if p.tag {
 		tag = []byte("[" + strconv.Itoa(int(rank)) + "] ")
 	}
-	if st.open != rank {
+	continuing := st.open == rank
+	if !continuing {
 		st.buf.Write(tag)
 	}
 	for i, b := range data {
@@ -98,10 +114,21 @@ func (p *Printer) write(st *printStream, rank int32, data []byte) {
 			st.buf.Write(tag)
 		}
 	}
-	if data[len(data)-1] == '\n' {
-		st.open = -1
-	} else {
+	switch {
+	case data[len(data)-1] == '\n':
+		st.open, st.shown = -1, nil
+	case continuing:
+		if st.shown != nil && len(st.shown)+len(data) <= maxHeldBytes {
+			st.shown = append(st.shown, data...)
+		} else {
+			st.shown = nil // too long to show again: a newline ends it instead
+		}
+	default:
 		st.open = rank
+		st.shown = nil
+		if len(data) <= maxHeldBytes {
+			st.shown = append([]byte(nil), data...)
+		}
 	}
 	if st.buf.Len() >= flushBytes {
 		st.flush()
@@ -141,8 +168,18 @@ func (p *Printer) Close() {
 		}
 		if st.open >= 0 {
 			st.buf.WriteByte('\n')
-			st.open = -1
+			st.open, st.shown = -1, nil
 		}
 	}
 	p.Flush()
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }

@@ -35,8 +35,11 @@ func TestPrinter(t *testing.T) {
 		// A progress bar shows as it is drawn, its tag kept after each \r.
 		{"progress bar", true, []*musterv1.Output{paused(0, "\r10%"), paused(0, "\r50%"), out(0, so, "\r100%\n")},
 			"[0] \r[0] 10%\r[0] 50%\r[0] 100%\n", ""},
-		{"another rank ends a shown piece", true, []*musterv1.Output{paused(0, "50%"), out(1, so, "x\n"), out(0, so, " done\n")},
-			"[0] 50%\n[1] x\n[0]  done\n", ""},
+		{"another rank ends a shown bar", true, []*musterv1.Output{paused(0, "\r50%"), out(1, so, "x\n"), out(0, so, " done\n")},
+			"[0] \r[0] 50%\n[1] x\n[0]  done\n", ""},
+		// Off a terminal, a line merely slow to finish stays whole.
+		{"a slow line stays whole", true, []*musterv1.Output{paused(0, "12"), out(1, so, "x\n"), out(0, so, "34\n")},
+			"[1] x\n[0] 1234\n", ""},
 		{"crlf lines keep one tag", true, []*musterv1.Output{out(0, so, "a\r\nb\r\n")}, "[0] a\r\n[0] b\r\n", ""},
 	}
 	for _, tt := range tests {
@@ -97,5 +100,18 @@ func TestPrinterHoldsLongLinesBounded(t *testing.T) {
 	p.Close()
 	if o.Len() != 20*len(piece)+1 {
 		t.Fatalf("%d bytes, want %d", o.Len(), 20*len(piece)+1)
+	}
+}
+
+func TestPrinterOnATerminalClearsAndRedraws(t *testing.T) {
+	var o bytes.Buffer
+	p := NewPrinter(&o, &o, true)
+	p.streams[0].tty = true
+	for _, ev := range []*musterv1.Output{paused(0, "loading 12"), out(1, so, "x\n"), out(0, so, "34\n")} {
+		p.Output(ev)
+	}
+	p.Close()
+	if want := "[0] loading 12\r\x1b[K[1] x\n[0] loading 1234\n"; o.String() != want {
+		t.Fatalf("%q, want %q", o.String(), want)
 	}
 }

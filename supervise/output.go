@@ -50,14 +50,16 @@ func (r *Reader) Cut() {
 // Close closes a pipe that will not be read.
 func (r *Reader) Close() error { return r.f.Close() }
 
-func (r *Reader) setDeadline(pending bool) (cut bool) {
+// setDeadline bounds the next read: an unfinished line waits PauseFlush
+// from its first byte, so that a bar redrawn many times a second still shows.
+func (r *Reader) setDeadline(pending bool, since time.Time) (cut bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
 	case r.cut:
 		r.f.SetReadDeadline(time.Now())
 	case pending:
-		r.f.SetReadDeadline(time.Now().Add(PauseFlush))
+		r.f.SetReadDeadline(since.Add(PauseFlush))
 	default:
 		r.f.SetReadDeadline(time.Time{})
 	}
@@ -69,14 +71,19 @@ func (r *Reader) Read(emit Emit) error {
 	defer r.f.Close()
 	buf := make([]byte, MaxChunk)
 	n := 0
+	var since time.Time // when the unfinished line in buf began
 	for {
-		cut := r.setDeadline(n > 0)
+		cut := r.setDeadline(n > 0, since)
 		m, err := r.f.Read(buf[n:])
+		if m > 0 && n == 0 {
+			since = time.Now()
+		}
 		n += m
 		if m > 0 {
 			if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
 				emit(buf[:i+1], false)
 				n = copy(buf, buf[i+1:n])
+				since = time.Now()
 			} else if n == len(buf) {
 				emit(buf[:n], false)
 				n = 0
