@@ -118,15 +118,21 @@ func (l *eventLog) bytesBefore(v uint64) uint64 {
 // unreadLocked is how many bytes followers have yet to read.
 func (l *eventLog) unreadLocked() uint64 { return l.total - l.bytesBefore(l.oldestUnread()) }
 
+// keepReadBytes is how much output followers have read that a followed job
+// keeps, for a second follower that comes late.
+const keepReadBytes = 1 << 20
+
 // trimLocked drops the oldest events past the bounds, but never one that a
-// follower has yet to read.
+// follower has yet to read. While followed, what was read is kept only up
+// to keepReadBytes: memory goes to what is still on its way.
 func (l *eventLog) trimLocked() {
-	keepFrom := l.next
+	keepFrom, limit := l.next, uint64(l.maxBytes)
 	if l.held() {
 		keepFrom = l.oldestUnread()
+		limit = l.unreadLocked() + keepReadBytes
 	}
 	for len(l.events) > 1 && l.first < keepFrom &&
-		(len(l.events) > l.maxCount || l.total-l.base > uint64(l.maxBytes)) {
+		(len(l.events) > l.maxCount || l.total-l.base > limit) {
 		l.dropFirstLocked()
 	}
 }

@@ -20,7 +20,7 @@ import (
 // Bounds on what the store keeps per node and per job.
 const (
 	commandQueue      = 256
-	defaultEventBytes = 16 << 20
+	defaultEventBytes = 8 << 20
 	defaultEventCount = 2_000_000
 )
 

@@ -69,7 +69,9 @@ func (r *Reader) setDeadline(pending bool, since time.Time) (cut bool) {
 // Read reads the pipe to its end, handing emit whole lines, and closes it.
 func (r *Reader) Read(emit Emit) error {
 	defer r.f.Close()
-	buf := make([]byte, MaxChunk)
+	// The buffer grows to MaxChunk only for a worker that writes that much
+	// at once: hundreds of quiet workers cost little.
+	buf := make([]byte, 4<<10)
 	n := 0
 	var since time.Time // when the unfinished line in buf began
 	for {
@@ -80,13 +82,19 @@ func (r *Reader) Read(emit Emit) error {
 		}
 		n += m
 		if m > 0 {
+			filled := n == len(buf)
 			if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
 				emit(buf[:i+1], false)
 				n = copy(buf, buf[i+1:n])
 				since = time.Now()
-			} else if n == len(buf) {
+			} else if n == MaxChunk {
 				emit(buf[:n], false)
 				n = 0
+			}
+			if filled && len(buf) < MaxChunk {
+				grown := make([]byte, min(2*len(buf), MaxChunk))
+				copy(grown, buf[:n])
+				buf = grown
 			}
 		}
 		switch {
