@@ -220,3 +220,31 @@ func TestClosedStdoutStopsTheJob(t *testing.T) {
 	}
 	eventually(t, "the job's processes to end", func() bool { return len(jobProcesses(t, marker)) == 0 })
 }
+
+// A worker that pauses in the middle of a line (a block-buffered program
+// between two blocks) never has that line split or changed in a pipe or a
+// file: only a line drawn with \r shows before it ends.
+func TestPausedWriterKeepsItsLinesWhole(t *testing.T) {
+	script := `import sys, time
+for i in range(3000):
+    sys.stdout.write("%d\n" % i)
+    if i % 400 == 0:
+        time.sleep(0.3)
+`
+	r := runLauncher(t, "run", "--nproc", "2", "--", "python3", "-c", script)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	next := map[int]int{}
+	countLines(t, r.stdout, func(rank int, body string) bool {
+		n, err := strconv.Atoi(body)
+		if err != nil || n != next[rank] {
+			return false
+		}
+		next[rank]++
+		return true
+	})
+	if next[0] != 3000 || next[1] != 3000 {
+		t.Fatalf("lines: %v", next)
+	}
+}

@@ -116,8 +116,8 @@ func run(c *cli.Context, f runFlags) error {
 		if c.String("cluster") != "" {
 			return cli.Exit("--embedded and --cluster: give one", 2)
 		}
-	} else {
-		cluster = clusterAddr(c)
+	} else if cluster, err = clusterAddr(c); err != nil {
+		return err
 	}
 	if rendezvous.IsUnixAddr(cluster) && len(spec.Workdir) == 0 {
 		// The agent is on this machine: the job starts where the launcher is.
@@ -135,6 +135,13 @@ func run(c *cli.Context, f runFlags) error {
 			if spec.Workdir, err = launch.Workdir(); err != nil {
 				return cli.Exit(err.Error(), 1)
 			}
+		} else if fi, err := os.Stat(string(spec.Workdir)); err != nil || !fi.IsDir() {
+			// This machine runs the job: say so now, as a usage error.
+			what := "does not exist"
+			if err == nil {
+				what = "is not a directory"
+			}
+			return cmdline.Usagef(c, "--workdir %q %s", spec.Workdir, what)
 		}
 		cfg := launch.EmbeddedConfig{Logger: log, DiscoverGPUs: spec.Gpus > 0}
 		if list := c.String("gpu-devices"); list != "" {
