@@ -46,7 +46,7 @@ func runCommand() *cli.Command {
 			cmdline.Flag(f.gpus, "gpus", nil, "`GPUS` per node; one worker per GPU unless --nproc says otherwise"),
 			cmdline.Flag(f.nproc, "nproc", []string{"np", "nproc-per-node", "nproc_per_node"}, "`WORKERS` per node (without --gpus: workers with no GPU); also -np, --nproc-per-node, --nproc_per_node"),
 			cmdline.Flag(f.env, "env", []string{"x"}, "`VAR` passes the launcher's value of VAR, VAR=value sets it (commas and spaces kept); never overwritten"),
-			&cli.StringFlag{Name: "log-dir", Usage: "write each rank's output to `DIR`/rank-N.log"},
+			&cli.StringFlag{Name: "log-dir", Usage: "write each rank's output to `DIR`/JOB-ID/rank-N.log (each job a directory of its own)"},
 			cmdline.Flag(f.killTimeout, "kill-timeout", nil, "grace between SIGTERM and SIGKILL when stopping workers (`DURATION`: 30s, 2m, or seconds)"),
 			cmdline.Flag(f.timeout, "timeout", nil, "wall-clock limit for the job (`DURATION`: 30s, 2h, or seconds; 0 for none); exit code 124 when reached"),
 			cmdline.Flag(f.stdin, "stdin", nil, "which rank reads the launcher's stdin: a `RANK`, all (a copy each) or none; the others get /dev/null"),
