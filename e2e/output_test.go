@@ -208,7 +208,10 @@ func TestJobsNeverOverwriteEachOthersLogs(t *testing.T) {
 // and leaves nothing running.
 func TestClosedStdoutStopsTheJob(t *testing.T) {
 	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-pipe", time.Now().UnixNano())
-	cmd := exec.Command("sh", "-c", launcherBin+` run --nproc 2 -x `+marker+` -- sh -c 'seq 1 100000; exec sleep 1000' | head -1`)
+	// python is the worker's child: the launcher killed by SIGPIPE left it
+	// running under init before.
+	cmd := exec.Command("sh", "-c", launcherBin+` run --nproc 2 -x `+marker+
+		` -- bash -c 'python3 -c "import time; time.sleep(60)" & sleep 0.5; seq 1 100000; wait' | head -1`)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
