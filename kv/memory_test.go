@@ -62,8 +62,14 @@ func TestAddCompareAndSwapDelete(t *testing.T) {
 		{"add to missing", func() (string, error) { n, err := sp.Add("n", 3); return itoa(n), err }, "3"},
 		{"add negative", func() (string, error) { n, err := sp.Add("n", -5); return itoa(n), err }, "-2"},
 		{"cas on missing with nil", func() (string, error) { v, err := sp.CompareAndSwap("c", nil, []byte("a")); return string(v), err }, "a"},
-		{"cas mismatch keeps", func() (string, error) { v, err := sp.CompareAndSwap("c", []byte("x"), []byte("b")); return string(v), err }, "a"},
-		{"cas match swaps", func() (string, error) { v, err := sp.CompareAndSwap("c", []byte("a"), []byte("b")); return string(v), err }, "b"},
+		{"cas mismatch keeps", func() (string, error) {
+			v, err := sp.CompareAndSwap("c", []byte("x"), []byte("b"))
+			return string(v), err
+		}, "a"},
+		{"cas match swaps", func() (string, error) {
+			v, err := sp.CompareAndSwap("c", []byte("a"), []byte("b"))
+			return string(v), err
+		}, "b"},
 		{"delete present", func() (string, error) { ok, err := sp.Delete("c"); return boolS(ok), err }, "true"},
 		{"delete absent", func() (string, error) { ok, err := sp.Delete("c"); return boolS(ok), err }, "false"},
 		{"len", func() (string, error) { return itoa(int64(sp.Len())), nil }, "1"},
