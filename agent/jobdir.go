@@ -3,7 +3,6 @@ package agent
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -15,24 +14,30 @@ import (
 // agent starting later removes what a crash left and nothing in use.
 const (
 	jobDirPrefix = "muster-"
+	jobDirNew    = ".muster-new-" // a job directory being made
 	jobDirLock   = ".lock"
 )
 
 // makeJobDir creates a job's directory and returns it with its lock held.
+// The directory is made and locked under a temporary name, then renamed:
+// an agent starting meanwhile never sees it unlocked.
 func makeJobDir(tempDir, jobID string) (string, *os.File, error) {
 	dir := filepath.Join(tempDir, jobDirPrefix+jobID)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	tmp, err := os.MkdirTemp(tempDir, jobDirNew)
+	if err != nil {
 		return "", nil, err
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, jobDirLock), os.O_CREATE|os.O_RDWR, 0o600)
+	lock, err := os.OpenFile(filepath.Join(tmp, jobDirLock), os.O_CREATE|os.O_RDWR, 0o600)
 	if err == nil {
-		err = unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err = unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
+			err = os.Rename(tmp, dir)
+		}
 	}
 	if err != nil {
 		if lock != nil {
 			lock.Close()
 		}
-		os.RemoveAll(dir)
+		os.RemoveAll(tmp)
 		return "", nil, err
 	}
 	return dir, lock, nil
@@ -42,13 +47,12 @@ func makeJobDir(tempDir, jobID string) (string, *os.File, error) {
 // an agent and its shims left when they were killed.
 func removeStaleJobDirs(log *zap.Logger, tempDir string) {
 	dirs, _ := filepath.Glob(filepath.Join(tempDir, jobDirPrefix+"j-*"))
-	for _, dir := range dirs {
-		if !strings.HasPrefix(filepath.Base(dir), jobDirPrefix+"j-") {
-			continue
-		}
+	news, _ := filepath.Glob(filepath.Join(tempDir, jobDirNew+"*"))
+	for _, dir := range append(dirs, news...) {
 		lock, err := os.Open(filepath.Join(dir, jobDirLock))
 		if err != nil {
-			// A directory being made right now has no lock yet.
+			// One being made right now has no lock yet; one a crash left
+			// before its lock is a minute old.
 			if fi, serr := os.Stat(dir); serr == nil && time.Since(fi.ModTime()) > time.Minute {
 				os.RemoveAll(dir)
 			}

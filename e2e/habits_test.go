@@ -293,14 +293,16 @@ func TestMessagesSayThingsOnce(t *testing.T) {
 }
 
 func TestQuietUnlessVerbose(t *testing.T) {
-	// The embedded agent logs a warning when a job cannot start.
-	missing := filepath.Join(t.TempDir(), "missing")
-	r := runLauncher(t, "run", "--workdir", missing, "--", "true")
+	// The embedded agent logs a warning when a job cannot start: here, its
+	// log directory cannot be made under a file.
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o644)
+	r := runLauncher(t, "run", "--log-dir", file, "--", "true")
 	if r.code != 1 || strings.Contains(r.stderr, "WARN") || regexp.MustCompile(`\.go:\d+`).MatchString(r.stderr) ||
-		!strings.Contains(r.stderr, "working directory "+missing+" does not exist") {
+		!strings.Contains(r.stderr, "--log-dir: mkdir "+file) {
 		t.Fatalf("exit %d, stderr %q; want the failure alone", r.code, r.stderr)
 	}
-	r = runLauncher(t, "run", "--verbose", "--workdir", missing, "--", "true")
+	r = runLauncher(t, "run", "--verbose", "--log-dir", file, "--", "true")
 	if !strings.Contains(r.stderr, "WARN") {
 		t.Fatalf("--verbose: stderr %q; want the agent's log", r.stderr)
 	}
@@ -318,7 +320,7 @@ func TestStartFailuresNameTheCause(t *testing.T) {
 		code int
 		want string
 	}{
-		{"workdir is a file", []string{"--workdir", file, "--", "true"}, 1, "working directory " + file + " is not a directory"},
+		{"workdir is a file", []string{"--workdir", file, "--", "true"}, 2, "--workdir \"" + file + "\" is not a directory"},
 		{"missing interpreter", []string{"--workdir", dir, "--", "./x.sh"}, 127, "cannot start ./x.sh: its interpreter /usr/bin/nope (from its #! line) does not exist"},
 	}
 	for _, tt := range tests {
