@@ -41,7 +41,7 @@ type Store struct {
 	log *zap.Logger
 	kv  *KV
 
-	mu     sync.Mutex
+	mu      sync.Mutex
 	nodes   map[string]*node // by session
 	jobs    map[string]*job
 	order   []string          // job IDs in submission order
