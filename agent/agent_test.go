@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -28,29 +27,7 @@ func args(ss ...string) [][]byte {
 // follow submits spec and gathers the job's output lines by rank and its end.
 func follow(t *testing.T, tc *TestCluster, spec *musterv1.JobSpec) (map[int32][]string, *musterv1.JobFinished) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	sub, err := tc.Client.Submit(ctx, &musterv1.SubmitRequest{Spec: spec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := tc.Client.WatchJob(ctx, &musterv1.WatchJobRequest{JobId: sub.JobId})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[int32][]string{}
-	for {
-		ev, err := w.Recv()
-		if err != nil {
-			t.Fatalf("job stream ended before the job: %v", err)
-		}
-		if o := ev.GetOutput(); o != nil {
-			out[o.Rank] = append(out[o.Rank], strings.Split(strings.TrimSuffix(string(o.Data), "\n"), "\n")...)
-		}
-		if f := ev.GetFinished(); f != nil {
-			return out, f
-		}
-	}
+	return followWithStdin(t, tc, spec, strings.NewReader(""))
 }
 
 func TestMain(m *testing.M) {

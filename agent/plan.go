@@ -14,6 +14,7 @@ import (
 	"github.com/musterhq/muster/engine"
 	"github.com/musterhq/muster/envprop"
 	"github.com/musterhq/muster/hostfile"
+	"github.com/musterhq/muster/ncclnet"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
@@ -95,7 +96,7 @@ func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
 		base = a.cfg.Environ
 	}
 	user := byteStrings(spec.GetEnv())
-	var net envprop.NCCLNet
+	var net ncclnet.Result
 	if spec.GetNcclAutodetect() {
 		net = a.detectNCCLNet(asg, base, user)
 	}
@@ -109,7 +110,7 @@ func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
 		NCCLCommID: asg.GetNcclCommId(), UniqueIDHex: id.Hex(),
 		IsolateGPUs:  spec.GetIsolateGpus(),
 		RestartCount: int(asg.GetRestartCount()), MaxRestarts: int(asg.GetMaxRestarts()),
-		NCCLNet: net,
+		NCCLVars: net.Vars(),
 	}
 	for _, g := range asg.GetGpus() {
 		in.GPUs = append(in.GPUs, int(g))
@@ -140,18 +141,18 @@ func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
 
 // detectNCCLNet finds NCCL's network variables for this node; the NCCL
 // version is read from the library once per agent, and only for GPU jobs.
-func (a *Agent) detectNCCLNet(asg *musterv1.Assignment, base, user []string) envprop.NCCLNet {
+func (a *Agent) detectNCCLNet(asg *musterv1.Assignment, base, user []string) ncclnet.Result {
 	master, err := netip.ParseAddr(asg.GetMasterAddr())
 	if err != nil {
-		return envprop.NCCLNet{}
+		return ncclnet.Result{}
 	}
 	version := 0
 	if len(asg.GetGpus()) > 0 {
 		a.ncclOnce.Do(func() { a.ncclVersion, _ = engine.LibraryNCCLVersion() })
 		version = a.ncclVersion
 	}
-	userVars := envprop.UserNCCLVars(append(append([]string(nil), base...), user...))
-	net, err := envprop.DetectNCCLNet(envprop.NetOptions{SysRoot: a.cfg.SysRoot, MasterAddr: master, NCCLVersion: version, UserEnv: userVars})
+	userVars := ncclnet.UserVars(append(append([]string(nil), base...), user...))
+	net, err := ncclnet.Detect(ncclnet.Options{SysRoot: a.cfg.SysRoot, MasterAddr: master, NCCLVersion: version, UserEnv: userVars})
 	if err != nil {
 		a.log.Warn("nccl network detection failed", zap.Error(err))
 	}

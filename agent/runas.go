@@ -95,12 +95,16 @@ func openFileAs(cred *syscall.Credential, path string, flag int, perm os.FileMod
 	return f, err
 }
 
+// userPath is another user's job's PATH: not root's, which may name root's
+// own directories, but the one sudo's secure_path gives every user.
+const userPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 // userEnviron is the environment a job of another user starts from: never
 // the agent's own (it may hold secrets), only what finds programs and a
 // locale, and the user's own name and home.
 func userEnviron(agentEnv []string, uid uint32) []string {
-	var out []string
-	for _, name := range []string{"PATH", "LANG", "LC_ALL", "TZ"} {
+	out := []string{"PATH=" + userPath}
+	for _, name := range []string{"LANG", "LC_ALL", "TZ"} {
 		if v, ok := envprop.Lookup(agentEnv, name); ok {
 			out = append(out, name+"="+v)
 		}

@@ -208,7 +208,10 @@ func TestJobsNeverOverwriteEachOthersLogs(t *testing.T) {
 // and leaves nothing running.
 func TestClosedStdoutStopsTheJob(t *testing.T) {
 	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-pipe", time.Now().UnixNano())
-	cmd := exec.Command("sh", "-c", launcherBin+` run --nproc 2 -x `+marker+` -- sh -c 'seq 1 100000; exec sleep 1000' | head -1`)
+	// python is the worker's child: the launcher killed by SIGPIPE left it
+	// running under init before.
+	cmd := exec.Command("sh", "-c", launcherBin+` run --nproc 2 -x `+marker+
+		` -- bash -c 'python3 -c "import time; time.sleep(60)" & sleep 0.5; seq 1 100000; wait' | head -1`)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
@@ -219,4 +222,32 @@ func TestClosedStdoutStopsTheJob(t *testing.T) {
 		t.Fatalf("stdout %q", r.stdout)
 	}
 	eventually(t, "the job's processes to end", func() bool { return len(jobProcesses(t, marker)) == 0 })
+}
+
+// A worker that pauses in the middle of a line (a block-buffered program
+// between two blocks) never has that line split or changed in a pipe or a
+// file: only a line drawn with \r shows before it ends.
+func TestPausedWriterKeepsItsLinesWhole(t *testing.T) {
+	script := `import sys, time
+for i in range(3000):
+    sys.stdout.write("%d\n" % i)
+    if i % 400 == 0:
+        time.sleep(0.3)
+`
+	r := runLauncher(t, "run", "--nproc", "2", "--", "python3", "-c", script)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	next := map[int]int{}
+	countLines(t, r.stdout, func(rank int, body string) bool {
+		n, err := strconv.Atoi(body)
+		if err != nil || n != next[rank] {
+			return false
+		}
+		next[rank]++
+		return true
+	})
+	if next[0] != 3000 || next[1] != 3000 {
+		t.Fatalf("lines: %v", next)
+	}
 }

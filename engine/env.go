@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/musterhq/muster/envprop"
 )
 
 // Worker is what a worker process learns from muster's environment.
@@ -30,7 +32,7 @@ func FromEnv() (Worker, error) { return WorkerFromLookup(os.LookupEnv) }
 // tools can pass an environment other than the process's own.
 func WorkerFromLookup(lookup func(string) (string, bool)) (Worker, error) {
 	var w Worker
-	idHex, ok := lookup("MUSTER_NCCL_UNIQUE_ID")
+	idHex, ok := lookup(envprop.NCCLUniqueID)
 	if !ok || idHex == "" {
 		return w, ErrNotUnderMuster
 	}
@@ -40,26 +42,26 @@ func WorkerFromLookup(lookup func(string) (string, bool)) (Worker, error) {
 	}
 	w.UniqueID = id
 
-	if w.WorldSize, err = intVar(lookup, "WORLD_SIZE", -1, 1); err != nil {
+	if w.WorldSize, err = intVar(lookup, envprop.WorldSize, -1, 1); err != nil {
 		return w, err
 	}
-	if w.Rank, err = intVar(lookup, "RANK", -1, 0); err != nil {
+	if w.Rank, err = intVar(lookup, envprop.Rank, -1, 0); err != nil {
 		return w, err
 	}
 	if w.Rank >= w.WorldSize {
 		return w, fmt.Errorf("RANK=%d: must be below WORLD_SIZE=%d", w.Rank, w.WorldSize)
 	}
-	if w.LocalRank, err = intVar(lookup, "LOCAL_RANK", -1, 0); err != nil {
+	if w.LocalRank, err = intVar(lookup, envprop.LocalRank, -1, 0); err != nil {
 		return w, err
 	}
-	if w.LocalWorldSize, err = intVar(lookup, "LOCAL_WORLD_SIZE", w.WorldSize, 1); err != nil {
+	if w.LocalWorldSize, err = intVar(lookup, envprop.LocalWorldSize, w.WorldSize, 1); err != nil {
 		return w, err
 	}
 	if w.LocalRank >= w.LocalWorldSize {
 		return w, fmt.Errorf("LOCAL_RANK=%d: must be below LOCAL_WORLD_SIZE=%d", w.LocalRank, w.LocalWorldSize)
 	}
 
-	if v, ok := lookup("CUDA_VISIBLE_DEVICES"); ok && strings.TrimSpace(v) != "" {
+	if v, ok := lookup(envprop.CUDAVisibleDevices); ok && strings.TrimSpace(v) != "" {
 		for _, d := range strings.Split(v, ",") {
 			w.VisibleDevices = append(w.VisibleDevices, strings.TrimSpace(d))
 		}
@@ -73,7 +75,7 @@ func WorkerFromLookup(lookup func(string) (string, bool)) (Worker, error) {
 // worker's own GPU is the LOCAL_RANK-th in it, or, with several GPUs a worker
 // (MUSTER_LOCAL_GPUS), the position of its first GPU in that list.
 func deviceOrdinal(lookup func(string) (string, bool), localRank int, visible []string) (int, error) {
-	if v, ok := lookup("MUSTER_LOCAL_GPUS"); ok && strings.TrimSpace(v) != "" {
+	if v, ok := lookup(envprop.LocalGPUs); ok && strings.TrimSpace(v) != "" {
 		first := strings.TrimSpace(strings.Split(v, ",")[0])
 		if len(visible) == 0 {
 			// Nothing hidden: the physical index is the ordinal.

@@ -18,14 +18,15 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/musterhq/muster/envprop"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
 // The variables a worker reaches its job's KV and barriers with.
 const (
-	EnvStoreAddr = "MUSTER_STORE_ADDR" // host:port, or unix:///path
-	EnvJobToken  = "MUSTER_JOB_TOKEN"  // the job's credential
-	EnvTLSCA     = "MUSTER_TLS_CA"     // CA file of the store's TLS certificate, when it uses TLS
+	EnvStoreAddr = envprop.StoreAddr // host:port, or unix:///path
+	EnvJobToken  = envprop.JobToken  // the job's credential
+	EnvTLSCA     = envprop.TLSCA     // CA file of the store's TLS certificate, when it uses TLS
 )
 
 // jobTokenHeader carries the job credential; the store reads the job from it.

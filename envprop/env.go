@@ -47,8 +47,9 @@ type Input struct {
 	RestartCount int
 	MaxRestarts  int
 
-	// NCCLNet is what detection found on this node; empty fields set nothing.
-	NCCLNet NCCLNet
+	// NCCLVars is what NCCL network detection (ncclnet) found on this node,
+	// name and value; each is set unless the user set it.
+	NCCLVars [][2]string
 }
 
 // Rank is the worker's global rank: node-major, as torchrun numbers them.
@@ -81,77 +82,77 @@ func Build(in Input) []string {
 		}
 	}
 	// An inherited NCCL_COMM_ID would make every rank try to be the root.
-	delete(env, "NCCL_COMM_ID")
+	delete(env, NCCLCommID)
 	// The agent's cluster token is not the workers': they get their job's.
-	delete(env, "MUSTER_TOKEN")
-	delete(env, "MUSTER_TOKEN_FILE")
+	delete(env, ClusterToken)
+	delete(env, TokenFile)
 
 	rank, world := in.Rank(), in.WorldSize()
 	itoa := strconv.Itoa
 	set := map[string]string{
-		"RANK":                       itoa(rank),
-		"LOCAL_RANK":                 itoa(in.LocalRank),
-		"WORLD_SIZE":                 itoa(world),
-		"LOCAL_WORLD_SIZE":           itoa(in.NProc),
-		"GROUP_RANK":                 itoa(in.NodeRank),
-		"GROUP_WORLD_SIZE":           itoa(len(in.NodeAddrs)),
-		"ROLE_RANK":                  itoa(rank),
-		"ROLE_WORLD_SIZE":            itoa(world),
-		"ROLE_NAME":                  "default",
-		"MASTER_ADDR":                in.MasterAddr,
-		"MASTER_PORT":                itoa(in.MasterPort),
-		"TORCHELASTIC_RUN_ID":        in.JobID,
-		"TORCHELASTIC_RESTART_COUNT": itoa(in.RestartCount),
-		"TORCHELASTIC_MAX_RESTARTS":  itoa(in.MaxRestarts),
+		Rank:                     itoa(rank),
+		LocalRank:                itoa(in.LocalRank),
+		WorldSize:                itoa(world),
+		LocalWorldSize:           itoa(in.NProc),
+		GroupRank:                itoa(in.NodeRank),
+		GroupWorldSize:           itoa(len(in.NodeAddrs)),
+		RoleRank:                 itoa(rank),
+		RoleWorldSize:            itoa(world),
+		RoleName:                 "default",
+		MasterAddr:               in.MasterAddr,
+		MasterPort:               itoa(in.MasterPort),
+		TorchelasticRunID:        in.JobID,
+		TorchelasticRestartCount: itoa(in.RestartCount),
+		TorchelasticMaxRestarts:  itoa(in.MaxRestarts),
 
-		"OMPI_COMM_WORLD_RANK":       itoa(rank),
-		"OMPI_COMM_WORLD_SIZE":       itoa(world),
-		"OMPI_COMM_WORLD_LOCAL_RANK": itoa(in.LocalRank),
-		"OMPI_COMM_WORLD_LOCAL_SIZE": itoa(in.NProc),
-		"OMPI_COMM_WORLD_NODE_RANK":  itoa(in.NodeRank),
+		OMPIRank:      itoa(rank),
+		OMPISize:      itoa(world),
+		OMPILocalRank: itoa(in.LocalRank),
+		OMPILocalSize: itoa(in.NProc),
+		OMPINodeRank:  itoa(in.NodeRank),
 
-		"MUSTER_JOB_ID":         in.JobID,
-		"MUSTER_NODE_RANK":      itoa(in.NodeRank),
-		"MUSTER_NNODES":         itoa(len(in.NodeAddrs)),
-		"MUSTER_NODE_ADDRS":     strings.Join(in.NodeAddrs, " "),
-		"MUSTER_MASTER_ADDR":    in.MasterAddr,
-		"MUSTER_GPUS_PER_NODE":  itoa(len(in.GPUs)),
-		"MUSTER_NCCL_UNIQUE_ID": in.UniqueIDHex,
-		"MUSTER_HOSTFILE":       in.Hostfile,
-		"MUSTER_STORE_ADDR":     in.StoreAddr,
-		"MUSTER_JOB_TOKEN":      in.JobToken,
-		"MUSTER_LOCAL_GPUS":     joinInts(in.LocalGPUs()),
+		JobID:        in.JobID,
+		NodeRank:     itoa(in.NodeRank),
+		NNodes:       itoa(len(in.NodeAddrs)),
+		NodeAddrs:    strings.Join(in.NodeAddrs, " "),
+		MusterMaster: in.MasterAddr,
+		GPUsPerNode:  itoa(len(in.GPUs)),
+		NCCLUniqueID: in.UniqueIDHex,
+		Hostfile:     in.Hostfile,
+		StoreAddr:    in.StoreAddr,
+		JobToken:     in.JobToken,
+		LocalGPUs:    joinInts(in.LocalGPUs()),
 	}
 	if rank == 0 && in.NCCLCommID != "" {
-		set["NCCL_COMM_ID"] = in.NCCLCommID
+		set[NCCLCommID] = in.NCCLCommID
 	}
 	if len(in.GPUs) > 0 {
 		visible := in.GPUs
 		if in.IsolateGPUs {
 			visible = in.LocalGPUs()
 		}
-		set["CUDA_VISIBLE_DEVICES"] = joinInts(visible)
+		set[CUDAVisibleDevices] = joinInts(visible)
 	} else {
 		// No GPUs asked for: hide them rather than let every worker share GPU 0.
-		set["CUDA_VISIBLE_DEVICES"] = ""
-		delete(set, "MUSTER_LOCAL_GPUS")
+		set[CUDAVisibleDevices] = ""
+		delete(set, LocalGPUs)
 	}
 	for k, v := range set {
 		env[k] = v
 	}
 
-	defaults := map[string]string{"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
+	defaults := map[string]string{TorchNCCLAsyncErrors: "1"}
 	if in.StoreCA != "" {
-		defaults["MUSTER_TLS_CA"] = in.StoreCA
+		defaults[TLSCA] = in.StoreCA
 	}
 	if len(in.GPUs) > 0 {
 		// Device indices are NVML's, in PCI bus order; make CUDA count the same way.
-		defaults["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+		defaults[CUDADeviceOrder] = "PCI_BUS_ID"
 	}
 	if in.NProc > 1 {
 		defaults["OMP_NUM_THREADS"] = "1"
 	}
-	for _, kv := range in.NCCLNet.Vars() {
+	for _, kv := range in.NCCLVars {
 		if kv[1] != "" {
 			defaults[kv[0]] = kv[1]
 		}

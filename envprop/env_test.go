@@ -77,7 +77,7 @@ func TestBuild(t *testing.T) {
 			edit: func(in *Input) {
 				in.Base = []string{"RANK=9", "PATH=/bin", "OMP_NUM_THREADS=8", "NCCL_SOCKET_IFNAME=ib0", "NCCL_COMM_ID=1.2.3.4:5", "TORCH_NCCL_ASYNC_ERROR_HANDLING=0"}
 				in.LocalRank = 1
-				in.NCCLNet = NCCLNet{SocketIfname: "=eth0", IBHCA: "=mlx5_0:1"}
+				in.NCCLVars = [][2]string{{"NCCL_SOCKET_IFNAME", "=eth0"}, {"NCCL_IB_HCA", "=mlx5_0:1"}}
 			},
 			want: map[string]string{
 				"RANK": "1", "PATH": "/bin", "OMP_NUM_THREADS": "8", "NCCL_SOCKET_IFNAME": "ib0",
@@ -98,7 +98,7 @@ func TestBuild(t *testing.T) {
 			name: "the user's -x variables win over everything",
 			edit: func(in *Input) {
 				in.User = []string{"RANK=42", "CUDA_VISIBLE_DEVICES=1", "NCCL_SOCKET_IFNAME==ib0", "FOO=a=b"}
-				in.NCCLNet = NCCLNet{SocketIfname: "=eth0"}
+				in.NCCLVars = [][2]string{{"NCCL_SOCKET_IFNAME", "=eth0"}}
 			},
 			want: map[string]string{"RANK": "42", "CUDA_VISIBLE_DEVICES": "1", "NCCL_SOCKET_IFNAME": "=ib0", "FOO": "a=b"},
 		},

@@ -112,10 +112,14 @@ func (f *follower) run(ctx context.Context) (int, error) {
 		tick = t.C
 	}
 	heard := time.Now()
+	closed := closedNotify(f.opts.Stdout)
 	for {
 		select {
 		case sig := <-f.opts.Signals:
 			f.signal(ctx, sig)
+		case <-closed:
+			closed = nil
+			f.stdoutGone(ctx, syscall.EPIPE)
 		case <-tick:
 			if time.Since(heard) < f.opts.Liveness {
 				continue
@@ -185,15 +189,22 @@ func (f *follower) flush(ctx context.Context) {
 	}
 	f.p.Flush()
 	if err := f.p.Err(); err != nil {
-		f.quiet = true
-		reason := "its output could not be written: " + err.Error()
-		code := int32(1)
-		if errors.Is(err, syscall.EPIPE) {
-			reason, code = "its output pipe was closed", 128+int32(syscall.SIGPIPE)
-		}
-		fmt.Fprintf(f.opts.Stderr, "muster: stopping job %s: %s\n", f.job, reason)
-		f.cancel(ctx, false, reason, code)
+		f.stdoutGone(ctx, err)
 	}
+}
+
+// stdoutGone stops the job once its output cannot be written.
+func (f *follower) stdoutGone(ctx context.Context, err error) {
+	if f.quiet {
+		return
+	}
+	f.quiet = true
+	reason := "stopped: its output could not be written: " + err.Error()
+	code := int32(1)
+	if errors.Is(err, syscall.EPIPE) {
+		reason, code = "stopped: its output pipe was closed", 128+int32(syscall.SIGPIPE)
+	}
+	f.cancel(ctx, false, reason, code)
 }
 
 func (f *follower) signal(ctx context.Context, sig os.Signal) {

@@ -20,6 +20,9 @@ func ResolveEnv(flags []string, lookup func(string) (string, bool)) ([][]byte, e
 			env = append(env, []byte(f))
 			continue
 		}
+		if f == "" {
+			return nil, errors.New("-x needs NAME or NAME=value, not an empty string")
+		}
 		v, ok := lookup(f)
 		if !ok {
 			return nil, fmt.Errorf("-x %s: %s is not set in the launcher's environment (use -x %s=value to set it)", f, f, f)

@@ -311,7 +311,7 @@ func (s *Store) finishLocked(j *job) {
 	if j.stdin != nil {
 		j.stdin.close()
 	}
-	s.kv.DeleteScope(j.id)
+	s.kv.Drop(j.id)
 	s.pruneLocked()
 	s.log.Info("job finished", zap.String("job", j.id), zap.Stringer("state", fin.State),
 		zap.Int32("exit-code", fin.ExitCode), zap.String("summary", fin.Summary))

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -39,6 +40,25 @@ func SocketAddr(path string) string { return "unix://" + path }
 
 // NormalizeAddr turns a --cluster value into a dial address: an absolute
 // path or unix:/path becomes unix:///path; HOST:PORT stays as it is.
+// CheckAddr says what is wrong with a store address, if anything: it is
+// HOST:PORT with a port number, or unix:///ABSOLUTE/PATH.
+func CheckAddr(addr string) error {
+	if IsUnixAddr(addr) {
+		if p := strings.TrimPrefix(addr, "unix://"); !strings.HasPrefix(p, "/") {
+			return fmt.Errorf("%q: a socket is unix:///ABSOLUTE/PATH", addr)
+		}
+		return nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return fmt.Errorf("%q: want HOST:PORT (or unix:///PATH of an agent's socket)", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("%q: port %q is not a number in 1..65535", addr, port)
+	}
+	return nil
+}
+
 func NormalizeAddr(addr string) string {
 	switch {
 	case strings.HasPrefix(addr, "/"):

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/musterhq/muster/kv"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
@@ -39,7 +40,7 @@ type StoreConfig struct {
 type Store struct {
 	cfg StoreConfig
 	log *zap.Logger
-	kv  *KV
+	kv  kv.Store
 
 	mu      sync.Mutex
 	nodes   map[string]*node // by session
@@ -70,12 +71,12 @@ func NewStore(cfg StoreConfig) *Store {
 	if cfg.EventCount == 0 {
 		cfg.EventCount = defaultEventCount
 	}
-	return &Store{cfg: cfg, log: cfg.Logger, kv: NewKV(), nodes: map[string]*node{}, jobs: map[string]*job{},
+	return &Store{cfg: cfg, log: cfg.Logger, kv: kv.NewMemory(), nodes: map[string]*node{}, jobs: map[string]*job{},
 		rounds: map[string]*round{}}
 }
 
-// KV returns the store's key-value space.
-func (s *Store) KV() *KV { return s.kv }
+// KV returns the jobs' key-value store.
+func (s *Store) KV() kv.Store { return s.kv }
 
 func newID(prefix string) string {
 	var b [6]byte

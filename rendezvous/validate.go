@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"regexp"
 
+	"github.com/musterhq/muster/kv"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
@@ -85,7 +86,7 @@ func ValidateSpec(spec *musterv1.JobSpec) error {
 		return fmt.Errorf("--kill-timeout is negative")
 	case spec.TimeoutMs < 0:
 		return fmt.Errorf("--timeout is negative")
-	case len(spec.LogDir) > maxPathBytes || len(spec.Workdir) > maxPathBytes || len(spec.Name) > maxKeyBytes:
+	case len(spec.LogDir) > maxPathBytes || len(spec.Workdir) > maxPathBytes || len(spec.Name) > kv.MaxKeyBytes:
 		return fmt.Errorf("--log-dir, working directory or name longer than %d bytes", maxPathBytes)
 	case bytes.IndexByte(spec.LogDir, 0) >= 0:
 		return fmt.Errorf("--log-dir %q holds a NUL byte", spec.LogDir)

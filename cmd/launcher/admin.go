@@ -20,7 +20,10 @@ import (
 // commands require, and a bounded context.
 func clusterAction(fn func(ctx context.Context, c *cli.Context, cl *rendezvous.Client) error) cli.ActionFunc {
 	return func(c *cli.Context) error {
-		addr := clusterAddr(c)
+		addr, err := clusterAddr(c)
+		if err != nil {
+			return err
+		}
 		if addr == "" {
 			return cmdline.Usagef(c, "%s needs --cluster HOST:PORT (or MUSTER_CLUSTER): no agent serves this machine, and it asks a running cluster's store", c.Command.Name)
 		}

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"net"
 
+	"github.com/musterhq/muster/cmdline"
 	"github.com/musterhq/muster/rendezvous"
 )
 
@@ -27,11 +30,15 @@ func clusterFlags(required bool) []cli.Flag {
 
 // clusterAddr is the store to use: --cluster, else an agent serving a
 // socket on this machine, else "".
-func clusterAddr(c *cli.Context) string {
+func clusterAddr(c *cli.Context) (string, error) {
 	if addr := c.String("cluster"); addr != "" {
-		return rendezvous.NormalizeAddr(addr)
+		addr = rendezvous.NormalizeAddr(addr)
+		if err := rendezvous.CheckAddr(addr); err != nil {
+			return "", cmdline.Usagef(c, "--cluster %v", err)
+		}
+		return addr, nil
 	}
-	return rendezvous.FindLocalAgent()
+	return rendezvous.FindLocalAgent(), nil
 }
 
 // clusterSecurity is how to authenticate to addr. On a Unix socket the
@@ -54,6 +61,9 @@ func clusterSecurity(c *cli.Context, addr string) (rendezvous.Security, error) {
 		}
 	}
 	sec.Token = tok
+	if host, _, err := net.SplitHostPort(addr); err == nil && tok != "" && sec.CAFile == "" && !rendezvous.IsLoopback(host) {
+		return sec, fmt.Errorf("--cluster %s: the cluster token is never sent in clear text over a network: give --tls-ca (the CA of the store's certificate)", addr)
+	}
 	return sec, nil
 }
 

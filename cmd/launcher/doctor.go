@@ -12,7 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/musterhq/muster/engine"
-	"github.com/musterhq/muster/envprop"
+	"github.com/musterhq/muster/ncclnet"
 )
 
 func doctorCommand() *cli.Command {
@@ -34,7 +34,7 @@ func doctor(c *cli.Context) error {
 		return cli.Exit("doctor takes no arguments", 2)
 	}
 	w := c.App.Writer
-	opts := envprop.NetOptions{SysRoot: c.String("sysfs"), UserEnv: envprop.UserNCCLVars(os.Environ())}
+	opts := ncclnet.Options{SysRoot: c.String("sysfs"), UserEnv: ncclnet.UserVars(os.Environ())}
 
 	if host := c.String("master"); host != "" {
 		addr, err := netip.ParseAddr(host)
@@ -52,7 +52,7 @@ func doctor(c *cli.Context) error {
 	}
 
 	if v := c.String("nccl-version"); v != "" {
-		code, err := envprop.ParseNCCLVersion(v)
+		code, err := ncclnet.ParseVersion(v)
 		if err != nil {
 			return cli.Exit(err.Error(), 2)
 		}
@@ -68,7 +68,7 @@ func doctor(c *cli.Context) error {
 		fmt.Fprintf(w, "NCCL version:  %s\n", engine.VersionString(code))
 	}
 
-	net, err := envprop.DetectNCCLNet(opts)
+	net, err := ncclnet.Detect(opts)
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}

@@ -48,7 +48,7 @@ func runCommand() *cli.Command {
 			cmdline.Flag(f.gpus, "gpus", nil, "`GPUS` per node; one worker per GPU unless --nproc says otherwise"),
 			cmdline.Flag(f.nproc, "nproc", []string{"np", "nproc-per-node", "nproc_per_node"}, "`WORKERS` per node (without --gpus: workers with no GPU); also -np, --nproc-per-node, --nproc_per_node"),
 			cmdline.Flag(f.env, "env", []string{"x"}, "`VAR` passes the launcher's value of VAR, VAR=value sets it (commas and spaces kept); never overwritten"),
-			&cli.StringFlag{Name: "log-dir", Usage: "write each rank's output to `DIR`/rank-N.log"},
+			&cli.StringFlag{Name: "log-dir", Usage: "write each rank's output to `DIR`/JOB-ID/rank-N.log (each job a directory of its own)"},
 			cmdline.Flag(f.killTimeout, "kill-timeout", nil, "grace between SIGTERM and SIGKILL when stopping workers (`DURATION`: 30s, 2m, or seconds)"),
 			cmdline.Flag(f.timeout, "timeout", nil, "wall-clock limit for the job (`DURATION`: 30s, 2h, or seconds; 0 for none); exit code 124 when reached"),
 			cmdline.Flag(f.waitTimeout, "wait-timeout", nil, "on a cluster, how long the job waits for --nnodes nodes with --gpus free GPUs, printing progress (`DURATION`; 0 fails at once)"),
@@ -119,8 +119,8 @@ func run(c *cli.Context, f runFlags) error {
 		if c.String("cluster") != "" {
 			return cli.Exit("--embedded and --cluster: give one", 2)
 		}
-	} else {
-		cluster = clusterAddr(c)
+	} else if cluster, err = clusterAddr(c); err != nil {
+		return err
 	}
 	if rendezvous.IsUnixAddr(cluster) && len(spec.Workdir) == 0 {
 		// The agent is on this machine: the job starts where the launcher is.
@@ -143,6 +143,13 @@ func run(c *cli.Context, f runFlags) error {
 			if spec.Workdir, err = launch.Workdir(); err != nil {
 				return cli.Exit(err.Error(), 1)
 			}
+		} else if fi, err := os.Stat(string(spec.Workdir)); err != nil || !fi.IsDir() {
+			// This machine runs the job: say so now, as a usage error.
+			what := "does not exist"
+			if err == nil {
+				what = "is not a directory"
+			}
+			return cmdline.Usagef(c, "--workdir %q %s", spec.Workdir, what)
 		}
 		cfg := launch.EmbeddedConfig{Logger: log, DiscoverGPUs: spec.Gpus > 0}
 		if list := c.String("gpu-devices"); list != "" {

@@ -1,4 +1,4 @@
-package envprop
+package ncclnet
 
 import (
 	"fmt"
@@ -83,39 +83,39 @@ func TestDetectNCCLNet(t *testing.T) {
 		master  netip.Addr
 		version int
 		user    map[string]string
-		want    NCCLNet // Reasons are checked by wantWhy
-		wantWhy string  // a substring of one reason
+		want    Result // Reasons are checked by wantWhy
+		wantWhy string // a substring of one reason
 	}{
 		{
 			name:    "no infiniband",
 			master:  loopback,
-			want:    NCCLNet{SocketIfname: "=lo"},
+			want:    Result{SocketIfname: "=lo"},
 			wantWhy: "no RDMA devices",
 		},
 		{
 			name:    "no master",
 			files:   port("mlx5_0", 1, active, ib, nil),
-			want:    NCCLNet{IBHCA: "=mlx5_0:1"},
+			want:    Result{IBHCA: "=mlx5_0:1"},
 			wantWhy: "no master address",
 		},
 		{
 			name:    "ib active and down ports",
 			files:   merge(port("mlx5_0", 1, active, ib, nil), port("mlx5_1", 1, down, ib, nil), port("mlx5_0", 2, "2: INIT", ib, nil)),
 			master:  loopback,
-			want:    NCCLNet{SocketIfname: "=lo", IBHCA: "=mlx5_0:1"},
+			want:    Result{SocketIfname: "=lo", IBHCA: "=mlx5_0:1"},
 			wantWhy: "mlx5_1:1: port state 1: DOWN",
 		},
 		{
 			name:   "only down ports",
 			files:  port("mlx5_0", 1, down, ib, nil),
 			master: loopback,
-			want:   NCCLNet{SocketIfname: "=lo"},
+			want:   Result{SocketIfname: "=lo"},
 		},
 		{
 			name:    "mlx5_1 and mlx5_10 listed exactly in numeric order",
 			files:   merge(port("mlx5_10", 1, active, ib, nil), port("mlx5_1", 1, active, ib, nil), port("mlx5_2", 1, active, ib, nil)),
 			master:  loopback,
-			want:    NCCLNet{SocketIfname: "=lo", IBHCA: "=mlx5_1:1,mlx5_2:1,mlx5_10:1"},
+			want:    Result{SocketIfname: "=lo", IBHCA: "=mlx5_1:1,mlx5_2:1,mlx5_10:1"},
 			wantWhy: "exact names",
 		},
 		{
@@ -123,41 +123,41 @@ func TestDetectNCCLNet(t *testing.T) {
 			files:   port("mlx5_0", 1, active, eth, mlxGIDs),
 			master:  loopback,
 			version: 22005,
-			want:    NCCLNet{SocketIfname: "=lo", IBHCA: "=mlx5_0:1", IBGIDIndex: "3"},
+			want:    Result{SocketIfname: "=lo", IBHCA: "=mlx5_0:1", IBGIDIndex: "3"},
 		},
 		{
 			name:    "nccl 2.21 picks the gid itself",
 			files:   port("mlx5_0", 1, active, eth, mlxGIDs),
 			master:  loopback,
 			version: 22105,
-			want:    NCCLNet{SocketIfname: "=lo", IBHCA: "=mlx5_0:1"},
+			want:    Result{SocketIfname: "=lo", IBHCA: "=mlx5_0:1"},
 			wantWhy: "picks the RoCE v2 GID itself",
 		},
 		{
 			name:    "unknown nccl version sets the gid",
 			files:   port("mlx5_0", 1, active, eth, mlxGIDs),
 			master:  loopback,
-			want:    NCCLNet{SocketIfname: "=lo", IBHCA: "=mlx5_0:1", IBGIDIndex: "3"},
+			want:    Result{SocketIfname: "=lo", IBHCA: "=mlx5_0:1", IBGIDIndex: "3"},
 			wantWhy: "NCCL version unknown",
 		},
 		{
 			name:    "roce v1 only",
 			files:   port("mlx5_0", 1, active, eth, map[int]gidEntry{0: {gidLinkLocal, "IB/RoCE v1"}, 1: {gidV4, "RoCE v1"}}),
 			master:  loopback,
-			want:    NCCLNet{SocketIfname: "=lo", IBHCA: "=mlx5_0:1"},
+			want:    Result{SocketIfname: "=lo", IBHCA: "=mlx5_0:1"},
 			wantWhy: "no RoCE v2 GID with an IPv4 address",
 		},
 		{
 			name:   "ipv6 gid skipped for the ipv4-mapped one",
 			files:  port("mlx5_0", 1, active, eth, map[int]gidEntry{1: {gidLinkLocal, "RoCE v2"}, 2: {gidIPv6, "RoCE v2"}, 5: {gidV4, "RoCE v2"}}),
 			master: loopback,
-			want:   NCCLNet{SocketIfname: "=lo", IBHCA: "=mlx5_0:1", IBGIDIndex: "5"},
+			want:   Result{SocketIfname: "=lo", IBHCA: "=mlx5_0:1", IBGIDIndex: "5"},
 		},
 		{
 			name:   "ipv6 gids only",
 			files:  port("mlx5_0", 1, active, eth, map[int]gidEntry{1: {gidLinkLocal, "RoCE v2"}, 2: {gidIPv6, "RoCE v2"}}),
 			master: loopback,
-			want:   NCCLNet{SocketIfname: "=lo", IBHCA: "=mlx5_0:1"},
+			want:   Result{SocketIfname: "=lo", IBHCA: "=mlx5_0:1"},
 		},
 		{
 			name: "gid of the socket interface's address preferred",
@@ -165,7 +165,7 @@ func TestDetectNCCLNet(t *testing.T) {
 				3: {gidV4, "RoCE v2"}, 7: {gidLoopback, "RoCE v2"}, 8: {gidLoopback, "RoCE v1"},
 			}),
 			master:  loopback,
-			want:    NCCLNet{SocketIfname: "=lo", IBHCA: "=mlx5_0:1", IBGIDIndex: "7"},
+			want:    Result{SocketIfname: "=lo", IBHCA: "=mlx5_0:1", IBGIDIndex: "7"},
 			wantWhy: "the socket interface's address",
 		},
 		{
@@ -176,14 +176,14 @@ func TestDetectNCCLNet(t *testing.T) {
 				port("mlx5_2", 1, active, eth, map[int]gidEntry{5: {gidV4Other, "RoCE v2"}}),
 			),
 			master:  loopback,
-			want:    NCCLNet{SocketIfname: "=lo", IBHCA: "=mlx5_0:1,mlx5_1:1,mlx5_2:1", IBGIDIndex: "3"},
+			want:    Result{SocketIfname: "=lo", IBHCA: "=mlx5_0:1,mlx5_1:1,mlx5_2:1", IBGIDIndex: "3"},
 			wantWhy: "2 of 3 ports",
 		},
 		{
 			name:    "infiniband and roce: infiniband alone",
 			files:   merge(port("mlx5_0", 1, active, ib, nil), port("mlx5_1", 1, active, eth, mlxGIDs)),
 			master:  loopback,
-			want:    NCCLNet{SocketIfname: "=lo", IBHCA: "=mlx5_0:1"},
+			want:    Result{SocketIfname: "=lo", IBHCA: "=mlx5_0:1"},
 			wantWhy: "RoCE ports mlx5_1:1 left out",
 		},
 		{
@@ -194,7 +194,7 @@ func TestDetectNCCLNet(t *testing.T) {
 			),
 			master:  loopback,
 			user:    map[string]string{"NCCL_IB_HCA": "=mlx5_10:1"},
-			want:    NCCLNet{SocketIfname: "=lo", IBGIDIndex: "5"},
+			want:    Result{SocketIfname: "=lo", IBGIDIndex: "5"},
 			wantWhy: "set by the user",
 		},
 		{
@@ -202,14 +202,14 @@ func TestDetectNCCLNet(t *testing.T) {
 			files:  port("mlx5_0", 1, active, eth, mlxGIDs),
 			master: loopback,
 			user:   map[string]string{"NCCL_IB_GID_INDEX": "1", "NCCL_SOCKET_IFNAME": "lo"},
-			want:   NCCLNet{IBHCA: "=mlx5_0:1"},
+			want:   Result{IBHCA: "=mlx5_0:1"},
 		},
 		{
 			name:    "user disabled infiniband",
 			files:   port("mlx5_0", 1, active, eth, mlxGIDs),
 			master:  loopback,
 			user:    map[string]string{"NCCL_IB_DISABLE": "1"},
-			want:    NCCLNet{SocketIfname: "=lo"},
+			want:    Result{SocketIfname: "=lo"},
 			wantWhy: "NCCL_IB_DISABLE=1",
 		},
 		{
@@ -227,7 +227,7 @@ func TestDetectNCCLNet(t *testing.T) {
 				},
 			),
 			master:  loopback,
-			want:    NCCLNet{SocketIfname: "=lo", IBHCA: "=mlx5_2:1", IBGIDIndex: "6"},
+			want:    Result{SocketIfname: "=lo", IBHCA: "=mlx5_2:1", IBGIDIndex: "6"},
 			wantWhy: "mlx5_0:1: port state",
 		},
 	}
@@ -236,7 +236,7 @@ func TestDetectNCCLNet(t *testing.T) {
 			if tc.master == loopback && runtime.GOOS != "linux" {
 				t.Skip("loopback is lo on Linux only")
 			}
-			got, err := DetectNCCLNet(NetOptions{SysRoot: sysTree(t, tc.files), MasterAddr: tc.master, NCCLVersion: tc.version, UserEnv: tc.user})
+			got, err := Detect(Options{SysRoot: sysTree(t, tc.files), MasterAddr: tc.master, NCCLVersion: tc.version, UserEnv: tc.user})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -258,7 +258,7 @@ func TestDetectNCCLNet(t *testing.T) {
 
 func TestDetectNCCLNetBadMaster(t *testing.T) {
 	for _, a := range []string{"0.0.0.0", "::", "224.0.0.1"} {
-		if _, err := DetectNCCLNet(NetOptions{SysRoot: t.TempDir(), MasterAddr: netip.MustParseAddr(a)}); err == nil {
+		if _, err := Detect(Options{SysRoot: t.TempDir(), MasterAddr: netip.MustParseAddr(a)}); err == nil {
 			t.Errorf("master %s: no error", a)
 		}
 	}
@@ -293,7 +293,7 @@ func TestDetectNCCLNetRoute(t *testing.T) {
 				neighbour = neighbour.Next()
 			}
 			for _, master := range []netip.Addr{own, neighbour} {
-				got, err := DetectNCCLNet(NetOptions{SysRoot: t.TempDir(), MasterAddr: master})
+				got, err := Detect(Options{SysRoot: t.TempDir(), MasterAddr: master})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -358,9 +358,9 @@ func TestNCCLNetVersion(t *testing.T) {
 		{s: "2.100.1", bad: true},
 	}
 	for _, tc := range tests {
-		code, err := ParseNCCLVersion(tc.s)
+		code, err := ParseVersion(tc.s)
 		if (err != nil) != tc.bad || code != tc.code {
-			t.Errorf("ParseNCCLVersion(%q) = %d, %v", tc.s, code, err)
+			t.Errorf("ParseVersion(%q) = %d, %v", tc.s, code, err)
 		}
 		if !tc.bad {
 			if got := formatNCCLVersion(code); got != tc.s {
@@ -452,7 +452,7 @@ func TestNCCLNetReadSmall(t *testing.T) {
 }
 
 func TestNCCLNetUserVars(t *testing.T) {
-	got := UserNCCLVars([]string{"NCCL_DEBUG=INFO", "PATH=/bin", "NCCL_IB_HCA==mlx5_0:1", "NCCL_EMPTY=", "NCCLX=1", "NCCL_BROKEN", "NCCL_VERSION=2.28.3-1"})
+	got := UserVars([]string{"NCCL_DEBUG=INFO", "PATH=/bin", "NCCL_IB_HCA==mlx5_0:1", "NCCL_EMPTY=", "NCCLX=1", "NCCL_BROKEN", "NCCL_VERSION=2.28.3-1"})
 	want := map[string]string{"NCCL_DEBUG": "INFO", "NCCL_IB_HCA": "=mlx5_0:1", "NCCL_EMPTY": ""}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("got %v, want %v", got, want)

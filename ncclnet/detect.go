@@ -1,4 +1,4 @@
-package envprop
+package ncclnet
 
 import (
 	"errors"
@@ -37,9 +37,9 @@ const (
 	maxListItems  = 64
 )
 
-// NCCLNet is what muster detected of this node's network for NCCL; an empty
+// Result is what muster detected of this node's network for NCCL; an empty
 // field means nothing was detected and nothing is set.
-type NCCLNet struct {
+type Result struct {
 	SocketIfname string // NCCL_SOCKET_IFNAME, e.g. "=eth0"
 	IBHCA        string // NCCL_IB_HCA, e.g. "=mlx5_0:1,mlx5_1:1"
 	IBGIDIndex   string // NCCL_IB_GID_INDEX, e.g. "3"
@@ -50,7 +50,7 @@ type NCCLNet struct {
 
 // Vars lists the three variables in a fixed order with their detected
 // values ("" when not set).
-func (n NCCLNet) Vars() [][2]string {
+func (n Result) Vars() [][2]string {
 	return [][2]string{
 		{EnvNCCLSocketIfname, n.SocketIfname},
 		{EnvNCCLIBHCA, n.IBHCA},
@@ -58,8 +58,8 @@ func (n NCCLNet) Vars() [][2]string {
 	}
 }
 
-// NetOptions says where and for what to detect.
-type NetOptions struct {
+// Options says where and for what to detect.
+type Options struct {
 	// SysRoot is where sysfs is mounted; "" means "/sys".
 	SysRoot string
 	// MasterAddr is the job's master (bootstrap root) address; the zero
@@ -72,12 +72,12 @@ type NetOptions struct {
 	UserEnv map[string]string
 }
 
-// DetectNCCLNet works out NCCL_SOCKET_IFNAME, NCCL_IB_HCA and
+// Detect works out NCCL_SOCKET_IFNAME, NCCL_IB_HCA and
 // NCCL_IB_GID_INDEX for this node. Missing or odd sysfs files and a missing
 // route only leave a variable unset, with a reason; an error means the
 // options themselves are wrong.
-func DetectNCCLNet(opts NetOptions) (NCCLNet, error) {
-	var n NCCLNet
+func Detect(opts Options) (Result, error) {
+	var n Result
 	master := opts.MasterAddr.Unmap()
 	if master.IsValid() && (master.IsUnspecified() || master.IsMulticast()) {
 		return n, fmt.Errorf("detect nccl network: master address %s is not a unicast address", master)
@@ -138,10 +138,10 @@ func DetectNCCLNet(opts NetOptions) (NCCLNet, error) {
 	return n, nil
 }
 
-// UserNCCLVars picks the NCCL_* variables out of an environment such as
+// UserVars picks the NCCL_* variables out of an environment such as
 // os.Environ(): those the user set, which win over detection. NCCL_VERSION
 // is left out: NVIDIA's container images set it as a label, NCCL reads none.
-func UserNCCLVars(environ []string) map[string]string {
+func UserVars(environ []string) map[string]string {
 	vars := make(map[string]string)
 	for _, kv := range environ {
 		k, v, ok := strings.Cut(kv, "=")
@@ -152,8 +152,8 @@ func UserNCCLVars(environ []string) map[string]string {
 	return vars
 }
 
-// ParseNCCLVersion turns "2.28.9" into NCCL's version code 22809.
-func ParseNCCLVersion(s string) (int, error) {
+// ParseVersion turns "2.28.9" into NCCL's version code 22809.
+func ParseVersion(s string) (int, error) {
 	parts := strings.Split(strings.TrimSpace(s), ".")
 	if len(parts) != 3 {
 		return 0, fmt.Errorf("nccl version %q: want MAJOR.MINOR.PATCH", s)

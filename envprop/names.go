@@ -1,0 +1,50 @@
+package envprop
+
+// The names of the variables muster sets for workers, in one place: Build
+// writes them and the engine, which workers link, reads them.
+const (
+	// torchrun's
+	Rank                     = "RANK"
+	LocalRank                = "LOCAL_RANK"
+	WorldSize                = "WORLD_SIZE"
+	LocalWorldSize           = "LOCAL_WORLD_SIZE"
+	GroupRank                = "GROUP_RANK"
+	GroupWorldSize           = "GROUP_WORLD_SIZE"
+	RoleRank                 = "ROLE_RANK"
+	RoleWorldSize            = "ROLE_WORLD_SIZE"
+	RoleName                 = "ROLE_NAME"
+	MasterAddr               = "MASTER_ADDR"
+	MasterPort               = "MASTER_PORT"
+	TorchelasticRunID        = "TORCHELASTIC_RUN_ID"
+	TorchelasticRestartCount = "TORCHELASTIC_RESTART_COUNT"
+	TorchelasticMaxRestarts  = "TORCHELASTIC_MAX_RESTARTS"
+	TorchNCCLAsyncErrors     = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
+
+	// Open MPI's, which many tools read without MPI
+	OMPIRank      = "OMPI_COMM_WORLD_RANK"
+	OMPISize      = "OMPI_COMM_WORLD_SIZE"
+	OMPILocalRank = "OMPI_COMM_WORLD_LOCAL_RANK"
+	OMPILocalSize = "OMPI_COMM_WORLD_LOCAL_SIZE"
+	OMPINodeRank  = "OMPI_COMM_WORLD_NODE_RANK"
+
+	// muster's
+	JobID        = "MUSTER_JOB_ID"
+	NodeRank     = "MUSTER_NODE_RANK"
+	NNodes       = "MUSTER_NNODES"
+	NodeAddrs    = "MUSTER_NODE_ADDRS"
+	MusterMaster = "MUSTER_MASTER_ADDR"
+	GPUsPerNode  = "MUSTER_GPUS_PER_NODE"
+	NCCLUniqueID = "MUSTER_NCCL_UNIQUE_ID"
+	Hostfile     = "MUSTER_HOSTFILE"
+	StoreAddr    = "MUSTER_STORE_ADDR"
+	JobToken     = "MUSTER_JOB_TOKEN"
+	TLSCA        = "MUSTER_TLS_CA"
+	LocalGPUs    = "MUSTER_LOCAL_GPUS"
+	ClusterToken = "MUSTER_TOKEN"
+	TokenFile    = "MUSTER_TOKEN_FILE"
+
+	// CUDA's and NCCL's
+	CUDAVisibleDevices = "CUDA_VISIBLE_DEVICES"
+	CUDADeviceOrder    = "CUDA_DEVICE_ORDER"
+	NCCLCommID         = "NCCL_COMM_ID"
+)
