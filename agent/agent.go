@@ -199,9 +199,8 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 		if err != nil {
 			a.log.Warn("job cannot start", zap.String("job", asg.GetJobId()), zap.Error(err))
 			// Report every local worker as failed to start, so the job ends.
-			for l := 0; l < int(asg.GetNproc()); l++ {
-				sup.exited(workerPlan{rank: int(asg.GetNodeRank()*asg.GetNproc()) + l, localRank: l},
-					exitStatus{code: 1, err: validText(err.Error())}, nil)
+			for _, pl := range unplannedWorkers(asg) {
+				sup.exited(pl, exitStatus{code: 1, err: validText(err.Error())}, nil)
 			}
 		} else {
 			sup.Run(plans, files)

@@ -30,8 +30,11 @@ type jobFiles struct {
 // plan computes each local worker's command and environment and writes the
 // job's hostfile.
 func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
-	spec := asg.GetSpec()
 	var files jobFiles
+	if err := checkAssignment(asg); err != nil {
+		return nil, files, fmt.Errorf("the store's assignment does not add up: %w", err)
+	}
+	spec := asg.GetSpec()
 	// Everything below that touches files does so as the job's user: a user
 	// must not use muster to write where they cannot.
 	cred, err := a.credential(asg.GetJobId(), asg.GetRunAs())

@@ -26,26 +26,40 @@ func NewTestCluster(t testing.TB, n int, edit func(i int, cfg *Config)) *TestClu
 	store := rendezvous.NewTestStore(t, nil)
 	tc := &TestCluster{Store: store, Client: rendezvous.NewTestClient(t, store, rendezvous.TestSecurity(store))}
 	for i := 0; i < n; i++ {
-		cfg := Config{
-			Logger:    zaptest.NewLogger(t).Named(fmt.Sprintf("node-%d", i)),
-			StoreAddr: store.Addr(),
-			Security:  rendezvous.TestSecurity(store),
-			Name:      fmt.Sprintf("node-%d", i),
-			Addr:      fmt.Sprintf("127.0.0.%d", i+2),
-			Rank:      -1,
-			Environ:   []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
-			TempDir:   t.TempDir(),
-		}
-		if edit != nil {
-			edit(i, &cfg)
-		}
-		a, err := Start(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { a.Close(0) })
-		<-a.ReadyNotify()
-		tc.Agents = append(tc.Agents, a)
+		tc.AddAgent(t, func(cfg *Config) {
+			if edit != nil {
+				edit(i, cfg)
+			}
+		})
 	}
 	return tc
+}
+
+// AddAgent starts one more agent, the cluster's next "node" (node-N on
+// 127.0.0.N+2), as a node that joins later; edit may change its
+// configuration.
+func (tc *TestCluster) AddAgent(t testing.TB, edit func(cfg *Config)) *Agent {
+	t.Helper()
+	i := len(tc.Agents)
+	cfg := Config{
+		Logger:    zaptest.NewLogger(t).Named(fmt.Sprintf("node-%d", i)),
+		StoreAddr: tc.Store.Addr(),
+		Security:  rendezvous.TestSecurity(tc.Store),
+		Name:      fmt.Sprintf("node-%d", i),
+		Addr:      fmt.Sprintf("127.0.0.%d", i+2),
+		Rank:      -1,
+		Environ:   []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
+		TempDir:   t.TempDir(),
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	a, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(0) })
+	<-a.ReadyNotify()
+	tc.Agents = append(tc.Agents, a)
+	return a
 }

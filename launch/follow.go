@@ -70,6 +70,7 @@ type follower struct {
 	quiet      bool // stdout is gone: drain, print nothing more
 	lost       uint64
 	lostBytes  uint64
+	waited     bool // a round's wait for nodes was announced
 }
 
 func (f *follower) run(ctx context.Context) (int, error) {
@@ -154,6 +155,14 @@ func (f *follower) event(ctx context.Context, ev *musterv1.JobEvent) (code int, 
 		if !f.quiet {
 			f.p.Output(e.Output)
 		}
+	case *musterv1.JobEvent_Waiting:
+		f.flush(ctx)
+		line := "muster: waiting for nodes: " + rendezvous.DescribeWaiting(e.Waiting)
+		if !f.waited {
+			f.waited = true
+			line += fmt.Sprintf(" (for up to %s, --wait-timeout)", time.Duration(e.Waiting.GetTimeoutMs())*time.Millisecond)
+		}
+		fmt.Fprintln(f.opts.Stderr, line)
 	case *musterv1.JobEvent_Lost:
 		f.lost += e.Lost.GetEvents()
 		f.lostBytes += e.Lost.GetBytes()

@@ -17,10 +17,10 @@ type job struct {
 	spec     *musterv1.JobSpec
 	state    musterv1.JobState
 	events   *eventLog
-	round    *round
-	exited   map[int32]bool
+	round    *round // the current round
 	failure  *musterv1.WorkerExited
 	code     int32  // exit code asked for by a cancel, when no worker failed first
+	failed   bool   // the store itself failed the job (with code): no round could run
 	reason   string // why the job was stopped, if it was
 	timer    *time.Timer
 	attached int
@@ -37,9 +37,11 @@ func (j *job) finished() bool {
 	return false
 }
 
-// Submit validates spec, forms the job's round and asks node rank 0 to
-// reserve the job's ports; the job starts when they arrive. owner is the
-// local user the job runs as, nil for the cluster operator.
+// Submit validates spec and starts the job's first round, which waits for
+// nodes up to the spec's wait timeout (without one, Submit fails when they
+// are not there) and then asks node rank 0 to reserve the job's ports; the
+// job starts when they arrive. owner is the local user the job runs as, nil
+// for the cluster operator.
 func (s *Store) Submit(spec *musterv1.JobSpec, owner *musterv1.Identity) (string, error) {
 	if err := ValidateSpec(spec); err != nil {
 		return "", err
@@ -49,22 +51,21 @@ func (s *Store) Submit(spec *musterv1.JobSpec, owner *musterv1.Identity) (string
 	if s.closed {
 		return "", fmt.Errorf("store is closing")
 	}
+	if spec.WaitTimeoutMs <= 0 && s.countReadyLocked(spec) < int(spec.Nnodes) {
+		picked, unusable := s.pickLocked(spec)
+		return "", formError(spec, len(s.nodes), picked, unusable)
+	}
 	j := &job{
 		id:     newID("j-"),
 		spec:   spec,
 		state:  musterv1.JobState_JOB_STATE_PENDING,
 		events: newEventLog(s.cfg.EventCount, s.cfg.EventBytes),
-		exited: map[int32]bool{},
 		owner:  owner,
 	}
 	j.token = newJobToken(j.id)
-	r, err := s.formRoundLocked(j)
-	if err != nil {
-		return "", err
-	}
-	j.round = r
-	if sessions := stdinSessionsLocked(spec, r); len(sessions) > 0 {
-		j.stdin = newStdinRelay(sessions)
+	if spec.GetStdinAll() || spec.StdinRank != nil {
+		// Its readers are known once the first round has its nodes.
+		j.stdin = newStdinRelay(nil)
 	}
 	s.jobs[j.id] = j
 	s.order = append(s.order, j.id)
@@ -72,10 +73,9 @@ func (s *Store) Submit(spec *musterv1.JobSpec, owner *musterv1.Identity) (string
 	j.events.expectFollower(firstFollowerWait)
 	s.log.Info("job submitted", zap.String("job", j.id), zap.ByteStrings("argv", spec.Argv),
 		zap.Int32("nnodes", spec.Nnodes), zap.Int32("gpus", spec.Gpus), zap.Int32("nproc", spec.Nproc),
+		zap.Duration("wait-timeout", time.Duration(spec.WaitTimeoutMs)*time.Millisecond),
 		zap.Uint32("uid", owner.GetUid()), zap.Bool("operator", owner == nil))
-	// Two ports on node rank 0: MASTER_PORT and the NCCL bootstrap root.
-	s.sendLocked(r.nodes[0], &musterv1.AgentCommand{Command: &musterv1.AgentCommand_ReservePorts{
-		ReservePorts: &musterv1.ReservePorts{RoundId: r.id, Count: 2}}})
+	s.startRoundLocked(j)
 	return j.id, nil
 }
 
@@ -163,14 +163,16 @@ func (s *Store) checkEventLocked(j *job, n *node, ev *musterv1.JobEvent) error {
 }
 
 func (s *Store) workerExitedLocked(j *job, ex *musterv1.WorkerExited) {
-	j.exited[ex.GetRank()] = true
-	if failed(ex) && j.failure == nil && j.code == 0 {
+	r := j.round
+	r.exited[ex.GetRank()] = true
+	// A worker that fails while its round stops for a restart fails nothing.
+	if failed(ex) && j.failure == nil && j.code == 0 && !r.restart {
 		j.failure = ex
 		j.reason = describeExit(ex)
 		s.stopLocked(j, j.spec.KillTimeoutMs)
 	}
-	if int32(len(j.exited)) == j.round.worldSize {
-		s.finishLocked(j)
+	if !j.finished() && j.round == r && int32(len(r.exited)) == r.worldSize {
+		s.roundOverLocked(j)
 	}
 }
 
@@ -201,23 +203,28 @@ func describeExit(ex *musterv1.WorkerExited) string {
 	return fmt.Sprintf("%s exited with code %d", who, ex.GetExitCode())
 }
 
-// stopLocked asks every node of the job to stop its workers.
+// stopLocked stops the job: a round without workers yet ends with it, a
+// running round's nodes are asked to stop their workers.
 func (s *Store) stopLocked(j *job, killTimeoutMs int64) {
 	if j.finished() {
 		return
 	}
-	if j.state == musterv1.JobState_JOB_STATE_PENDING {
+	switch j.round.state {
+	case roundWaiting, roundReserving:
 		s.finishLocked(j)
 		return
+	case roundRunning:
+		s.setRoundStateLocked(j, roundStopping)
 	}
-	if j.state != musterv1.JobState_JOB_STATE_STOPPING {
-		j.state = musterv1.JobState_JOB_STATE_STOPPING
-		s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_State{State: j.state}})
-	}
+	s.sendStopLocked(j, j.reason, killTimeoutMs)
+}
+
+// sendStopLocked asks every live node of the job's round to stop its workers.
+func (s *Store) sendStopLocked(j *job, reason string, killTimeoutMs int64) {
 	for _, n := range j.round.nodes {
 		if _, live := s.nodes[n.session]; live {
 			s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_Stop{Stop: &musterv1.StopJob{
-				JobId: j.id, Reason: j.reason, KillTimeoutMs: killTimeoutMs}}})
+				JobId: j.id, Reason: reason, KillTimeoutMs: killTimeoutMs}}})
 		}
 	}
 }
@@ -252,22 +259,27 @@ func (s *Store) nodeLostLocked(j *job, n *node, reason string) {
 	if j.finished() {
 		return
 	}
-	for rank, m := range j.round.nodes {
+	r := j.round
+	for rank, m := range r.nodes {
 		if m != n {
 			continue
 		}
-		for l := int32(0); l < j.round.nproc; l++ {
-			j.exited[int32(rank)*j.round.nproc+l] = true
+		for l := int32(0); l < r.nproc; l++ {
+			r.exited[int32(rank)*r.nproc+l] = true
 		}
-		if j.failure == nil && j.code == 0 {
-			j.failure = &musterv1.WorkerExited{Rank: int32(rank) * j.round.nproc, Node: n.info.GetName(),
+		// A node lost while its round stops for a restart fails nothing:
+		// the next round waits for nodes.
+		if j.failure == nil && j.code == 0 && !r.restart {
+			j.failure = &musterv1.WorkerExited{Rank: int32(rank) * r.nproc, Node: n.info.GetName(),
 				Error: "node lost: " + reason}
 			j.reason = describeExit(j.failure)
 		}
 	}
-	s.stopLocked(j, j.spec.KillTimeoutMs)
-	if !j.finished() && int32(len(j.exited)) == j.round.worldSize {
-		s.finishLocked(j)
+	if !r.restart {
+		s.stopLocked(j, j.spec.KillTimeoutMs)
+	}
+	if !j.finished() && j.round == r && int32(len(r.exited)) == r.worldSize {
+		s.roundOverLocked(j)
 	}
 }
 
@@ -278,11 +290,14 @@ func (s *Store) finishLocked(j *job) {
 	switch {
 	case j.failure != nil:
 		fin.State, fin.ExitCode = musterv1.JobState_JOB_STATE_FAILED, ExitCode(j.failure)
+	case j.failed:
+		fin.State, fin.ExitCode = musterv1.JobState_JOB_STATE_FAILED, j.code
 	case j.code != 0:
 		fin.State, fin.ExitCode = musterv1.JobState_JOB_STATE_CANCELLED, j.code
 	default:
 		fin.State = musterv1.JobState_JOB_STATE_SUCCEEDED
 	}
+	s.endRoundLocked(j)
 	j.state = fin.State
 	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_Finished{Finished: fin}})
 	j.events.close()
@@ -296,18 +311,12 @@ func (s *Store) finishLocked(j *job) {
 	if j.stdin != nil {
 		j.stdin.close()
 	}
-	for _, n := range j.round.nodes {
-		for g, owner := range n.busy {
-			if owner == j.id {
-				delete(n.busy, g)
-			}
-		}
-		delete(n.jobs, j.id)
-	}
 	s.kv.Drop(j.id)
 	s.pruneLocked()
 	s.log.Info("job finished", zap.String("job", j.id), zap.Stringer("state", fin.State),
 		zap.Int32("exit-code", fin.ExitCode), zap.String("summary", fin.Summary))
+	// Its GPUs may let a waiting round form.
+	s.retryWaitingLocked()
 }
 
 func (s *Store) appendLocked(j *job, ev *musterv1.JobEvent) { j.events.append(j.id, ev) }

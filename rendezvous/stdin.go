@@ -37,6 +37,7 @@ type stdinRelay struct {
 	first   uint64
 	eof     bool // the launcher's stdin ended
 	closed  bool // the job ended
+	pending bool // its readers are not known yet: the job waits for nodes
 	writer  bool // a launcher attached
 	readers map[string]*stdinReader
 	wake    chan struct{} // closed and replaced on every change
@@ -48,13 +49,25 @@ type stdinReader struct {
 	gone   bool   // it stopped; it no longer holds the writer back
 }
 
-// newStdinRelay expects one reader for each of sessions.
+// newStdinRelay expects one reader for each of sessions; with none, the
+// readers are named later (expect), and the launcher's first chunks wait.
 func newStdinRelay(sessions []string) *stdinRelay {
-	r := &stdinRelay{readers: map[string]*stdinReader{}, wake: make(chan struct{})}
+	r := &stdinRelay{readers: map[string]*stdinReader{}, wake: make(chan struct{}), pending: len(sessions) == 0}
 	for _, s := range sessions {
 		r.readers[s] = &stdinReader{}
 	}
 	return r
+}
+
+// expect names the relay's readers once the job's round has its nodes.
+func (r *stdinRelay) expect(sessions []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range sessions {
+		r.readers[s] = &stdinReader{}
+	}
+	r.pending = false
+	r.changedLocked()
 }
 
 func (r *stdinRelay) changedLocked() {
@@ -103,7 +116,7 @@ func (r *stdinRelay) attachWriter() error {
 func (r *stdinRelay) write(ctx context.Context, data []byte) error {
 	for {
 		r.mu.Lock()
-		if r.closed || r.liveReadersLocked() == 0 {
+		if r.closed || !r.pending && r.liveReadersLocked() == 0 {
 			r.mu.Unlock()
 			return errStdinClosed
 		}

@@ -42,11 +42,13 @@ type Store struct {
 	log *zap.Logger
 	kv  kv.Store
 
-	mu     sync.Mutex
-	nodes  map[string]*node // by session
-	jobs   map[string]*job
-	order  []string // job IDs in submission order
-	closed bool
+	mu      sync.Mutex
+	nodes   map[string]*node // by session
+	jobs    map[string]*job
+	order   []string          // job IDs in submission order
+	rounds  map[string]*round // rounds not ended, by round ID
+	waiting []*job            // jobs whose round waits for nodes, oldest first
+	closed  bool
 }
 
 type node struct {
@@ -69,7 +71,8 @@ func NewStore(cfg StoreConfig) *Store {
 	if cfg.EventCount == 0 {
 		cfg.EventCount = defaultEventCount
 	}
-	return &Store{cfg: cfg, log: cfg.Logger, kv: kv.NewMemory(), nodes: map[string]*node{}, jobs: map[string]*job{}}
+	return &Store{cfg: cfg, log: cfg.Logger, kv: kv.NewMemory(), nodes: map[string]*node{}, jobs: map[string]*job{},
+		rounds: map[string]*round{}}
 }
 
 // KV returns the jobs' key-value store.
@@ -108,6 +111,8 @@ func (s *Store) Register(info *musterv1.Node) (string, error) {
 	s.nodes[n.session] = n
 	s.log.Info("node registered", zap.String("node", info.GetName()), zap.String("addr", info.GetAddr()),
 		zap.Int("gpus", len(info.GetGpus())))
+	// A round waiting for nodes may form now.
+	s.retryWaitingLocked()
 	return n.session, nil
 }
 
@@ -146,6 +151,8 @@ func (s *Store) removeNodeLocked(n *node, reason string) {
 			s.nodeLostLocked(j, n, reason)
 		}
 	}
+	// Waiting rounds report one node fewer.
+	s.retryWaitingLocked()
 }
 
 // send queues a command for a node; a node that does not drain its queue is

@@ -24,6 +24,7 @@ type runFlags struct {
 	nnodes, gpus, nproc  *cmdline.Count
 	env                  *cmdline.List
 	killTimeout, timeout *cmdline.Duration
+	waitTimeout          *cmdline.Duration
 	stdin                *launch.Stdin
 }
 
@@ -35,6 +36,7 @@ func runCommand() *cli.Command {
 		env:         &cmdline.List{},
 		killTimeout: cmdline.NewDuration(10 * time.Second),
 		timeout:     cmdline.NewDuration(0),
+		waitTimeout: cmdline.NewDuration(defaultWaitTimeout),
 		stdin:       &launch.Stdin{},
 	}
 	return &cli.Command{
@@ -49,6 +51,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "log-dir", Usage: "write each rank's output to `DIR`/JOB-ID/rank-N.log (each job a directory of its own)"},
 			cmdline.Flag(f.killTimeout, "kill-timeout", nil, "grace between SIGTERM and SIGKILL when stopping workers (`DURATION`: 30s, 2m, or seconds)"),
 			cmdline.Flag(f.timeout, "timeout", nil, "wall-clock limit for the job (`DURATION`: 30s, 2h, or seconds; 0 for none); exit code 124 when reached"),
+			cmdline.Flag(f.waitTimeout, "wait-timeout", nil, "on a cluster, how long the job waits for --nnodes nodes with --gpus free GPUs, printing progress (`DURATION`; 0 fails at once)"),
 			cmdline.Flag(f.stdin, "stdin", nil, "which rank reads the launcher's stdin: a `RANK`, all (a copy each) or none; the others get /dev/null"),
 			&cli.BoolFlag{Name: "tag-output", Value: true, Usage: "prefix each output line with [rank] (--no-tag-output turns it off)"},
 			&cli.BoolFlag{Name: "no-tag-output", Usage: "print output lines as they are"},
@@ -125,6 +128,11 @@ func run(c *cli.Context, f runFlags) error {
 			return cli.Exit(err.Error(), 1)
 		}
 	}
+	if cluster != "" {
+		// Only a cluster's nodes can come later; the embedded default's one
+		// node is there from the start.
+		spec.WaitTimeoutMs = f.waitTimeout.Value().Milliseconds()
+	}
 	if cluster == "" {
 		if spec.Nnodes > 1 {
 			return cli.Exit(fmt.Sprintf("--nnodes %d needs a cluster: without --cluster the launcher runs one node, this one "+
@@ -186,6 +194,12 @@ func run(c *cli.Context, f runFlags) error {
 	}
 	return nil
 }
+
+// defaultWaitTimeout is how long a job waits for its nodes by default:
+// torchrun's rendezvous waits as long (join_timeout, 600 s), time for nodes
+// of a cloud fleet or a batch allocation to boot and start their agents,
+// while progress shows what is missing from the first second.
+const defaultWaitTimeout = 10 * time.Minute
 
 // liveness is how often the launcher checks that a quiet cluster store
 // still answers; the embedded store lives in the launcher itself.

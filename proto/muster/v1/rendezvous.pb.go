@@ -698,7 +698,11 @@ type JobSpec struct {
 	// unset, no rank reads it. The other ranks get /dev/null.
 	StdinRank *int32 `protobuf:"varint,14,opt,name=stdin_rank,json=stdinRank,proto3,oneof" json:"stdin_rank,omitempty"`
 	// stdin_all gives every rank a copy of the launcher's stdin.
-	StdinAll      bool `protobuf:"varint,15,opt,name=stdin_all,json=stdinAll,proto3" json:"stdin_all,omitempty"`
+	StdinAll bool `protobuf:"varint,15,opt,name=stdin_all,json=stdinAll,proto3" json:"stdin_all,omitempty"`
+	// wait_timeout_ms is how long a round waits for enough nodes with enough
+	// free GPUs, sending WaitingForNodes events meanwhile; 0 fails the job at
+	// once when they are not there.
+	WaitTimeoutMs int64 `protobuf:"varint,16,opt,name=wait_timeout_ms,json=waitTimeoutMs,proto3" json:"wait_timeout_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -836,6 +840,13 @@ func (x *JobSpec) GetStdinAll() bool {
 		return x.StdinAll
 	}
 	return false
+}
+
+func (x *JobSpec) GetWaitTimeoutMs() int64 {
+	if x != nil {
+		return x.WaitTimeoutMs
+	}
+	return 0
 }
 
 type SubmitRequest struct {
@@ -1630,6 +1641,98 @@ func (x *OutputLost) GetBytes() uint64 {
 	return 0
 }
 
+// WaitingForNodes is a round's progress while it waits for nodes: sent when
+// it changes, at most about once a second. The name lists are bounded; the
+// counts are whole.
+type WaitingForNodes struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// round is the round's number, 0 for a job's first.
+	Round int32 `protobuf:"varint,1,opt,name=round,proto3" json:"round,omitempty"`
+	// wanted is how many nodes the round needs, ready how many it has.
+	Wanted int32 `protobuf:"varint,2,opt,name=wanted,proto3" json:"wanted,omitempty"`
+	Ready  int32 `protobuf:"varint,3,opt,name=ready,proto3" json:"ready,omitempty"`
+	// ready_nodes names the first ready nodes, in node rank order.
+	ReadyNodes []string `protobuf:"bytes,4,rep,name=ready_nodes,json=readyNodes,proto3" json:"ready_nodes,omitempty"`
+	// unusable says why registered nodes cannot take part (too few free GPUs).
+	Unusable []string `protobuf:"bytes,5,rep,name=unusable,proto3" json:"unusable,omitempty"`
+	// timeout_ms is how long the round waits in all.
+	TimeoutMs     int64 `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitingForNodes) Reset() {
+	*x = WaitingForNodes{}
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitingForNodes) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitingForNodes) ProtoMessage() {}
+
+func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitingForNodes.ProtoReflect.Descriptor instead.
+func (*WaitingForNodes) Descriptor() ([]byte, []int) {
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *WaitingForNodes) GetRound() int32 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
+func (x *WaitingForNodes) GetWanted() int32 {
+	if x != nil {
+		return x.Wanted
+	}
+	return 0
+}
+
+func (x *WaitingForNodes) GetReady() int32 {
+	if x != nil {
+		return x.Ready
+	}
+	return 0
+}
+
+func (x *WaitingForNodes) GetReadyNodes() []string {
+	if x != nil {
+		return x.ReadyNodes
+	}
+	return nil
+}
+
+func (x *WaitingForNodes) GetUnusable() []string {
+	if x != nil {
+		return x.Unusable
+	}
+	return nil
+}
+
+func (x *WaitingForNodes) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
 type JobEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -1643,6 +1746,7 @@ type JobEvent struct {
 	//	*JobEvent_Exited
 	//	*JobEvent_Finished
 	//	*JobEvent_Lost
+	//	*JobEvent_Waiting
 	Event         isJobEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1650,7 +1754,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[20]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1662,7 +1766,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[20]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1675,7 +1779,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{20}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -1753,6 +1857,15 @@ func (x *JobEvent) GetLost() *OutputLost {
 	return nil
 }
 
+func (x *JobEvent) GetWaiting() *WaitingForNodes {
+	if x != nil {
+		if x, ok := x.Event.(*JobEvent_Waiting); ok {
+			return x.Waiting
+		}
+	}
+	return nil
+}
+
 type isJobEvent_Event interface {
 	isJobEvent_Event()
 }
@@ -1781,6 +1894,10 @@ type JobEvent_Lost struct {
 	Lost *OutputLost `protobuf:"bytes,8,opt,name=lost,proto3,oneof"`
 }
 
+type JobEvent_Waiting struct {
+	Waiting *WaitingForNodes `protobuf:"bytes,9,opt,name=waiting,proto3,oneof"`
+}
+
 func (*JobEvent_State) isJobEvent_Event() {}
 
 func (*JobEvent_Started) isJobEvent_Event() {}
@@ -1793,6 +1910,8 @@ func (*JobEvent_Finished) isJobEvent_Event() {}
 
 func (*JobEvent_Lost) isJobEvent_Event() {}
 
+func (*JobEvent_Waiting) isJobEvent_Event() {}
+
 type PublishRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -1803,7 +1922,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[21]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1815,7 +1934,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[21]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1828,7 +1947,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{21}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PublishRequest) GetSession() string {
@@ -1853,7 +1972,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[22]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1865,7 +1984,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[22]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1878,7 +1997,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{22}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{23}
 }
 
 type WatchJobRequest struct {
@@ -1893,7 +2012,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[23]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +2024,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[23]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +2037,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{23}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -1956,7 +2075,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[24]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1968,7 +2087,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[24]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1981,7 +2100,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{24}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CancelRequest) GetJobId() string {
@@ -2020,7 +2139,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[25]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2032,7 +2151,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[25]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2045,7 +2164,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{25}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{26}
 }
 
 type ListNodesRequest struct {
@@ -2056,7 +2175,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[26]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2068,7 +2187,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[26]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2081,7 +2200,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{26}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{27}
 }
 
 type NodeStatus struct {
@@ -2095,7 +2214,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[27]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2226,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[27]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2239,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{27}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *NodeStatus) GetNode() *Node {
@@ -2153,7 +2272,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[28]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2165,7 +2284,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[28]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2178,7 +2297,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{28}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeStatus {
@@ -2196,7 +2315,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[29]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2208,7 +2327,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[29]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2221,7 +2340,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{29}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{30}
 }
 
 type JobStatus struct {
@@ -2239,7 +2358,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[30]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2251,7 +2370,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[30]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2264,7 +2383,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{30}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *JobStatus) GetJobId() string {
@@ -2318,7 +2437,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[31]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2330,7 +2449,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[31]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2343,7 +2462,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{31}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobStatus {
@@ -2364,7 +2483,7 @@ type StdinChunk struct {
 
 func (x *StdinChunk) Reset() {
 	*x = StdinChunk{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[32]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2376,7 +2495,7 @@ func (x *StdinChunk) String() string {
 func (*StdinChunk) ProtoMessage() {}
 
 func (x *StdinChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[32]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2389,7 +2508,7 @@ func (x *StdinChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdinChunk.ProtoReflect.Descriptor instead.
 func (*StdinChunk) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{32}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StdinChunk) GetJobId() string {
@@ -2414,7 +2533,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[33]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2426,7 +2545,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[33]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2439,7 +2558,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{33}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{34}
 }
 
 type ReadStdinRequest struct {
@@ -2452,7 +2571,7 @@ type ReadStdinRequest struct {
 
 func (x *ReadStdinRequest) Reset() {
 	*x = ReadStdinRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[34]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2464,7 +2583,7 @@ func (x *ReadStdinRequest) String() string {
 func (*ReadStdinRequest) ProtoMessage() {}
 
 func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[34]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2477,7 +2596,7 @@ func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStdinRequest.ProtoReflect.Descriptor instead.
 func (*ReadStdinRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{34}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReadStdinRequest) GetSession() string {
@@ -2508,7 +2627,7 @@ type KVSetRequest struct {
 
 func (x *KVSetRequest) Reset() {
 	*x = KVSetRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[35]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2520,7 +2639,7 @@ func (x *KVSetRequest) String() string {
 func (*KVSetRequest) ProtoMessage() {}
 
 func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[35]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2533,7 +2652,7 @@ func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetRequest.ProtoReflect.Descriptor instead.
 func (*KVSetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{35}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *KVSetRequest) GetScope() string {
@@ -2566,7 +2685,7 @@ type KVSetResponse struct {
 
 func (x *KVSetResponse) Reset() {
 	*x = KVSetResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[36]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2578,7 +2697,7 @@ func (x *KVSetResponse) String() string {
 func (*KVSetResponse) ProtoMessage() {}
 
 func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[36]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2591,7 +2710,7 @@ func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetResponse.ProtoReflect.Descriptor instead.
 func (*KVSetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{36}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *KVSetResponse) GetVersion() uint64 {
@@ -2613,7 +2732,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[37]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2625,7 +2744,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[37]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2638,7 +2757,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{37}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *KVGetRequest) GetScope() string {
@@ -2679,7 +2798,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[38]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2691,7 +2810,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[38]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2704,7 +2823,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{38}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *KVGetResponse) GetValue() []byte {
@@ -2735,7 +2854,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[39]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2747,7 +2866,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[39]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2760,7 +2879,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{39}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *BarrierRequest) GetScope() string {
@@ -2806,7 +2925,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[40]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2818,7 +2937,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[40]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2831,7 +2950,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{40}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{41}
 }
 
 var File_muster_v1_rendezvous_proto protoreflect.FileDescriptor
@@ -2870,7 +2989,7 @@ const file_muster_v1_rendezvous_proto_rawDesc = "" +
 	"\bround_id\x18\x02 \x01(\tR\aroundId\x12\x14\n" +
 	"\x05ports\x18\x03 \x03(\x05R\x05ports\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\"\x17\n" +
-	"\x15PortsReservedResponse\"\xbc\x03\n" +
+	"\x15PortsReservedResponse\"\xe4\x03\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\fR\x04argv\x12\x16\n" +
 	"\x06nnodes\x18\x02 \x01(\x05R\x06nnodes\x12\x12\n" +
@@ -2890,7 +3009,8 @@ const file_muster_v1_rendezvous_proto_rawDesc = "" +
 	"\x04name\x18\r \x01(\tR\x04name\x12\"\n" +
 	"\n" +
 	"stdin_rank\x18\x0e \x01(\x05H\x00R\tstdinRank\x88\x01\x01\x12\x1b\n" +
-	"\tstdin_all\x18\x0f \x01(\bR\bstdinAllB\r\n" +
+	"\tstdin_all\x18\x0f \x01(\bR\bstdinAll\x12&\n" +
+	"\x0fwait_timeout_ms\x18\x10 \x01(\x03R\rwaitTimeoutMsB\r\n" +
 	"\v_stdin_rank\"7\n" +
 	"\rSubmitRequest\x12&\n" +
 	"\x04spec\x18\x01 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\"'\n" +
@@ -2966,7 +3086,16 @@ const file_muster_v1_rendezvous_proto_rawDesc = "" +
 	"\n" +
 	"OutputLost\x12\x16\n" +
 	"\x06events\x18\x01 \x01(\x04R\x06events\x12\x14\n" +
-	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\xea\x02\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\xb1\x01\n" +
+	"\x0fWaitingForNodes\x12\x14\n" +
+	"\x05round\x18\x01 \x01(\x05R\x05round\x12\x16\n" +
+	"\x06wanted\x18\x02 \x01(\x05R\x06wanted\x12\x14\n" +
+	"\x05ready\x18\x03 \x01(\x05R\x05ready\x12\x1f\n" +
+	"\vready_nodes\x18\x04 \x03(\tR\n" +
+	"readyNodes\x12\x1a\n" +
+	"\bunusable\x18\x05 \x03(\tR\bunusable\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\"\xa2\x03\n" +
 	"\bJobEvent\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12+\n" +
@@ -2975,7 +3104,8 @@ const file_muster_v1_rendezvous_proto_rawDesc = "" +
 	"\x06output\x18\x05 \x01(\v2\x11.muster.v1.OutputH\x00R\x06output\x121\n" +
 	"\x06exited\x18\x06 \x01(\v2\x17.muster.v1.WorkerExitedH\x00R\x06exited\x124\n" +
 	"\bfinished\x18\a \x01(\v2\x16.muster.v1.JobFinishedH\x00R\bfinished\x12+\n" +
-	"\x04lost\x18\b \x01(\v2\x15.muster.v1.OutputLostH\x00R\x04lostB\a\n" +
+	"\x04lost\x18\b \x01(\v2\x15.muster.v1.OutputLostH\x00R\x04lost\x126\n" +
+	"\awaiting\x18\t \x01(\v2\x1a.muster.v1.WaitingForNodesH\x00R\awaitingB\a\n" +
 	"\x05event\"W\n" +
 	"\x0ePublishRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12+\n" +
@@ -3083,7 +3213,7 @@ func file_muster_v1_rendezvous_proto_rawDescGZIP() []byte {
 }
 
 var file_muster_v1_rendezvous_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_muster_v1_rendezvous_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_muster_v1_rendezvous_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_muster_v1_rendezvous_proto_goTypes = []any{
 	(JobState)(0),                 // 0: muster.v1.JobState
 	(Stream)(0),                   // 1: muster.v1.Stream
@@ -3107,27 +3237,28 @@ var file_muster_v1_rendezvous_proto_goTypes = []any{
 	(*WorkerExited)(nil),          // 19: muster.v1.WorkerExited
 	(*JobFinished)(nil),           // 20: muster.v1.JobFinished
 	(*OutputLost)(nil),            // 21: muster.v1.OutputLost
-	(*JobEvent)(nil),              // 22: muster.v1.JobEvent
-	(*PublishRequest)(nil),        // 23: muster.v1.PublishRequest
-	(*PublishResponse)(nil),       // 24: muster.v1.PublishResponse
-	(*WatchJobRequest)(nil),       // 25: muster.v1.WatchJobRequest
-	(*CancelRequest)(nil),         // 26: muster.v1.CancelRequest
-	(*CancelResponse)(nil),        // 27: muster.v1.CancelResponse
-	(*ListNodesRequest)(nil),      // 28: muster.v1.ListNodesRequest
-	(*NodeStatus)(nil),            // 29: muster.v1.NodeStatus
-	(*ListNodesResponse)(nil),     // 30: muster.v1.ListNodesResponse
-	(*ListJobsRequest)(nil),       // 31: muster.v1.ListJobsRequest
-	(*JobStatus)(nil),             // 32: muster.v1.JobStatus
-	(*ListJobsResponse)(nil),      // 33: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),            // 34: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),    // 35: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),      // 36: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),          // 37: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),         // 38: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),          // 39: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),         // 40: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),        // 41: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),       // 42: muster.v1.BarrierResponse
+	(*WaitingForNodes)(nil),       // 22: muster.v1.WaitingForNodes
+	(*JobEvent)(nil),              // 23: muster.v1.JobEvent
+	(*PublishRequest)(nil),        // 24: muster.v1.PublishRequest
+	(*PublishResponse)(nil),       // 25: muster.v1.PublishResponse
+	(*WatchJobRequest)(nil),       // 26: muster.v1.WatchJobRequest
+	(*CancelRequest)(nil),         // 27: muster.v1.CancelRequest
+	(*CancelResponse)(nil),        // 28: muster.v1.CancelResponse
+	(*ListNodesRequest)(nil),      // 29: muster.v1.ListNodesRequest
+	(*NodeStatus)(nil),            // 30: muster.v1.NodeStatus
+	(*ListNodesResponse)(nil),     // 31: muster.v1.ListNodesResponse
+	(*ListJobsRequest)(nil),       // 32: muster.v1.ListJobsRequest
+	(*JobStatus)(nil),             // 33: muster.v1.JobStatus
+	(*ListJobsResponse)(nil),      // 34: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),            // 35: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),    // 36: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),      // 37: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),          // 38: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),         // 39: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),          // 40: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),         // 41: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),        // 42: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),       // 43: muster.v1.BarrierResponse
 }
 var file_muster_v1_rendezvous_proto_depIdxs = []int32{
 	2,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
@@ -3147,46 +3278,47 @@ var file_muster_v1_rendezvous_proto_depIdxs = []int32{
 	19, // 14: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
 	20, // 15: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
 	21, // 16: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
-	22, // 17: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
-	3,  // 18: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
-	29, // 19: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
-	11, // 20: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
-	0,  // 21: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
-	15, // 22: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	32, // 23: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	4,  // 24: muster.v1.Rendezvous.Register:input_type -> muster.v1.RegisterRequest
-	6,  // 25: muster.v1.Rendezvous.Watch:input_type -> muster.v1.WatchRequest
-	9,  // 26: muster.v1.Rendezvous.PortsReserved:input_type -> muster.v1.PortsReservedRequest
-	23, // 27: muster.v1.Rendezvous.Publish:input_type -> muster.v1.PublishRequest
-	12, // 28: muster.v1.Rendezvous.Submit:input_type -> muster.v1.SubmitRequest
-	25, // 29: muster.v1.Rendezvous.WatchJob:input_type -> muster.v1.WatchJobRequest
-	26, // 30: muster.v1.Rendezvous.Cancel:input_type -> muster.v1.CancelRequest
-	28, // 31: muster.v1.Rendezvous.ListNodes:input_type -> muster.v1.ListNodesRequest
-	31, // 32: muster.v1.Rendezvous.ListJobs:input_type -> muster.v1.ListJobsRequest
-	34, // 33: muster.v1.Rendezvous.WriteStdin:input_type -> muster.v1.StdinChunk
-	36, // 34: muster.v1.Rendezvous.ReadStdin:input_type -> muster.v1.ReadStdinRequest
-	37, // 35: muster.v1.Rendezvous.KVSet:input_type -> muster.v1.KVSetRequest
-	39, // 36: muster.v1.Rendezvous.KVGet:input_type -> muster.v1.KVGetRequest
-	41, // 37: muster.v1.Rendezvous.Barrier:input_type -> muster.v1.BarrierRequest
-	5,  // 38: muster.v1.Rendezvous.Register:output_type -> muster.v1.RegisterResponse
-	7,  // 39: muster.v1.Rendezvous.Watch:output_type -> muster.v1.AgentCommand
-	10, // 40: muster.v1.Rendezvous.PortsReserved:output_type -> muster.v1.PortsReservedResponse
-	24, // 41: muster.v1.Rendezvous.Publish:output_type -> muster.v1.PublishResponse
-	13, // 42: muster.v1.Rendezvous.Submit:output_type -> muster.v1.SubmitResponse
-	22, // 43: muster.v1.Rendezvous.WatchJob:output_type -> muster.v1.JobEvent
-	27, // 44: muster.v1.Rendezvous.Cancel:output_type -> muster.v1.CancelResponse
-	30, // 45: muster.v1.Rendezvous.ListNodes:output_type -> muster.v1.ListNodesResponse
-	33, // 46: muster.v1.Rendezvous.ListJobs:output_type -> muster.v1.ListJobsResponse
-	35, // 47: muster.v1.Rendezvous.WriteStdin:output_type -> muster.v1.WriteStdinResponse
-	34, // 48: muster.v1.Rendezvous.ReadStdin:output_type -> muster.v1.StdinChunk
-	38, // 49: muster.v1.Rendezvous.KVSet:output_type -> muster.v1.KVSetResponse
-	40, // 50: muster.v1.Rendezvous.KVGet:output_type -> muster.v1.KVGetResponse
-	42, // 51: muster.v1.Rendezvous.Barrier:output_type -> muster.v1.BarrierResponse
-	38, // [38:52] is the sub-list for method output_type
-	24, // [24:38] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	22, // 17: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
+	23, // 18: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
+	3,  // 19: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
+	30, // 20: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
+	11, // 21: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
+	0,  // 22: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
+	15, // 23: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
+	33, // 24: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	4,  // 25: muster.v1.Rendezvous.Register:input_type -> muster.v1.RegisterRequest
+	6,  // 26: muster.v1.Rendezvous.Watch:input_type -> muster.v1.WatchRequest
+	9,  // 27: muster.v1.Rendezvous.PortsReserved:input_type -> muster.v1.PortsReservedRequest
+	24, // 28: muster.v1.Rendezvous.Publish:input_type -> muster.v1.PublishRequest
+	12, // 29: muster.v1.Rendezvous.Submit:input_type -> muster.v1.SubmitRequest
+	26, // 30: muster.v1.Rendezvous.WatchJob:input_type -> muster.v1.WatchJobRequest
+	27, // 31: muster.v1.Rendezvous.Cancel:input_type -> muster.v1.CancelRequest
+	29, // 32: muster.v1.Rendezvous.ListNodes:input_type -> muster.v1.ListNodesRequest
+	32, // 33: muster.v1.Rendezvous.ListJobs:input_type -> muster.v1.ListJobsRequest
+	35, // 34: muster.v1.Rendezvous.WriteStdin:input_type -> muster.v1.StdinChunk
+	37, // 35: muster.v1.Rendezvous.ReadStdin:input_type -> muster.v1.ReadStdinRequest
+	38, // 36: muster.v1.Rendezvous.KVSet:input_type -> muster.v1.KVSetRequest
+	40, // 37: muster.v1.Rendezvous.KVGet:input_type -> muster.v1.KVGetRequest
+	42, // 38: muster.v1.Rendezvous.Barrier:input_type -> muster.v1.BarrierRequest
+	5,  // 39: muster.v1.Rendezvous.Register:output_type -> muster.v1.RegisterResponse
+	7,  // 40: muster.v1.Rendezvous.Watch:output_type -> muster.v1.AgentCommand
+	10, // 41: muster.v1.Rendezvous.PortsReserved:output_type -> muster.v1.PortsReservedResponse
+	25, // 42: muster.v1.Rendezvous.Publish:output_type -> muster.v1.PublishResponse
+	13, // 43: muster.v1.Rendezvous.Submit:output_type -> muster.v1.SubmitResponse
+	23, // 44: muster.v1.Rendezvous.WatchJob:output_type -> muster.v1.JobEvent
+	28, // 45: muster.v1.Rendezvous.Cancel:output_type -> muster.v1.CancelResponse
+	31, // 46: muster.v1.Rendezvous.ListNodes:output_type -> muster.v1.ListNodesResponse
+	34, // 47: muster.v1.Rendezvous.ListJobs:output_type -> muster.v1.ListJobsResponse
+	36, // 48: muster.v1.Rendezvous.WriteStdin:output_type -> muster.v1.WriteStdinResponse
+	35, // 49: muster.v1.Rendezvous.ReadStdin:output_type -> muster.v1.StdinChunk
+	39, // 50: muster.v1.Rendezvous.KVSet:output_type -> muster.v1.KVSetResponse
+	41, // 51: muster.v1.Rendezvous.KVGet:output_type -> muster.v1.KVGetResponse
+	43, // 52: muster.v1.Rendezvous.Barrier:output_type -> muster.v1.BarrierResponse
+	39, // [39:53] is the sub-list for method output_type
+	25, // [25:39] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_rendezvous_proto_init() }
@@ -3200,13 +3332,14 @@ func file_muster_v1_rendezvous_proto_init() {
 		(*AgentCommand_Stop)(nil),
 	}
 	file_muster_v1_rendezvous_proto_msgTypes[9].OneofWrappers = []any{}
-	file_muster_v1_rendezvous_proto_msgTypes[20].OneofWrappers = []any{
+	file_muster_v1_rendezvous_proto_msgTypes[21].OneofWrappers = []any{
 		(*JobEvent_State)(nil),
 		(*JobEvent_Started)(nil),
 		(*JobEvent_Output)(nil),
 		(*JobEvent_Exited)(nil),
 		(*JobEvent_Finished)(nil),
 		(*JobEvent_Lost)(nil),
+		(*JobEvent_Waiting)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3214,7 +3347,7 @@ func file_muster_v1_rendezvous_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_rendezvous_proto_rawDesc), len(file_muster_v1_rendezvous_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   41,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

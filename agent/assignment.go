@@ -1,0 +1,128 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/musterhq/muster/engine"
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/rendezvous"
+)
+
+// Bounds on the strings of an assignment that become part of a worker's
+// environment, far below the kernel's 128 KiB per string.
+const maxAssignmentString = 4096
+
+// safeName is what a job or round ID must look like: it names files and
+// directories on this node.
+var safeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// checkAssignment says what does not add up in an assignment, if anything.
+// Nothing an agent receives is trusted to be consistent: a store of another
+// version, or a bug, must fail the job with a message that names the
+// problem, and never panic the agent, which would take every worker of
+// every job on the node with it.
+func checkAssignment(asg *musterv1.Assignment) error {
+	if asg == nil {
+		return errors.New("no assignment")
+	}
+	if !safeName.MatchString(asg.GetJobId()) {
+		return fmt.Errorf("job ID %q is not a name of letters, digits, '.', '_' and '-'", asg.GetJobId())
+	}
+	if !safeName.MatchString(asg.GetRoundId()) {
+		return fmt.Errorf("round ID %q is not a name of letters, digits, '.', '_' and '-'", asg.GetRoundId())
+	}
+	if asg.GetSpec() == nil {
+		return errors.New("no job spec")
+	}
+	// The spec's own rules, checked on a copy: the check fills defaults.
+	spec := proto.Clone(asg.GetSpec()).(*musterv1.JobSpec)
+	if err := rendezvous.ValidateSpec(spec); err != nil {
+		return fmt.Errorf("job spec: %w", err)
+	}
+	nnodes, rank, nproc := asg.GetNnodes(), asg.GetNodeRank(), asg.GetNproc()
+	switch {
+	case nnodes < 1 || nnodes > rendezvous.MaxNodes:
+		return fmt.Errorf("%d nodes, outside 1..%d", nnodes, rendezvous.MaxNodes)
+	case rank < 0 || rank >= nnodes:
+		return fmt.Errorf("node rank %d is outside 0..%d for %d nodes", rank, nnodes-1, nnodes)
+	case len(asg.GetNodeAddrs()) != int(nnodes) || len(asg.GetNodeNames()) != int(nnodes) || len(asg.GetNodeSlots()) != int(nnodes):
+		return fmt.Errorf("node lists of different lengths: %d nodes, %d addresses, %d names, %d slot counts",
+			nnodes, len(asg.GetNodeAddrs()), len(asg.GetNodeNames()), len(asg.GetNodeSlots()))
+	case nproc < 1 || nproc > rendezvous.MaxNProc:
+		return fmt.Errorf("%d workers per node, outside 1..%d", nproc, rendezvous.MaxNProc)
+	case nproc != spec.GetNproc():
+		return fmt.Errorf("%d workers per node, but the job spec asks for %d", nproc, spec.GetNproc())
+	case int64(asg.GetWorldSize()) != int64(nnodes)*int64(nproc):
+		return fmt.Errorf("world size %d is not %d nodes times %d workers", asg.GetWorldSize(), nnodes, nproc)
+	case len(asg.GetGpus()) != int(spec.GetGpus()):
+		return fmt.Errorf("%d GPUs on this node, but the job spec asks for %d", len(asg.GetGpus()), spec.GetGpus())
+	case len(asg.GetNcclUniqueId()) != engine.UniqueIDBytes:
+		return fmt.Errorf("NCCL unique ID is %d bytes, want %d", len(asg.GetNcclUniqueId()), engine.UniqueIDBytes)
+	case asg.GetMasterPort() < 1 || asg.GetMasterPort() > 65535:
+		return fmt.Errorf("master port %d is outside 1..65535", asg.GetMasterPort())
+	case asg.GetRestartCount() < 0 || asg.GetMaxRestarts() < 0:
+		return fmt.Errorf("restart count %d or most restarts %d is negative", asg.GetRestartCount(), asg.GetMaxRestarts())
+	}
+	seen := map[int32]bool{}
+	for _, g := range asg.GetGpus() {
+		if g < 0 || seen[g] {
+			return fmt.Errorf("GPU index %d is negative or repeated", g)
+		}
+		seen[g] = true
+	}
+	var slots int64
+	for i, addr := range asg.GetNodeAddrs() {
+		if _, err := netip.ParseAddr(addr); err != nil {
+			return fmt.Errorf("node rank %d's address %q is not an IP address", i, addr)
+		}
+		n := asg.GetNodeSlots()[i]
+		if n < 1 || n > rendezvous.MaxNProc {
+			return fmt.Errorf("node rank %d has %d slots, outside 1..%d", i, n, rendezvous.MaxNProc)
+		}
+		slots += int64(n)
+	}
+	switch {
+	case slots != int64(asg.GetWorldSize()):
+		return fmt.Errorf("the nodes' slots add up to %d, not the world size %d", slots, asg.GetWorldSize())
+	case asg.GetNodeSlots()[rank] != nproc:
+		return fmt.Errorf("this node (node rank %d) has %d slots, but %d workers", rank, asg.GetNodeSlots()[rank], nproc)
+	case asg.GetMasterAddr() != asg.GetNodeAddrs()[0]:
+		return fmt.Errorf("master address %q is not node rank 0's address %q", asg.GetMasterAddr(), asg.GetNodeAddrs()[0])
+	}
+	if id := asg.GetNcclCommId(); id != "" {
+		host, port, err := net.SplitHostPort(id)
+		if p, perr := strconv.Atoi(port); err != nil || perr != nil || p < 1 || p > 65535 || host != asg.GetMasterAddr() {
+			return fmt.Errorf("NCCL bootstrap root %q is not the master address with a port", id)
+		}
+	}
+	for _, s := range []struct{ what, v string }{{"job credential", asg.GetJobToken()}, {"store address", asg.GetStoreAddr()}} {
+		if len(s.v) > maxAssignmentString || strings.IndexByte(s.v, 0) >= 0 {
+			return fmt.Errorf("%s is longer than %d bytes or holds a NUL byte", s.what, maxAssignmentString)
+		}
+	}
+	return nil
+}
+
+// unplannedWorkers are the local workers of an assignment that could not be
+// planned: each is reported as failed to start, so that the job ends. Their
+// ranks are what the assignment says, within bounds whatever it says.
+func unplannedWorkers(asg *musterv1.Assignment) []workerPlan {
+	nproc := asg.GetNproc()
+	if nproc < 1 || nproc > rendezvous.MaxNProc {
+		nproc = 1
+	}
+	rank := min(max(asg.GetNodeRank(), 0), rendezvous.MaxNodes-1)
+	plans := make([]workerPlan, nproc)
+	for l := range plans {
+		plans[l] = workerPlan{rank: int(rank)*int(nproc) + l, localRank: l}
+	}
+	return plans
+}

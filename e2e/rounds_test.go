@@ -1,0 +1,111 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// lockedBuffer is output a process writes while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// joinAgent starts an agent that joins the store at store as node name on
+// addr; it stops when the test ends. Each "node" has a temporary directory
+// of its own, as a machine of its own would.
+func joinAgent(t *testing.T, store, name, addr string) {
+	t.Helper()
+	cmd := exec.Command(agentBin, "--store", store, "--name", name, "--addr", addr)
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	var log lockedBuffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			t.Errorf("agent %s did not stop on SIGTERM; log:\n%s", name, log.String())
+		}
+	})
+}
+
+func TestClusterRunWaitsForNodes(t *testing.T) {
+	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--name", "n1"})
+	cluster := t
+	t.Run("nodes come", func(t *testing.T) {
+		cmd := exec.Command(launcherBin, "run", "--cluster", host.addr, "-n", "3", "--wait-timeout", "60s", "--",
+			"sh", "-c", `echo "$RANK $GROUP_RANK $WORLD_SIZE"`)
+		var out, errb lockedBuffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill() })
+		// Before rounds could wait, the launcher failed here at once.
+		eventually(t, "progress with one node", func() bool {
+			return strings.Contains(errb.String(), "muster: waiting for nodes: 1 of 3 ready (n1); 2 missing (for up to 1m0s, --wait-timeout)\n")
+		})
+		joinAgent(cluster, host.addr, "n2", "127.0.0.2")
+		eventually(t, "progress with two nodes", func() bool {
+			return strings.Contains(errb.String(), "muster: waiting for nodes: 2 of 3 ready (n1, n2); 1 missing\n")
+		})
+		joinAgent(cluster, host.addr, "n3", "127.0.0.3")
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("launcher: %v; stderr:\n%s", err, errb.String())
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("launcher hung; stderr:\n%s", errb.String())
+		}
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		sort.Strings(lines)
+		if want := "[0] 0 0 3|[1] 1 1 3|[2] 2 2 3"; strings.Join(lines, "|") != want {
+			t.Fatalf("output %q, want %q", out.String(), want)
+		}
+	})
+	t.Run("nodes do not come", func(t *testing.T) {
+		r := runLauncher(t, "run", "--cluster", host.addr, "-n", "5", "--wait-timeout", "1s", "--", "true")
+		want := "muster: waiting for nodes: 3 of 5 ready (n1, n2, n3); 2 missing (for up to 1s, --wait-timeout)\n" +
+			"muster: job j-"
+		if r.code != 1 || !strings.HasPrefix(r.stderr, want) ||
+			!strings.HasSuffix(r.stderr, " failed: waited 1s for nodes: 3 of 5 ready (n1, n2, n3); 2 missing; exit code 1\n") {
+			t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+		}
+	})
+	t.Run("no wait", func(t *testing.T) {
+		r := runLauncher(t, "run", "--cluster", host.addr, "-n", "5", "--wait-timeout", "0", "--", "true")
+		if r.code != 1 || !strings.Contains(r.stderr, "--nnodes 5: only 3 node(s) registered") {
+			t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+		}
+	})
+}

@@ -1,0 +1,524 @@
+package rendezvous
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/musterhq/muster/engine"
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+)
+
+// A job runs in numbered rounds. A round is one attempt at running it: its
+// nodes in node rank order, their GPUs, two ports reserved on node rank 0
+// and an NCCL unique ID. A restart is a new round of the same job with a new
+// round ID, new ports and a new unique ID. Every round goes through these
+// states, and roundTransitions is the one place that allows a step:
+//
+//	waiting ──enough nodes──► reserving ──ports reserved──► running ──a worker failed, cancel,──► stopping
+//	   │                          │                            │      timeout, node lost, restart     │
+//	   │ wait timeout, cancel,    │ no ports, cancel,          │ every worker                         │ every worker
+//	   │ launcher gone            │ node lost, restart         │ exited well                          │ accounted for
+//	   ▼                          ▼                            ▼                                      ▼
+//	 ended                      ended                        ended                                  ended
+//
+// "waiting" is waiting for nodes: enough registered nodes with enough free
+// GPUs, taken in node rank order (explicit node rank, then name). A waiting
+// round holds nothing; it forms when nodes register or GPUs are freed, and
+// reports its progress to the job's followers. The job's state follows its
+// current round's (roundState.jobState). A round that ends either ends its
+// job or, for a restart, lets the job's next round begin waiting.
+type roundState int
+
+const (
+	roundWaiting roundState = iota
+	roundReserving
+	roundRunning
+	roundStopping
+	roundEnded
+)
+
+// roundTransitions are the steps the diagram above draws, and no others.
+var roundTransitions = map[roundState][]roundState{
+	roundWaiting:   {roundReserving, roundEnded},
+	roundReserving: {roundRunning, roundEnded},
+	roundRunning:   {roundStopping, roundEnded},
+	roundStopping:  {roundEnded},
+}
+
+func (st roundState) String() string {
+	switch st {
+	case roundWaiting:
+		return "waiting for nodes"
+	case roundReserving:
+		return "reserving ports"
+	case roundRunning:
+		return "running"
+	case roundStopping:
+		return "stopping"
+	case roundEnded:
+		return "ended"
+	}
+	return "round state " + strconv.Itoa(int(st))
+}
+
+// jobState is the state a job shows while its current round is in st; an
+// ended round's job shows how the job ended instead.
+func (st roundState) jobState() musterv1.JobState {
+	switch st {
+	case roundRunning:
+		return musterv1.JobState_JOB_STATE_RUNNING
+	case roundStopping:
+		return musterv1.JobState_JOB_STATE_STOPPING
+	}
+	return musterv1.JobState_JOB_STATE_PENDING
+}
+
+// Bounds on a waiting round's progress reports: how often at most, and how
+// many names each list holds.
+const (
+	progressEvery = time.Second
+	progressNames = 16
+)
+
+// round fixes a job's nodes, node ranks, GPUs and world size for one attempt.
+type round struct {
+	id        string // unique among all rounds of all jobs
+	number    int32  // 0 for a job's first round, then 1, 2, ...
+	job       *job
+	state     roundState
+	nodes     []*node   // by node rank; empty while waiting
+	gpus      [][]int32 // by node rank
+	nproc     int32
+	worldSize int32
+	exited    map[int32]bool // ranks accounted for
+	// restart says the job's next round begins when this one ends.
+	restart bool
+
+	// While waiting: since when, the timer that ends the wait, and the last
+	// progress report sent.
+	since         time.Time
+	deadline      *time.Timer
+	progress      *musterv1.WaitingForNodes
+	progressAt    time.Time
+	progressTimer *time.Timer
+}
+
+// setRoundStateLocked moves j's current round to next: the one place where a
+// round's state changes. A step the diagram does not draw is a bug: it is
+// refused and logged.
+func (s *Store) setRoundStateLocked(j *job, next roundState) bool {
+	r := j.round
+	if !slices.Contains(roundTransitions[r.state], next) {
+		s.log.Error("round state change refused", zap.String("job", j.id), zap.String("round", r.id),
+			zap.Stringer("from", r.state), zap.Stringer("to", next))
+		return false
+	}
+	s.log.Debug("round state", zap.String("job", j.id), zap.String("round", r.id), zap.Int32("number", r.number),
+		zap.Stringer("from", r.state), zap.Stringer("to", next))
+	r.state = next
+	if next != roundEnded {
+		s.setJobStateLocked(j, next.jobState())
+	}
+	return true
+}
+
+func (s *Store) setJobStateLocked(j *job, st musterv1.JobState) {
+	if j.state != st {
+		j.state = st
+		s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_State{State: st}})
+	}
+}
+
+// startRoundLocked begins j's next round (its first when it has none): the
+// round waits for nodes, and forms at once when they are there.
+func (s *Store) startRoundLocked(j *job) {
+	spec := j.spec
+	r := &round{id: newID("r-"), job: j, state: roundWaiting, nproc: spec.Nproc,
+		worldSize: spec.Nnodes * spec.Nproc, exited: map[int32]bool{}, since: time.Now()}
+	if j.round != nil {
+		r.number = j.round.number + 1
+	}
+	j.round = r
+	s.rounds[r.id] = r
+	s.setJobStateLocked(j, roundWaiting.jobState())
+	s.waiting = append(s.waiting, j)
+	if d := time.Duration(spec.WaitTimeoutMs) * time.Millisecond; d > 0 {
+		r.deadline = time.AfterFunc(d, func() { s.waitExpired(j, r, d) })
+	}
+	s.tryFormLocked(j)
+}
+
+// tryFormLocked forms j's waiting round if enough nodes are ready, and
+// otherwise reports its progress, or fails the job when it may not wait.
+func (s *Store) tryFormLocked(j *job) {
+	spec := j.spec
+	if s.closed || j.round.state != roundWaiting {
+		return
+	}
+	// Counting is cheap; ordering the nodes is done only when it pays.
+	if s.countReadyLocked(spec) >= int(spec.Nnodes) {
+		picked, _ := s.pickLocked(spec)
+		s.formLocked(j, picked)
+		return
+	}
+	if spec.WaitTimeoutMs <= 0 {
+		picked, unusable := s.pickLocked(spec)
+		j.code, j.failed = 1, true
+		j.reason = formError(spec, len(s.nodes), picked, unusable).Error()
+		s.finishLocked(j)
+		return
+	}
+	s.progressLocked(j)
+}
+
+// retryWaitingLocked lets waiting rounds form, oldest first, after nodes
+// came or GPUs were freed; the others report their progress.
+func (s *Store) retryWaitingLocked() {
+	for _, j := range slices.Clone(s.waiting) {
+		if !j.finished() && j.round.state == roundWaiting {
+			s.tryFormLocked(j)
+		}
+	}
+}
+
+// ready says whether n can take a node of spec now.
+func ready(n *node, spec *musterv1.JobSpec) bool {
+	free := 0
+	for _, g := range n.info.GetGpus() {
+		if _, busy := n.busy[g.GetIndex()]; !busy {
+			free++
+		}
+	}
+	return int32(free) >= spec.Gpus
+}
+
+func (s *Store) countReadyLocked(spec *musterv1.JobSpec) int {
+	count := 0
+	for _, n := range s.nodes {
+		if ready(n, spec) {
+			count++
+		}
+	}
+	return count
+}
+
+// pickLocked picks spec's nodes in stable order (explicit node rank, then
+// name) among those with enough free GPUs, at most spec.Nnodes of them, and
+// describes the nodes passed over for want of GPUs.
+func (s *Store) pickLocked(spec *musterv1.JobSpec) (picked []*node, unusable []string) {
+	for _, n := range sortedNodes(s.nodes) {
+		if ready(n, spec) {
+			picked = append(picked, n)
+		} else {
+			unusable = append(unusable, describeGPUs(n, freeGPUs(n)))
+		}
+		if int32(len(picked)) == spec.Nnodes {
+			break
+		}
+	}
+	return picked, unusable
+}
+
+// formError says why a round cannot form now.
+func formError(spec *musterv1.JobSpec, registered int, picked []*node, unusable []string) error {
+	switch {
+	case registered == 0:
+		return fmt.Errorf("no agent is registered with the store")
+	case spec.Gpus > 0 && len(unusable) > 0:
+		return fmt.Errorf("--gpus %d: %s", spec.Gpus, strings.Join(unusable, "; "))
+	}
+	return fmt.Errorf("--nnodes %d: only %d node(s) registered with enough free GPUs", spec.Nnodes, len(picked))
+}
+
+// formLocked gives j's waiting round its nodes and their GPUs, and asks node
+// rank 0 to reserve the round's ports.
+func (s *Store) formLocked(j *job, picked []*node) {
+	r := j.round
+	s.unwaitLocked(r)
+	r.nodes = picked
+	for _, n := range picked {
+		g := freeGPUs(n)[:j.spec.Gpus]
+		for _, idx := range g {
+			n.busy[idx] = j.id
+		}
+		n.jobs[j.id] = true
+		r.gpus = append(r.gpus, g)
+	}
+	s.setRoundStateLocked(j, roundReserving)
+	if j.stdin != nil && r.number == 0 {
+		j.stdin.expect(stdinSessionsLocked(j.spec, r))
+	}
+	s.log.Info("round formed", zap.String("job", j.id), zap.String("round", r.id), zap.Int32("number", r.number),
+		zap.Int("nodes", len(picked)), zap.Duration("waited", time.Since(r.since)))
+	// Two ports on node rank 0: MASTER_PORT and the NCCL bootstrap root.
+	s.sendLocked(r.nodes[0], &musterv1.AgentCommand{Command: &musterv1.AgentCommand_ReservePorts{
+		ReservePorts: &musterv1.ReservePorts{RoundId: r.id, Count: 2}}})
+}
+
+// unwaitLocked ends what a waiting round keeps going: its timers, its place
+// among the waiting.
+func (s *Store) unwaitLocked(r *round) {
+	for _, t := range []*time.Timer{r.deadline, r.progressTimer} {
+		if t != nil {
+			t.Stop()
+		}
+	}
+	r.deadline, r.progressTimer = nil, nil
+	s.waiting = slices.DeleteFunc(s.waiting, func(j *job) bool { return j.round == r })
+}
+
+// progressLocked reports a waiting round's progress when it changed, at
+// most once per progressEvery: a later change is sent when the time comes.
+func (s *Store) progressLocked(j *job) {
+	r := j.round
+	if wait := progressEvery - time.Since(r.progressAt); wait > 0 {
+		if r.progressTimer == nil {
+			r.progressTimer = time.AfterFunc(wait, func() {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				if j.round == r && r.progressTimer != nil {
+					r.progressTimer = nil
+					if r.state == roundWaiting && !j.finished() {
+						s.progressLocked(j)
+					}
+				}
+			})
+		}
+		return
+	}
+	picked, unusable := s.pickLocked(j.spec)
+	p := &musterv1.WaitingForNodes{Round: r.number, Wanted: j.spec.Nnodes, Ready: int32(len(picked)),
+		ReadyNodes: firstNames(picked, progressNames), TimeoutMs: j.spec.WaitTimeoutMs}
+	p.Unusable = unusable[:min(len(unusable), progressNames)]
+	if proto.Equal(p, r.progress) {
+		return
+	}
+	r.progress, r.progressAt = p, time.Now()
+	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_Waiting{Waiting: proto.Clone(p).(*musterv1.WaitingForNodes)}})
+}
+
+func firstNames(nodes []*node, limit int) []string {
+	var names []string
+	for _, n := range nodes[:min(len(nodes), limit)] {
+		names = append(names, n.info.GetName())
+	}
+	return names
+}
+
+// waitExpired fails a job whose round r waited d for nodes in vain, naming
+// the nodes there are and how many are missing.
+func (s *Store) waitExpired(j *job, r *round, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if j.round != r || r.state != roundWaiting || j.finished() {
+		return
+	}
+	picked, unusable := s.pickLocked(j.spec)
+	j.code, j.failed = 1, true
+	j.reason = fmt.Sprintf("waited %s for nodes: %s", d, DescribeWaiting(&musterv1.WaitingForNodes{
+		Wanted: j.spec.Nnodes, Ready: int32(len(picked)), ReadyNodes: firstNames(picked, progressNames), Unusable: unusable}))
+	s.log.Info("round wait timed out", zap.String("job", j.id), zap.String("round", r.id), zap.String("reason", j.reason))
+	s.finishLocked(j)
+}
+
+// DescribeWaiting says what a waiting round has and lacks, e.g.
+// "2 of 4 ready (a, b); 2 missing".
+func DescribeWaiting(w *musterv1.WaitingForNodes) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of %d ready", w.GetReady(), w.GetWanted())
+	if names := w.GetReadyNodes(); len(names) > 0 {
+		b.WriteString(" (" + strings.Join(names, ", "))
+		if more := int(w.GetReady()) - len(names); more > 0 {
+			fmt.Fprintf(&b, ", and %d more", more)
+		}
+		b.WriteString(")")
+	}
+	if missing := w.GetWanted() - w.GetReady(); missing > 0 {
+		fmt.Fprintf(&b, "; %d missing", missing)
+	}
+	if u := w.GetUnusable(); len(u) > 0 {
+		b.WriteString("; not usable: " + strings.Join(u, "; "))
+	}
+	return b.String()
+}
+
+// endRoundLocked ends j's current round: it gives back the round's GPUs
+// and stops what a waiting round keeps going.
+func (s *Store) endRoundLocked(j *job) {
+	r := j.round
+	if r.state == roundEnded {
+		return
+	}
+	s.setRoundStateLocked(j, roundEnded)
+	s.unwaitLocked(r)
+	delete(s.rounds, r.id)
+	for _, n := range r.nodes {
+		for g, owner := range n.busy {
+			if owner == j.id {
+				delete(n.busy, g)
+			}
+		}
+		delete(n.jobs, j.id)
+	}
+}
+
+// roundOverLocked is called once every worker of j's round is accounted
+// for: the job's next round begins if the round was restarted, and the job
+// ends otherwise.
+func (s *Store) roundOverLocked(j *job) {
+	if j.round.restart && j.failure == nil && j.code == 0 && !s.closed {
+		s.endRoundLocked(j)
+		s.startRoundLocked(j)
+		s.retryWaitingLocked()
+		return
+	}
+	s.finishLocked(j)
+}
+
+// Restart ends a job's current round and begins its next: running workers
+// are stopped with the job's kill timeout, and once every one of them is
+// accounted for the next round waits for nodes, reserves new ports and
+// mints a new unique ID. It returns the next round's number. A round that
+// still waits for nodes has nothing to restart.
+func (s *Store) Restart(jobID, reason string) (int32, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.jobs[jobID]
+	if j == nil {
+		return 0, fmt.Errorf("job %q: %w", jobID, ErrNotFound)
+	}
+	r := j.round
+	switch {
+	case j.finished():
+		return 0, fmt.Errorf("job %s has ended", jobID)
+	case r.restart:
+		return r.number + 1, nil
+	}
+	s.log.Info("job round restarting", zap.String("job", jobID), zap.Int32("round", r.number), zap.String("reason", reason))
+	switch r.state {
+	case roundWaiting:
+		return 0, fmt.Errorf("job %s: round %d is still waiting for nodes: nothing to restart", jobID, r.number)
+	case roundStopping:
+		return 0, fmt.Errorf("job %s is stopping: %s", jobID, j.reason)
+	case roundReserving:
+		s.endRoundLocked(j)
+		s.startRoundLocked(j)
+		s.retryWaitingLocked()
+		return j.round.number, nil
+	}
+	r.restart = true
+	s.setRoundStateLocked(j, roundStopping)
+	s.sendStopLocked(j, "restarting: "+reason, j.spec.KillTimeoutMs)
+	return r.number + 1, nil
+}
+
+func describeGPUs(n *node, free []int32) string {
+	all := n.info.GetGpus()
+	if len(all) == 0 {
+		why := ""
+		if e := n.info.GetGpuError(); e != "" {
+			why = " (" + e + ")"
+		}
+		return fmt.Sprintf("node %s has no GPUs%s; use --nproc N to run workers without GPUs", n.info.GetName(), why)
+	}
+	var names []string
+	for _, g := range all {
+		names = append(names, fmt.Sprintf("%d: %s", g.GetIndex(), g.GetName()))
+	}
+	return fmt.Sprintf("node %s has %d GPUs (%s), %d free", n.info.GetName(), len(all), strings.Join(names, ", "), len(free))
+}
+
+func freeGPUs(n *node) []int32 {
+	var free []int32
+	for _, g := range n.info.GetGpus() {
+		if _, busy := n.busy[g.GetIndex()]; !busy {
+			free = append(free, g.GetIndex())
+		}
+	}
+	return free
+}
+
+// PortsReserved completes a round with the ports node rank 0 reserved: it
+// mints the NCCL unique ID and sends every node its assignment.
+func (s *Store) PortsReserved(session, roundID string, ports []int32, errText string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.rounds[roundID]
+	if r == nil || r.state != roundReserving {
+		return fmt.Errorf("round %q: %w or not waiting for ports", roundID, ErrNotFound)
+	}
+	j := r.job
+	if r.nodes[0].session != session {
+		return fmt.Errorf("round %q: ports must come from node rank 0", roundID)
+	}
+	if errText == "" && (len(ports) != 2 || !validPort(ports[0]) || !validPort(ports[1])) {
+		errText = fmt.Sprintf("agent returned ports %v, want two in 1..65535", ports)
+	}
+	if errText != "" {
+		j.reason = "could not reserve ports on node " + r.nodes[0].info.GetName() + ": " + errText
+		j.code, j.failed = 1, true
+		s.finishLocked(j)
+		return nil
+	}
+	master := r.nodes[0].info.GetAddr()
+	root := netip.AddrPortFrom(netip.MustParseAddr(master), uint16(ports[1]))
+	id, err := engine.NewUniqueID(root)
+	if err != nil {
+		return err
+	}
+	spec := j.spec
+	var addrs, names []string
+	var slots []int32
+	for _, n := range r.nodes {
+		addrs = append(addrs, n.info.GetAddr())
+		names = append(names, n.info.GetName())
+		slots = append(slots, r.nproc)
+	}
+	s.setRoundStateLocked(j, roundRunning)
+	for rank, n := range r.nodes {
+		if r.state != roundRunning {
+			// A node dropped for a full queue stopped the round: start no more.
+			break
+		}
+		s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_Start{Start: &musterv1.Assignment{
+			JobId:        j.id,
+			RoundId:      r.id,
+			Spec:         spec,
+			NodeRank:     int32(rank),
+			Nnodes:       int32(len(r.nodes)),
+			NodeAddrs:    addrs,
+			NodeNames:    names,
+			NodeSlots:    slots,
+			Gpus:         r.gpus[rank],
+			Nproc:        r.nproc,
+			WorldSize:    r.worldSize,
+			MasterAddr:   master,
+			MasterPort:   ports[0],
+			NcclCommId:   net.JoinHostPort(master, strconv.Itoa(int(ports[1]))),
+			NcclUniqueId: id[:],
+			RestartCount: r.number,
+			StoreAddr:    s.cfg.Addr,
+			RunAs:        j.owner,
+			JobToken:     j.token,
+		}}})
+	}
+	if spec.TimeoutMs > 0 && j.timer == nil {
+		// The job's wall-clock limit counts from its first round's start.
+		d := time.Duration(spec.TimeoutMs) * time.Millisecond
+		jobID := j.id
+		j.timer = time.AfterFunc(d, func() {
+			s.Cancel(jobID, false, fmt.Sprintf("timed out after %s", d), 124)
+		})
+	}
+	return nil
+}
+
+func validPort(p int32) bool { return p > 0 && p < 65536 }
