@@ -16,6 +16,7 @@ import (
 
 	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/gpu"
+	"github.com/musterhq/muster/node"
 	"github.com/musterhq/muster/rendezvous"
 )
 
@@ -26,6 +27,7 @@ import (
 type Embedded struct {
 	Store *rendezvous.Server
 	Agent *agent.Agent
+	node  *node.Node
 	dir   string
 }
 
@@ -88,40 +90,26 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := rendezvous.Start(ctx, rendezvous.Config{Logger: cfg.Logger, Socket: filepath.Join(dir, "store.sock"), InProcess: true})
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	<-store.ReadyNotify()
-	acfg := agent.Config{
-		Logger:    cfg.Logger,
-		StoreAddr: store.Addr(),
-		Addr:      "127.0.0.1",
-		Rank:      -1,
-		Environ:   os.Environ(),
-		GPUs:      cfg.GPUs,
-	}
-	if acfg.GPUs == nil && cfg.DiscoverGPUs {
-		if acfg.GPUs, err = gpu.FromEnvironment(); err != nil {
-			acfg.GPUError = err.Error()
+	ncfg := node.Config{Logger: cfg.Logger, InProcess: true, Socket: filepath.Join(dir, "store.sock"),
+		Agent: agent.Config{Addr: "127.0.0.1", Rank: -1, Environ: os.Environ(), GPUs: cfg.GPUs}}
+	if ncfg.Agent.GPUs == nil && cfg.DiscoverGPUs {
+		if ncfg.Agent.GPUs, err = gpu.FromEnvironment(); err != nil {
+			ncfg.Agent.GPUError = err.Error()
 		}
 	}
-	a, err := agent.Start(ctx, acfg)
+	n, err := node.Start(ctx, ncfg)
 	if err != nil {
-		store.Close()
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	<-a.ReadyNotify()
-	return &Embedded{Store: store, Agent: a, dir: dir}, nil
+	<-n.ReadyNotify()
+	return &Embedded{Store: n.Store(), Agent: n.Agent(), node: n, dir: dir}, nil
 }
 
 // Close stops the agent (its workers get grace before SIGKILL), then the
 // store, and removes the socket's directory.
 func (e *Embedded) Close(grace time.Duration) error {
-	err := e.Agent.Close(grace)
-	e.Store.Close()
+	err := e.node.Close(grace)
 	os.RemoveAll(e.dir)
 	if err != nil {
 		return fmt.Errorf("embedded agent: %w", err)

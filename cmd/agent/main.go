@@ -5,8 +5,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
@@ -22,6 +20,7 @@ import (
 	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/cmdline"
 	"github.com/musterhq/muster/gpu"
+	"github.com/musterhq/muster/node"
 	"github.com/musterhq/muster/rendezvous"
 )
 
@@ -85,7 +84,7 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout time.Duration) error {
 	tokenFile := c.String("token-file")
 	_, envToken := os.LookupEnv(rendezvous.EnvToken)
 	explicit := ""
-	if envToken || (tokenFile != "" && (listen == "" || fileExists(tokenFile))) {
+	if envToken || (tokenFile != "" && (listen == "" || node.FileExists(tokenFile))) {
 		if explicit, err = rendezvous.LoadToken(tokenFile); err != nil {
 			return err
 		}
@@ -94,86 +93,22 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout time.Duration) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	addr := c.String("addr")
-	var store *rendezvous.Server
-	var agentSec rendezvous.Security
-	storeCA := sec.CAFile
-	if listen != "" {
-		ip, port, err := resolveListen(ctx, listen)
-		if err != nil {
-			return err
-		}
-		listenAddr := net.JoinHostPort(ip.String(), port)
-		if err := rendezvous.CheckListen(listenAddr, sec); err != nil {
-			return err
-		}
-		if sec.Token == "" {
-			// Every call over TCP needs the token, loopback included: make one.
-			file := tokenFile
-			if file == "" {
-				file = rendezvous.DefaultTokenFile()
-			}
-			tok, created, err := rendezvous.EnsureTokenFile(file)
-			if err != nil {
-				return err
-			}
-			sec.Token = tok
-			log.Info("cluster token", zap.String("file", file), zap.Bool("created", created))
-		}
-		if addr == "" {
-			addr = "127.0.0.1"
-			if !ip.IsUnspecified() {
-				addr = ip.String()
-			}
-		}
-		if store, err = hostStore(ctx, c, log, listenAddr, addr, sec); err != nil {
-			return err
-		}
-		defer store.Close()
-		<-store.ReadyNotify()
-		if sec.CertFile != "" && storeCA == "" {
-			storeCA = sec.CertFile // workers trust the store's own certificate
-		}
-		if storeAddr = store.SocketAddr(); storeAddr == "" {
-			// No socket: dial the store over loopback, with the token (and
-			// TLS, trusting the store's CA or its certificate).
-			_, port, _ := net.SplitHostPort(store.Addr())
-			host := ip.String()
-			if ip.IsUnspecified() {
-				host = "127.0.0.1"
-			}
-			storeAddr = net.JoinHostPort(host, port)
-			agentSec = rendezvous.Security{Token: sec.Token, TLS: sec.CertFile != "", CAFile: storeCA}
-		}
-	} else {
-		storeAddr = rendezvous.NormalizeAddr(storeAddr)
-		if sec.Token == "" && !rendezvous.IsUnixAddr(storeAddr) {
-			if f := rendezvous.FindTokenFile(); f != "" {
-				if sec.Token, err = rendezvous.ReadToken(f); err != nil {
-					return err
-				}
-			}
-		}
-		agentSec = rendezvous.Security{Token: sec.Token, CAFile: sec.CAFile}
-		if addr == "" {
-			addr = "127.0.0.1"
-		}
-	}
-	acfg := agent.Config{Logger: log, StoreAddr: storeAddr, Security: agentSec, StoreCA: storeCA, Name: c.String("name"), Addr: addr,
-		Rank: nodeRank, Environ: os.Environ()}
+	ncfg := node.Config{Logger: log, Listen: listen, Join: storeAddr, Security: sec, TokenFile: tokenFile,
+		Socket: c.String("socket"), SocketRequired: c.IsSet("socket"), SocketUsers: os.Geteuid() == 0}
+	ncfg.Agent = agent.Config{Name: c.String("name"), Addr: c.String("addr"), Rank: nodeRank, Environ: os.Environ()}
 	if list := c.String("gpu-devices"); list != "" {
-		if acfg.GPUs, err = gpu.Parse(list); err != nil {
+		if ncfg.Agent.GPUs, err = gpu.Parse(list); err != nil {
 			return fmt.Errorf("--gpu-devices: %w", err)
 		}
-	} else if acfg.GPUs, err = gpu.FromEnvironment(); err != nil {
-		acfg.GPUError = err.Error()
+	} else if ncfg.Agent.GPUs, err = gpu.FromEnvironment(); err != nil {
+		ncfg.Agent.GPUError = err.Error()
 		log.Info("no gpus", zap.Error(err))
 	}
-	a, err := agent.Start(ctx, acfg)
+	n, err := node.Start(ctx, ncfg)
 	if err != nil {
 		return err
 	}
-	<-a.ReadyNotify()
+	<-n.ReadyNotify()
 	// Under systemd (Type=notify) the unit is started once jobs can be taken.
 	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
 		log.Warn("sd_notify failed", zap.Error(err))
@@ -182,78 +117,11 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout time.Duration) error {
 	case <-ctx.Done():
 		log.Info("agent stopping", zap.String("reason", "signal"))
 		daemon.SdNotify(false, daemon.SdNotifyStopping)
-	case err := <-a.Err():
+	case err := <-n.Err():
 		// Exit non-zero, so that Restart=on-failure brings the agent back.
 		log.Error("agent lost its store", zap.Error(err))
-		a.Close(c.Duration("kill-timeout"))
+		n.Close(killTimeout)
 		return fmt.Errorf("lost the store at %s, so this node's jobs were stopped: %s", storeAddr, rendezvous.ErrorMessage(err))
 	}
-	return a.Close(killTimeout)
-}
-
-// hostStore starts the store on listenAddr and, for launchers on this
-// machine, on a Unix socket. A store running as root lets every local user
-// use its socket and runs their jobs as them. When the default socket cannot
-// be served (another agent holds it), the store goes on without one.
-func hostStore(ctx context.Context, c *cli.Context, log *zap.Logger, listenAddr, nodeAddr string, sec rendezvous.Security) (*rendezvous.Server, error) {
-	lis, err := net.Listen("tcp", listenAddr)
-	if err != nil {
-		return nil, fmt.Errorf("store: listen on %s: %w", listenAddr, err)
-	}
-	advertise := lis.Addr().String()
-	host, port, _ := net.SplitHostPort(advertise)
-	if ip, err := netip.ParseAddr(host); err == nil && ip.IsUnspecified() {
-		// Workers reach the store at this node's address.
-		advertise = net.JoinHostPort(nodeAddr, port)
-	}
-	cfg := rendezvous.Config{Logger: log, Listener: lis, AdvertiseAddr: advertise, Security: sec,
-		Socket: c.String("socket"), SocketUsers: os.Geteuid() == 0}
-	if cfg.Socket == "" {
-		cfg.Socket = rendezvous.DefaultSocket()
-	}
-	store, err := rendezvous.Start(ctx, cfg)
-	if err == nil || c.IsSet("socket") {
-		return store, err
-	}
-	log.Warn("serving no socket for local launchers", zap.String("socket", cfg.Socket), zap.Error(err))
-	// Start closed the listener; take the same port again.
-	if cfg.Listener, err = net.Listen("tcp", net.JoinHostPort(lis.Addr().(*net.TCPAddr).IP.String(), port)); err != nil {
-		return nil, fmt.Errorf("store: listen on %s: %w", listenAddr, err)
-	}
-	cfg.Socket = ""
-	return rendezvous.Start(ctx, cfg)
-}
-
-// resolveListen turns --listen HOST:PORT into an IP address, resolving a
-// host name (localhost) and preferring IPv4. An empty host listens on every
-// address.
-func resolveListen(ctx context.Context, listen string) (netip.Addr, string, error) {
-	host, port, err := net.SplitHostPort(listen)
-	if err != nil {
-		return netip.Addr{}, "", fmt.Errorf("--listen %q: want HOST:PORT: %w", listen, err)
-	}
-	if host == "" {
-		return netip.IPv4Unspecified(), port, nil
-	}
-	if ip, err := netip.ParseAddr(host); err == nil {
-		return ip, port, nil
-	}
-	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-	if err != nil || len(ips) == 0 {
-		return netip.Addr{}, "", fmt.Errorf("--listen %q: cannot resolve %s: %v", listen, host, err)
-	}
-	for _, ip := range ips {
-		if ip.Unmap().Is4() {
-			return ip.Unmap(), port, nil
-		}
-	}
-	return ips[0], port, nil
-}
-
-func fileExists(path string) bool {
-	if path == "" {
-		return false
-	}
-	_, err := os.Stat(path)
-	return err == nil
+	return n.Close(killTimeout)
 }

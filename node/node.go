@@ -1,0 +1,259 @@
+// Package node composes one machine's muster, as etcd's embed does: the
+// store when this node hosts it, and the agent that runs this node's
+// workers. The agent daemon, the embedded launcher and the container
+// entrypoint all start their node here, so hosting or joining a store is
+// written once.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/rendezvous"
+)
+
+// Config configures a Node.
+type Config struct {
+	Logger *zap.Logger
+	// Listen hosts the store on this TCP HOST:PORT (a host name resolves,
+	// preferring IPv4; an empty host listens on every address).
+	Listen string
+	// Socket, with Listen or InProcess, also serves the store on this Unix
+	// socket for launchers on this machine. SocketRequired fails the node
+	// when it cannot be served; otherwise the store goes on without it.
+	Socket         string
+	SocketRequired bool
+	// SocketUsers lets every local user submit on the socket; their jobs
+	// run as them. Otherwise only this user and root may.
+	SocketUsers bool
+	// InProcess hosts a store for this process alone (the embedded
+	// default): on Socket only, without keepalive pings.
+	InProcess bool
+	// Join is the address of a store to join instead of hosting one.
+	Join string
+	// Security is the store's (hosting) or the way to reach it (joining).
+	Security rendezvous.Security
+	// TokenFile, when hosting on TCP without a token, is where one is made.
+	TokenFile string
+	// Agent is this node's agent; Start fills in how it reaches the store.
+	Agent agent.Config
+}
+
+// Node is a running store, when hosted, and agent.
+type Node struct {
+	log   *zap.Logger
+	store *rendezvous.Server
+	agent *agent.Agent
+}
+
+// Start hosts or joins the store, then starts the agent. The node takes
+// jobs once ReadyNotify is closed.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	n := &Node{log: cfg.Logger}
+	acfg := cfg.Agent
+	acfg.Logger = cfg.Logger
+	switch {
+	case cfg.InProcess:
+		store, err := rendezvous.Start(ctx, rendezvous.Config{Logger: cfg.Logger, Socket: cfg.Socket, InProcess: true})
+		if err != nil {
+			return nil, err
+		}
+		n.store = store
+		<-store.ReadyNotify()
+		acfg.StoreAddr = store.Addr()
+		if acfg.Addr == "" {
+			acfg.Addr = "127.0.0.1"
+		}
+	case cfg.Listen != "" && cfg.Join != "":
+		return nil, errors.New("host a store (listen) or join one, not both")
+	case cfg.Listen != "":
+		if err := n.host(ctx, &cfg, &acfg); err != nil {
+			return nil, err
+		}
+	case cfg.Join != "":
+		acfg.StoreAddr = rendezvous.NormalizeAddr(cfg.Join)
+		acfg.Security = rendezvous.Security{Token: cfg.Security.Token, CAFile: cfg.Security.CAFile}
+		if acfg.Security.Token == "" && !rendezvous.IsUnixAddr(acfg.StoreAddr) {
+			if f := rendezvous.FindTokenFile(); f != "" {
+				tok, err := rendezvous.ReadToken(f)
+				if err != nil {
+					return nil, err
+				}
+				acfg.Security.Token = tok
+			}
+		}
+		if acfg.StoreCA == "" {
+			acfg.StoreCA = cfg.Security.CAFile
+		}
+		if acfg.Addr == "" {
+			acfg.Addr = "127.0.0.1"
+		}
+	default:
+		return nil, errors.New("neither a store to host nor one to join")
+	}
+	a, err := agent.Start(ctx, acfg)
+	if err != nil {
+		if n.store != nil {
+			n.store.Close()
+		}
+		return nil, err
+	}
+	n.agent = a
+	return n, nil
+}
+
+// host starts the store on cfg.Listen (and its socket), making a cluster
+// token when none is given: every call over TCP needs one, loopback too.
+func (n *Node) host(ctx context.Context, cfg *Config, acfg *agent.Config) error {
+	sec := cfg.Security
+	ip, port, err := resolveListen(ctx, cfg.Listen)
+	if err != nil {
+		return err
+	}
+	listenAddr := net.JoinHostPort(ip.String(), port)
+	if err := rendezvous.CheckListen(listenAddr, sec); err != nil {
+		return err
+	}
+	if sec.Token == "" {
+		file := cfg.TokenFile
+		if file == "" {
+			file = rendezvous.DefaultTokenFile()
+		}
+		tok, created, err := rendezvous.EnsureTokenFile(file)
+		if err != nil {
+			return err
+		}
+		sec.Token = tok
+		n.log.Info("cluster token", zap.String("file", file), zap.Bool("created", created))
+	}
+	if acfg.Addr == "" {
+		acfg.Addr = "127.0.0.1"
+		if !ip.IsUnspecified() {
+			acfg.Addr = ip.String()
+		}
+	}
+	store, err := hostStore(ctx, n.log, cfg, listenAddr, acfg.Addr, sec)
+	if err != nil {
+		return err
+	}
+	n.store = store
+	<-store.ReadyNotify()
+	if acfg.StoreCA == "" {
+		acfg.StoreCA = sec.CAFile
+		if sec.CertFile != "" && acfg.StoreCA == "" {
+			acfg.StoreCA = sec.CertFile // workers trust the store's own certificate
+		}
+	}
+	if acfg.StoreAddr = store.SocketAddr(); acfg.StoreAddr == "" {
+		// No socket: dial the store over loopback, with the token (and TLS,
+		// trusting the store's CA or its certificate).
+		_, port, _ := net.SplitHostPort(store.Addr())
+		host := ip.String()
+		if ip.IsUnspecified() {
+			host = "127.0.0.1"
+		}
+		acfg.StoreAddr = net.JoinHostPort(host, port)
+		acfg.Security = rendezvous.Security{Token: sec.Token, TLS: sec.CertFile != "", CAFile: acfg.StoreCA}
+	}
+	return nil
+}
+
+// hostStore starts the store on listenAddr and on the socket. When the
+// socket cannot be served (another agent holds it) and was not asked for
+// by name, the store goes on without one.
+func hostStore(ctx context.Context, log *zap.Logger, cfg *Config, listenAddr, nodeAddr string, sec rendezvous.Security) (*rendezvous.Server, error) {
+	lis, err := net.Listen("tcp", listenAddr)
+	if err != nil {
+		return nil, fmt.Errorf("store: listen on %s: %w", listenAddr, err)
+	}
+	advertise := lis.Addr().String()
+	host, port, _ := net.SplitHostPort(advertise)
+	if ip, err := netip.ParseAddr(host); err == nil && ip.IsUnspecified() {
+		// Workers reach the store at this node's address.
+		advertise = net.JoinHostPort(nodeAddr, port)
+	}
+	rcfg := rendezvous.Config{Logger: log, Listener: lis, AdvertiseAddr: advertise, Security: sec,
+		Socket: cfg.Socket, SocketUsers: cfg.SocketUsers}
+	if rcfg.Socket == "" {
+		rcfg.Socket = rendezvous.DefaultSocket()
+	}
+	store, err := rendezvous.Start(ctx, rcfg)
+	if err == nil || cfg.SocketRequired {
+		return store, err
+	}
+	log.Warn("serving no socket for local launchers", zap.String("socket", rcfg.Socket), zap.Error(err))
+	// Start closed the listener; take the same port again.
+	if rcfg.Listener, err = net.Listen("tcp", net.JoinHostPort(lis.Addr().(*net.TCPAddr).IP.String(), port)); err != nil {
+		return nil, fmt.Errorf("store: listen on %s: %w", listenAddr, err)
+	}
+	rcfg.Socket = ""
+	return rendezvous.Start(ctx, rcfg)
+}
+
+// resolveListen turns HOST:PORT into an IP address, resolving a host name
+// (localhost) and preferring IPv4. An empty host listens on every address.
+func resolveListen(ctx context.Context, listen string) (netip.Addr, string, error) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return netip.Addr{}, "", fmt.Errorf("--listen %q: want HOST:PORT: %w", listen, err)
+	}
+	if host == "" {
+		return netip.IPv4Unspecified(), port, nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip, port, nil
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil || len(ips) == 0 {
+		return netip.Addr{}, "", fmt.Errorf("--listen %q: cannot resolve %s: %v", listen, host, err)
+	}
+	for _, ip := range ips {
+		if ip.Unmap().Is4() {
+			return ip.Unmap(), port, nil
+		}
+	}
+	return ips[0], port, nil
+}
+
+// Store is the store this node hosts, or nil when it joined one.
+func (n *Node) Store() *rendezvous.Server { return n.store }
+
+// Agent is this node's agent.
+func (n *Node) Agent() *agent.Agent { return n.agent }
+
+// ReadyNotify is closed once the node takes jobs.
+func (n *Node) ReadyNotify() <-chan struct{} { return n.agent.ReadyNotify() }
+
+// Err delivers what ended the agent's session with its store.
+func (n *Node) Err() <-chan error { return n.agent.Err() }
+
+// Close stops the node, in order: (1) the agent stops its jobs, which fail
+// naming this node, and delivers their last events to the store, within
+// grace and its own bound; (2) the hosted store, if any, closes.
+func (n *Node) Close(grace time.Duration) error {
+	err := n.agent.Close(grace)
+	if n.store != nil {
+		n.store.Close()
+	}
+	return err
+}
+
+// FileExists reports whether path names something that exists.
+func FileExists(path string) bool {
+	if path == "" {
+		return false
+	}
+	_, err := os.Stat(path)
+	return err == nil
+}
