@@ -287,8 +287,16 @@ func (x *Node) GetGpuError() string {
 }
 
 type RegisterRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          *Node                  `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  *Node                  `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// node_key is a secret the agent mints when it starts and presents on
+	// every registration: while the store holds the node's jobs, only the
+	// agent that registered it first may register that name again.
+	NodeKey string `protobuf:"bytes,2,opt,name=node_key,json=nodeKey,proto3" json:"node_key,omitempty"`
+	// jobs are the jobs the agent still runs, or still reports on, so that
+	// the store keeps them across a lost connection, and a restarted store
+	// rebuilds them (soft state).
+	Jobs          []*RunningJob `protobuf:"bytes,3,rep,name=jobs,proto3" json:"jobs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -330,10 +338,27 @@ func (x *RegisterRequest) GetNode() *Node {
 	return nil
 }
 
+func (x *RegisterRequest) GetNodeKey() string {
+	if x != nil {
+		return x.NodeKey
+	}
+	return ""
+}
+
+func (x *RegisterRequest) GetJobs() []*RunningJob {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
 type RegisterResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// session identifies this registration; Watch and Publish carry it.
-	Session       string `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Session string `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// store_id names this incarnation of the store: a restarted store has
+	// another one.
+	StoreId       string `protobuf:"bytes,2,opt,name=store_id,json=storeId,proto3" json:"store_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -375,6 +400,223 @@ func (x *RegisterResponse) GetSession() string {
 	return ""
 }
 
+func (x *RegisterResponse) GetStoreId() string {
+	if x != nil {
+		return x.StoreId
+	}
+	return ""
+}
+
+// RunningJob is what an agent reports of a job on its node when it
+// registers: enough for a store that never saw the job to finish it and
+// tell its launcher how it ended.
+type RunningJob struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	JobId     string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	RoundId   string                 `protobuf:"bytes,2,opt,name=round_id,json=roundId,proto3" json:"round_id,omitempty"`
+	Spec      *JobSpec               `protobuf:"bytes,3,opt,name=spec,proto3" json:"spec,omitempty"`
+	NodeRank  int32                  `protobuf:"varint,4,opt,name=node_rank,json=nodeRank,proto3" json:"node_rank,omitempty"`
+	Nnodes    int32                  `protobuf:"varint,5,opt,name=nnodes,proto3" json:"nnodes,omitempty"`
+	Nproc     int32                  `protobuf:"varint,6,opt,name=nproc,proto3" json:"nproc,omitempty"`
+	WorldSize int32                  `protobuf:"varint,7,opt,name=world_size,json=worldSize,proto3" json:"world_size,omitempty"`
+	// gpus is this node's share, device indices.
+	Gpus     []int32   `protobuf:"varint,8,rep,packed,name=gpus,proto3" json:"gpus,omitempty"`
+	RunAs    *Identity `protobuf:"bytes,9,opt,name=run_as,json=runAs,proto3" json:"run_as,omitempty"`
+	JobToken string    `protobuf:"bytes,10,opt,name=job_token,json=jobToken,proto3" json:"job_token,omitempty"`
+	// ranks are this node's workers of the job.
+	Ranks []*RankState `protobuf:"bytes,11,rep,name=ranks,proto3" json:"ranks,omitempty"`
+	// acked_seq is the highest sequence number of the job's events from this
+	// node that a store acknowledged.
+	AckedSeq uint64 `protobuf:"varint,12,opt,name=acked_seq,json=ackedSeq,proto3" json:"acked_seq,omitempty"`
+	// store_id is the store that assigned the job.
+	StoreId       string `protobuf:"bytes,13,opt,name=store_id,json=storeId,proto3" json:"store_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunningJob) Reset() {
+	*x = RunningJob{}
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunningJob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunningJob) ProtoMessage() {}
+
+func (x *RunningJob) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunningJob.ProtoReflect.Descriptor instead.
+func (*RunningJob) Descriptor() ([]byte, []int) {
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RunningJob) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *RunningJob) GetRoundId() string {
+	if x != nil {
+		return x.RoundId
+	}
+	return ""
+}
+
+func (x *RunningJob) GetSpec() *JobSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *RunningJob) GetNodeRank() int32 {
+	if x != nil {
+		return x.NodeRank
+	}
+	return 0
+}
+
+func (x *RunningJob) GetNnodes() int32 {
+	if x != nil {
+		return x.Nnodes
+	}
+	return 0
+}
+
+func (x *RunningJob) GetNproc() int32 {
+	if x != nil {
+		return x.Nproc
+	}
+	return 0
+}
+
+func (x *RunningJob) GetWorldSize() int32 {
+	if x != nil {
+		return x.WorldSize
+	}
+	return 0
+}
+
+func (x *RunningJob) GetGpus() []int32 {
+	if x != nil {
+		return x.Gpus
+	}
+	return nil
+}
+
+func (x *RunningJob) GetRunAs() *Identity {
+	if x != nil {
+		return x.RunAs
+	}
+	return nil
+}
+
+func (x *RunningJob) GetJobToken() string {
+	if x != nil {
+		return x.JobToken
+	}
+	return ""
+}
+
+func (x *RunningJob) GetRanks() []*RankState {
+	if x != nil {
+		return x.Ranks
+	}
+	return nil
+}
+
+func (x *RunningJob) GetAckedSeq() uint64 {
+	if x != nil {
+		return x.AckedSeq
+	}
+	return 0
+}
+
+func (x *RunningJob) GetStoreId() string {
+	if x != nil {
+		return x.StoreId
+	}
+	return ""
+}
+
+// RankState is one worker of a RunningJob: running, or exited; acked says
+// a store acknowledged the exit (an unacknowledged one is published again).
+type RankState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rank          int32                  `protobuf:"varint,1,opt,name=rank,proto3" json:"rank,omitempty"`
+	Exited        *WorkerExited          `protobuf:"bytes,2,opt,name=exited,proto3" json:"exited,omitempty"`
+	Acked         bool                   `protobuf:"varint,3,opt,name=acked,proto3" json:"acked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RankState) Reset() {
+	*x = RankState{}
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RankState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RankState) ProtoMessage() {}
+
+func (x *RankState) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RankState.ProtoReflect.Descriptor instead.
+func (*RankState) Descriptor() ([]byte, []int) {
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RankState) GetRank() int32 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
+}
+
+func (x *RankState) GetExited() *WorkerExited {
+	if x != nil {
+		return x.Exited
+	}
+	return nil
+}
+
+func (x *RankState) GetAcked() bool {
+	if x != nil {
+		return x.Acked
+	}
+	return false
+}
+
 type WatchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -384,7 +626,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[4]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -396,7 +638,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[4]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -409,7 +651,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{4}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *WatchRequest) GetSession() string {
@@ -433,7 +675,7 @@ type AgentCommand struct {
 
 func (x *AgentCommand) Reset() {
 	*x = AgentCommand{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[5]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -445,7 +687,7 @@ func (x *AgentCommand) String() string {
 func (*AgentCommand) ProtoMessage() {}
 
 func (x *AgentCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[5]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -458,7 +700,7 @@ func (x *AgentCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentCommand.ProtoReflect.Descriptor instead.
 func (*AgentCommand) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{5}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AgentCommand) GetCommand() isAgentCommand_Command {
@@ -527,7 +769,7 @@ type ReservePorts struct {
 
 func (x *ReservePorts) Reset() {
 	*x = ReservePorts{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[6]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -539,7 +781,7 @@ func (x *ReservePorts) String() string {
 func (*ReservePorts) ProtoMessage() {}
 
 func (x *ReservePorts) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[6]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -552,7 +794,7 @@ func (x *ReservePorts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservePorts.ProtoReflect.Descriptor instead.
 func (*ReservePorts) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{6}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReservePorts) GetRoundId() string {
@@ -581,7 +823,7 @@ type PortsReservedRequest struct {
 
 func (x *PortsReservedRequest) Reset() {
 	*x = PortsReservedRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[7]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -593,7 +835,7 @@ func (x *PortsReservedRequest) String() string {
 func (*PortsReservedRequest) ProtoMessage() {}
 
 func (x *PortsReservedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[7]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -606,7 +848,7 @@ func (x *PortsReservedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortsReservedRequest.ProtoReflect.Descriptor instead.
 func (*PortsReservedRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{7}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PortsReservedRequest) GetSession() string {
@@ -645,7 +887,7 @@ type PortsReservedResponse struct {
 
 func (x *PortsReservedResponse) Reset() {
 	*x = PortsReservedResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[8]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -657,7 +899,7 @@ func (x *PortsReservedResponse) String() string {
 func (*PortsReservedResponse) ProtoMessage() {}
 
 func (x *PortsReservedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[8]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -670,7 +912,7 @@ func (x *PortsReservedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortsReservedResponse.ProtoReflect.Descriptor instead.
 func (*PortsReservedResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{8}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{10}
 }
 
 // JobSpec is what a launcher asks for. The command, environment and
@@ -705,7 +947,7 @@ type JobSpec struct {
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[9]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -717,7 +959,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[9]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -730,7 +972,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{9}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *JobSpec) GetArgv() [][]byte {
@@ -847,7 +1089,7 @@ type SubmitRequest struct {
 
 func (x *SubmitRequest) Reset() {
 	*x = SubmitRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[10]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -859,7 +1101,7 @@ func (x *SubmitRequest) String() string {
 func (*SubmitRequest) ProtoMessage() {}
 
 func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[10]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -872,7 +1114,7 @@ func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitRequest.ProtoReflect.Descriptor instead.
 func (*SubmitRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{10}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SubmitRequest) GetSpec() *JobSpec {
@@ -883,15 +1125,17 @@ func (x *SubmitRequest) GetSpec() *JobSpec {
 }
 
 type SubmitResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// store_id names the store's incarnation (see WatchJobRequest.store_id).
+	StoreId       string `protobuf:"bytes,2,opt,name=store_id,json=storeId,proto3" json:"store_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[11]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +1147,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[11]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,12 +1160,19 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{11}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SubmitResponse) GetJobId() string {
 	if x != nil {
 		return x.JobId
+	}
+	return ""
+}
+
+func (x *SubmitResponse) GetStoreId() string {
+	if x != nil {
+		return x.StoreId
 	}
 	return ""
 }
@@ -963,7 +1214,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[12]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -975,7 +1226,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[12]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -988,7 +1239,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{12}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Assignment) GetJobId() string {
@@ -1148,7 +1399,7 @@ type Identity struct {
 
 func (x *Identity) Reset() {
 	*x = Identity{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[13]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1411,7 @@ func (x *Identity) String() string {
 func (*Identity) ProtoMessage() {}
 
 func (x *Identity) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[13]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1424,7 @@ func (x *Identity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Identity.ProtoReflect.Descriptor instead.
 func (*Identity) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{13}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Identity) GetUid() uint32 {
@@ -1216,7 +1467,7 @@ type StopJob struct {
 
 func (x *StopJob) Reset() {
 	*x = StopJob{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[14]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1479,7 @@ func (x *StopJob) String() string {
 func (*StopJob) ProtoMessage() {}
 
 func (x *StopJob) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[14]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1492,7 @@ func (x *StopJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopJob.ProtoReflect.Descriptor instead.
 func (*StopJob) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{14}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StopJob) GetJobId() string {
@@ -1277,7 +1528,7 @@ type WorkerStarted struct {
 
 func (x *WorkerStarted) Reset() {
 	*x = WorkerStarted{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[15]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1289,7 +1540,7 @@ func (x *WorkerStarted) String() string {
 func (*WorkerStarted) ProtoMessage() {}
 
 func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[15]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1302,7 +1553,7 @@ func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStarted.ProtoReflect.Descriptor instead.
 func (*WorkerStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{15}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WorkerStarted) GetRank() int32 {
@@ -1349,7 +1600,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[16]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +1612,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[16]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +1625,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{16}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Output) GetRank() int32 {
@@ -1423,7 +1674,7 @@ type WorkerExited struct {
 
 func (x *WorkerExited) Reset() {
 	*x = WorkerExited{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[17]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1686,7 @@ func (x *WorkerExited) String() string {
 func (*WorkerExited) ProtoMessage() {}
 
 func (x *WorkerExited) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[17]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1699,7 @@ func (x *WorkerExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerExited.ProtoReflect.Descriptor instead.
 func (*WorkerExited) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{17}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WorkerExited) GetRank() int32 {
@@ -1520,7 +1771,7 @@ type JobFinished struct {
 
 func (x *JobFinished) Reset() {
 	*x = JobFinished{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[18]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1532,7 +1783,7 @@ func (x *JobFinished) String() string {
 func (*JobFinished) ProtoMessage() {}
 
 func (x *JobFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[18]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1545,7 +1796,7 @@ func (x *JobFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFinished.ProtoReflect.Descriptor instead.
 func (*JobFinished) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{18}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *JobFinished) GetState() JobState {
@@ -1588,7 +1839,7 @@ type OutputLost struct {
 
 func (x *OutputLost) Reset() {
 	*x = OutputLost{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[19]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1600,7 +1851,7 @@ func (x *OutputLost) String() string {
 func (*OutputLost) ProtoMessage() {}
 
 func (x *OutputLost) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[19]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1613,7 +1864,7 @@ func (x *OutputLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLost.ProtoReflect.Descriptor instead.
 func (*OutputLost) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{19}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *OutputLost) GetEvents() uint64 {
@@ -1643,6 +1894,7 @@ type JobEvent struct {
 	//	*JobEvent_Exited
 	//	*JobEvent_Finished
 	//	*JobEvent_Lost
+	//	*JobEvent_Restarted
 	Event         isJobEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1650,7 +1902,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[20]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1662,7 +1914,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[20]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1675,7 +1927,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{20}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -1753,6 +2005,15 @@ func (x *JobEvent) GetLost() *OutputLost {
 	return nil
 }
 
+func (x *JobEvent) GetRestarted() *StoreRestarted {
+	if x != nil {
+		if x, ok := x.Event.(*JobEvent_Restarted); ok {
+			return x.Restarted
+		}
+	}
+	return nil
+}
+
 type isJobEvent_Event interface {
 	isJobEvent_Event()
 }
@@ -1781,6 +2042,10 @@ type JobEvent_Lost struct {
 	Lost *OutputLost `protobuf:"bytes,8,opt,name=lost,proto3,oneof"`
 }
 
+type JobEvent_Restarted struct {
+	Restarted *StoreRestarted `protobuf:"bytes,9,opt,name=restarted,proto3,oneof"`
+}
+
 func (*JobEvent_State) isJobEvent_Event() {}
 
 func (*JobEvent_Started) isJobEvent_Event() {}
@@ -1793,17 +2058,72 @@ func (*JobEvent_Finished) isJobEvent_Event() {}
 
 func (*JobEvent_Lost) isJobEvent_Event() {}
 
-type PublishRequest struct {
+func (*JobEvent_Restarted) isJobEvent_Event() {}
+
+// StoreRestarted opens a job's events on a store that took the job over
+// from its agents after a restart: what the old store held and the
+// follower had not read is gone, and the versions start again at 1.
+type StoreRestarted struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
-	Events        []*JobEvent            `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	StoreId       string                 `protobuf:"bytes,1,opt,name=store_id,json=storeId,proto3" json:"store_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoreRestarted) Reset() {
+	*x = StoreRestarted{}
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoreRestarted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoreRestarted) ProtoMessage() {}
+
+func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoreRestarted.ProtoReflect.Descriptor instead.
+func (*StoreRestarted) Descriptor() ([]byte, []int) {
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *StoreRestarted) GetStoreId() string {
+	if x != nil {
+		return x.StoreId
+	}
+	return ""
+}
+
+type PublishRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Events  []*JobEvent            `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	// first_seq, when set, is the sequence number of events[0] among the
+	// job's events from this node (every event of the batch is of one job,
+	// numbered on): the store applies each number once, so that a batch sent
+	// again after a lost answer is harmless. A batch is applied whole or not
+	// at all.
+	FirstSeq      uint64 `protobuf:"varint,3,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[21]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1815,7 +2135,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[21]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1828,7 +2148,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{21}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PublishRequest) GetSession() string {
@@ -1845,15 +2165,25 @@ func (x *PublishRequest) GetEvents() []*JobEvent {
 	return nil
 }
 
+func (x *PublishRequest) GetFirstSeq() uint64 {
+	if x != nil {
+		return x.FirstSeq
+	}
+	return 0
+}
+
 type PublishResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// acked_seq is the highest sequence number of the job's events from this
+	// node the store holds.
+	AckedSeq      uint64 `protobuf:"varint,1,opt,name=acked_seq,json=ackedSeq,proto3" json:"acked_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[22]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1865,7 +2195,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[22]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1878,7 +2208,14 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{22}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *PublishResponse) GetAckedSeq() uint64 {
+	if x != nil {
+		return x.AckedSeq
+	}
+	return 0
 }
 
 type WatchJobRequest struct {
@@ -1886,14 +2223,18 @@ type WatchJobRequest struct {
 	JobId       string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	FromVersion uint64                 `protobuf:"varint,2,opt,name=from_version,json=fromVersion,proto3" json:"from_version,omitempty"`
 	// attach cancels the job when the last attached watcher goes away.
-	Attach        bool `protobuf:"varint,3,opt,name=attach,proto3" json:"attach,omitempty"`
+	Attach bool `protobuf:"varint,3,opt,name=attach,proto3" json:"attach,omitempty"`
+	// store_id is the store incarnation that from_version counts in; another
+	// store (a restarted one) sends StoreRestarted and the job's events from
+	// its start.
+	StoreId       string `protobuf:"bytes,4,opt,name=store_id,json=storeId,proto3" json:"store_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[23]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +2246,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[23]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +2259,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{23}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -1942,6 +2283,13 @@ func (x *WatchJobRequest) GetAttach() bool {
 	return false
 }
 
+func (x *WatchJobRequest) GetStoreId() string {
+	if x != nil {
+		return x.StoreId
+	}
+	return ""
+}
+
 type CancelRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -1956,7 +2304,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[24]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1968,7 +2316,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[24]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1981,7 +2329,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{24}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CancelRequest) GetJobId() string {
@@ -2020,7 +2368,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[25]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2032,7 +2380,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[25]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2045,7 +2393,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{25}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{28}
 }
 
 type ListNodesRequest struct {
@@ -2056,7 +2404,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[26]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2068,7 +2416,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[26]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2081,7 +2429,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{26}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{29}
 }
 
 type NodeStatus struct {
@@ -2095,7 +2443,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[27]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2455,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[27]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2468,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{27}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *NodeStatus) GetNode() *Node {
@@ -2153,7 +2501,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[28]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2165,7 +2513,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[28]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2178,7 +2526,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{28}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeStatus {
@@ -2196,7 +2544,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[29]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2208,7 +2556,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[29]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2221,7 +2569,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{29}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{32}
 }
 
 type JobStatus struct {
@@ -2239,7 +2587,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[30]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2251,7 +2599,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[30]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2264,7 +2612,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{30}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *JobStatus) GetJobId() string {
@@ -2318,7 +2666,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[31]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2330,7 +2678,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[31]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2343,7 +2691,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{31}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobStatus {
@@ -2364,7 +2712,7 @@ type StdinChunk struct {
 
 func (x *StdinChunk) Reset() {
 	*x = StdinChunk{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[32]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2376,7 +2724,7 @@ func (x *StdinChunk) String() string {
 func (*StdinChunk) ProtoMessage() {}
 
 func (x *StdinChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[32]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2389,7 +2737,7 @@ func (x *StdinChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdinChunk.ProtoReflect.Descriptor instead.
 func (*StdinChunk) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{32}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StdinChunk) GetJobId() string {
@@ -2414,7 +2762,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[33]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2426,7 +2774,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[33]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2439,7 +2787,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{33}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{36}
 }
 
 type ReadStdinRequest struct {
@@ -2452,7 +2800,7 @@ type ReadStdinRequest struct {
 
 func (x *ReadStdinRequest) Reset() {
 	*x = ReadStdinRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[34]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2464,7 +2812,7 @@ func (x *ReadStdinRequest) String() string {
 func (*ReadStdinRequest) ProtoMessage() {}
 
 func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[34]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2477,7 +2825,7 @@ func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStdinRequest.ProtoReflect.Descriptor instead.
 func (*ReadStdinRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{34}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReadStdinRequest) GetSession() string {
@@ -2508,7 +2856,7 @@ type KVSetRequest struct {
 
 func (x *KVSetRequest) Reset() {
 	*x = KVSetRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[35]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2520,7 +2868,7 @@ func (x *KVSetRequest) String() string {
 func (*KVSetRequest) ProtoMessage() {}
 
 func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[35]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2533,7 +2881,7 @@ func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetRequest.ProtoReflect.Descriptor instead.
 func (*KVSetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{35}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *KVSetRequest) GetScope() string {
@@ -2566,7 +2914,7 @@ type KVSetResponse struct {
 
 func (x *KVSetResponse) Reset() {
 	*x = KVSetResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[36]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2578,7 +2926,7 @@ func (x *KVSetResponse) String() string {
 func (*KVSetResponse) ProtoMessage() {}
 
 func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[36]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2591,7 +2939,7 @@ func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetResponse.ProtoReflect.Descriptor instead.
 func (*KVSetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{36}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *KVSetResponse) GetVersion() uint64 {
@@ -2613,7 +2961,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[37]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2625,7 +2973,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[37]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2638,7 +2986,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{37}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *KVGetRequest) GetScope() string {
@@ -2679,7 +3027,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[38]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2691,7 +3039,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[38]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2704,7 +3052,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{38}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *KVGetResponse) GetValue() []byte {
@@ -2735,7 +3083,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[39]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2747,7 +3095,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[39]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2760,7 +3108,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{39}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *BarrierRequest) GetScope() string {
@@ -2806,7 +3154,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[40]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2818,7 +3166,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[40]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2831,7 +3179,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{40}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{43}
 }
 
 var File_muster_v1_rendezvous_proto protoreflect.FileDescriptor
@@ -2850,11 +3198,35 @@ const file_muster_v1_rendezvous_proto_rawDesc = "" +
 	"\x04gpus\x18\x03 \x03(\v2\x0e.muster.v1.GPUR\x04gpus\x12\x12\n" +
 	"\x04rank\x18\x04 \x01(\x05R\x04rank\x12\x18\n" +
 	"\aversion\x18\x05 \x01(\tR\aversion\x12\x1b\n" +
-	"\tgpu_error\x18\x06 \x01(\tR\bgpuError\"6\n" +
+	"\tgpu_error\x18\x06 \x01(\tR\bgpuError\"|\n" +
 	"\x0fRegisterRequest\x12#\n" +
-	"\x04node\x18\x01 \x01(\v2\x0f.muster.v1.NodeR\x04node\",\n" +
+	"\x04node\x18\x01 \x01(\v2\x0f.muster.v1.NodeR\x04node\x12\x19\n" +
+	"\bnode_key\x18\x02 \x01(\tR\anodeKey\x12)\n" +
+	"\x04jobs\x18\x03 \x03(\v2\x15.muster.v1.RunningJobR\x04jobs\"G\n" +
 	"\x10RegisterResponse\x12\x18\n" +
-	"\asession\x18\x01 \x01(\tR\asession\"(\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x19\n" +
+	"\bstore_id\x18\x02 \x01(\tR\astoreId\"\x91\x03\n" +
+	"\n" +
+	"RunningJob\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x19\n" +
+	"\bround_id\x18\x02 \x01(\tR\aroundId\x12&\n" +
+	"\x04spec\x18\x03 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\x12\x1b\n" +
+	"\tnode_rank\x18\x04 \x01(\x05R\bnodeRank\x12\x16\n" +
+	"\x06nnodes\x18\x05 \x01(\x05R\x06nnodes\x12\x14\n" +
+	"\x05nproc\x18\x06 \x01(\x05R\x05nproc\x12\x1d\n" +
+	"\n" +
+	"world_size\x18\a \x01(\x05R\tworldSize\x12\x12\n" +
+	"\x04gpus\x18\b \x03(\x05R\x04gpus\x12*\n" +
+	"\x06run_as\x18\t \x01(\v2\x13.muster.v1.IdentityR\x05runAs\x12\x1b\n" +
+	"\tjob_token\x18\n" +
+	" \x01(\tR\bjobToken\x12*\n" +
+	"\x05ranks\x18\v \x03(\v2\x14.muster.v1.RankStateR\x05ranks\x12\x1b\n" +
+	"\tacked_seq\x18\f \x01(\x04R\backedSeq\x12\x19\n" +
+	"\bstore_id\x18\r \x01(\tR\astoreId\"f\n" +
+	"\tRankState\x12\x12\n" +
+	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12/\n" +
+	"\x06exited\x18\x02 \x01(\v2\x17.muster.v1.WorkerExitedR\x06exited\x12\x14\n" +
+	"\x05acked\x18\x03 \x01(\bR\x05acked\"(\n" +
 	"\fWatchRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\"\xb2\x01\n" +
 	"\fAgentCommand\x12>\n" +
@@ -2893,9 +3265,10 @@ const file_muster_v1_rendezvous_proto_rawDesc = "" +
 	"\tstdin_all\x18\x0f \x01(\bR\bstdinAllB\r\n" +
 	"\v_stdin_rank\"7\n" +
 	"\rSubmitRequest\x12&\n" +
-	"\x04spec\x18\x01 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\"'\n" +
+	"\x04spec\x18\x01 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\"B\n" +
 	"\x0eSubmitResponse\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"\xfb\x04\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x19\n" +
+	"\bstore_id\x18\x02 \x01(\tR\astoreId\"\xfb\x04\n" +
 	"\n" +
 	"Assignment\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x19\n" +
@@ -2966,7 +3339,7 @@ const file_muster_v1_rendezvous_proto_rawDesc = "" +
 	"\n" +
 	"OutputLost\x12\x16\n" +
 	"\x06events\x18\x01 \x01(\x04R\x06events\x12\x14\n" +
-	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\xea\x02\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\xa5\x03\n" +
 	"\bJobEvent\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12+\n" +
@@ -2975,16 +3348,22 @@ const file_muster_v1_rendezvous_proto_rawDesc = "" +
 	"\x06output\x18\x05 \x01(\v2\x11.muster.v1.OutputH\x00R\x06output\x121\n" +
 	"\x06exited\x18\x06 \x01(\v2\x17.muster.v1.WorkerExitedH\x00R\x06exited\x124\n" +
 	"\bfinished\x18\a \x01(\v2\x16.muster.v1.JobFinishedH\x00R\bfinished\x12+\n" +
-	"\x04lost\x18\b \x01(\v2\x15.muster.v1.OutputLostH\x00R\x04lostB\a\n" +
-	"\x05event\"W\n" +
+	"\x04lost\x18\b \x01(\v2\x15.muster.v1.OutputLostH\x00R\x04lost\x129\n" +
+	"\trestarted\x18\t \x01(\v2\x19.muster.v1.StoreRestartedH\x00R\trestartedB\a\n" +
+	"\x05event\"+\n" +
+	"\x0eStoreRestarted\x12\x19\n" +
+	"\bstore_id\x18\x01 \x01(\tR\astoreId\"t\n" +
 	"\x0ePublishRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12+\n" +
-	"\x06events\x18\x02 \x03(\v2\x13.muster.v1.JobEventR\x06events\"\x11\n" +
-	"\x0fPublishResponse\"c\n" +
+	"\x06events\x18\x02 \x03(\v2\x13.muster.v1.JobEventR\x06events\x12\x1b\n" +
+	"\tfirst_seq\x18\x03 \x01(\x04R\bfirstSeq\".\n" +
+	"\x0fPublishResponse\x12\x1b\n" +
+	"\tacked_seq\x18\x01 \x01(\x04R\backedSeq\"~\n" +
 	"\x0fWatchJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12!\n" +
 	"\ffrom_version\x18\x02 \x01(\x04R\vfromVersion\x12\x16\n" +
-	"\x06attach\x18\x03 \x01(\bR\x06attach\"q\n" +
+	"\x06attach\x18\x03 \x01(\bR\x06attach\x12\x19\n" +
+	"\bstore_id\x18\x04 \x01(\tR\astoreId\"q\n" +
 	"\rCancelRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05force\x18\x02 \x01(\bR\x05force\x12\x16\n" +
@@ -3083,7 +3462,7 @@ func file_muster_v1_rendezvous_proto_rawDescGZIP() []byte {
 }
 
 var file_muster_v1_rendezvous_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_muster_v1_rendezvous_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_muster_v1_rendezvous_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_muster_v1_rendezvous_proto_goTypes = []any{
 	(JobState)(0),                 // 0: muster.v1.JobState
 	(Stream)(0),                   // 1: muster.v1.Stream
@@ -3091,102 +3470,111 @@ var file_muster_v1_rendezvous_proto_goTypes = []any{
 	(*Node)(nil),                  // 3: muster.v1.Node
 	(*RegisterRequest)(nil),       // 4: muster.v1.RegisterRequest
 	(*RegisterResponse)(nil),      // 5: muster.v1.RegisterResponse
-	(*WatchRequest)(nil),          // 6: muster.v1.WatchRequest
-	(*AgentCommand)(nil),          // 7: muster.v1.AgentCommand
-	(*ReservePorts)(nil),          // 8: muster.v1.ReservePorts
-	(*PortsReservedRequest)(nil),  // 9: muster.v1.PortsReservedRequest
-	(*PortsReservedResponse)(nil), // 10: muster.v1.PortsReservedResponse
-	(*JobSpec)(nil),               // 11: muster.v1.JobSpec
-	(*SubmitRequest)(nil),         // 12: muster.v1.SubmitRequest
-	(*SubmitResponse)(nil),        // 13: muster.v1.SubmitResponse
-	(*Assignment)(nil),            // 14: muster.v1.Assignment
-	(*Identity)(nil),              // 15: muster.v1.Identity
-	(*StopJob)(nil),               // 16: muster.v1.StopJob
-	(*WorkerStarted)(nil),         // 17: muster.v1.WorkerStarted
-	(*Output)(nil),                // 18: muster.v1.Output
-	(*WorkerExited)(nil),          // 19: muster.v1.WorkerExited
-	(*JobFinished)(nil),           // 20: muster.v1.JobFinished
-	(*OutputLost)(nil),            // 21: muster.v1.OutputLost
-	(*JobEvent)(nil),              // 22: muster.v1.JobEvent
-	(*PublishRequest)(nil),        // 23: muster.v1.PublishRequest
-	(*PublishResponse)(nil),       // 24: muster.v1.PublishResponse
-	(*WatchJobRequest)(nil),       // 25: muster.v1.WatchJobRequest
-	(*CancelRequest)(nil),         // 26: muster.v1.CancelRequest
-	(*CancelResponse)(nil),        // 27: muster.v1.CancelResponse
-	(*ListNodesRequest)(nil),      // 28: muster.v1.ListNodesRequest
-	(*NodeStatus)(nil),            // 29: muster.v1.NodeStatus
-	(*ListNodesResponse)(nil),     // 30: muster.v1.ListNodesResponse
-	(*ListJobsRequest)(nil),       // 31: muster.v1.ListJobsRequest
-	(*JobStatus)(nil),             // 32: muster.v1.JobStatus
-	(*ListJobsResponse)(nil),      // 33: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),            // 34: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),    // 35: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),      // 36: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),          // 37: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),         // 38: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),          // 39: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),         // 40: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),        // 41: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),       // 42: muster.v1.BarrierResponse
+	(*RunningJob)(nil),            // 6: muster.v1.RunningJob
+	(*RankState)(nil),             // 7: muster.v1.RankState
+	(*WatchRequest)(nil),          // 8: muster.v1.WatchRequest
+	(*AgentCommand)(nil),          // 9: muster.v1.AgentCommand
+	(*ReservePorts)(nil),          // 10: muster.v1.ReservePorts
+	(*PortsReservedRequest)(nil),  // 11: muster.v1.PortsReservedRequest
+	(*PortsReservedResponse)(nil), // 12: muster.v1.PortsReservedResponse
+	(*JobSpec)(nil),               // 13: muster.v1.JobSpec
+	(*SubmitRequest)(nil),         // 14: muster.v1.SubmitRequest
+	(*SubmitResponse)(nil),        // 15: muster.v1.SubmitResponse
+	(*Assignment)(nil),            // 16: muster.v1.Assignment
+	(*Identity)(nil),              // 17: muster.v1.Identity
+	(*StopJob)(nil),               // 18: muster.v1.StopJob
+	(*WorkerStarted)(nil),         // 19: muster.v1.WorkerStarted
+	(*Output)(nil),                // 20: muster.v1.Output
+	(*WorkerExited)(nil),          // 21: muster.v1.WorkerExited
+	(*JobFinished)(nil),           // 22: muster.v1.JobFinished
+	(*OutputLost)(nil),            // 23: muster.v1.OutputLost
+	(*JobEvent)(nil),              // 24: muster.v1.JobEvent
+	(*StoreRestarted)(nil),        // 25: muster.v1.StoreRestarted
+	(*PublishRequest)(nil),        // 26: muster.v1.PublishRequest
+	(*PublishResponse)(nil),       // 27: muster.v1.PublishResponse
+	(*WatchJobRequest)(nil),       // 28: muster.v1.WatchJobRequest
+	(*CancelRequest)(nil),         // 29: muster.v1.CancelRequest
+	(*CancelResponse)(nil),        // 30: muster.v1.CancelResponse
+	(*ListNodesRequest)(nil),      // 31: muster.v1.ListNodesRequest
+	(*NodeStatus)(nil),            // 32: muster.v1.NodeStatus
+	(*ListNodesResponse)(nil),     // 33: muster.v1.ListNodesResponse
+	(*ListJobsRequest)(nil),       // 34: muster.v1.ListJobsRequest
+	(*JobStatus)(nil),             // 35: muster.v1.JobStatus
+	(*ListJobsResponse)(nil),      // 36: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),            // 37: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),    // 38: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),      // 39: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),          // 40: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),         // 41: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),          // 42: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),         // 43: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),        // 44: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),       // 45: muster.v1.BarrierResponse
 }
 var file_muster_v1_rendezvous_proto_depIdxs = []int32{
 	2,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
 	3,  // 1: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
-	8,  // 2: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
-	14, // 3: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
-	16, // 4: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
-	11, // 5: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
-	11, // 6: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
-	15, // 7: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
-	1,  // 8: muster.v1.Output.stream:type_name -> muster.v1.Stream
-	0,  // 9: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
-	19, // 10: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
-	0,  // 11: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
-	17, // 12: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
-	18, // 13: muster.v1.JobEvent.output:type_name -> muster.v1.Output
-	19, // 14: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
-	20, // 15: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
-	21, // 16: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
-	22, // 17: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
-	3,  // 18: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
-	29, // 19: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
-	11, // 20: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
-	0,  // 21: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
-	15, // 22: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	32, // 23: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	4,  // 24: muster.v1.Rendezvous.Register:input_type -> muster.v1.RegisterRequest
-	6,  // 25: muster.v1.Rendezvous.Watch:input_type -> muster.v1.WatchRequest
-	9,  // 26: muster.v1.Rendezvous.PortsReserved:input_type -> muster.v1.PortsReservedRequest
-	23, // 27: muster.v1.Rendezvous.Publish:input_type -> muster.v1.PublishRequest
-	12, // 28: muster.v1.Rendezvous.Submit:input_type -> muster.v1.SubmitRequest
-	25, // 29: muster.v1.Rendezvous.WatchJob:input_type -> muster.v1.WatchJobRequest
-	26, // 30: muster.v1.Rendezvous.Cancel:input_type -> muster.v1.CancelRequest
-	28, // 31: muster.v1.Rendezvous.ListNodes:input_type -> muster.v1.ListNodesRequest
-	31, // 32: muster.v1.Rendezvous.ListJobs:input_type -> muster.v1.ListJobsRequest
-	34, // 33: muster.v1.Rendezvous.WriteStdin:input_type -> muster.v1.StdinChunk
-	36, // 34: muster.v1.Rendezvous.ReadStdin:input_type -> muster.v1.ReadStdinRequest
-	37, // 35: muster.v1.Rendezvous.KVSet:input_type -> muster.v1.KVSetRequest
-	39, // 36: muster.v1.Rendezvous.KVGet:input_type -> muster.v1.KVGetRequest
-	41, // 37: muster.v1.Rendezvous.Barrier:input_type -> muster.v1.BarrierRequest
-	5,  // 38: muster.v1.Rendezvous.Register:output_type -> muster.v1.RegisterResponse
-	7,  // 39: muster.v1.Rendezvous.Watch:output_type -> muster.v1.AgentCommand
-	10, // 40: muster.v1.Rendezvous.PortsReserved:output_type -> muster.v1.PortsReservedResponse
-	24, // 41: muster.v1.Rendezvous.Publish:output_type -> muster.v1.PublishResponse
-	13, // 42: muster.v1.Rendezvous.Submit:output_type -> muster.v1.SubmitResponse
-	22, // 43: muster.v1.Rendezvous.WatchJob:output_type -> muster.v1.JobEvent
-	27, // 44: muster.v1.Rendezvous.Cancel:output_type -> muster.v1.CancelResponse
-	30, // 45: muster.v1.Rendezvous.ListNodes:output_type -> muster.v1.ListNodesResponse
-	33, // 46: muster.v1.Rendezvous.ListJobs:output_type -> muster.v1.ListJobsResponse
-	35, // 47: muster.v1.Rendezvous.WriteStdin:output_type -> muster.v1.WriteStdinResponse
-	34, // 48: muster.v1.Rendezvous.ReadStdin:output_type -> muster.v1.StdinChunk
-	38, // 49: muster.v1.Rendezvous.KVSet:output_type -> muster.v1.KVSetResponse
-	40, // 50: muster.v1.Rendezvous.KVGet:output_type -> muster.v1.KVGetResponse
-	42, // 51: muster.v1.Rendezvous.Barrier:output_type -> muster.v1.BarrierResponse
-	38, // [38:52] is the sub-list for method output_type
-	24, // [24:38] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	6,  // 2: muster.v1.RegisterRequest.jobs:type_name -> muster.v1.RunningJob
+	13, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
+	17, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
+	7,  // 5: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
+	21, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
+	10, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
+	16, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
+	18, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
+	13, // 10: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
+	13, // 11: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
+	17, // 12: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
+	1,  // 13: muster.v1.Output.stream:type_name -> muster.v1.Stream
+	0,  // 14: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
+	21, // 15: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
+	0,  // 16: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
+	19, // 17: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
+	20, // 18: muster.v1.JobEvent.output:type_name -> muster.v1.Output
+	21, // 19: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
+	22, // 20: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
+	23, // 21: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
+	25, // 22: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
+	24, // 23: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
+	3,  // 24: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
+	32, // 25: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
+	13, // 26: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
+	0,  // 27: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
+	17, // 28: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
+	35, // 29: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	4,  // 30: muster.v1.Rendezvous.Register:input_type -> muster.v1.RegisterRequest
+	8,  // 31: muster.v1.Rendezvous.Watch:input_type -> muster.v1.WatchRequest
+	11, // 32: muster.v1.Rendezvous.PortsReserved:input_type -> muster.v1.PortsReservedRequest
+	26, // 33: muster.v1.Rendezvous.Publish:input_type -> muster.v1.PublishRequest
+	14, // 34: muster.v1.Rendezvous.Submit:input_type -> muster.v1.SubmitRequest
+	28, // 35: muster.v1.Rendezvous.WatchJob:input_type -> muster.v1.WatchJobRequest
+	29, // 36: muster.v1.Rendezvous.Cancel:input_type -> muster.v1.CancelRequest
+	31, // 37: muster.v1.Rendezvous.ListNodes:input_type -> muster.v1.ListNodesRequest
+	34, // 38: muster.v1.Rendezvous.ListJobs:input_type -> muster.v1.ListJobsRequest
+	37, // 39: muster.v1.Rendezvous.WriteStdin:input_type -> muster.v1.StdinChunk
+	39, // 40: muster.v1.Rendezvous.ReadStdin:input_type -> muster.v1.ReadStdinRequest
+	40, // 41: muster.v1.Rendezvous.KVSet:input_type -> muster.v1.KVSetRequest
+	42, // 42: muster.v1.Rendezvous.KVGet:input_type -> muster.v1.KVGetRequest
+	44, // 43: muster.v1.Rendezvous.Barrier:input_type -> muster.v1.BarrierRequest
+	5,  // 44: muster.v1.Rendezvous.Register:output_type -> muster.v1.RegisterResponse
+	9,  // 45: muster.v1.Rendezvous.Watch:output_type -> muster.v1.AgentCommand
+	12, // 46: muster.v1.Rendezvous.PortsReserved:output_type -> muster.v1.PortsReservedResponse
+	27, // 47: muster.v1.Rendezvous.Publish:output_type -> muster.v1.PublishResponse
+	15, // 48: muster.v1.Rendezvous.Submit:output_type -> muster.v1.SubmitResponse
+	24, // 49: muster.v1.Rendezvous.WatchJob:output_type -> muster.v1.JobEvent
+	30, // 50: muster.v1.Rendezvous.Cancel:output_type -> muster.v1.CancelResponse
+	33, // 51: muster.v1.Rendezvous.ListNodes:output_type -> muster.v1.ListNodesResponse
+	36, // 52: muster.v1.Rendezvous.ListJobs:output_type -> muster.v1.ListJobsResponse
+	38, // 53: muster.v1.Rendezvous.WriteStdin:output_type -> muster.v1.WriteStdinResponse
+	37, // 54: muster.v1.Rendezvous.ReadStdin:output_type -> muster.v1.StdinChunk
+	41, // 55: muster.v1.Rendezvous.KVSet:output_type -> muster.v1.KVSetResponse
+	43, // 56: muster.v1.Rendezvous.KVGet:output_type -> muster.v1.KVGetResponse
+	45, // 57: muster.v1.Rendezvous.Barrier:output_type -> muster.v1.BarrierResponse
+	44, // [44:58] is the sub-list for method output_type
+	30, // [30:44] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_rendezvous_proto_init() }
@@ -3194,19 +3582,20 @@ func file_muster_v1_rendezvous_proto_init() {
 	if File_muster_v1_rendezvous_proto != nil {
 		return
 	}
-	file_muster_v1_rendezvous_proto_msgTypes[5].OneofWrappers = []any{
+	file_muster_v1_rendezvous_proto_msgTypes[7].OneofWrappers = []any{
 		(*AgentCommand_ReservePorts)(nil),
 		(*AgentCommand_Start)(nil),
 		(*AgentCommand_Stop)(nil),
 	}
-	file_muster_v1_rendezvous_proto_msgTypes[9].OneofWrappers = []any{}
-	file_muster_v1_rendezvous_proto_msgTypes[20].OneofWrappers = []any{
+	file_muster_v1_rendezvous_proto_msgTypes[11].OneofWrappers = []any{}
+	file_muster_v1_rendezvous_proto_msgTypes[22].OneofWrappers = []any{
 		(*JobEvent_State)(nil),
 		(*JobEvent_Started)(nil),
 		(*JobEvent_Output)(nil),
 		(*JobEvent_Exited)(nil),
 		(*JobEvent_Finished)(nil),
 		(*JobEvent_Lost)(nil),
+		(*JobEvent_Restarted)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3214,7 +3603,7 @@ func file_muster_v1_rendezvous_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_rendezvous_proto_rawDesc), len(file_muster_v1_rendezvous_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   41,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
