@@ -125,6 +125,9 @@ func (s *Store) removeNodeLocked(n *node, reason string) {
 		level = zap.WarnLevel
 	}
 	s.log.Log(level, "node removed", zap.String("node", n.info.GetName()), zap.String("reason", reason))
+	if s.closed {
+		return // the jobs go on without this store
+	}
 	for id := range n.jobs {
 		if j := s.jobs[id]; j != nil {
 			s.nodeLostLocked(j, n, reason)
@@ -183,8 +186,10 @@ func (s *Store) Nodes() []*musterv1.NodeStatus {
 	return out
 }
 
-// Close fails every unfinished job and removes every node, which ends their
-// Watch streams.
+// Close removes every node, which ends their Watch streams, and ends every
+// job's followers without a final event: a store that goes away does not end
+// its jobs. Their agents keep them and register again with the store that
+// comes back, which takes the jobs over; launchers follow them there.
 func (s *Store) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -196,13 +201,12 @@ func (s *Store) Close() {
 		s.removeNodeLocked(n, "store closing")
 	}
 	for _, j := range s.jobs {
-		if !j.finished() {
-			// A job cut short by the store's end did not succeed.
-			if j.failure == nil && j.code == 0 {
-				j.code = 1
-				j.reason = "the store shut down before the job ended"
-			}
-			s.finishLocked(j)
+		if j.timer != nil {
+			j.timer.Stop()
 		}
+		if j.stdin != nil {
+			j.stdin.close()
+		}
+		j.events.close()
 	}
 }
