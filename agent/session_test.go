@@ -133,7 +133,7 @@ func jobEvents(t *testing.T, c *rendezvous.Client, job, storeID string) (map[int
 // the others with 0.
 func workersWaiting(dir string, failRank int) *musterv1.JobSpec {
 	return &musterv1.JobSpec{
-		Argv: args("sh", "-c", fmt.Sprintf(`touch %[1]s/started-$RANK; while [ ! -e %[1]s/go ]; do sleep 0.02; done; echo "rank $RANK done"; touch %[1]s/done-$RANK; [ "$RANK" != %[2]d ] && exit 0; while [ $(ls %[1]s | grep -c done) -lt 4 ]; do sleep 0.02; done; exit 3`, dir, failRank)),
+		Argv:   args("sh", "-c", fmt.Sprintf(`touch %[1]s/started-$RANK; while [ ! -e %[1]s/go ]; do sleep 0.02; done; echo "rank $RANK done"; touch %[1]s/done-$RANK; [ "$RANK" != %[2]d ] && exit 0; while [ $(ls %[1]s | grep -c done) -lt 4 ]; do sleep 0.02; done; exit 3`, dir, failRank)),
 		Nnodes: 2, Nproc: 2, KillTimeoutMs: 2000,
 	}
 }
