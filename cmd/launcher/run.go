@@ -170,6 +170,7 @@ func run(c *cli.Context, f runFlags) error {
 		Signals:   sigs,
 		Store:     cluster,
 		Liveness:  liveness(cluster),
+		Reattach:  reattach(cluster),
 	})
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
@@ -178,6 +179,16 @@ func run(c *cli.Context, f runFlags) error {
 		return cli.Exit("", code)
 	}
 	return nil
+}
+
+// reattach is how long a launcher that lost a cluster's store tries to
+// follow its job again: a restarted store takes the job over from its agents
+// within seconds. The embedded store cannot restart.
+func reattach(cluster string) time.Duration {
+	if cluster == "" {
+		return 0
+	}
+	return 30 * time.Second
 }
 
 // liveness is how often the launcher checks that a quiet cluster store
