@@ -286,6 +286,9 @@ func (f *follower) broken(cause error) (int, error) {
 }
 
 func causeText(err error) string {
+	if errors.Is(err, io.EOF) {
+		return "the job's stream ended"
+	}
 	if _, ok := status.FromError(err); ok {
 		return rendezvous.ErrorMessage(err)
 	}
