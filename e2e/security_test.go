@@ -275,11 +275,3 @@ func TestAgentListensOnHostNamesAndEveryAddress(t *testing.T) {
 		t.Fatalf("0.0.0.0 with a token and no TLS: %v\n%s", err, out)
 	}
 }
-
-func errorsAs(err error, target **exec.ExitError) bool {
-	e, ok := err.(*exec.ExitError)
-	if ok {
-		*target = e
-	}
-	return ok
-}
