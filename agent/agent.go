@@ -52,16 +52,22 @@ type Agent struct {
 	cfg    Config
 	log    *zap.Logger
 	client *rendezvous.Client
+	node   *musterv1.Node
+	key    string // the node key: proves a registration is this agent's
 
+	ctx    context.Context // ends when the agent has closed
+	cancel context.CancelFunc
+
+	smu     sync.Mutex
 	session string
-	watch   musterv1.Rendezvous_WatchClient
-	ctx     context.Context // ends when the agent has closed
-	cancel  context.CancelFunc
+	storeID string
 
-	mu    sync.Mutex
-	jobs  map[string]*Supervisor
-	ports map[string][]net.Listener // by round
-	wg    sync.WaitGroup
+	mu      sync.Mutex
+	closing bool                      // Close began: no job starts
+	jobs    map[string]*jobRun        // by job ID
+	ports   map[string][]net.Listener // by round
+	wg      sync.WaitGroup            // jobs; Add under mu, never once closing
+	loops   sync.WaitGroup            // the session loop
 
 	ncclOnce    sync.Once
 	ncclVersion int
@@ -71,8 +77,18 @@ type Agent struct {
 	closeOnce sync.Once
 }
 
+// jobRun is one job on this node: its assignment, workers and events.
+type jobRun struct {
+	asg     *musterv1.Assignment
+	storeID string // the store that assigned it
+	sup     *Supervisor
+	pub     *jobPublisher
+}
+
 // Start registers with the store and begins taking assignments. The agent is
-// ready for jobs once ReadyNotify is closed.
+// ready for jobs once ReadyNotify is closed: registered, and its Watch
+// stream in place. It fails when the first registration does; later, a lost
+// store is reconnected to, however long that takes (see session.go).
 func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
@@ -101,26 +117,22 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	for _, d := range cfg.GPUs {
 		node.Gpus = append(node.Gpus, &musterv1.GPU{Index: int32(d.Index), Uuid: d.UUID, Name: d.Name, MemoryBytes: d.MemoryBytes})
 	}
-	reg, err := c.Register(ctx, &musterv1.RegisterRequest{Node: node})
-	if err != nil {
-		c.Close()
-		return nil, fmt.Errorf("register with store %s: %w", cfg.StoreAddr, err)
+	actx, cancel := context.WithCancel(context.Background())
+	a := &Agent{
+		cfg: cfg, log: cfg.Logger, client: c, node: node, key: newNodeKey(), ctx: actx, cancel: cancel,
+		jobs:  map[string]*jobRun{},
+		ports: map[string][]net.Listener{},
+		ready: make(chan struct{}),
+		errc:  make(chan error),
 	}
-	wctx, cancel := context.WithCancel(context.Background())
-	watch, err := c.Watch(wctx, &musterv1.WatchRequest{Session: reg.Session})
+	watch, stop, err := a.register(ctx)
 	if err != nil {
 		cancel()
 		c.Close()
-		return nil, fmt.Errorf("watch store %s: %w", cfg.StoreAddr, err)
+		return nil, fmt.Errorf("register with store %s: %w", cfg.StoreAddr, err)
 	}
-	a := &Agent{
-		cfg: cfg, log: cfg.Logger, client: c, session: reg.Session, watch: watch, ctx: wctx, cancel: cancel,
-		jobs:  map[string]*Supervisor{},
-		ports: map[string][]net.Listener{},
-		ready: make(chan struct{}),
-		errc:  make(chan error, 1),
-	}
-	go a.loop(wctx)
+	a.loops.Add(1)
+	go a.sessionLoop(watch, stop)
 	close(a.ready)
 	a.log.Info("agent registered", zap.String("node", cfg.Name), zap.String("addr", cfg.Addr),
 		zap.String("store", cfg.StoreAddr), zap.Int("gpus", len(cfg.GPUs)))
@@ -130,26 +142,22 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 // ReadyNotify is closed once the agent takes assignments.
 func (a *Agent) ReadyNotify() <-chan struct{} { return a.ready }
 
-// Err delivers the error that ended the agent's Watch stream, if one did.
+// Err is closed once the agent has closed. A lost store does not end the
+// agent: it keeps its jobs and reconnects.
 func (a *Agent) Err() <-chan error { return a.errc }
 
-func (a *Agent) loop(ctx context.Context) {
+// serve carries out the commands of one Watch stream until it ends.
+func (a *Agent) serve(watch musterv1.Rendezvous_WatchClient) error {
 	for {
-		cmd, err := a.watch.Recv()
+		cmd, err := watch.Recv()
 		if err != nil {
-			if ctx.Err() == nil {
-				a.log.Warn("store stream ended; stopping this node's jobs", zap.Error(err))
-				a.stopAll(0, fmt.Sprintf("the agent on node %s lost its store", a.cfg.Name))
-				a.errc <- fmt.Errorf("store %s: %w", a.cfg.StoreAddr, err)
-			}
-			close(a.errc)
-			return
+			return err
 		}
 		switch c := cmd.GetCommand().(type) {
 		case *musterv1.AgentCommand_ReservePorts:
-			a.reservePorts(ctx, c.ReservePorts)
+			a.reservePorts(a.ctx, c.ReservePorts)
 		case *musterv1.AgentCommand_Start:
-			a.startJob(ctx, c.Start)
+			a.startJob(a.ctx, c.Start)
 		case *musterv1.AgentCommand_Stop:
 			a.stopJob(c.Stop)
 		}
@@ -158,11 +166,11 @@ func (a *Agent) loop(ctx context.Context) {
 
 func (a *Agent) stopJob(st *musterv1.StopJob) {
 	a.mu.Lock()
-	s := a.jobs[st.GetJobId()]
+	r := a.jobs[st.GetJobId()]
 	a.mu.Unlock()
-	if s != nil {
+	if r != nil {
 		a.log.Info("stopping job", zap.String("job", st.GetJobId()), zap.String("reason", st.GetReason()))
-		s.Stop(time.Duration(st.GetKillTimeoutMs()) * time.Millisecond)
+		r.sup.Stop(time.Duration(st.GetKillTimeoutMs()) * time.Millisecond)
 	}
 }
 
@@ -170,8 +178,8 @@ func (a *Agent) stopJob(st *musterv1.StopJob) {
 func (a *Agent) stopAll(grace time.Duration, reason string) {
 	a.mu.Lock()
 	jobs := make([]*Supervisor, 0, len(a.jobs))
-	for _, s := range a.jobs {
-		jobs = append(jobs, s)
+	for _, r := range a.jobs {
+		jobs = append(jobs, r.sup)
 	}
 	a.mu.Unlock()
 	for _, s := range jobs {
@@ -183,17 +191,21 @@ func (a *Agent) stopAll(grace time.Duration, reason string) {
 func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 	spec := asg.GetSpec()
 	kill := time.Duration(spec.GetKillTimeoutMs()) * time.Millisecond
-	pub := newJobPublisher(ctx, a.log, a.client, a.session, asg.GetJobId())
-	go pub.run()
-	sup := newSupervisor(a.log, asg.GetJobId(), a.cfg.Name, kill, pub)
-	plans, files, err := a.plan(asg)
-	a.releasePorts(asg.GetRoundId())
 	a.mu.Lock()
-	if err == nil {
-		a.jobs[asg.GetJobId()] = sup
+	if a.closing || a.jobs[asg.GetJobId()] != nil {
+		a.mu.Unlock()
+		a.log.Warn("assignment not started", zap.String("job", asg.GetJobId()), zap.Bool("closing", a.closing))
+		a.releasePorts(asg.GetRoundId())
+		return
 	}
+	pub := newJobPublisher(ctx, a.log, a.client, a.sessionID, asg.GetJobId())
+	sup := newSupervisor(a.log, asg.GetJobId(), a.cfg.Name, kill, pub)
+	a.jobs[asg.GetJobId()] = &jobRun{asg: asg, storeID: a.currentStore(), sup: sup, pub: pub}
 	a.wg.Add(1)
 	a.mu.Unlock()
+	go pub.run()
+	plans, files, err := a.plan(asg)
+	a.releasePorts(asg.GetRoundId())
 	go func() {
 		defer a.wg.Done()
 		if err != nil {
@@ -214,23 +226,31 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 	}()
 }
 
-// Close stops the agent, in order: (1) every job's workers get SIGTERM, then
-// SIGKILL after grace, and count as failed because the agent shut down; (2)
-// it waits for them and for their last events to reach the store, at most
-// ShutdownTimeout past the grace; (3) it drops what is still unsent and ends
-// its Watch stream and connection.
+// closeJoinTimeout bounds how long Close waits for its goroutines once it
+// has cancelled everything.
+const closeJoinTimeout = 5 * time.Second
+
+// Close stops the agent, in order: (1) it takes no more jobs; (2) every
+// job's workers get SIGTERM, then SIGKILL after grace, and count as failed
+// because the agent shut down; (3) it waits for them and for their last
+// events to reach the store, at most ShutdownTimeout past the grace; (4) it
+// drops what is still unsent, ends its session and waits for its
+// goroutines, at most closeJoinTimeout; (5) it releases held ports and
+// closes its connection. Calling it again does nothing.
 func (a *Agent) Close(grace time.Duration) error {
 	var err error
 	a.closeOnce.Do(func() {
+		a.mu.Lock()
+		a.closing = true
+		a.mu.Unlock()
 		a.stopAll(grace, fmt.Sprintf("the agent on node %s shut down", a.cfg.Name))
-		done := make(chan struct{})
-		go func() { a.wg.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(grace + a.cfg.ShutdownTimeout):
+		if !waitFor(&a.wg, grace+a.cfg.ShutdownTimeout) {
 			err = errors.New("agent: workers or their events still pending after SIGKILL")
 		}
 		a.cancel()
+		if !waitFor(&a.loops, closeJoinTimeout) || !waitFor(&a.wg, closeJoinTimeout) {
+			err = errors.Join(err, errors.New("agent: its goroutines did not end"))
+		}
 		a.mu.Lock()
 		rounds := make([]string, 0, len(a.ports))
 		for round := range a.ports {
@@ -241,6 +261,21 @@ func (a *Agent) Close(grace time.Duration) error {
 			a.releasePorts(round)
 		}
 		a.client.Close()
+		close(a.errc)
 	})
 	return err
+}
+
+// waitFor waits for wg at most d, and says whether it ended.
+func waitFor(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }

@@ -124,6 +124,10 @@ func (f *fakeStore) Register(context.Context, *musterv1.RegisterRequest) (*muste
 }
 
 func (f *fakeStore) Watch(_ *musterv1.WatchRequest, stream musterv1.Rendezvous_WatchServer) error {
+	// As the real store, the header says the stream is served.
+	if err := stream.SendHeader(nil); err != nil {
+		return err
+	}
 	for {
 		select {
 		case cmd := <-f.cmds:

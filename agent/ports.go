@@ -12,7 +12,7 @@ import (
 // reservePorts binds free ports on the node's address and holds them until
 // the round's workers start, so that no other program takes them meanwhile.
 func (a *Agent) reservePorts(ctx context.Context, r *musterv1.ReservePorts) {
-	req := &musterv1.PortsReservedRequest{Session: a.session, RoundId: r.GetRoundId()}
+	req := &musterv1.PortsReservedRequest{Session: a.sessionID(), RoundId: r.GetRoundId()}
 	var held []net.Listener
 	for i := int32(0); i < r.GetCount() && i < 16; i++ {
 		l, err := net.Listen("tcp", net.JoinHostPort(a.cfg.Addr, "0"))

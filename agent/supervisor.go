@@ -37,6 +37,15 @@ type Supervisor struct {
 	// down); its workers then count as failed, not as stopped by the store.
 	shutdown string
 	done     chan struct{}
+	// exits are this node's ended workers, by rank, as reported.
+	exits map[int32]*exitRecord
+}
+
+// exitRecord is a worker's exit and the sequence number of its event (0
+// until it is queued, or when it was dropped).
+type exitRecord struct {
+	ev  *musterv1.WorkerExited
+	seq uint64
 }
 
 // workerPlan is one worker of the job on this node.
@@ -46,7 +55,8 @@ type workerPlan struct {
 }
 
 func newSupervisor(log *zap.Logger, job, node string, killTimeout time.Duration, pub *jobPublisher) *Supervisor {
-	return &Supervisor{log: log, job: job, node: node, killAt: killTimeout, pub: pub, done: make(chan struct{})}
+	return &Supervisor{log: log, job: job, node: node, killAt: killTimeout, pub: pub, done: make(chan struct{}),
+		exits: map[int32]*exitRecord{}}
 }
 
 // worker is one running worker's plumbing.
@@ -263,10 +273,35 @@ func (s *Supervisor) exited(pl workerPlan, st exitStatus, stderrTail []string) {
 		ExitCode: int32(st.code), Signal: int32(st.signal), StderrTail: stderrTail, Stopped: stopped, Error: st.err}
 	s.log.Info("worker exited", zap.String("job", s.job), zap.Int("rank", pl.rank), zap.Int("exit-code", st.code),
 		zap.Int("signal", st.signal), zap.Bool("stopped", stopped), zap.String("error", st.err))
-	s.pub.publish(&musterv1.JobEvent{JobId: s.job, Event: &musterv1.JobEvent_Exited{Exited: ev}})
+	// Recorded before it is queued: a report never says a worker runs once
+	// the store may have its exit.
+	rec := &exitRecord{ev: ev}
+	s.mu.Lock()
+	s.exits[ev.Rank] = rec
+	s.mu.Unlock()
+	seq := s.pub.publish(&musterv1.JobEvent{JobId: s.job, Event: &musterv1.JobEvent_Exited{Exited: ev}})
+	s.mu.Lock()
+	rec.seq = seq
+	s.mu.Unlock()
 	if !stopped && st.failed() {
 		s.Stop(s.killAt)
 	}
+}
+
+// rankStates reports the job's workers on this node, ranks first to
+// first+n-1: running, or exited, and whether the store acknowledged the exit.
+func (s *Supervisor) rankStates(first, n int32, acked uint64) []*musterv1.RankState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*musterv1.RankState, 0, n)
+	for r := first; r < first+n; r++ {
+		rs := &musterv1.RankState{Rank: r}
+		if rec := s.exits[r]; rec != nil {
+			rs.Exited, rs.Acked = rec.ev, rec.seq != 0 && rec.seq <= acked
+		}
+		out = append(out, rs)
+	}
+	return out
 }
 
 // Stop ends every worker: SIGTERM to each process group and every process

@@ -275,35 +275,3 @@ func TestAgentListensOnHostNamesAndEveryAddress(t *testing.T) {
 		t.Fatalf("0.0.0.0 with a token and no TLS: %v\n%s", err, out)
 	}
 }
-
-func TestAgentThatLosesItsStoreExitsWithAFailure(t *testing.T) {
-	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	joined := exec.CommandContext(ctx, agentBin, "--store", host.addr, "--name", "joined", "--addr", "127.0.0.2")
-	var log bytes.Buffer
-	joined.Stdout, joined.Stderr = &log, &log
-	if err := joined.Start(); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the second agent to join", func() bool {
-		return strings.Contains(runLauncher(t, "nodes", "--cluster", host.addr).stdout, "joined")
-	})
-	host.cmd.Process.Kill()
-	err := joined.Wait()
-	var exit *exec.ExitError
-	if ctx.Err() != nil || err == nil || !errorsAs(err, &exit) || exit.ExitCode() == 0 {
-		t.Fatalf("an agent that lost its store exited with %v; want a failure (Restart=on-failure)\n%s", err, log.String())
-	}
-	if !strings.Contains(log.String(), "lost the store at "+host.addr) {
-		t.Fatalf("no clear message:\n%s", log.String())
-	}
-}
-
-func errorsAs(err error, target **exec.ExitError) bool {
-	e, ok := err.(*exec.ExitError)
-	if ok {
-		*target = e
-	}
-	return ok
-}

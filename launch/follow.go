@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
@@ -18,7 +19,8 @@ import (
 )
 
 // Bounds on following a job: events read ahead of the printer, and how long
-// the launcher tries to learn a job's end after its stream broke.
+// the launcher tries to follow a job again after its stream broke, unless
+// Options.Reattach says otherwise.
 const (
 	readAhead   = 64
 	reattachFor = 3 * time.Second
@@ -40,6 +42,10 @@ type Options struct {
 	// Liveness, when set, is how often a quiet job stream checks that the
 	// store still answers: a stopped store keeps its connections open.
 	Liveness time.Duration
+	// Reattach is how long the launcher keeps trying to follow the job again
+	// after it lost its store (a store that restarts takes the job over from
+	// its agents); 3 s when unset.
+	Reattach time.Duration
 }
 
 // Run submits the job, prints its output until it ends, and returns the
@@ -54,7 +60,7 @@ func Run(ctx context.Context, log *zap.Logger, c *rendezvous.Client, opts Option
 	if dir := opts.Spec.GetLogDir(); len(dir) > 0 {
 		fmt.Fprintf(opts.Stderr, "muster: job %s logs to %s/%s/\n", job, dir, job)
 	}
-	f := &follower{c: c, log: log, opts: opts, job: job, p: NewPrinter(opts.Stdout, opts.Stderr, opts.TagOutput)}
+	f := &follower{c: c, log: log, opts: opts, job: job, storeID: sub.GetStoreId(), p: NewPrinter(opts.Stdout, opts.Stderr, opts.TagOutput)}
 	return f.run(ctx)
 }
 
@@ -66,6 +72,8 @@ type follower struct {
 	p    *Printer
 
 	next       uint64 // the next version wanted
+	storeID    string // the store incarnation next counts in
+	restarted  bool   // the job went on under a restarted store
 	interrupts int
 	quiet      bool // stdout is gone: drain, print nothing more
 	lost       uint64
@@ -77,10 +85,6 @@ func (f *follower) run(ctx context.Context) (int, error) {
 	defer f.p.Close()
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := f.c.WatchJob(wctx, &musterv1.WatchJobRequest{JobId: f.job, Attach: true})
-	if err != nil {
-		return 1, fmt.Errorf("watch job %s: %s", f.job, rendezvous.ErrorMessage(err))
-	}
 	if wantsStdin(f.opts.Spec) {
 		in := f.opts.Stdin
 		if in == nil {
@@ -91,6 +95,62 @@ func (f *follower) run(ctx context.Context) (int, error) {
 				f.log.Info("stdin not delivered", zap.String("job", f.job), zap.Error(err))
 			}
 		}()
+	}
+	reattach := f.opts.Reattach
+	if reattach <= 0 {
+		reattach = reattachFor
+	}
+	var lostAt time.Time
+	delay := 100 * time.Millisecond
+	for first := true; ; first = false {
+		code, done, heard, cause := f.follow(ctx)
+		if done {
+			return code, nil
+		}
+		if ctx.Err() != nil {
+			return 1, ctx.Err()
+		}
+		if first && !heard && status.Code(cause) != codes.Unavailable {
+			return 1, fmt.Errorf("watch job %s: %s", f.job, rendezvous.ErrorMessage(cause))
+		}
+		if heard || lostAt.IsZero() {
+			f.flush(ctx)
+			lostAt, delay = time.Now(), 100*time.Millisecond
+			if reattach > reattachFor {
+				fmt.Fprintf(f.opts.Stderr, "muster: lost %s (%s); following job %s again once it answers (for up to %s)\n",
+					f.storeName(), causeText(cause), f.job, reattach)
+			}
+		}
+		if time.Since(lostAt) >= reattach {
+			return f.broken(cause)
+		}
+		t := time.NewTimer(delay)
+		select {
+		case sig := <-f.opts.Signals:
+			f.signal(ctx, sig)
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		delay = min(2*delay, 2*time.Second)
+	}
+}
+
+func (f *follower) storeName() string {
+	if f.opts.Store != "" {
+		return "the store at " + f.opts.Store
+	}
+	return "the store"
+}
+
+// follow follows the job on one stream, from f.next on, until it ends (done,
+// with its code) or the stream breaks (cause); got says events came.
+func (f *follower) follow(ctx context.Context) (code int, done, got bool, cause error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := f.c.WatchJob(wctx, &musterv1.WatchJobRequest{JobId: f.job, Attach: true, FromVersion: f.next, StoreId: f.storeID})
+	if err != nil {
+		return 0, false, false, err
 	}
 	events := make(chan *musterv1.JobEvent, readAhead)
 	recvErr := make(chan error, 1)
@@ -128,17 +188,17 @@ func (f *follower) run(ctx context.Context) (int, error) {
 			err := f.c.Ping(pctx)
 			pcancel()
 			if err != nil {
-				cancel()
-				return f.broken(ctx, fmt.Errorf("it did not answer for %s: %s", 2*f.opts.Liveness, rendezvous.ErrorMessage(err)))
+				return 0, false, got, fmt.Errorf("it did not answer for %s: %s", 2*f.opts.Liveness, rendezvous.ErrorMessage(err))
 			}
 			heard = time.Now()
 		case ev, ok := <-events:
 			heard = time.Now()
 			if !ok {
-				return f.broken(ctx, <-recvErr)
+				return 0, false, got, <-recvErr
 			}
+			got = true
 			if code, done := f.event(ctx, ev); done {
-				return code, nil
+				return code, true, true, nil
 			}
 			if len(events) == 0 {
 				f.flush(ctx)
@@ -168,6 +228,11 @@ func (f *follower) event(ctx context.Context, ev *musterv1.JobEvent) (code int, 
 		f.lostBytes += e.Lost.GetBytes()
 		f.flush(ctx)
 		fmt.Fprintf(f.opts.Stderr, "muster: %d output events of job %s were dropped before this launcher read them\n", e.Lost.GetEvents(), f.job)
+	case *musterv1.JobEvent_Restarted:
+		f.flush(ctx)
+		f.restarted, f.storeID, f.next = true, e.Restarted.GetStoreId(), 0
+		fmt.Fprintf(f.opts.Stderr, "muster: %s restarted while job %s ran; the job went on, but output its workers wrote "+
+			"meanwhile may be missing here (--log-dir keeps all of it)\n", f.storeName(), f.job)
 	case *musterv1.JobEvent_Finished:
 		f.p.Close()
 		printSummary(f.opts.Stderr, f.job, e.Finished)
@@ -175,6 +240,8 @@ func (f *follower) event(ctx context.Context, ev *musterv1.JobEvent) (code int, 
 		if f.lost > 0 && code == 0 {
 			fmt.Fprintf(f.opts.Stderr, "muster: job %s succeeded, but %d output events were lost; exit code 1\n", f.job, f.lost)
 			code = 1
+		} else if f.restarted && code == 0 {
+			fmt.Fprintf(f.opts.Stderr, "muster: job %s succeeded; its output above may be incomplete, as the store restarted while it ran\n", f.job)
 		}
 		return code, true
 	}
@@ -230,30 +297,18 @@ func (f *follower) cancel(ctx context.Context, force bool, reason string, code i
 	}
 }
 
-// broken handles a job stream that ended before the job: it asks the store
-// once more how the job ended, and says exactly what happened.
-func (f *follower) broken(ctx context.Context, cause error) (int, error) {
+// broken says the job's end could not be learnt: the store did not answer
+// again in time.
+func (f *follower) broken(cause error) (int, error) {
 	f.p.Close()
-	rctx, cancel := context.WithTimeout(ctx, reattachFor)
-	defer cancel()
-	stream, err := f.c.WatchJob(rctx, &musterv1.WatchJobRequest{JobId: f.job, FromVersion: f.next})
-	for err == nil {
-		var ev *musterv1.JobEvent
-		if ev, err = stream.Recv(); err == nil {
-			if code, done := f.event(ctx, ev); done {
-				return code, nil
-			}
-		}
-	}
-	store := "the store"
-	if f.opts.Store != "" {
-		store += " at " + f.opts.Store
-	}
 	return 1, fmt.Errorf("job %s: lost contact with %s before the job ended: %s; the job's state is unknown (see launcher jobs)",
-		f.job, store, causeText(cause))
+		f.job, f.storeName(), causeText(cause))
 }
 
 func causeText(err error) string {
+	if errors.Is(err, io.EOF) {
+		return "the job's stream ended"
+	}
 	if _, ok := status.FromError(err); ok {
 		return rendezvous.ErrorMessage(err)
 	}

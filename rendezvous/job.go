@@ -80,8 +80,11 @@ func (s *Store) Submit(spec *musterv1.JobSpec, owner *musterv1.Identity) (string
 }
 
 // Publish records events an agent sent for a job; the first failed worker
-// stops the job on every node.
-func (s *Store) Publish(ctx context.Context, session string, evs []*musterv1.JobEvent) error {
+// stops the job on every node. With firstSeq set, the events are the job's
+// from that sequence number on, and those the store already applied are
+// skipped: a batch sent again is harmless. A batch is applied whole or not
+// at all. It returns the highest sequence number applied.
+func (s *Store) Publish(ctx context.Context, session string, firstSeq uint64, evs []*musterv1.JobEvent) (uint64, error) {
 	// Output waits for room while the job's followers read slowly; the wait
 	// is per job, outside the store's lock.
 	waited := map[string]bool{}
@@ -103,32 +106,62 @@ func (s *Store) Publish(ctx context.Context, session string, evs []*musterv1.Job
 			}
 		}
 		if err := j.events.waitRoom(ctx, n); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.nodes[session]
 	if n == nil {
-		return fmt.Errorf("session %q: %w", session, ErrNotFound)
+		return 0, fmt.Errorf("session %q: %w", session, ErrNoSession)
 	}
+	var acked uint64
+	var seqJob string
+	if firstSeq > 0 && len(evs) > 0 {
+		id := evs[0].GetJobId()
+		seqJob = id
+		for _, ev := range evs {
+			if ev.GetJobId() != id {
+				return 0, fmt.Errorf("a numbered batch holds events of jobs %s and %s: %w", id, ev.GetJobId(), ErrBadEvents)
+			}
+		}
+		last := firstSeq + uint64(len(evs)) - 1
+		if done := n.seqs[id]; done >= firstSeq {
+			evs = evs[min(done-firstSeq+1, uint64(len(evs))):]
+		}
+		acked = max(last, n.seqs[id])
+	}
+	// Everything is checked before anything is applied.
 	for _, ev := range evs {
 		j := s.jobs[ev.GetJobId()]
 		if j == nil || !n.jobs[j.id] {
-			return fmt.Errorf("job %q: %w on node %s", ev.GetJobId(), ErrNotFound, n.info.GetName())
+			return 0, fmt.Errorf("job %q: %w on node %s", ev.GetJobId(), ErrNotFound, n.info.GetName())
 		}
 		if j.finished() {
 			continue
 		}
 		if err := s.checkEventLocked(j, n, ev); err != nil {
-			return err
+			return 0, fmt.Errorf("%w: %w", ErrBadEvents, err)
+		}
+	}
+	for _, ev := range evs {
+		j := s.jobs[ev.GetJobId()]
+		if j.finished() {
+			continue
+		}
+		ex := ev.GetExited()
+		if ex != nil && j.round.exited[ex.GetRank()] {
+			continue // already known, from the agent's report
 		}
 		s.appendLocked(j, ev)
-		if ex := ev.GetExited(); ex != nil {
+		if ex != nil {
 			s.workerExitedLocked(j, ex)
 		}
 	}
-	return nil
+	if seqJob != "" {
+		n.seqs[seqJob] = acked
+	}
+	return acked, nil
 }
 
 // checkEventLocked accepts only what an agent may say: about its own ranks.
@@ -147,6 +180,8 @@ func (s *Store) checkEventLocked(j *job, n *node, ev *musterv1.JobEvent) error {
 		if len(e.Exited.GetStderrTail()) > 100 || totalLen(e.Exited.GetStderrTail()) > 64<<10 {
 			return fmt.Errorf("job %s: stderr tail too long", j.id)
 		}
+	case *musterv1.JobEvent_Lost:
+		return nil // output the agent had to drop while no store took it
 	default:
 		return fmt.Errorf("job %s: agents may publish worker events only", j.id)
 	}

@@ -55,6 +55,9 @@ type Config struct {
 	// InProcess says the store serves its own process (the embedded
 	// default): no keepalive pings, which a suspended process cannot answer.
 	InProcess bool
+	// SessionGrace is how long a node whose connection broke keeps its jobs
+	// while its agent reconnects; 10 s by default.
+	SessionGrace time.Duration
 }
 
 // Server serves a Store over gRPC.
@@ -124,7 +127,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:   cfg,
 		log:   cfg.Logger,
-		store: NewStore(StoreConfig{Logger: cfg.Logger, Addr: addr}),
+		store: NewStore(StoreConfig{Logger: cfg.Logger, Addr: addr, SessionGrace: cfg.SessionGrace}),
 		lis:   lis,
 		sock:  sock,
 		uid:   uint32(os.Geteuid()),
@@ -223,6 +226,12 @@ func rpcError(err error) error {
 		return nil
 	case errors.Is(err, ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, ErrNoSession):
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, ErrBadEvents):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, ErrNodeTaken):
+		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, context.Canceled):
@@ -232,11 +241,14 @@ func rpcError(err error) error {
 }
 
 func (s *Server) Register(_ context.Context, req *musterv1.RegisterRequest) (*musterv1.RegisterResponse, error) {
-	session, err := s.store.Register(req.GetNode())
-	if err != nil {
+	session, err := s.store.Register(req.GetNode(), req.GetNodeKey(), req.GetJobs())
+	switch {
+	case errors.Is(err, ErrNodeTaken):
+		return nil, rpcError(err)
+	case err != nil:
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	return &musterv1.RegisterResponse{Session: session}, nil
+	return &musterv1.RegisterResponse{Session: session, StoreId: s.store.ID()}, nil
 }
 
 func (s *Server) Watch(req *musterv1.WatchRequest, stream musterv1.Rendezvous_WatchServer) error {
@@ -245,7 +257,11 @@ func (s *Server) Watch(req *musterv1.WatchRequest, stream musterv1.Rendezvous_Wa
 		return rpcError(err)
 	}
 	ctx := stream.Context()
-	defer s.store.RemoveNode(req.GetSession(), "watch stream ended")
+	defer s.store.Disconnected(req.GetSession(), gone, "watch stream ended")
+	// The header tells the agent its stream is in place.
+	if err := stream.SendHeader(nil); err != nil {
+		return err
+	}
 	for {
 		select {
 		case cmd := <-cmds:
@@ -266,7 +282,8 @@ func (s *Server) PortsReserved(_ context.Context, req *musterv1.PortsReservedReq
 }
 
 func (s *Server) Publish(ctx context.Context, req *musterv1.PublishRequest) (*musterv1.PublishResponse, error) {
-	return &musterv1.PublishResponse{}, rpcError(s.store.Publish(ctx, req.GetSession(), req.GetEvents()))
+	acked, err := s.store.Publish(ctx, req.GetSession(), req.GetFirstSeq(), req.GetEvents())
+	return &musterv1.PublishResponse{AckedSeq: acked}, rpcError(err)
 }
 
 func (s *Server) Submit(ctx context.Context, req *musterv1.SubmitRequest) (*musterv1.SubmitResponse, error) {
@@ -275,14 +292,27 @@ func (s *Server) Submit(ctx context.Context, req *musterv1.SubmitRequest) (*must
 	if err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
-	return &musterv1.SubmitResponse{JobId: id}, nil
+	return &musterv1.SubmitResponse{JobId: id, StoreId: s.store.ID()}, nil
 }
 
 func (s *Server) WatchJob(req *musterv1.WatchJobRequest, stream musterv1.Rendezvous_WatchJobServer) error {
 	if err := s.mayUseJob(callerFrom(stream.Context()), req.GetJobId()); err != nil {
 		return err
 	}
-	return rpcError(s.store.Follow(stream.Context(), req.GetJobId(), req.GetFromVersion(), req.GetAttach(), stream.Send))
+	from := req.GetFromVersion()
+	if id := req.GetStoreId(); id != "" && id != s.store.ID() {
+		// The follower read this job from another store, which is gone:
+		// this one has the job's events from its own start.
+		if _, err := s.store.jobOwner(req.GetJobId()); err != nil {
+			return rpcError(err)
+		}
+		from = 0
+		if err := stream.Send(&musterv1.JobEvent{JobId: req.GetJobId(), Event: &musterv1.JobEvent_Restarted{
+			Restarted: &musterv1.StoreRestarted{StoreId: s.store.ID()}}}); err != nil {
+			return err
+		}
+	}
+	return rpcError(s.store.Follow(stream.Context(), req.GetJobId(), from, req.GetAttach(), stream.Send))
 }
 
 func (s *Server) Cancel(ctx context.Context, req *musterv1.CancelRequest) (*musterv1.CancelResponse, error) {

@@ -178,7 +178,7 @@ func TestSubmitErrors(t *testing.T) {
 }
 
 func TestCancelAndLostNode(t *testing.T) {
-	s := NewTestStore(t, nil)
+	s := NewTestStore(t, func(c *Config) { c.SessionGrace = 100 * time.Millisecond })
 	c := NewTestClient(t, s, Security{})
 	a := newTestAgent(t, c, "a", "127.0.0.1", -1, 0)
 	resp, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 1, Nproc: 2}})
@@ -194,7 +194,8 @@ func TestCancelAndLostNode(t *testing.T) {
 	if st := a.next().GetStop(); st == nil || st.KillTimeoutMs != 0 {
 		t.Fatalf("forced cancel: %v", st)
 	}
-	// The node vanishes instead of reporting: its workers count as ended.
+	// The node vanishes instead of reporting: once the session grace is
+	// over, its workers count as ended.
 	a.cancel()
 	fin := finalEvent(t, c, resp.JobId)
 	if fin.State != musterv1.JobState_JOB_STATE_CANCELLED || fin.ExitCode != 130 {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -33,6 +34,9 @@ type StoreConfig struct {
 	// EventBytes and EventCount bound each job's event log.
 	EventBytes int
 	EventCount int
+	// SessionGrace is how long a node whose connection broke keeps its
+	// jobs, waiting for its agent to register again (see session.go).
+	SessionGrace time.Duration
 }
 
 // Store holds the cluster's state in memory. All methods are safe for
@@ -41,6 +45,7 @@ type Store struct {
 	cfg StoreConfig
 	log *zap.Logger
 	kv  kv.Store
+	id  string // this incarnation of the store
 
 	mu      sync.Mutex
 	nodes   map[string]*node // by session
@@ -58,6 +63,19 @@ type node struct {
 	gone    chan struct{}
 	busy    map[int32]string // GPU index -> job ID
 	jobs    map[string]bool
+	// key is the secret of the agent that registered the node; it alone
+	// may take the node back (see session.go).
+	key string
+	// connected is false from the end of the node's Watch stream until its
+	// agent registers again; lost then fires after the session grace.
+	connected bool
+	lost      *time.Timer
+	// seqs is, by job, the highest sequence number of the node's events
+	// the store applied.
+	seqs map[string]uint64
+	// placeholder stands for a node of a job a restarted store took over,
+	// until that node's agent registers again.
+	placeholder bool
 }
 
 // NewStore returns an empty store.
@@ -71,7 +89,10 @@ func NewStore(cfg StoreConfig) *Store {
 	if cfg.EventCount == 0 {
 		cfg.EventCount = defaultEventCount
 	}
-	return &Store{cfg: cfg, log: cfg.Logger, kv: kv.NewMemory(), nodes: map[string]*node{}, jobs: map[string]*job{},
+	if cfg.SessionGrace == 0 {
+		cfg.SessionGrace = defaultSessionGrace
+	}
+	return &Store{cfg: cfg, log: cfg.Logger, kv: kv.NewMemory(), id: newID("st-"), nodes: map[string]*node{}, jobs: map[string]*job{},
 		rounds: map[string]*round{}}
 }
 
@@ -82,38 +103,6 @@ func newID(prefix string) string {
 	var b [6]byte
 	rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
-}
-
-// Register adds a node, replacing an earlier registration of the same name,
-// and returns the session its Watch stream must name.
-func (s *Store) Register(info *musterv1.Node) (string, error) {
-	if err := validateNode(info); err != nil {
-		return "", err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return "", fmt.Errorf("store is closing")
-	}
-	for _, n := range s.nodes {
-		if n.info.GetName() == info.GetName() {
-			s.removeNodeLocked(n, "registered again")
-		}
-	}
-	n := &node{
-		session: newID("s-"),
-		info:    info,
-		cmds:    make(chan *musterv1.AgentCommand, commandQueue),
-		gone:    make(chan struct{}),
-		busy:    map[int32]string{},
-		jobs:    map[string]bool{},
-	}
-	s.nodes[n.session] = n
-	s.log.Info("node registered", zap.String("node", info.GetName()), zap.String("addr", info.GetAddr()),
-		zap.Int("gpus", len(info.GetGpus())))
-	// A round waiting for nodes may form now.
-	s.retryWaitingLocked()
-	return n.session, nil
 }
 
 // Commands returns the session's command queue and a channel closed when the
@@ -128,24 +117,21 @@ func (s *Store) Commands(session string) (<-chan *musterv1.AgentCommand, <-chan 
 	return n.cmds, n.gone, nil
 }
 
-// RemoveNode drops a node whose Watch stream ended; its jobs fail.
-func (s *Store) RemoveNode(session, reason string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if n := s.nodes[session]; n != nil {
-		s.removeNodeLocked(n, reason)
-	}
-}
-
 func (s *Store) removeNodeLocked(n *node, reason string) {
 	delete(s.nodes, n.session)
-	close(n.gone)
+	if n.lost != nil {
+		n.lost.Stop()
+	}
+	closeOnce(n.gone)
 	// A node leaving between jobs is routine; leaving with jobs fails them.
 	level := zap.InfoLevel
 	if len(n.jobs) > 0 && !s.closed {
 		level = zap.WarnLevel
 	}
 	s.log.Log(level, "node removed", zap.String("node", n.info.GetName()), zap.String("reason", reason))
+	if s.closed {
+		return // the jobs go on without this store
+	}
 	for id := range n.jobs {
 		if j := s.jobs[id]; j != nil {
 			s.nodeLostLocked(j, n, reason)
@@ -206,8 +192,10 @@ func (s *Store) Nodes() []*musterv1.NodeStatus {
 	return out
 }
 
-// Close fails every unfinished job and removes every node, which ends their
-// Watch streams.
+// Close removes every node, which ends their Watch streams, and ends every
+// job's followers without a final event: a store that goes away does not end
+// its jobs. Their agents keep them and register again with the store that
+// comes back, which takes the jobs over; launchers follow them there.
 func (s *Store) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -219,13 +207,12 @@ func (s *Store) Close() {
 		s.removeNodeLocked(n, "store closing")
 	}
 	for _, j := range s.jobs {
-		if !j.finished() {
-			// A job cut short by the store's end did not succeed.
-			if j.failure == nil && j.code == 0 {
-				j.code = 1
-				j.reason = "the store shut down before the job ended"
-			}
-			s.finishLocked(j)
+		if j.timer != nil {
+			j.timer.Stop()
 		}
+		if j.stdin != nil {
+			j.stdin.close()
+		}
+		j.events.close()
 	}
 }

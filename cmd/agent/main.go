@@ -113,15 +113,10 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout time.Duration) error {
 	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
 		log.Warn("sd_notify failed", zap.Error(err))
 	}
-	select {
-	case <-ctx.Done():
-		log.Info("agent stopping", zap.String("reason", "signal"))
-		daemon.SdNotify(false, daemon.SdNotifyStopping)
-	case err := <-n.Err():
-		// Exit non-zero, so that Restart=on-failure brings the agent back.
-		log.Error("agent lost its store", zap.Error(err))
-		n.Close(killTimeout)
-		return fmt.Errorf("lost the store at %s, so this node's jobs were stopped: %s", storeAddr, rendezvous.ErrorMessage(err))
-	}
+	// A lost store does not end the agent: it keeps this node's jobs
+	// running and registers again (agent/session.go).
+	<-ctx.Done()
+	log.Info("agent stopping", zap.String("reason", "signal"))
+	daemon.SdNotify(false, daemon.SdNotifyStopping)
 	return n.Close(killTimeout)
 }

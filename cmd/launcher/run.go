@@ -185,6 +185,7 @@ func run(c *cli.Context, f runFlags) error {
 		Signals:   sigs,
 		Store:     cluster,
 		Liveness:  liveness(cluster),
+		Reattach:  reattach(cluster),
 	})
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
@@ -200,6 +201,16 @@ func run(c *cli.Context, f runFlags) error {
 // of a cloud fleet or a batch allocation to boot and start their agents,
 // while progress shows what is missing from the first second.
 const defaultWaitTimeout = 10 * time.Minute
+
+// reattach is how long a launcher that lost a cluster's store tries to
+// follow its job again: a restarted store takes the job over from its agents
+// within seconds. The embedded store cannot restart.
+func reattach(cluster string) time.Duration {
+	if cluster == "" {
+		return 0
+	}
+	return 30 * time.Second
+}
 
 // liveness is how often the launcher checks that a quiet cluster store
 // still answers; the embedded store lives in the launcher itself.

@@ -287,8 +287,16 @@ func (x *Node) GetGpuError() string {
 }
 
 type RegisterRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          *Node                  `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  *Node                  `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// node_key is a secret the agent mints when it starts and presents on
+	// every registration: while the store holds the node's jobs, only the
+	// agent that registered it first may register that name again.
+	NodeKey string `protobuf:"bytes,2,opt,name=node_key,json=nodeKey,proto3" json:"node_key,omitempty"`
+	// jobs are the jobs the agent still runs, or still reports on, so that
+	// the store keeps them across a lost connection, and a restarted store
+	// rebuilds them (soft state).
+	Jobs          []*RunningJob `protobuf:"bytes,3,rep,name=jobs,proto3" json:"jobs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -330,10 +338,27 @@ func (x *RegisterRequest) GetNode() *Node {
 	return nil
 }
 
+func (x *RegisterRequest) GetNodeKey() string {
+	if x != nil {
+		return x.NodeKey
+	}
+	return ""
+}
+
+func (x *RegisterRequest) GetJobs() []*RunningJob {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
 type RegisterResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// session identifies this registration; Watch and Publish carry it.
-	Session       string `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Session string `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// store_id names this incarnation of the store: a restarted store has
+	// another one.
+	StoreId       string `protobuf:"bytes,2,opt,name=store_id,json=storeId,proto3" json:"store_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -375,6 +400,232 @@ func (x *RegisterResponse) GetSession() string {
 	return ""
 }
 
+func (x *RegisterResponse) GetStoreId() string {
+	if x != nil {
+		return x.StoreId
+	}
+	return ""
+}
+
+// RunningJob is what an agent reports of a job on its node when it
+// registers: enough for a store that never saw the job to finish it and
+// tell its launcher how it ended.
+type RunningJob struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	JobId     string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	RoundId   string                 `protobuf:"bytes,2,opt,name=round_id,json=roundId,proto3" json:"round_id,omitempty"`
+	Spec      *JobSpec               `protobuf:"bytes,3,opt,name=spec,proto3" json:"spec,omitempty"`
+	NodeRank  int32                  `protobuf:"varint,4,opt,name=node_rank,json=nodeRank,proto3" json:"node_rank,omitempty"`
+	Nnodes    int32                  `protobuf:"varint,5,opt,name=nnodes,proto3" json:"nnodes,omitempty"`
+	Nproc     int32                  `protobuf:"varint,6,opt,name=nproc,proto3" json:"nproc,omitempty"`
+	WorldSize int32                  `protobuf:"varint,7,opt,name=world_size,json=worldSize,proto3" json:"world_size,omitempty"`
+	// gpus is this node's share, device indices.
+	Gpus     []int32   `protobuf:"varint,8,rep,packed,name=gpus,proto3" json:"gpus,omitempty"`
+	RunAs    *Identity `protobuf:"bytes,9,opt,name=run_as,json=runAs,proto3" json:"run_as,omitempty"`
+	JobToken string    `protobuf:"bytes,10,opt,name=job_token,json=jobToken,proto3" json:"job_token,omitempty"`
+	// ranks are this node's workers of the job.
+	Ranks []*RankState `protobuf:"bytes,11,rep,name=ranks,proto3" json:"ranks,omitempty"`
+	// acked_seq is the highest sequence number of the job's events from this
+	// node that a store acknowledged.
+	AckedSeq uint64 `protobuf:"varint,12,opt,name=acked_seq,json=ackedSeq,proto3" json:"acked_seq,omitempty"`
+	// store_id is the store that assigned the job.
+	StoreId string `protobuf:"bytes,13,opt,name=store_id,json=storeId,proto3" json:"store_id,omitempty"`
+	// round_number is the round's number within the job (its restarts).
+	RoundNumber   int32 `protobuf:"varint,14,opt,name=round_number,json=roundNumber,proto3" json:"round_number,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunningJob) Reset() {
+	*x = RunningJob{}
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunningJob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunningJob) ProtoMessage() {}
+
+func (x *RunningJob) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunningJob.ProtoReflect.Descriptor instead.
+func (*RunningJob) Descriptor() ([]byte, []int) {
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RunningJob) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *RunningJob) GetRoundId() string {
+	if x != nil {
+		return x.RoundId
+	}
+	return ""
+}
+
+func (x *RunningJob) GetSpec() *JobSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *RunningJob) GetNodeRank() int32 {
+	if x != nil {
+		return x.NodeRank
+	}
+	return 0
+}
+
+func (x *RunningJob) GetNnodes() int32 {
+	if x != nil {
+		return x.Nnodes
+	}
+	return 0
+}
+
+func (x *RunningJob) GetNproc() int32 {
+	if x != nil {
+		return x.Nproc
+	}
+	return 0
+}
+
+func (x *RunningJob) GetWorldSize() int32 {
+	if x != nil {
+		return x.WorldSize
+	}
+	return 0
+}
+
+func (x *RunningJob) GetGpus() []int32 {
+	if x != nil {
+		return x.Gpus
+	}
+	return nil
+}
+
+func (x *RunningJob) GetRunAs() *Identity {
+	if x != nil {
+		return x.RunAs
+	}
+	return nil
+}
+
+func (x *RunningJob) GetJobToken() string {
+	if x != nil {
+		return x.JobToken
+	}
+	return ""
+}
+
+func (x *RunningJob) GetRanks() []*RankState {
+	if x != nil {
+		return x.Ranks
+	}
+	return nil
+}
+
+func (x *RunningJob) GetAckedSeq() uint64 {
+	if x != nil {
+		return x.AckedSeq
+	}
+	return 0
+}
+
+func (x *RunningJob) GetStoreId() string {
+	if x != nil {
+		return x.StoreId
+	}
+	return ""
+}
+
+func (x *RunningJob) GetRoundNumber() int32 {
+	if x != nil {
+		return x.RoundNumber
+	}
+	return 0
+}
+
+// RankState is one worker of a RunningJob: running, or exited; acked says
+// a store acknowledged the exit (an unacknowledged one is published again).
+type RankState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rank          int32                  `protobuf:"varint,1,opt,name=rank,proto3" json:"rank,omitempty"`
+	Exited        *WorkerExited          `protobuf:"bytes,2,opt,name=exited,proto3" json:"exited,omitempty"`
+	Acked         bool                   `protobuf:"varint,3,opt,name=acked,proto3" json:"acked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RankState) Reset() {
+	*x = RankState{}
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RankState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RankState) ProtoMessage() {}
+
+func (x *RankState) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RankState.ProtoReflect.Descriptor instead.
+func (*RankState) Descriptor() ([]byte, []int) {
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RankState) GetRank() int32 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
+}
+
+func (x *RankState) GetExited() *WorkerExited {
+	if x != nil {
+		return x.Exited
+	}
+	return nil
+}
+
+func (x *RankState) GetAcked() bool {
+	if x != nil {
+		return x.Acked
+	}
+	return false
+}
+
 type WatchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -384,7 +635,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[4]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -396,7 +647,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[4]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -409,7 +660,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{4}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *WatchRequest) GetSession() string {
@@ -433,7 +684,7 @@ type AgentCommand struct {
 
 func (x *AgentCommand) Reset() {
 	*x = AgentCommand{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[5]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -445,7 +696,7 @@ func (x *AgentCommand) String() string {
 func (*AgentCommand) ProtoMessage() {}
 
 func (x *AgentCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[5]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -458,7 +709,7 @@ func (x *AgentCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentCommand.ProtoReflect.Descriptor instead.
 func (*AgentCommand) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{5}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AgentCommand) GetCommand() isAgentCommand_Command {
@@ -527,7 +778,7 @@ type ReservePorts struct {
 
 func (x *ReservePorts) Reset() {
 	*x = ReservePorts{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[6]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -539,7 +790,7 @@ func (x *ReservePorts) String() string {
 func (*ReservePorts) ProtoMessage() {}
 
 func (x *ReservePorts) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[6]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -552,7 +803,7 @@ func (x *ReservePorts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservePorts.ProtoReflect.Descriptor instead.
 func (*ReservePorts) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{6}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReservePorts) GetRoundId() string {
@@ -581,7 +832,7 @@ type PortsReservedRequest struct {
 
 func (x *PortsReservedRequest) Reset() {
 	*x = PortsReservedRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[7]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -593,7 +844,7 @@ func (x *PortsReservedRequest) String() string {
 func (*PortsReservedRequest) ProtoMessage() {}
 
 func (x *PortsReservedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[7]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -606,7 +857,7 @@ func (x *PortsReservedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortsReservedRequest.ProtoReflect.Descriptor instead.
 func (*PortsReservedRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{7}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PortsReservedRequest) GetSession() string {
@@ -645,7 +896,7 @@ type PortsReservedResponse struct {
 
 func (x *PortsReservedResponse) Reset() {
 	*x = PortsReservedResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[8]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -657,7 +908,7 @@ func (x *PortsReservedResponse) String() string {
 func (*PortsReservedResponse) ProtoMessage() {}
 
 func (x *PortsReservedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[8]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -670,7 +921,7 @@ func (x *PortsReservedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortsReservedResponse.ProtoReflect.Descriptor instead.
 func (*PortsReservedResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{8}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{10}
 }
 
 // JobSpec is what a launcher asks for. The command, environment and
@@ -709,7 +960,7 @@ type JobSpec struct {
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[9]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -721,7 +972,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[9]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,7 +985,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{9}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *JobSpec) GetArgv() [][]byte {
@@ -858,7 +1109,7 @@ type SubmitRequest struct {
 
 func (x *SubmitRequest) Reset() {
 	*x = SubmitRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[10]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -870,7 +1121,7 @@ func (x *SubmitRequest) String() string {
 func (*SubmitRequest) ProtoMessage() {}
 
 func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[10]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -883,7 +1134,7 @@ func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitRequest.ProtoReflect.Descriptor instead.
 func (*SubmitRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{10}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SubmitRequest) GetSpec() *JobSpec {
@@ -894,15 +1145,17 @@ func (x *SubmitRequest) GetSpec() *JobSpec {
 }
 
 type SubmitResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// store_id names the store's incarnation (see WatchJobRequest.store_id).
+	StoreId       string `protobuf:"bytes,2,opt,name=store_id,json=storeId,proto3" json:"store_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[11]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +1167,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[11]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,12 +1180,19 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{11}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SubmitResponse) GetJobId() string {
 	if x != nil {
 		return x.JobId
+	}
+	return ""
+}
+
+func (x *SubmitResponse) GetStoreId() string {
+	if x != nil {
+		return x.StoreId
 	}
 	return ""
 }
@@ -974,7 +1234,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[12]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1246,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[12]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1259,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{12}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Assignment) GetJobId() string {
@@ -1159,7 +1419,7 @@ type Identity struct {
 
 func (x *Identity) Reset() {
 	*x = Identity{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[13]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1171,7 +1431,7 @@ func (x *Identity) String() string {
 func (*Identity) ProtoMessage() {}
 
 func (x *Identity) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[13]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1184,7 +1444,7 @@ func (x *Identity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Identity.ProtoReflect.Descriptor instead.
 func (*Identity) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{13}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Identity) GetUid() uint32 {
@@ -1227,7 +1487,7 @@ type StopJob struct {
 
 func (x *StopJob) Reset() {
 	*x = StopJob{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[14]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1499,7 @@ func (x *StopJob) String() string {
 func (*StopJob) ProtoMessage() {}
 
 func (x *StopJob) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[14]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1512,7 @@ func (x *StopJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopJob.ProtoReflect.Descriptor instead.
 func (*StopJob) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{14}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StopJob) GetJobId() string {
@@ -1288,7 +1548,7 @@ type WorkerStarted struct {
 
 func (x *WorkerStarted) Reset() {
 	*x = WorkerStarted{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[15]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1300,7 +1560,7 @@ func (x *WorkerStarted) String() string {
 func (*WorkerStarted) ProtoMessage() {}
 
 func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[15]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1313,7 +1573,7 @@ func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStarted.ProtoReflect.Descriptor instead.
 func (*WorkerStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{15}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WorkerStarted) GetRank() int32 {
@@ -1360,7 +1620,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[16]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1372,7 +1632,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[16]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1385,7 +1645,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{16}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Output) GetRank() int32 {
@@ -1434,7 +1694,7 @@ type WorkerExited struct {
 
 func (x *WorkerExited) Reset() {
 	*x = WorkerExited{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[17]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1446,7 +1706,7 @@ func (x *WorkerExited) String() string {
 func (*WorkerExited) ProtoMessage() {}
 
 func (x *WorkerExited) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[17]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1459,7 +1719,7 @@ func (x *WorkerExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerExited.ProtoReflect.Descriptor instead.
 func (*WorkerExited) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{17}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WorkerExited) GetRank() int32 {
@@ -1531,7 +1791,7 @@ type JobFinished struct {
 
 func (x *JobFinished) Reset() {
 	*x = JobFinished{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[18]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +1803,7 @@ func (x *JobFinished) String() string {
 func (*JobFinished) ProtoMessage() {}
 
 func (x *JobFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[18]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +1816,7 @@ func (x *JobFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFinished.ProtoReflect.Descriptor instead.
 func (*JobFinished) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{18}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *JobFinished) GetState() JobState {
@@ -1599,7 +1859,7 @@ type OutputLost struct {
 
 func (x *OutputLost) Reset() {
 	*x = OutputLost{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[19]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1611,7 +1871,7 @@ func (x *OutputLost) String() string {
 func (*OutputLost) ProtoMessage() {}
 
 func (x *OutputLost) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[19]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1624,7 +1884,7 @@ func (x *OutputLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLost.ProtoReflect.Descriptor instead.
 func (*OutputLost) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{19}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *OutputLost) GetEvents() uint64 {
@@ -1663,7 +1923,7 @@ type WaitingForNodes struct {
 
 func (x *WaitingForNodes) Reset() {
 	*x = WaitingForNodes{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[20]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1675,7 +1935,7 @@ func (x *WaitingForNodes) String() string {
 func (*WaitingForNodes) ProtoMessage() {}
 
 func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[20]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1688,7 +1948,7 @@ func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitingForNodes.ProtoReflect.Descriptor instead.
 func (*WaitingForNodes) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{20}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WaitingForNodes) GetRound() int32 {
@@ -1747,6 +2007,7 @@ type JobEvent struct {
 	//	*JobEvent_Finished
 	//	*JobEvent_Lost
 	//	*JobEvent_Waiting
+	//	*JobEvent_Restarted
 	Event         isJobEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1754,7 +2015,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[21]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1766,7 +2027,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[21]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1779,7 +2040,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{21}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -1866,6 +2127,15 @@ func (x *JobEvent) GetWaiting() *WaitingForNodes {
 	return nil
 }
 
+func (x *JobEvent) GetRestarted() *StoreRestarted {
+	if x != nil {
+		if x, ok := x.Event.(*JobEvent_Restarted); ok {
+			return x.Restarted
+		}
+	}
+	return nil
+}
+
 type isJobEvent_Event interface {
 	isJobEvent_Event()
 }
@@ -1898,6 +2168,10 @@ type JobEvent_Waiting struct {
 	Waiting *WaitingForNodes `protobuf:"bytes,9,opt,name=waiting,proto3,oneof"`
 }
 
+type JobEvent_Restarted struct {
+	Restarted *StoreRestarted `protobuf:"bytes,10,opt,name=restarted,proto3,oneof"`
+}
+
 func (*JobEvent_State) isJobEvent_Event() {}
 
 func (*JobEvent_Started) isJobEvent_Event() {}
@@ -1912,17 +2186,72 @@ func (*JobEvent_Lost) isJobEvent_Event() {}
 
 func (*JobEvent_Waiting) isJobEvent_Event() {}
 
-type PublishRequest struct {
+func (*JobEvent_Restarted) isJobEvent_Event() {}
+
+// StoreRestarted opens a job's events on a store that took the job over
+// from its agents after a restart: what the old store held and the
+// follower had not read is gone, and the versions start again at 1.
+type StoreRestarted struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
-	Events        []*JobEvent            `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	StoreId       string                 `protobuf:"bytes,1,opt,name=store_id,json=storeId,proto3" json:"store_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoreRestarted) Reset() {
+	*x = StoreRestarted{}
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoreRestarted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoreRestarted) ProtoMessage() {}
+
+func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoreRestarted.ProtoReflect.Descriptor instead.
+func (*StoreRestarted) Descriptor() ([]byte, []int) {
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *StoreRestarted) GetStoreId() string {
+	if x != nil {
+		return x.StoreId
+	}
+	return ""
+}
+
+type PublishRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Events  []*JobEvent            `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	// first_seq, when set, is the sequence number of events[0] among the
+	// job's events from this node (every event of the batch is of one job,
+	// numbered on): the store applies each number once, so that a batch sent
+	// again after a lost answer is harmless. A batch is applied whole or not
+	// at all.
+	FirstSeq      uint64 `protobuf:"varint,3,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[22]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1934,7 +2263,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[22]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1947,7 +2276,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{22}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PublishRequest) GetSession() string {
@@ -1964,15 +2293,25 @@ func (x *PublishRequest) GetEvents() []*JobEvent {
 	return nil
 }
 
+func (x *PublishRequest) GetFirstSeq() uint64 {
+	if x != nil {
+		return x.FirstSeq
+	}
+	return 0
+}
+
 type PublishResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// acked_seq is the highest sequence number of the job's events from this
+	// node the store holds.
+	AckedSeq      uint64 `protobuf:"varint,1,opt,name=acked_seq,json=ackedSeq,proto3" json:"acked_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[23]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1984,7 +2323,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[23]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1997,7 +2336,14 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{23}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *PublishResponse) GetAckedSeq() uint64 {
+	if x != nil {
+		return x.AckedSeq
+	}
+	return 0
 }
 
 type WatchJobRequest struct {
@@ -2005,14 +2351,18 @@ type WatchJobRequest struct {
 	JobId       string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	FromVersion uint64                 `protobuf:"varint,2,opt,name=from_version,json=fromVersion,proto3" json:"from_version,omitempty"`
 	// attach cancels the job when the last attached watcher goes away.
-	Attach        bool `protobuf:"varint,3,opt,name=attach,proto3" json:"attach,omitempty"`
+	Attach bool `protobuf:"varint,3,opt,name=attach,proto3" json:"attach,omitempty"`
+	// store_id is the store incarnation that from_version counts in; another
+	// store (a restarted one) sends StoreRestarted and the job's events from
+	// its start.
+	StoreId       string `protobuf:"bytes,4,opt,name=store_id,json=storeId,proto3" json:"store_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[24]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2024,7 +2374,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[24]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2037,7 +2387,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{24}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -2061,6 +2411,13 @@ func (x *WatchJobRequest) GetAttach() bool {
 	return false
 }
 
+func (x *WatchJobRequest) GetStoreId() string {
+	if x != nil {
+		return x.StoreId
+	}
+	return ""
+}
+
 type CancelRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -2075,7 +2432,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[25]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2087,7 +2444,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[25]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2100,7 +2457,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{25}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CancelRequest) GetJobId() string {
@@ -2139,7 +2496,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[26]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2151,7 +2508,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[26]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2164,7 +2521,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{26}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{29}
 }
 
 type ListNodesRequest struct {
@@ -2175,7 +2532,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[27]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2187,7 +2544,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[27]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2200,7 +2557,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{27}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{30}
 }
 
 type NodeStatus struct {
@@ -2214,7 +2571,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[28]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2226,7 +2583,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[28]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2239,7 +2596,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{28}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *NodeStatus) GetNode() *Node {
@@ -2272,7 +2629,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[29]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2284,7 +2641,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[29]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2297,7 +2654,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{29}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeStatus {
@@ -2315,7 +2672,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[30]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2327,7 +2684,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[30]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2340,7 +2697,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{30}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{33}
 }
 
 type JobStatus struct {
@@ -2358,7 +2715,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[31]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2727,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[31]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2740,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{31}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *JobStatus) GetJobId() string {
@@ -2437,7 +2794,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[32]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2449,7 +2806,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[32]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2462,7 +2819,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{32}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobStatus {
@@ -2483,7 +2840,7 @@ type StdinChunk struct {
 
 func (x *StdinChunk) Reset() {
 	*x = StdinChunk{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[33]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2495,7 +2852,7 @@ func (x *StdinChunk) String() string {
 func (*StdinChunk) ProtoMessage() {}
 
 func (x *StdinChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[33]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2508,7 +2865,7 @@ func (x *StdinChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdinChunk.ProtoReflect.Descriptor instead.
 func (*StdinChunk) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{33}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StdinChunk) GetJobId() string {
@@ -2533,7 +2890,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[34]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2545,7 +2902,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[34]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2558,7 +2915,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{34}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{37}
 }
 
 type ReadStdinRequest struct {
@@ -2571,7 +2928,7 @@ type ReadStdinRequest struct {
 
 func (x *ReadStdinRequest) Reset() {
 	*x = ReadStdinRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[35]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2583,7 +2940,7 @@ func (x *ReadStdinRequest) String() string {
 func (*ReadStdinRequest) ProtoMessage() {}
 
 func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[35]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2596,7 +2953,7 @@ func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStdinRequest.ProtoReflect.Descriptor instead.
 func (*ReadStdinRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{35}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ReadStdinRequest) GetSession() string {
@@ -2627,7 +2984,7 @@ type KVSetRequest struct {
 
 func (x *KVSetRequest) Reset() {
 	*x = KVSetRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[36]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2639,7 +2996,7 @@ func (x *KVSetRequest) String() string {
 func (*KVSetRequest) ProtoMessage() {}
 
 func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[36]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2652,7 +3009,7 @@ func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetRequest.ProtoReflect.Descriptor instead.
 func (*KVSetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{36}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *KVSetRequest) GetScope() string {
@@ -2685,7 +3042,7 @@ type KVSetResponse struct {
 
 func (x *KVSetResponse) Reset() {
 	*x = KVSetResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[37]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2697,7 +3054,7 @@ func (x *KVSetResponse) String() string {
 func (*KVSetResponse) ProtoMessage() {}
 
 func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[37]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2710,7 +3067,7 @@ func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetResponse.ProtoReflect.Descriptor instead.
 func (*KVSetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{37}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *KVSetResponse) GetVersion() uint64 {
@@ -2732,7 +3089,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[38]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2744,7 +3101,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[38]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2757,7 +3114,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{38}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *KVGetRequest) GetScope() string {
@@ -2798,7 +3155,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[39]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2810,7 +3167,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[39]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2823,7 +3180,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{39}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *KVGetResponse) GetValue() []byte {
@@ -2854,7 +3211,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[40]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2866,7 +3223,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[40]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2879,7 +3236,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{40}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *BarrierRequest) GetScope() string {
@@ -2925,7 +3282,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[41]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2937,7 +3294,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_rendezvous_proto_msgTypes[41]
+	mi := &file_muster_v1_rendezvous_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2950,7 +3307,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{41}
+	return file_muster_v1_rendezvous_proto_rawDescGZIP(), []int{44}
 }
 
 var File_muster_v1_rendezvous_proto protoreflect.FileDescriptor
@@ -2969,11 +3326,36 @@ const file_muster_v1_rendezvous_proto_rawDesc = "" +
 	"\x04gpus\x18\x03 \x03(\v2\x0e.muster.v1.GPUR\x04gpus\x12\x12\n" +
 	"\x04rank\x18\x04 \x01(\x05R\x04rank\x12\x18\n" +
 	"\aversion\x18\x05 \x01(\tR\aversion\x12\x1b\n" +
-	"\tgpu_error\x18\x06 \x01(\tR\bgpuError\"6\n" +
+	"\tgpu_error\x18\x06 \x01(\tR\bgpuError\"|\n" +
 	"\x0fRegisterRequest\x12#\n" +
-	"\x04node\x18\x01 \x01(\v2\x0f.muster.v1.NodeR\x04node\",\n" +
+	"\x04node\x18\x01 \x01(\v2\x0f.muster.v1.NodeR\x04node\x12\x19\n" +
+	"\bnode_key\x18\x02 \x01(\tR\anodeKey\x12)\n" +
+	"\x04jobs\x18\x03 \x03(\v2\x15.muster.v1.RunningJobR\x04jobs\"G\n" +
 	"\x10RegisterResponse\x12\x18\n" +
-	"\asession\x18\x01 \x01(\tR\asession\"(\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x19\n" +
+	"\bstore_id\x18\x02 \x01(\tR\astoreId\"\xb4\x03\n" +
+	"\n" +
+	"RunningJob\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x19\n" +
+	"\bround_id\x18\x02 \x01(\tR\aroundId\x12&\n" +
+	"\x04spec\x18\x03 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\x12\x1b\n" +
+	"\tnode_rank\x18\x04 \x01(\x05R\bnodeRank\x12\x16\n" +
+	"\x06nnodes\x18\x05 \x01(\x05R\x06nnodes\x12\x14\n" +
+	"\x05nproc\x18\x06 \x01(\x05R\x05nproc\x12\x1d\n" +
+	"\n" +
+	"world_size\x18\a \x01(\x05R\tworldSize\x12\x12\n" +
+	"\x04gpus\x18\b \x03(\x05R\x04gpus\x12*\n" +
+	"\x06run_as\x18\t \x01(\v2\x13.muster.v1.IdentityR\x05runAs\x12\x1b\n" +
+	"\tjob_token\x18\n" +
+	" \x01(\tR\bjobToken\x12*\n" +
+	"\x05ranks\x18\v \x03(\v2\x14.muster.v1.RankStateR\x05ranks\x12\x1b\n" +
+	"\tacked_seq\x18\f \x01(\x04R\backedSeq\x12\x19\n" +
+	"\bstore_id\x18\r \x01(\tR\astoreId\x12!\n" +
+	"\fround_number\x18\x0e \x01(\x05R\vroundNumber\"f\n" +
+	"\tRankState\x12\x12\n" +
+	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12/\n" +
+	"\x06exited\x18\x02 \x01(\v2\x17.muster.v1.WorkerExitedR\x06exited\x12\x14\n" +
+	"\x05acked\x18\x03 \x01(\bR\x05acked\"(\n" +
 	"\fWatchRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\"\xb2\x01\n" +
 	"\fAgentCommand\x12>\n" +
@@ -3013,9 +3395,10 @@ const file_muster_v1_rendezvous_proto_rawDesc = "" +
 	"\x0fwait_timeout_ms\x18\x10 \x01(\x03R\rwaitTimeoutMsB\r\n" +
 	"\v_stdin_rank\"7\n" +
 	"\rSubmitRequest\x12&\n" +
-	"\x04spec\x18\x01 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\"'\n" +
+	"\x04spec\x18\x01 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\"B\n" +
 	"\x0eSubmitResponse\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"\xfb\x04\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x19\n" +
+	"\bstore_id\x18\x02 \x01(\tR\astoreId\"\xfb\x04\n" +
 	"\n" +
 	"Assignment\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x19\n" +
@@ -3095,7 +3478,7 @@ const file_muster_v1_rendezvous_proto_rawDesc = "" +
 	"readyNodes\x12\x1a\n" +
 	"\bunusable\x18\x05 \x03(\tR\bunusable\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\"\xa2\x03\n" +
+	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\"\xdd\x03\n" +
 	"\bJobEvent\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12+\n" +
@@ -3105,16 +3488,23 @@ const file_muster_v1_rendezvous_proto_rawDesc = "" +
 	"\x06exited\x18\x06 \x01(\v2\x17.muster.v1.WorkerExitedH\x00R\x06exited\x124\n" +
 	"\bfinished\x18\a \x01(\v2\x16.muster.v1.JobFinishedH\x00R\bfinished\x12+\n" +
 	"\x04lost\x18\b \x01(\v2\x15.muster.v1.OutputLostH\x00R\x04lost\x126\n" +
-	"\awaiting\x18\t \x01(\v2\x1a.muster.v1.WaitingForNodesH\x00R\awaitingB\a\n" +
-	"\x05event\"W\n" +
+	"\awaiting\x18\t \x01(\v2\x1a.muster.v1.WaitingForNodesH\x00R\awaiting\x129\n" +
+	"\trestarted\x18\n" +
+	" \x01(\v2\x19.muster.v1.StoreRestartedH\x00R\trestartedB\a\n" +
+	"\x05event\"+\n" +
+	"\x0eStoreRestarted\x12\x19\n" +
+	"\bstore_id\x18\x01 \x01(\tR\astoreId\"t\n" +
 	"\x0ePublishRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12+\n" +
-	"\x06events\x18\x02 \x03(\v2\x13.muster.v1.JobEventR\x06events\"\x11\n" +
-	"\x0fPublishResponse\"c\n" +
+	"\x06events\x18\x02 \x03(\v2\x13.muster.v1.JobEventR\x06events\x12\x1b\n" +
+	"\tfirst_seq\x18\x03 \x01(\x04R\bfirstSeq\".\n" +
+	"\x0fPublishResponse\x12\x1b\n" +
+	"\tacked_seq\x18\x01 \x01(\x04R\backedSeq\"~\n" +
 	"\x0fWatchJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12!\n" +
 	"\ffrom_version\x18\x02 \x01(\x04R\vfromVersion\x12\x16\n" +
-	"\x06attach\x18\x03 \x01(\bR\x06attach\"q\n" +
+	"\x06attach\x18\x03 \x01(\bR\x06attach\x12\x19\n" +
+	"\bstore_id\x18\x04 \x01(\tR\astoreId\"q\n" +
 	"\rCancelRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05force\x18\x02 \x01(\bR\x05force\x12\x16\n" +
@@ -3213,7 +3603,7 @@ func file_muster_v1_rendezvous_proto_rawDescGZIP() []byte {
 }
 
 var file_muster_v1_rendezvous_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_muster_v1_rendezvous_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_muster_v1_rendezvous_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_muster_v1_rendezvous_proto_goTypes = []any{
 	(JobState)(0),                 // 0: muster.v1.JobState
 	(Stream)(0),                   // 1: muster.v1.Stream
@@ -3221,104 +3611,113 @@ var file_muster_v1_rendezvous_proto_goTypes = []any{
 	(*Node)(nil),                  // 3: muster.v1.Node
 	(*RegisterRequest)(nil),       // 4: muster.v1.RegisterRequest
 	(*RegisterResponse)(nil),      // 5: muster.v1.RegisterResponse
-	(*WatchRequest)(nil),          // 6: muster.v1.WatchRequest
-	(*AgentCommand)(nil),          // 7: muster.v1.AgentCommand
-	(*ReservePorts)(nil),          // 8: muster.v1.ReservePorts
-	(*PortsReservedRequest)(nil),  // 9: muster.v1.PortsReservedRequest
-	(*PortsReservedResponse)(nil), // 10: muster.v1.PortsReservedResponse
-	(*JobSpec)(nil),               // 11: muster.v1.JobSpec
-	(*SubmitRequest)(nil),         // 12: muster.v1.SubmitRequest
-	(*SubmitResponse)(nil),        // 13: muster.v1.SubmitResponse
-	(*Assignment)(nil),            // 14: muster.v1.Assignment
-	(*Identity)(nil),              // 15: muster.v1.Identity
-	(*StopJob)(nil),               // 16: muster.v1.StopJob
-	(*WorkerStarted)(nil),         // 17: muster.v1.WorkerStarted
-	(*Output)(nil),                // 18: muster.v1.Output
-	(*WorkerExited)(nil),          // 19: muster.v1.WorkerExited
-	(*JobFinished)(nil),           // 20: muster.v1.JobFinished
-	(*OutputLost)(nil),            // 21: muster.v1.OutputLost
-	(*WaitingForNodes)(nil),       // 22: muster.v1.WaitingForNodes
-	(*JobEvent)(nil),              // 23: muster.v1.JobEvent
-	(*PublishRequest)(nil),        // 24: muster.v1.PublishRequest
-	(*PublishResponse)(nil),       // 25: muster.v1.PublishResponse
-	(*WatchJobRequest)(nil),       // 26: muster.v1.WatchJobRequest
-	(*CancelRequest)(nil),         // 27: muster.v1.CancelRequest
-	(*CancelResponse)(nil),        // 28: muster.v1.CancelResponse
-	(*ListNodesRequest)(nil),      // 29: muster.v1.ListNodesRequest
-	(*NodeStatus)(nil),            // 30: muster.v1.NodeStatus
-	(*ListNodesResponse)(nil),     // 31: muster.v1.ListNodesResponse
-	(*ListJobsRequest)(nil),       // 32: muster.v1.ListJobsRequest
-	(*JobStatus)(nil),             // 33: muster.v1.JobStatus
-	(*ListJobsResponse)(nil),      // 34: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),            // 35: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),    // 36: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),      // 37: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),          // 38: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),         // 39: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),          // 40: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),         // 41: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),        // 42: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),       // 43: muster.v1.BarrierResponse
+	(*RunningJob)(nil),            // 6: muster.v1.RunningJob
+	(*RankState)(nil),             // 7: muster.v1.RankState
+	(*WatchRequest)(nil),          // 8: muster.v1.WatchRequest
+	(*AgentCommand)(nil),          // 9: muster.v1.AgentCommand
+	(*ReservePorts)(nil),          // 10: muster.v1.ReservePorts
+	(*PortsReservedRequest)(nil),  // 11: muster.v1.PortsReservedRequest
+	(*PortsReservedResponse)(nil), // 12: muster.v1.PortsReservedResponse
+	(*JobSpec)(nil),               // 13: muster.v1.JobSpec
+	(*SubmitRequest)(nil),         // 14: muster.v1.SubmitRequest
+	(*SubmitResponse)(nil),        // 15: muster.v1.SubmitResponse
+	(*Assignment)(nil),            // 16: muster.v1.Assignment
+	(*Identity)(nil),              // 17: muster.v1.Identity
+	(*StopJob)(nil),               // 18: muster.v1.StopJob
+	(*WorkerStarted)(nil),         // 19: muster.v1.WorkerStarted
+	(*Output)(nil),                // 20: muster.v1.Output
+	(*WorkerExited)(nil),          // 21: muster.v1.WorkerExited
+	(*JobFinished)(nil),           // 22: muster.v1.JobFinished
+	(*OutputLost)(nil),            // 23: muster.v1.OutputLost
+	(*WaitingForNodes)(nil),       // 24: muster.v1.WaitingForNodes
+	(*JobEvent)(nil),              // 25: muster.v1.JobEvent
+	(*StoreRestarted)(nil),        // 26: muster.v1.StoreRestarted
+	(*PublishRequest)(nil),        // 27: muster.v1.PublishRequest
+	(*PublishResponse)(nil),       // 28: muster.v1.PublishResponse
+	(*WatchJobRequest)(nil),       // 29: muster.v1.WatchJobRequest
+	(*CancelRequest)(nil),         // 30: muster.v1.CancelRequest
+	(*CancelResponse)(nil),        // 31: muster.v1.CancelResponse
+	(*ListNodesRequest)(nil),      // 32: muster.v1.ListNodesRequest
+	(*NodeStatus)(nil),            // 33: muster.v1.NodeStatus
+	(*ListNodesResponse)(nil),     // 34: muster.v1.ListNodesResponse
+	(*ListJobsRequest)(nil),       // 35: muster.v1.ListJobsRequest
+	(*JobStatus)(nil),             // 36: muster.v1.JobStatus
+	(*ListJobsResponse)(nil),      // 37: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),            // 38: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),    // 39: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),      // 40: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),          // 41: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),         // 42: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),          // 43: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),         // 44: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),        // 45: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),       // 46: muster.v1.BarrierResponse
 }
 var file_muster_v1_rendezvous_proto_depIdxs = []int32{
 	2,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
 	3,  // 1: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
-	8,  // 2: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
-	14, // 3: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
-	16, // 4: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
-	11, // 5: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
-	11, // 6: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
-	15, // 7: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
-	1,  // 8: muster.v1.Output.stream:type_name -> muster.v1.Stream
-	0,  // 9: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
-	19, // 10: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
-	0,  // 11: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
-	17, // 12: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
-	18, // 13: muster.v1.JobEvent.output:type_name -> muster.v1.Output
-	19, // 14: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
-	20, // 15: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
-	21, // 16: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
-	22, // 17: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
-	23, // 18: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
-	3,  // 19: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
-	30, // 20: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
-	11, // 21: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
-	0,  // 22: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
-	15, // 23: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	33, // 24: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	4,  // 25: muster.v1.Rendezvous.Register:input_type -> muster.v1.RegisterRequest
-	6,  // 26: muster.v1.Rendezvous.Watch:input_type -> muster.v1.WatchRequest
-	9,  // 27: muster.v1.Rendezvous.PortsReserved:input_type -> muster.v1.PortsReservedRequest
-	24, // 28: muster.v1.Rendezvous.Publish:input_type -> muster.v1.PublishRequest
-	12, // 29: muster.v1.Rendezvous.Submit:input_type -> muster.v1.SubmitRequest
-	26, // 30: muster.v1.Rendezvous.WatchJob:input_type -> muster.v1.WatchJobRequest
-	27, // 31: muster.v1.Rendezvous.Cancel:input_type -> muster.v1.CancelRequest
-	29, // 32: muster.v1.Rendezvous.ListNodes:input_type -> muster.v1.ListNodesRequest
-	32, // 33: muster.v1.Rendezvous.ListJobs:input_type -> muster.v1.ListJobsRequest
-	35, // 34: muster.v1.Rendezvous.WriteStdin:input_type -> muster.v1.StdinChunk
-	37, // 35: muster.v1.Rendezvous.ReadStdin:input_type -> muster.v1.ReadStdinRequest
-	38, // 36: muster.v1.Rendezvous.KVSet:input_type -> muster.v1.KVSetRequest
-	40, // 37: muster.v1.Rendezvous.KVGet:input_type -> muster.v1.KVGetRequest
-	42, // 38: muster.v1.Rendezvous.Barrier:input_type -> muster.v1.BarrierRequest
-	5,  // 39: muster.v1.Rendezvous.Register:output_type -> muster.v1.RegisterResponse
-	7,  // 40: muster.v1.Rendezvous.Watch:output_type -> muster.v1.AgentCommand
-	10, // 41: muster.v1.Rendezvous.PortsReserved:output_type -> muster.v1.PortsReservedResponse
-	25, // 42: muster.v1.Rendezvous.Publish:output_type -> muster.v1.PublishResponse
-	13, // 43: muster.v1.Rendezvous.Submit:output_type -> muster.v1.SubmitResponse
-	23, // 44: muster.v1.Rendezvous.WatchJob:output_type -> muster.v1.JobEvent
-	28, // 45: muster.v1.Rendezvous.Cancel:output_type -> muster.v1.CancelResponse
-	31, // 46: muster.v1.Rendezvous.ListNodes:output_type -> muster.v1.ListNodesResponse
-	34, // 47: muster.v1.Rendezvous.ListJobs:output_type -> muster.v1.ListJobsResponse
-	36, // 48: muster.v1.Rendezvous.WriteStdin:output_type -> muster.v1.WriteStdinResponse
-	35, // 49: muster.v1.Rendezvous.ReadStdin:output_type -> muster.v1.StdinChunk
-	39, // 50: muster.v1.Rendezvous.KVSet:output_type -> muster.v1.KVSetResponse
-	41, // 51: muster.v1.Rendezvous.KVGet:output_type -> muster.v1.KVGetResponse
-	43, // 52: muster.v1.Rendezvous.Barrier:output_type -> muster.v1.BarrierResponse
-	39, // [39:53] is the sub-list for method output_type
-	25, // [25:39] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	6,  // 2: muster.v1.RegisterRequest.jobs:type_name -> muster.v1.RunningJob
+	13, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
+	17, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
+	7,  // 5: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
+	21, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
+	10, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
+	16, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
+	18, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
+	13, // 10: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
+	13, // 11: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
+	17, // 12: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
+	1,  // 13: muster.v1.Output.stream:type_name -> muster.v1.Stream
+	0,  // 14: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
+	21, // 15: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
+	0,  // 16: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
+	19, // 17: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
+	20, // 18: muster.v1.JobEvent.output:type_name -> muster.v1.Output
+	21, // 19: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
+	22, // 20: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
+	23, // 21: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
+	24, // 22: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
+	26, // 23: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
+	25, // 24: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
+	3,  // 25: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
+	33, // 26: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
+	13, // 27: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
+	0,  // 28: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
+	17, // 29: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
+	36, // 30: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	4,  // 31: muster.v1.Rendezvous.Register:input_type -> muster.v1.RegisterRequest
+	8,  // 32: muster.v1.Rendezvous.Watch:input_type -> muster.v1.WatchRequest
+	11, // 33: muster.v1.Rendezvous.PortsReserved:input_type -> muster.v1.PortsReservedRequest
+	27, // 34: muster.v1.Rendezvous.Publish:input_type -> muster.v1.PublishRequest
+	14, // 35: muster.v1.Rendezvous.Submit:input_type -> muster.v1.SubmitRequest
+	29, // 36: muster.v1.Rendezvous.WatchJob:input_type -> muster.v1.WatchJobRequest
+	30, // 37: muster.v1.Rendezvous.Cancel:input_type -> muster.v1.CancelRequest
+	32, // 38: muster.v1.Rendezvous.ListNodes:input_type -> muster.v1.ListNodesRequest
+	35, // 39: muster.v1.Rendezvous.ListJobs:input_type -> muster.v1.ListJobsRequest
+	38, // 40: muster.v1.Rendezvous.WriteStdin:input_type -> muster.v1.StdinChunk
+	40, // 41: muster.v1.Rendezvous.ReadStdin:input_type -> muster.v1.ReadStdinRequest
+	41, // 42: muster.v1.Rendezvous.KVSet:input_type -> muster.v1.KVSetRequest
+	43, // 43: muster.v1.Rendezvous.KVGet:input_type -> muster.v1.KVGetRequest
+	45, // 44: muster.v1.Rendezvous.Barrier:input_type -> muster.v1.BarrierRequest
+	5,  // 45: muster.v1.Rendezvous.Register:output_type -> muster.v1.RegisterResponse
+	9,  // 46: muster.v1.Rendezvous.Watch:output_type -> muster.v1.AgentCommand
+	12, // 47: muster.v1.Rendezvous.PortsReserved:output_type -> muster.v1.PortsReservedResponse
+	28, // 48: muster.v1.Rendezvous.Publish:output_type -> muster.v1.PublishResponse
+	15, // 49: muster.v1.Rendezvous.Submit:output_type -> muster.v1.SubmitResponse
+	25, // 50: muster.v1.Rendezvous.WatchJob:output_type -> muster.v1.JobEvent
+	31, // 51: muster.v1.Rendezvous.Cancel:output_type -> muster.v1.CancelResponse
+	34, // 52: muster.v1.Rendezvous.ListNodes:output_type -> muster.v1.ListNodesResponse
+	37, // 53: muster.v1.Rendezvous.ListJobs:output_type -> muster.v1.ListJobsResponse
+	39, // 54: muster.v1.Rendezvous.WriteStdin:output_type -> muster.v1.WriteStdinResponse
+	38, // 55: muster.v1.Rendezvous.ReadStdin:output_type -> muster.v1.StdinChunk
+	42, // 56: muster.v1.Rendezvous.KVSet:output_type -> muster.v1.KVSetResponse
+	44, // 57: muster.v1.Rendezvous.KVGet:output_type -> muster.v1.KVGetResponse
+	46, // 58: muster.v1.Rendezvous.Barrier:output_type -> muster.v1.BarrierResponse
+	45, // [45:59] is the sub-list for method output_type
+	31, // [31:45] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_rendezvous_proto_init() }
@@ -3326,13 +3725,13 @@ func file_muster_v1_rendezvous_proto_init() {
 	if File_muster_v1_rendezvous_proto != nil {
 		return
 	}
-	file_muster_v1_rendezvous_proto_msgTypes[5].OneofWrappers = []any{
+	file_muster_v1_rendezvous_proto_msgTypes[7].OneofWrappers = []any{
 		(*AgentCommand_ReservePorts)(nil),
 		(*AgentCommand_Start)(nil),
 		(*AgentCommand_Stop)(nil),
 	}
-	file_muster_v1_rendezvous_proto_msgTypes[9].OneofWrappers = []any{}
-	file_muster_v1_rendezvous_proto_msgTypes[21].OneofWrappers = []any{
+	file_muster_v1_rendezvous_proto_msgTypes[11].OneofWrappers = []any{}
+	file_muster_v1_rendezvous_proto_msgTypes[23].OneofWrappers = []any{
 		(*JobEvent_State)(nil),
 		(*JobEvent_Started)(nil),
 		(*JobEvent_Output)(nil),
@@ -3340,6 +3739,7 @@ func file_muster_v1_rendezvous_proto_init() {
 		(*JobEvent_Finished)(nil),
 		(*JobEvent_Lost)(nil),
 		(*JobEvent_Waiting)(nil),
+		(*JobEvent_Restarted)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3347,7 +3747,7 @@ func file_muster_v1_rendezvous_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_rendezvous_proto_rawDesc), len(file_muster_v1_rendezvous_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   42,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

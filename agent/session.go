@@ -1,0 +1,175 @@
+package agent
+
+import (
+	"context"
+	cryptorand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"go.uber.org/zap"
+
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/rendezvous"
+)
+
+// The agent's session with the store. A lost Watch stream (the store
+// restarted, the network broke) does not end the agent, nor its jobs: it
+// registers again, with backoff, reporting the jobs it runs, and the store
+// keeps them or, restarted, rebuilds them from the reports. The agent never
+// gives up: a node daemon has nothing better to do than wait for its store,
+// and stopping its workers would not help them. The store, on its side,
+// fails a job whose node has not come back within its session grace; the
+// agent then learns it when it registers again and stops the job.
+
+// Bounds on reconnecting: the delay between tries grows from reconnectMin
+// to reconnectMax; each registration may take registerTimeout; a failing
+// store is logged at every try for the first few, then every logEvery.
+const (
+	reconnectMin    = 100 * time.Millisecond
+	reconnectMax    = 5 * time.Second
+	registerTimeout = 10 * time.Second
+	logEvery        = 30 * time.Second
+)
+
+func newNodeKey() string {
+	var b [32]byte
+	if _, err := cryptorand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// sessionID is the current registration's session.
+func (a *Agent) sessionID() string {
+	a.smu.Lock()
+	defer a.smu.Unlock()
+	return a.session
+}
+
+// currentStore names the store incarnation of the current registration.
+func (a *Agent) currentStore() string {
+	a.smu.Lock()
+	defer a.smu.Unlock()
+	return a.storeID
+}
+
+// register registers the node with what it runs and opens its Watch stream;
+// it returns once the stream is in place. stop ends the stream.
+func (a *Agent) register(ctx context.Context) (watch musterv1.Rendezvous_WatchClient, stop context.CancelFunc, err error) {
+	rctx, cancel := context.WithTimeout(ctx, registerTimeout)
+	reg, err := a.client.Register(rctx, &musterv1.RegisterRequest{Node: a.node, NodeKey: a.key, Jobs: a.report()})
+	cancel()
+	if err != nil {
+		return nil, nil, err
+	}
+	wctx, stop := context.WithCancel(a.ctx)
+	watch, err = a.client.Watch(wctx, &musterv1.WatchRequest{Session: reg.GetSession()})
+	if err == nil {
+		// The store sends the stream's header once it serves it.
+		t := time.AfterFunc(registerTimeout, stop)
+		_, err = watch.Header()
+		if !t.Stop() && err == nil {
+			err = errors.New("watch stream: no answer")
+		}
+	}
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	a.smu.Lock()
+	a.session, a.storeID = reg.GetSession(), reg.GetStoreId()
+	a.smu.Unlock()
+	return watch, stop, nil
+}
+
+// sessionLoop serves Watch streams, registering again whenever one ends,
+// until the agent closes.
+func (a *Agent) sessionLoop(watch musterv1.Rendezvous_WatchClient, stop context.CancelFunc) {
+	defer a.loops.Done()
+	for {
+		err := a.serve(watch)
+		stop()
+		if a.ctx.Err() != nil {
+			return
+		}
+		a.log.Warn("lost the store; this node's jobs keep running while the agent registers again",
+			zap.String("store", a.cfg.StoreAddr), zap.Int("jobs", a.jobCount()), zap.String("error", rendezvous.ErrorMessage(err)))
+		if watch, stop = a.reconnect(); watch == nil {
+			return
+		}
+	}
+}
+
+// reconnect registers again with backoff until it succeeds or the agent
+// closes (then it returns nil).
+func (a *Agent) reconnect() (musterv1.Rendezvous_WatchClient, context.CancelFunc) {
+	delay, since, logged := reconnectMin, time.Now(), time.Time{}
+	for try := 1; ; try++ {
+		// Jitter keeps many agents of a restarted store from coming at once.
+		wait := delay/2 + rand.N(delay/2+1)
+		t := time.NewTimer(wait)
+		select {
+		case <-a.ctx.Done():
+			t.Stop()
+			return nil, nil
+		case <-t.C:
+		}
+		watch, stop, err := a.register(a.ctx)
+		if err == nil {
+			a.log.Info("registered with the store again", zap.String("store", a.cfg.StoreAddr),
+				zap.Int("tries", try), zap.Duration("down-for", time.Since(since).Round(time.Millisecond)), zap.Int("jobs", a.jobCount()))
+			return watch, stop
+		}
+		if a.ctx.Err() != nil {
+			return nil, nil
+		}
+		delay = min(2*delay, reconnectMax)
+		if try <= 3 || time.Since(logged) >= logEvery {
+			logged = time.Now()
+			a.log.Warn("store unreachable; trying again", zap.String("store", a.cfg.StoreAddr), zap.Int("tries", try),
+				zap.Duration("down-for", time.Since(since).Round(time.Second)), zap.Duration("next-try-within", delay),
+				zap.String("error", rendezvous.ErrorMessage(err)))
+		}
+	}
+}
+
+func (a *Agent) jobCount() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.jobs)
+}
+
+// report is what the agent tells the store of its jobs when it registers:
+// enough for a store that never saw them to finish them.
+func (a *Agent) report() []*musterv1.RunningJob {
+	a.mu.Lock()
+	runs := make([]*jobRun, 0, len(a.jobs))
+	for _, r := range a.jobs {
+		runs = append(runs, r)
+	}
+	a.mu.Unlock()
+	out := make([]*musterv1.RunningJob, 0, len(runs))
+	for _, r := range runs {
+		asg := r.asg
+		acked := r.pub.ackedSeq()
+		out = append(out, &musterv1.RunningJob{
+			JobId:       asg.GetJobId(),
+			RoundId:     asg.GetRoundId(),
+			RoundNumber: asg.GetRestartCount(),
+			Spec:        asg.GetSpec(),
+			NodeRank:    asg.GetNodeRank(),
+			Nnodes:      asg.GetNnodes(),
+			Nproc:       asg.GetNproc(),
+			WorldSize:   asg.GetWorldSize(),
+			Gpus:        asg.GetGpus(),
+			RunAs:       asg.GetRunAs(),
+			JobToken:    asg.GetJobToken(),
+			Ranks:       r.sup.rankStates(asg.GetNodeRank()*asg.GetNproc(), asg.GetNproc(), acked),
+			AckedSeq:    acked,
+			StoreId:     r.storeID,
+		})
+	}
+	return out
+}

@@ -1,0 +1,204 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/rendezvous"
+)
+
+// proxy forwards TCP connections to a store; cut severs them all and
+// refuses new ones until restore, as a broken network does.
+type proxy struct {
+	lis    net.Listener
+	target string
+	mu     sync.Mutex
+	down   bool
+	conns  []net.Conn
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{lis: lis, target: target}
+	t.Cleanup(func() { lis.Close(); p.cut() })
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			down := p.down
+			p.mu.Unlock()
+			if down {
+				c.Close()
+				continue
+			}
+			s, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, s)
+			p.mu.Unlock()
+			go func() { io.Copy(s, c); s.Close() }()
+			go func() { io.Copy(c, s); c.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *proxy) addr() string { return p.lis.Addr().String() }
+
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *proxy) restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = false
+}
+
+func waitFiles(t *testing.T, dir, pattern string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		m, _ := filepath.Glob(filepath.Join(dir, pattern))
+		if len(m) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d files %s", len(m), n, pattern)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// jobEvents follows a job on c from the store incarnation storeID (empty:
+// this one) and returns its exits by rank, its end, and whether the store
+// said it restarted.
+func jobEvents(t *testing.T, c *rendezvous.Client, job, storeID string) (map[int32]*musterv1.WorkerExited, *musterv1.JobFinished, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := &musterv1.WatchJobRequest{JobId: job, Attach: true}
+	if storeID != "" {
+		// As a launcher that read this far from the store that went away.
+		req.StoreId, req.FromVersion = storeID, 1000
+	}
+	w, err := c.WatchJob(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exits, restarted := map[int32]*musterv1.WorkerExited{}, false
+	for {
+		ev, err := w.Recv()
+		if err != nil {
+			t.Fatalf("job stream ended before the job: %v", err)
+		}
+		if ev.GetRestarted() != nil {
+			restarted = true
+		}
+		if ex := ev.GetExited(); ex != nil {
+			exits[ex.Rank] = ex
+		}
+		if f := ev.GetFinished(); f != nil {
+			return exits, f, restarted
+		}
+	}
+}
+
+// workersWaiting is a job whose workers say they started, wait for a file
+// named go, then exit: rank failRank with code 3 once every rank is done,
+// the others with 0.
+func workersWaiting(dir string, failRank int) *musterv1.JobSpec {
+	return &musterv1.JobSpec{
+		Argv:   args("sh", "-c", fmt.Sprintf(`touch %[1]s/started-$RANK; while [ ! -e %[1]s/go ]; do sleep 0.02; done; echo "rank $RANK done"; touch %[1]s/done-$RANK; [ "$RANK" != %[2]d ] && exit 0; while [ $(ls %[1]s | grep -c done) -lt 4 ]; do sleep 0.02; done; exit 3`, dir, failRank)),
+		Nnodes: 2, Nproc: 2, KillTimeoutMs: 2000,
+	}
+}
+
+func TestExitsArriveAcrossACutConnection(t *testing.T) {
+	proxies := make([]*proxy, 2)
+	tc := NewTestCluster(t, 2, func(i int, cfg *Config) {
+		proxies[i] = newProxy(t, cfg.StoreAddr)
+		cfg.StoreAddr = proxies[i].addr()
+	})
+	dir := t.TempDir()
+	sub, err := tc.Client.Submit(context.Background(), &musterv1.SubmitRequest{Spec: workersWaiting(dir, -1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFiles(t, dir, "started-*", 4)
+	// Both agents lose the store; every worker ends meanwhile.
+	for _, p := range proxies {
+		p.cut()
+	}
+	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+	waitFiles(t, dir, "done-*", 4)
+	time.Sleep(300 * time.Millisecond)
+	for _, p := range proxies {
+		p.restore()
+	}
+	exits, fin, _ := jobEvents(t, tc.Client, sub.JobId, "")
+	if fin.State != musterv1.JobState_JOB_STATE_SUCCEEDED || len(exits) != 4 {
+		t.Fatalf("job ended %v (%s) with %d exits", fin.State, fin.Summary, len(exits))
+	}
+}
+
+func TestJobOutlivesARestartedStore(t *testing.T) {
+	tc := NewTestCluster(t, 2, nil)
+	dir := t.TempDir()
+	sub, err := tc.Client.Submit(context.Background(), &musterv1.SubmitRequest{Spec: workersWaiting(dir, 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFiles(t, dir, "started-*", 4)
+	addr := tc.Store.Addr()
+	tc.Store.Close()
+	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+	waitFiles(t, dir, "done-*", 4)
+	// A new store on the same address: the agents come back to it.
+	rendezvous.NewTestStore(t, func(c *rendezvous.Config) { c.ListenAddr = addr })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		nodes, err := tc.Client.ListNodes(context.Background(), &musterv1.ListNodesRequest{})
+		if err == nil && len(nodes.Nodes) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the agents did not register with the new store")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	exits, fin, restarted := jobEvents(t, tc.Client, sub.JobId, sub.StoreId)
+	if !restarted {
+		t.Error("the follower was not told the store restarted")
+	}
+	if fin.State != musterv1.JobState_JOB_STATE_FAILED || fin.ExitCode != 3 || fin.Failure.GetRank() != 3 {
+		t.Fatalf("job ended %v with %d: %s", fin.State, fin.ExitCode, fin.Summary)
+	}
+	if len(exits) != 4 {
+		t.Fatalf("%d exits arrived, want 4: %v", len(exits), exits)
+	}
+}

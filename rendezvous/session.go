@@ -1,0 +1,355 @@
+package rendezvous
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+)
+
+// Sessions. The store is soft state: a node's registration outlives its
+// connection for SessionGrace, and its agent, registering again under the
+// same name with the same node key, takes it back with its jobs. A store
+// that never saw a job (it restarted) rebuilds it from the agents' reports:
+// the job, its round, its owner and credential, the exits already
+// acknowledged. Whatever the agents do not report is gone with the old
+// store: the job's KV, events its followers had not read, stdin not yet
+// delivered.
+
+const (
+	defaultSessionGrace = 10 * time.Second
+	// adoptedAttachWait is how long a job a restarted store took over waits
+	// for a launcher to follow it again before it is stopped, as a job whose
+	// launcher went away is.
+	adoptedAttachWait = 2 * time.Minute
+	// maxReportedJobs bounds a registration's report.
+	maxReportedJobs = 1024
+	maxNodeKeyBytes = 256
+)
+
+var (
+	// ErrNodeTaken is a registration under a name whose registration holds
+	// jobs, without the node key it was registered with.
+	ErrNodeTaken = errors.New("registered by another agent")
+	// ErrBadEvents is a batch of events the store refused, whole.
+	ErrBadEvents = errors.New("refused")
+	// ErrNoSession is a call naming a session the store does not hold: its
+	// agent must register again.
+	ErrNoSession = errors.New("not registered (register again)")
+)
+
+// ID names this incarnation of the store; a restarted store has another.
+func (s *Store) ID() string { return s.id }
+
+func closeOnce(c chan struct{}) {
+	select {
+	case <-c:
+	default:
+		close(c)
+	}
+}
+
+func (s *Store) nodeByNameLocked(name string) *node {
+	for _, n := range s.nodes {
+		if n.info.GetName() == name {
+			return n
+		}
+	}
+	return nil
+}
+
+func newNode(info *musterv1.Node, key string) *node {
+	return &node{
+		session:   newID("s-"),
+		info:      info,
+		key:       key,
+		connected: true,
+		cmds:      make(chan *musterv1.AgentCommand, commandQueue),
+		gone:      make(chan struct{}),
+		busy:      map[int32]string{},
+		jobs:      map[string]bool{},
+		seqs:      map[string]uint64{},
+	}
+}
+
+// Register adds a node and returns the session its Watch stream must name.
+// key is the agent's node key and jobs what it reports running. The agent
+// that registered a node (same name, same key) takes it back with its jobs;
+// another agent may take over the name only while the node holds no jobs
+// (it replaces the registration, as a restarted agent does). Jobs the store
+// does not know are rebuilt from the report (the store restarted).
+func (s *Store) Register(info *musterv1.Node, key string, jobs []*musterv1.RunningJob) (string, error) {
+	if err := validateNode(info); err != nil {
+		return "", err
+	}
+	if len(key) > maxNodeKeyBytes {
+		return "", fmt.Errorf("register: node key of %d bytes, more than %d", len(key), maxNodeKeyBytes)
+	}
+	if len(jobs) > maxReportedJobs {
+		return "", fmt.Errorf("register: %d jobs reported, more than %d", len(jobs), maxReportedJobs)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return "", fmt.Errorf("store is closing")
+	}
+	if old := s.nodeByNameLocked(info.GetName()); old != nil {
+		same := key != "" && subtle.ConstantTimeCompare([]byte(key), []byte(old.key)) == 1
+		switch {
+		case same:
+			s.resumeLocked(old, info, jobs)
+			return old.session, nil
+		case len(old.jobs) > 0 || len(jobs) > 0:
+			return "", fmt.Errorf("node %s: %w, which holds its jobs: only that agent may register it again", info.GetName(), ErrNodeTaken)
+		}
+		s.removeNodeLocked(old, "registered again")
+	}
+	n := newNode(info, key)
+	s.nodes[n.session] = n
+	s.log.Info("node registered", zap.String("node", info.GetName()), zap.String("addr", info.GetAddr()),
+		zap.Int("gpus", len(info.GetGpus())), zap.Int("jobs", len(jobs)))
+	for _, rj := range jobs {
+		s.adoptLocked(n, rj)
+	}
+	// A round waiting for nodes may form now.
+	s.retryWaitingLocked()
+	return n.session, nil
+}
+
+// Disconnected records that the Watch stream that got gone from Commands
+// ended. A node without jobs goes at once; a node with jobs keeps them for
+// the session grace, for its agent to come back.
+func (s *Store) Disconnected(session string, gone <-chan struct{}, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.nodes[session]
+	if n == nil || n.gone != gone {
+		return // removed, or already taken back by a newer registration
+	}
+	busy := false
+	for id := range n.jobs {
+		if j := s.jobs[id]; j != nil && !j.finished() {
+			busy = true
+		}
+	}
+	if !busy {
+		s.removeNodeLocked(n, reason)
+		return
+	}
+	n.connected = false
+	closeOnce(n.gone)
+	grace := s.cfg.SessionGrace
+	s.log.Warn("node disconnected; its jobs wait for it", zap.String("node", n.info.GetName()),
+		zap.String("reason", reason), zap.Duration("grace", grace))
+	n.lost = time.AfterFunc(grace, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.nodes[session] == n && !n.connected && n.gone == gone {
+			s.removeNodeLocked(n, fmt.Sprintf("%s, and its agent did not come back within %s", reason, grace))
+		}
+	})
+}
+
+// resumeLocked gives a node back to the agent that registered it, and
+// squares what the store holds with what the agent reports.
+func (s *Store) resumeLocked(n *node, info *musterv1.Node, reports []*musterv1.RunningJob) {
+	if n.lost != nil {
+		n.lost.Stop()
+		n.lost = nil
+	}
+	closeOnce(n.gone) // ends the old Watch stream, if it still runs
+	n.gone = make(chan struct{})
+	// Commands queued meanwhile go to the new stream.
+	old := n.cmds
+	n.cmds = make(chan *musterv1.AgentCommand, commandQueue)
+	starting := map[string]bool{}
+	for len(old) > 0 {
+		cmd := <-old
+		if a := cmd.GetStart(); a != nil {
+			starting[a.GetJobId()] = true
+		}
+		n.cmds <- cmd
+	}
+	n.info, n.connected = info, true
+	s.log.Info("node registered again", zap.String("node", info.GetName()), zap.Int("jobs", len(reports)))
+	reported := map[string]*musterv1.RunningJob{}
+	for _, rj := range reports {
+		reported[rj.GetJobId()] = rj
+	}
+	for id := range n.jobs {
+		j := s.jobs[id]
+		if j == nil || j.finished() || reported[id] != nil || starting[id] {
+			continue
+		}
+		switch {
+		case j.state == musterv1.JobState_JOB_STATE_PENDING:
+			if j.round.nodes[0] == n {
+				// The request for ports may have been lost with the stream.
+				s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_ReservePorts{
+					ReservePorts: &musterv1.ReservePorts{RoundId: j.round.id, Count: 2}}})
+			}
+		case !s.allExitedLocked(j, n):
+			s.nodeLostLocked(j, n, "its agent registered again without the job (its assignment was lost)")
+		}
+	}
+	for _, rj := range reports {
+		s.adoptLocked(n, rj)
+	}
+}
+
+// allExitedLocked says whether every rank of the job on n has exited.
+func (s *Store) allExitedLocked(j *job, n *node) bool {
+	for rank, m := range j.round.nodes {
+		if m != n {
+			continue
+		}
+		for l := int32(0); l < j.round.nproc; l++ {
+			if !j.round.exited[int32(rank)*j.round.nproc+l] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// stopReportedLocked tells an agent to stop a job it reported, which the
+// store will not run.
+func (s *Store) stopReportedLocked(n *node, rj *musterv1.RunningJob, reason string) {
+	s.log.Warn("stopping a job an agent reported", zap.String("node", n.info.GetName()),
+		zap.String("job", rj.GetJobId()), zap.String("reason", reason))
+	s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_Stop{Stop: &musterv1.StopJob{
+		JobId: rj.GetJobId(), Reason: reason, KillTimeoutMs: rj.GetSpec().GetKillTimeoutMs()}}})
+}
+
+// validateReport checks what an agent says of a job before a store that
+// never saw the job takes it over.
+func validateReport(rj *musterv1.RunningJob) error {
+	id := rj.GetJobId()
+	switch {
+	case !strings.HasPrefix(id, "j-") || len(id) > 64:
+		return fmt.Errorf("job id %q is not one a store mints", id)
+	case !strings.HasPrefix(rj.GetJobToken(), id+".") || len(rj.GetJobToken()) > 256:
+		return fmt.Errorf("job %s: its credential is not one of its own", id)
+	case rj.GetNnodes() < 1 || rj.GetNnodes() > MaxNodes || rj.GetNproc() < 1 || rj.GetNproc() > MaxNProc:
+		return fmt.Errorf("job %s: %d nodes of %d workers", id, rj.GetNnodes(), rj.GetNproc())
+	case rj.GetNodeRank() < 0 || rj.GetNodeRank() >= rj.GetNnodes():
+		return fmt.Errorf("job %s: node rank %d of %d", id, rj.GetNodeRank(), rj.GetNnodes())
+	case int64(rj.GetWorldSize()) != int64(rj.GetNnodes())*int64(rj.GetNproc()):
+		return fmt.Errorf("job %s: world size %d is not %d nodes of %d workers", id, rj.GetWorldSize(), rj.GetNnodes(), rj.GetNproc())
+	case len(rj.GetRanks()) > int(rj.GetNproc()) || len(rj.GetGpus()) > MaxGPUs:
+		return fmt.Errorf("job %s: %d ranks, %d GPUs reported", id, len(rj.GetRanks()), len(rj.GetGpus()))
+	}
+	if rj.GetSpec() == nil {
+		return fmt.Errorf("job %s: no spec", id)
+	}
+	return ValidateSpec(rj.GetSpec())
+}
+
+// adoptLocked adds a reported job to n: a job the store knows gets its node
+// back; one it never saw (it restarted) is rebuilt from the report.
+func (s *Store) adoptLocked(n *node, rj *musterv1.RunningJob) {
+	id := rj.GetJobId()
+	j := s.jobs[id]
+	switch {
+	case j == nil && rj.GetStoreId() == s.id:
+		s.stopReportedLocked(n, rj, "the store no longer holds the job")
+		return
+	case j == nil:
+		if err := validateReport(rj); err != nil {
+			s.stopReportedLocked(n, rj, "the store cannot take the job over: "+err.Error())
+			return
+		}
+		j = s.rebuildLocked(rj)
+	case j.finished():
+		s.stopReportedLocked(n, rj, "the job already ended: "+j.reason)
+		return
+	}
+	rank := rj.GetNodeRank()
+	r := j.round
+	if int(rank) >= len(r.nodes) || rank < 0 || r.nproc != rj.GetNproc() || r.worldSize != rj.GetWorldSize() ||
+		int32(len(r.nodes)) != rj.GetNnodes() || subtle.ConstantTimeCompare([]byte(j.token), []byte(rj.GetJobToken())) != 1 {
+		s.stopReportedLocked(n, rj, "the node's report does not match the job")
+		return
+	}
+	switch m := r.nodes[rank]; {
+	case m == n:
+	case m.placeholder:
+		r.nodes[rank] = n
+	default:
+		s.stopReportedLocked(n, rj, fmt.Sprintf("node rank %d of the job is node %s", rank, m.info.GetName()))
+		return
+	}
+	n.jobs[id] = true
+	for _, g := range rj.GetGpus() {
+		n.busy[g] = id
+	}
+	n.seqs[id] = max(n.seqs[id], rj.GetAckedSeq())
+	// Exits a store acknowledged are not sent again: record them here.
+	for _, rs := range rj.GetRanks() {
+		ex := rs.GetExited()
+		if ex == nil || !rs.GetAcked() || ex.GetRank()/r.nproc != rank || ex.GetRank() < 0 || j.finished() {
+			continue
+		}
+		if !j.round.exited[ex.GetRank()] {
+			s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_Exited{Exited: ex}})
+			s.workerExitedLocked(j, ex)
+		}
+	}
+}
+
+// rebuildLocked recreates a job a restarted store never saw, from one
+// node's report; the other nodes fill their places as they register, or
+// count as lost after the session grace.
+func (s *Store) rebuildLocked(rj *musterv1.RunningJob) *job {
+	j := &job{
+		id:     rj.GetJobId(),
+		spec:   rj.GetSpec(),
+		state:  musterv1.JobState_JOB_STATE_RUNNING,
+		events: newEventLog(s.cfg.EventCount, s.cfg.EventBytes),
+		owner:  rj.GetRunAs(),
+		token:  rj.GetJobToken(),
+	}
+	r := &round{id: rj.GetRoundId(), number: rj.GetRoundNumber(), job: j, state: roundRunning,
+		nproc: rj.GetNproc(), worldSize: rj.GetWorldSize(), exited: map[int32]bool{}, since: time.Now()}
+	for i := int32(0); i < rj.GetNnodes(); i++ {
+		r.nodes = append(r.nodes, &node{placeholder: true, busy: map[int32]string{}, jobs: map[string]bool{},
+			info: &musterv1.Node{Name: fmt.Sprintf("(node rank %d)", i)}})
+		r.gpus = append(r.gpus, nil)
+	}
+	j.round = r
+	s.rounds[r.id] = r
+	s.jobs[j.id] = j
+	s.order = append(s.order, j.id)
+	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_State{State: j.state}})
+	// Output waits for the launcher to follow again, as for a new job.
+	j.events.expectFollower(firstFollowerWait)
+	s.log.Warn("job taken over from its agents", zap.String("job", j.id), zap.Int32("nnodes", rj.GetNnodes()),
+		zap.Int32("world-size", rj.GetWorldSize()))
+	grace := s.cfg.SessionGrace
+	time.AfterFunc(grace, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, m := range r.nodes {
+			if m.placeholder {
+				s.nodeLostLocked(j, m, fmt.Sprintf("its agent did not register within %s of the store's restart", grace))
+			}
+		}
+	})
+	time.AfterFunc(adoptedAttachWait, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if j.attached == 0 && !j.finished() {
+			if j.failure == nil && j.code == 0 {
+				j.code = 129
+				j.reason = fmt.Sprintf("stopped: no launcher followed the job within %s of the store's restart", adoptedAttachWait)
+			}
+			s.stopLocked(j, j.spec.GetKillTimeoutMs())
+		}
+	})
+	return j
+}
