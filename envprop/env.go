@@ -1,6 +1,12 @@
 // Package envprop computes a worker's environment: one pure function from
 // the job, its round, the node and the local rank to the variables a worker
 // gets, plus detection of NCCL's network variables.
+//
+// Nothing it sets grows past MaxValueBytes with the number of nodes: the
+// nodes' addresses are MUSTER_NODE_ADDRS while they fit, and a file named by
+// MUSTER_NODE_ADDRS_FILE past that; a node whose assignment has no roster
+// (any but node rank 0 of a job of more than 64 nodes) sets neither, nor
+// MUSTER_HOSTFILE.
 package envprop
 
 import (
@@ -24,11 +30,18 @@ type Input struct {
 	// StoreCA is the CA file that verifies the store's TLS certificate, if
 	// the store uses TLS.
 	StoreCA string
-	// Hostfile is the path of the job's generated Open MPI hostfile.
+	// Hostfile is the path of the job's generated Open MPI hostfile, where
+	// this node has one.
 	Hostfile string
 
-	NodeRank  int
-	NodeAddrs []string // by node rank
+	NodeRank int
+	// NNodes is the number of nodes in the job; 0 means len(NodeAddrs).
+	NNodes int
+	// NodeAddrs are the nodes' addresses by node rank, where this node has
+	// them and they fit in MaxValueBytes; NodeAddrsFile is the file that
+	// holds them otherwise (space separated), on the nodes that have them.
+	NodeAddrs     []string
+	NodeAddrsFile string
 	// NProc is the number of workers on each node.
 	NProc     int
 	LocalRank int
@@ -51,11 +64,45 @@ type Input struct {
 	NCCLNet NCCLNet
 }
 
+// MaxValueBytes bounds the variables whose size grows with the job
+// (MUSTER_NODE_ADDRS): the kernel refuses a single string over 128 KiB in
+// exec, and the whole environment shares the argument space. Past it the
+// value goes in a file and MUSTER_NODE_ADDRS_FILE names it.
+const MaxValueBytes = 4096
+
+// Variables that hold or point to the job's roster.
+const (
+	EnvNodeAddrs     = "MUSTER_NODE_ADDRS"
+	EnvNodeAddrsFile = "MUSTER_NODE_ADDRS_FILE"
+	EnvHostfile      = "MUSTER_HOSTFILE"
+)
+
+// JoinNodeAddrs is MUSTER_NODE_ADDRS's value, and the contents of
+// MUSTER_NODE_ADDRS_FILE: the addresses space separated.
+func JoinNodeAddrs(addrs []string) string { return strings.Join(addrs, " ") }
+
+// NodeAddrsFit says whether addrs fit in MUSTER_NODE_ADDRS itself.
+func NodeAddrsFit(addrs []string) bool {
+	n := max(len(addrs)-1, 0)
+	for _, a := range addrs {
+		n += len(a)
+	}
+	return n <= MaxValueBytes
+}
+
+// Nodes is the number of nodes in the job.
+func (in Input) Nodes() int {
+	if in.NNodes > 0 {
+		return in.NNodes
+	}
+	return len(in.NodeAddrs)
+}
+
 // Rank is the worker's global rank: node-major, as torchrun numbers them.
 func (in Input) Rank() int { return in.NodeRank*in.NProc + in.LocalRank }
 
 // WorldSize is the number of workers in the job.
-func (in Input) WorldSize() int { return len(in.NodeAddrs) * in.NProc }
+func (in Input) WorldSize() int { return in.Nodes() * in.NProc }
 
 // LocalGPUs is the worker's own share of the node's GPU list: entries
 // LocalRank*G/P to (LocalRank+1)*G/P-1.
@@ -85,6 +132,10 @@ func Build(in Input) []string {
 	// The agent's cluster token is not the workers': they get their job's.
 	delete(env, "MUSTER_TOKEN")
 	delete(env, "MUSTER_TOKEN_FILE")
+	// An outer job's roster is not this one's, whichever of them this node has.
+	delete(env, EnvNodeAddrs)
+	delete(env, EnvNodeAddrsFile)
+	delete(env, EnvHostfile)
 
 	rank, world := in.Rank(), in.WorldSize()
 	itoa := strconv.Itoa
@@ -94,7 +145,7 @@ func Build(in Input) []string {
 		"WORLD_SIZE":                 itoa(world),
 		"LOCAL_WORLD_SIZE":           itoa(in.NProc),
 		"GROUP_RANK":                 itoa(in.NodeRank),
-		"GROUP_WORLD_SIZE":           itoa(len(in.NodeAddrs)),
+		"GROUP_WORLD_SIZE":           itoa(in.Nodes()),
 		"ROLE_RANK":                  itoa(rank),
 		"ROLE_WORLD_SIZE":            itoa(world),
 		"ROLE_NAME":                  "default",
@@ -112,15 +163,22 @@ func Build(in Input) []string {
 
 		"MUSTER_JOB_ID":         in.JobID,
 		"MUSTER_NODE_RANK":      itoa(in.NodeRank),
-		"MUSTER_NNODES":         itoa(len(in.NodeAddrs)),
-		"MUSTER_NODE_ADDRS":     strings.Join(in.NodeAddrs, " "),
+		"MUSTER_NNODES":         itoa(in.Nodes()),
 		"MUSTER_MASTER_ADDR":    in.MasterAddr,
 		"MUSTER_GPUS_PER_NODE":  itoa(len(in.GPUs)),
 		"MUSTER_NCCL_UNIQUE_ID": in.UniqueIDHex,
-		"MUSTER_HOSTFILE":       in.Hostfile,
 		"MUSTER_STORE_ADDR":     in.StoreAddr,
 		"MUSTER_JOB_TOKEN":      in.JobToken,
 		"MUSTER_LOCAL_GPUS":     joinInts(in.LocalGPUs()),
+	}
+	if len(in.NodeAddrs) > 0 && NodeAddrsFit(in.NodeAddrs) {
+		set[EnvNodeAddrs] = JoinNodeAddrs(in.NodeAddrs)
+	}
+	if in.NodeAddrsFile != "" {
+		set[EnvNodeAddrsFile] = in.NodeAddrsFile
+	}
+	if in.Hostfile != "" {
+		set[EnvHostfile] = in.Hostfile
 	}
 	if rank == 0 && in.NCCLCommID != "" {
 		set["NCCL_COMM_ID"] = in.NCCLCommID

@@ -27,6 +27,9 @@ type job struct {
 	stdin    *stdinRelay        // nil when no rank reads the launcher's stdin
 	owner    *musterv1.Identity // who submitted it; nil for the cluster operator
 	token    string             // the job's credential for its workers
+	// stopGrace is the grace of the stop sent to the job's nodes, -1 before
+	// one is: a job is stopped once, again only to shorten the grace.
+	stopGrace int64
 }
 
 func (j *job) finished() bool {
@@ -56,6 +59,8 @@ func (s *Store) Submit(spec *musterv1.JobSpec, owner *musterv1.Identity) (string
 		events: newEventLog(s.cfg.EventCount, s.cfg.EventBytes),
 		exited: map[int32]bool{},
 		owner:  owner,
+
+		stopGrace: -1,
 	}
 	j.token = newJobToken(j.id)
 	r, err := s.formRoundLocked(j)
@@ -150,11 +155,9 @@ func (s *Store) checkEventLocked(j *job, n *node, ev *musterv1.JobEvent) error {
 	default:
 		return fmt.Errorf("job %s: agents may publish worker events only", j.id)
 	}
-	nodeRank := int32(-1)
-	for i, m := range j.round.nodes {
-		if m == n {
-			nodeRank = int32(i)
-		}
+	nodeRank, ok := j.round.rank[n]
+	if !ok {
+		nodeRank = -1
 	}
 	if rank/j.round.nproc != nodeRank || rank < 0 {
 		return fmt.Errorf("job %s: node %s published for rank %d, not one of its own", j.id, n.info.GetName(), rank)
@@ -201,7 +204,9 @@ func describeExit(ex *musterv1.WorkerExited) string {
 	return fmt.Sprintf("%s exited with code %d", who, ex.GetExitCode())
 }
 
-// stopLocked asks every node of the job to stop its workers.
+// stopLocked asks every node of the job to stop its workers, once: later
+// calls send again only a shorter grace, so that nodes lost one by one, or
+// cancels repeated, cost nothing more.
 func (s *Store) stopLocked(j *job, killTimeoutMs int64) {
 	if j.finished() {
 		return
@@ -214,6 +219,10 @@ func (s *Store) stopLocked(j *job, killTimeoutMs int64) {
 		j.state = musterv1.JobState_JOB_STATE_STOPPING
 		s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_State{State: j.state}})
 	}
+	if j.stopGrace >= 0 && killTimeoutMs >= j.stopGrace {
+		return
+	}
+	j.stopGrace = killTimeoutMs
 	for _, n := range j.round.nodes {
 		if _, live := s.nodes[n.session]; live {
 			s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_Stop{Stop: &musterv1.StopJob{
@@ -252,10 +261,7 @@ func (s *Store) nodeLostLocked(j *job, n *node, reason string) {
 	if j.finished() {
 		return
 	}
-	for rank, m := range j.round.nodes {
-		if m != n {
-			continue
-		}
+	if rank, ok := j.round.rank[n]; ok {
 		for l := int32(0); l < j.round.nproc; l++ {
 			j.exited[int32(rank)*j.round.nproc+l] = true
 		}

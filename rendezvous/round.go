@@ -8,15 +8,26 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/musterhq/muster/engine"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
+// RosterInlineNodes is the most nodes a job may have for every node's
+// assignment to carry the roster; beyond it only node rank 0's does.
+const RosterInlineNodes = 64
+
+// RosterKey is the key in a job's KV that holds its nodes' addresses, space
+// separated by node rank, for workers on nodes whose assignment has no roster.
+const RosterKey = "muster/node_addrs"
+
 // round fixes a job's nodes, node ranks, GPUs and world size.
 type round struct {
 	id        string
-	nodes     []*node   // by node rank
-	gpus      [][]int32 // by node rank
+	nodes     []*node         // by node rank
+	rank      map[*node]int32 // node rank by node
+	gpus      [][]int32       // by node rank
 	nproc     int32
 	worldSize int32
 }
@@ -48,8 +59,10 @@ func (s *Store) formRoundLocked(j *job) (*round, error) {
 		}
 		return nil, fmt.Errorf("--nnodes %d: only %d node(s) registered with enough free GPUs", spec.Nnodes, len(picked))
 	}
-	r := &round{id: j.id + "-r0", nodes: picked, nproc: spec.Nproc, worldSize: spec.Nnodes * spec.Nproc}
-	for _, n := range picked {
+	r := &round{id: j.id + "-r0", nodes: picked, rank: make(map[*node]int32, len(picked)),
+		nproc: spec.Nproc, worldSize: spec.Nnodes * spec.Nproc}
+	for i, n := range picked {
+		r.rank[n] = int32(i)
 		g := freeGPUs(n)[:spec.Gpus]
 		for _, idx := range g {
 			n.busy[idx] = j.id
@@ -115,34 +128,43 @@ func (s *Store) PortsReserved(session, roundID string, ports []int32, errText st
 		return err
 	}
 	spec := j.spec
-	var addrs, names []string
-	var slots []int32
-	for _, n := range r.nodes {
-		addrs = append(addrs, n.info.GetAddr())
-		names = append(names, n.info.GetName())
-		slots = append(slots, r.nproc)
+	// The roster (every node's address, name and slots) is built once. A
+	// small job's assignments all carry it; a larger job's only node rank
+	// 0's, where launchers that read a hostfile run: every other node's
+	// assignment stays the same size whatever the number of nodes. Workers
+	// anywhere read the addresses from their job's KV (RosterKey).
+	addrs := make([]string, len(r.nodes))
+	names := make([]string, len(r.nodes))
+	slots := make([]int32, len(r.nodes))
+	for i, n := range r.nodes {
+		addrs[i], names[i], slots[i] = n.info.GetAddr(), n.info.GetName(), r.nproc
 	}
+	if _, err := s.kv.Set(j.id, RosterKey, []byte(strings.Join(addrs, " "))); err != nil {
+		s.log.Warn("job roster not kept in its KV", zap.String("job", j.id), zap.Error(err))
+	}
+	commID := net.JoinHostPort(master, strconv.Itoa(int(ports[1])))
 	for rank, n := range r.nodes {
-		s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_Start{Start: &musterv1.Assignment{
+		asg := &musterv1.Assignment{
 			JobId:        j.id,
 			RoundId:      r.id,
 			Spec:         spec,
 			NodeRank:     int32(rank),
 			Nnodes:       int32(len(r.nodes)),
-			NodeAddrs:    addrs,
-			NodeNames:    names,
-			NodeSlots:    slots,
 			Gpus:         r.gpus[rank],
 			Nproc:        r.nproc,
 			WorldSize:    r.worldSize,
 			MasterAddr:   master,
 			MasterPort:   ports[0],
-			NcclCommId:   net.JoinHostPort(master, strconv.Itoa(int(ports[1]))),
+			NcclCommId:   commID,
 			NcclUniqueId: id[:],
 			StoreAddr:    s.cfg.Addr,
 			RunAs:        j.owner,
 			JobToken:     j.token,
-		}}})
+		}
+		if rank == 0 || len(r.nodes) <= RosterInlineNodes {
+			asg.NodeAddrs, asg.NodeNames, asg.NodeSlots = addrs, names, slots
+		}
+		s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_Start{Start: asg}})
 	}
 	j.state = musterv1.JobState_JOB_STATE_RUNNING
 	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_State{State: j.state}})

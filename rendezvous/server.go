@@ -20,14 +20,18 @@ import (
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
-// Bounds on gRPC traffic. A peer that does not answer a keepalive ping
-// within keepaliveTimeout is gone.
+// Bounds on gRPC traffic. A launcher that does not answer a keepalive ping
+// within keepaliveTimeout is gone. Agents get longer (agentKeepaliveTimeout):
+// a store or agent whose CPU is saturated, as when thousands of nodes
+// register at once, answers late, and dropping a live agent fails its jobs.
+// A dead agent is noticed sooner by its stream breaking or by gossip.
 const (
-	keepaliveTime    = 5 * time.Second
-	keepaliveTimeout = 5 * time.Second
-	maxMessageBytes  = 16 << 20
-	maxStreams       = 4096
-	maxWaitTimeout   = time.Hour
+	keepaliveTime         = 5 * time.Second
+	keepaliveTimeout      = 5 * time.Second
+	agentKeepaliveTimeout = 30 * time.Second
+	maxMessageBytes       = 16 << 20
+	maxStreams            = 4096
+	maxWaitTimeout        = time.Hour
 )
 
 // Config configures a Server.
@@ -143,7 +147,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveTime, PermitWithoutStream: true}),
 	}
 	if !cfg.InProcess {
-		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * keepaliveTime, Timeout: keepaliveTimeout}))
+		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * keepaliveTime, Timeout: agentKeepaliveTimeout}))
 	}
 	s.grpc = grpc.NewServer(opts...)
 	musterv1.RegisterRendezvousServer(s.grpc, s)
@@ -240,18 +244,20 @@ func (s *Server) Register(_ context.Context, req *musterv1.RegisterRequest) (*mu
 }
 
 func (s *Server) Watch(req *musterv1.WatchRequest, stream musterv1.Rendezvous_WatchServer) error {
-	cmds, gone, err := s.store.Commands(req.GetSession())
+	out, gone, err := s.store.Commands(req.GetSession())
 	if err != nil {
 		return rpcError(err)
 	}
 	ctx := stream.Context()
 	defer s.store.RemoveNode(req.GetSession(), "watch stream ended")
 	for {
-		select {
-		case cmd := <-cmds:
+		for _, cmd := range out.take() {
 			if err := stream.Send(cmd); err != nil {
 				return err
 			}
+		}
+		select {
+		case <-out.wake:
 		case <-gone:
 			return status.Error(codes.Unavailable, "node removed from the store")
 		case <-ctx.Done():

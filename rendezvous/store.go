@@ -19,7 +19,6 @@ import (
 
 // Bounds on what the store keeps per node and per job.
 const (
-	commandQueue      = 256
 	defaultEventBytes = 8 << 20
 	defaultEventCount = 2_000_000
 )
@@ -43,6 +42,7 @@ type Store struct {
 
 	mu     sync.Mutex
 	nodes  map[string]*node // by session
+	byName map[string]*node // the same nodes by name
 	jobs   map[string]*job
 	order  []string // job IDs in submission order
 	closed bool
@@ -51,7 +51,7 @@ type Store struct {
 type node struct {
 	session string
 	info    *musterv1.Node
-	cmds    chan *musterv1.AgentCommand
+	out     *outbox
 	gone    chan struct{}
 	busy    map[int32]string // GPU index -> job ID
 	jobs    map[string]bool
@@ -68,7 +68,7 @@ func NewStore(cfg StoreConfig) *Store {
 	if cfg.EventCount == 0 {
 		cfg.EventCount = defaultEventCount
 	}
-	return &Store{cfg: cfg, log: cfg.Logger, kv: NewKV(), nodes: map[string]*node{}, jobs: map[string]*job{}}
+	return &Store{cfg: cfg, log: cfg.Logger, kv: NewKV(), nodes: map[string]*node{}, byName: map[string]*node{}, jobs: map[string]*job{}}
 }
 
 // KV returns the store's key-value space.
@@ -91,35 +91,34 @@ func (s *Store) Register(info *musterv1.Node) (string, error) {
 	if s.closed {
 		return "", fmt.Errorf("store is closing")
 	}
-	for _, n := range s.nodes {
-		if n.info.GetName() == info.GetName() {
-			s.removeNodeLocked(n, "registered again")
-		}
+	if n := s.byName[info.GetName()]; n != nil {
+		s.removeNodeLocked(n, "registered again")
 	}
 	n := &node{
 		session: newID("s-"),
 		info:    info,
-		cmds:    make(chan *musterv1.AgentCommand, commandQueue),
+		out:     newOutbox(),
 		gone:    make(chan struct{}),
 		busy:    map[int32]string{},
 		jobs:    map[string]bool{},
 	}
 	s.nodes[n.session] = n
+	s.byName[info.GetName()] = n
 	s.log.Info("node registered", zap.String("node", info.GetName()), zap.String("addr", info.GetAddr()),
 		zap.Int("gpus", len(info.GetGpus())))
 	return n.session, nil
 }
 
-// Commands returns the session's command queue and a channel closed when the
-// node is removed.
-func (s *Store) Commands(session string) (<-chan *musterv1.AgentCommand, <-chan struct{}, error) {
+// Commands returns the session's unsent commands and a channel closed when
+// the node is removed.
+func (s *Store) Commands(session string) (*outbox, <-chan struct{}, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.nodes[session]
 	if n == nil {
 		return nil, nil, fmt.Errorf("session %q: %w (register first)", session, ErrNotFound)
 	}
-	return n.cmds, n.gone, nil
+	return n.out, n.gone, nil
 }
 
 // RemoveNode drops a node whose Watch stream ended; its jobs fail.
@@ -133,6 +132,9 @@ func (s *Store) RemoveNode(session, reason string) {
 
 func (s *Store) removeNodeLocked(n *node, reason string) {
 	delete(s.nodes, n.session)
+	if s.byName[n.info.GetName()] == n {
+		delete(s.byName, n.info.GetName())
+	}
 	close(n.gone)
 	// A node leaving between jobs is routine; leaving with jobs fails them.
 	level := zap.InfoLevel
@@ -147,13 +149,12 @@ func (s *Store) removeNodeLocked(n *node, reason string) {
 	}
 }
 
-// send queues a command for a node; a node that does not drain its queue is
-// removed rather than allowed to stall the store.
+// send queues a command for a node. Only a node that has left thousands of
+// commands unread is removed, and only that node: no other node's queue
+// fills on its account.
 func (s *Store) sendLocked(n *node, cmd *musterv1.AgentCommand) {
-	select {
-	case n.cmds <- cmd:
-	default:
-		s.removeNodeLocked(n, "command queue full")
+	if !n.out.push(cmd) {
+		s.removeNodeLocked(n, fmt.Sprintf("%d commands unread", maxPending))
 	}
 }
 
