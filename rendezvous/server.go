@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
@@ -59,6 +60,9 @@ type Config struct {
 	// InProcess says the store serves its own process (the embedded
 	// default): no keepalive pings, which a suspended process cannot answer.
 	InProcess bool
+	// StatsHandler, when set, sees every RPC's traffic (the scale benchmark
+	// counts the store's bytes with it).
+	StatsHandler stats.Handler
 }
 
 // Server serves a Store over gRPC.
@@ -145,6 +149,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		grpc.MaxRecvMsgSize(maxMessageBytes),
 		grpc.MaxConcurrentStreams(maxStreams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveTime, PermitWithoutStream: true}),
+	}
+	if cfg.StatsHandler != nil {
+		opts = append(opts, grpc.StatsHandler(cfg.StatsHandler))
 	}
 	if !cfg.InProcess {
 		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * keepaliveTime, Timeout: agentKeepaliveTimeout}))
