@@ -145,9 +145,9 @@ func roundsFor(n int) int {
 	case n <= 100:
 		return 31
 	case n <= 1000:
-		return 5
+		return 11
 	default:
-		return 3
+		return 5
 	}
 }
 
@@ -208,8 +208,29 @@ func scaleRound(b *testing.B, bin string, n int, conns string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	registered := time.Since(regStart)
-	var took []time.Duration
-	var bytes, asgBytes []int64
+	// The floor, with the same number of connections and streams, up at the
+	// same time: its rounds alternate with the store's, so that the machine's
+	// noise falls on both alike. Its messages have the size of the store's
+	// assignments of a first, untimed round.
+	resp, err := c.Submit(ctx, &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: [][]byte{[]byte("true")}, Nnodes: int32(n), Nproc: 1}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	total, _ := strconv.ParseInt(la.next(b, "assigned", limit)[2], 10, 64)
+	endJob(b, c, resp.GetJobId(), limit)
+	size := total / int64(n)
+	fl := startLight(b, bin, "floor", "-n", strconv.Itoa(n), "-size", strconv.FormatInt(size, 10))
+	addr := fl.next(b, "listening", time.Minute)[1]
+	fc, err := rendezvous.Dial(addr, rendezvous.Security{Token: scaleToken})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fc.Close()
+	fla := startLight(b, bin, "agents", "-addr", addr, "-token", scaleToken, "-n", strconv.Itoa(n), "-conns", conns)
+	fla.next(b, "ready", limit)
+
+	var took, floor []time.Duration
+	var bytes []int64
 	var largest int64
 	for r := 0; r < rounds; r++ {
 		settle()
@@ -222,43 +243,23 @@ func scaleRound(b *testing.B, bin string, n int, conns string) {
 		f := la.next(b, "assigned", limit)
 		took = append(took, time.Since(start))
 		bytes = append(bytes, eg.n.Load()-before)
-		total, _ := strconv.ParseInt(f[2], 10, 64)
 		big, _ := strconv.ParseInt(f[3], 10, 64)
-		asgBytes, largest = append(asgBytes, total), max(largest, big)
-		// End the job: one Stop to each node, whose light agent reports its
-		// worker stopped.
-		if _, err := c.Cancel(ctx, &musterv1.CancelRequest{JobId: resp.GetJobId(), Force: true}); err != nil {
-			b.Fatal(err)
-		}
-		waitFinished(b, c, resp.GetJobId(), limit)
-	}
-	rss, hwm := procStatus("VmRSS"), procStatus("VmHWM")
-	la.stop()
-	srv.Close()
+		largest = max(largest, big)
+		endJob(b, c, resp.GetJobId(), limit)
 
-	// The floor, with the same number of connections and streams.
-	size := asgBytes[0] / int64(n)
-	fl := startLight(b, bin, "floor", "-n", strconv.Itoa(n), "-size", strconv.FormatInt(size, 10))
-	addr := fl.next(b, "listening", time.Minute)[1]
-	fc, err := rendezvous.Dial(addr, rendezvous.Security{Token: scaleToken})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer fc.Close()
-	fla := startLight(b, bin, "agents", "-addr", addr, "-token", scaleToken, "-n", strconv.Itoa(n), "-conns", conns)
-	fla.next(b, "ready", limit)
-	var floor []time.Duration
-	for r := 0; r < rounds; r++ {
 		settle()
-		start := time.Now()
+		start = time.Now()
 		if _, err := fc.Submit(ctx, &musterv1.SubmitRequest{}); err != nil {
 			b.Fatal(err)
 		}
 		fla.next(b, "assigned", limit)
 		floor = append(floor, time.Since(start))
 	}
+	rss, hwm := procStatus("VmRSS"), procStatus("VmHWM")
 	fla.stop()
 	fl.stop()
+	la.stop()
+	srv.Close()
 
 	mt, mf := median(took), median(floor)
 	slices.Sort(bytes)
@@ -275,6 +276,16 @@ func scaleRound(b *testing.B, bin string, n int, conns string) {
 	b.ReportMetric(0, "ns/op")
 	b.Logf("| %d | %.3f s | %.3f s | %.2f | %d B (%d B/node; assignments %d B, largest %d B) | %.0f MiB (peak %.0f MiB) | rounds %v floor %v",
 		n, mt.Seconds(), mf.Seconds(), float64(mt)/float64(mf), eb, eb/int64(n), size, largest, float64(rss)/(1<<20), float64(hwm)/(1<<20), took, floor)
+}
+
+// endJob cancels a job, which sends one Stop to each node, whose light agent
+// reports its worker stopped, and waits for the job's end.
+func endJob(b *testing.B, c *rendezvous.Client, job string, limit time.Duration) {
+	b.Helper()
+	if _, err := c.Cancel(context.Background(), &musterv1.CancelRequest{JobId: job, Force: true}); err != nil {
+		b.Fatal(err)
+	}
+	waitFinished(b, c, job, limit)
 }
 
 func waitFinished(b *testing.B, c *rendezvous.Client, job string, limit time.Duration) *musterv1.JobFinished {
