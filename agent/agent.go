@@ -109,7 +109,7 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("--addr %q is not an IP address", cfg.Addr)
 	}
 	removeStaleJobDirs(cfg.Logger, cfg.TempDir)
-	c, err := rendezvous.Dial(cfg.StoreAddr, cfg.Security)
+	c, err := rendezvous.DialAgent(cfg.StoreAddr, cfg.Security)
 	if err != nil {
 		return nil, err
 	}

@@ -48,12 +48,16 @@ func checkAssignment(asg *musterv1.Assignment) error {
 		return fmt.Errorf("job spec: %w", err)
 	}
 	nnodes, rank, nproc := asg.GetNnodes(), asg.GetNodeRank(), asg.GetNproc()
+	// A large job's roster goes to node rank 0 only; the lists are then empty.
+	rostered := len(asg.GetNodeAddrs())+len(asg.GetNodeNames())+len(asg.GetNodeSlots()) > 0
 	switch {
 	case nnodes < 1 || nnodes > rendezvous.MaxNodes:
 		return fmt.Errorf("%d nodes, outside 1..%d", nnodes, rendezvous.MaxNodes)
 	case rank < 0 || rank >= nnodes:
 		return fmt.Errorf("node rank %d is outside 0..%d for %d nodes", rank, nnodes-1, nnodes)
-	case len(asg.GetNodeAddrs()) != int(nnodes) || len(asg.GetNodeNames()) != int(nnodes) || len(asg.GetNodeSlots()) != int(nnodes):
+	case !rostered && (rank == 0 || nnodes <= rendezvous.RosterInlineNodes):
+		return fmt.Errorf("no node list, which node rank 0 and every node of a job of up to %d nodes get", rendezvous.RosterInlineNodes)
+	case rostered && (len(asg.GetNodeAddrs()) != int(nnodes) || len(asg.GetNodeNames()) != int(nnodes) || len(asg.GetNodeSlots()) != int(nnodes)):
 		return fmt.Errorf("node lists of different lengths: %d nodes, %d addresses, %d names, %d slot counts",
 			nnodes, len(asg.GetNodeAddrs()), len(asg.GetNodeNames()), len(asg.GetNodeSlots()))
 	case nproc < 1 || nproc > rendezvous.MaxNProc:
@@ -90,6 +94,10 @@ func checkAssignment(asg *musterv1.Assignment) error {
 		slots += int64(n)
 	}
 	switch {
+	case !rostered:
+		if _, err := netip.ParseAddr(asg.GetMasterAddr()); err != nil {
+			return fmt.Errorf("master address %q is not an IP address", asg.GetMasterAddr())
+		}
 	case slots != int64(asg.GetWorldSize()):
 		return fmt.Errorf("the nodes' slots add up to %d, not the world size %d", slots, asg.GetWorldSize())
 	case asg.GetNodeSlots()[rank] != nproc:

@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/netip"
 	"os"
@@ -68,24 +70,35 @@ func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
 		os.RemoveAll(jobDir)
 		lock.Close()
 	}
-	hosts := make([]hostfile.Host, len(asg.GetNodeAddrs()))
-	for i, addr := range asg.GetNodeAddrs() {
-		hosts[i] = hostfile.Host{Name: addr, Slots: int(asg.GetNodeSlots()[i])}
-	}
-	hf := filepath.Join(jobDir, "hostfile")
-	err = asUser(cred, func() error {
-		f, err := os.Create(hf)
-		if err == nil {
-			err = hostfile.Emit(f, hostfile.OpenMPI, hosts)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
+	// The roster's files are written only on nodes whose assignment carries
+	// it: every node of a small job, node rank 0 of a large one.
+	var hf, addrsFile string
+	addrs := asg.GetNodeAddrs()
+	if hasRoster(asg) {
+		hosts := make([]hostfile.Host, len(addrs))
+		for i, addr := range addrs {
+			hosts[i] = hostfile.Host{Name: addr, Slots: int(asg.GetNodeSlots()[i])}
 		}
-		return err
-	})
-	if err != nil {
-		cleanup()
-		return nil, jobFiles{}, fmt.Errorf("job hostfile: %w", err)
+		hf = filepath.Join(jobDir, "hostfile")
+		err = asUser(cred, func() error {
+			return writeFile(hf, func(w io.Writer) error { return hostfile.Emit(w, hostfile.OpenMPI, hosts) })
+		})
+		if err == nil && !envprop.NodeAddrsFit(addrs) {
+			addrsFile = filepath.Join(jobDir, "node_addrs")
+			err = asUser(cred, func() error {
+				return writeFile(addrsFile, func(w io.Writer) error {
+					_, err := io.WriteString(w, envprop.JoinNodeAddrs(addrs)+"\n")
+					return err
+				})
+			})
+			addrs = nil
+		}
+		if err != nil {
+			cleanup()
+			return nil, jobFiles{}, fmt.Errorf("job hostfile: %w", err)
+		}
+	} else {
+		addrs = nil
 	}
 
 	base := minimalEnviron(a.cfg.Environ)
@@ -105,7 +118,8 @@ func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
 		Base: base, User: user,
 		JobID: asg.GetJobId(), StoreAddr: asg.GetStoreAddr(), Hostfile: hf,
 		JobToken: asg.GetJobToken(), StoreCA: a.cfg.StoreCA,
-		NodeRank: int(asg.GetNodeRank()), NodeAddrs: asg.GetNodeAddrs(), NProc: int(asg.GetNproc()),
+		NodeRank: int(asg.GetNodeRank()), NNodes: int(asg.GetNnodes()), NProc: int(asg.GetNproc()),
+		NodeAddrs: addrs, NodeAddrsFile: addrsFile,
 		MasterAddr: asg.GetMasterAddr(), MasterPort: int(asg.GetMasterPort()),
 		NCCLCommID: asg.GetNcclCommId(), UniqueIDHex: id.Hex(),
 		IsolateGPUs:  spec.GetIsolateGpus(),
@@ -137,6 +151,30 @@ func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
 		return a.client.ReadStdin(ctx, &musterv1.ReadStdinRequest{Session: a.sessionID(), JobId: asg.GetJobId()})
 	})
 	return plans, files, nil
+}
+
+// hasRoster says whether the assignment carries the job's roster: every
+// node's address and slots.
+func hasRoster(asg *musterv1.Assignment) bool {
+	n := len(asg.GetNodeAddrs())
+	return n > 0 && n == int(asg.GetNnodes()) && len(asg.GetNodeSlots()) == n
+}
+
+// writeFile creates path and writes it with emit.
+func writeFile(path string, emit func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	err = emit(w)
+	if ferr := w.Flush(); err == nil {
+		err = ferr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // detectNCCLNet finds NCCL's network variables for this node; the NCCL

@@ -1,6 +1,12 @@
 // Package envprop computes a worker's environment: one pure function from
 // the job, its round, the node and the local rank to the variables a worker
 // gets, plus detection of NCCL's network variables.
+//
+// Nothing it sets grows past MaxValueBytes with the number of nodes: the
+// nodes' addresses are MUSTER_NODE_ADDRS while they fit, and a file named by
+// MUSTER_NODE_ADDRS_FILE past that; a node whose assignment has no roster
+// (any but node rank 0 of a job of more than 64 nodes) sets neither, nor
+// MUSTER_HOSTFILE.
 package envprop
 
 import (
@@ -24,11 +30,18 @@ type Input struct {
 	// StoreCA is the CA file that verifies the store's TLS certificate, if
 	// the store uses TLS.
 	StoreCA string
-	// Hostfile is the path of the job's generated Open MPI hostfile.
+	// Hostfile is the path of the job's generated Open MPI hostfile, where
+	// this node has one.
 	Hostfile string
 
-	NodeRank  int
-	NodeAddrs []string // by node rank
+	NodeRank int
+	// NNodes is the number of nodes in the job; 0 means len(NodeAddrs).
+	NNodes int
+	// NodeAddrs are the nodes' addresses by node rank, where this node has
+	// them and they fit in MaxValueBytes; NodeAddrsFile is the file that
+	// holds them otherwise (space separated), on the nodes that have them.
+	NodeAddrs     []string
+	NodeAddrsFile string
 	// NProc is the number of workers on each node.
 	NProc     int
 	LocalRank int
@@ -52,11 +65,40 @@ type Input struct {
 	NCCLVars [][2]string
 }
 
+// MaxValueBytes bounds the variables whose size grows with the job
+// (MUSTER_NODE_ADDRS): the kernel refuses a single string over 128 KiB in
+// exec, and the whole environment shares the argument space. Past it the
+// value goes in a file and MUSTER_NODE_ADDRS_FILE names it.
+const MaxValueBytes = 4096
+
+// Variables that hold or point to the job's roster.
+
+// JoinNodeAddrs is MUSTER_NODE_ADDRS's value, and the contents of
+// MUSTER_NODE_ADDRS_FILE: the addresses space separated.
+func JoinNodeAddrs(addrs []string) string { return strings.Join(addrs, " ") }
+
+// NodeAddrsFit says whether addrs fit in MUSTER_NODE_ADDRS itself.
+func NodeAddrsFit(addrs []string) bool {
+	n := max(len(addrs)-1, 0)
+	for _, a := range addrs {
+		n += len(a)
+	}
+	return n <= MaxValueBytes
+}
+
+// Nodes is the number of nodes in the job.
+func (in Input) Nodes() int {
+	if in.NNodes > 0 {
+		return in.NNodes
+	}
+	return len(in.NodeAddrs)
+}
+
 // Rank is the worker's global rank: node-major, as torchrun numbers them.
 func (in Input) Rank() int { return in.NodeRank*in.NProc + in.LocalRank }
 
 // WorldSize is the number of workers in the job.
-func (in Input) WorldSize() int { return len(in.NodeAddrs) * in.NProc }
+func (in Input) WorldSize() int { return in.Nodes() * in.NProc }
 
 // LocalGPUs is the worker's own share of the node's GPU list: entries
 // LocalRank*G/P to (LocalRank+1)*G/P-1.
@@ -86,6 +128,10 @@ func Build(in Input) []string {
 	// The agent's cluster token is not the workers': they get their job's.
 	delete(env, ClusterToken)
 	delete(env, TokenFile)
+	// An outer job's roster is not this one's, whichever of them this node has.
+	delete(env, NodeAddrs)
+	delete(env, NodeAddrsFileVar)
+	delete(env, Hostfile)
 
 	rank, world := in.Rank(), in.WorldSize()
 	itoa := strconv.Itoa
@@ -95,7 +141,7 @@ func Build(in Input) []string {
 		WorldSize:                itoa(world),
 		LocalWorldSize:           itoa(in.NProc),
 		GroupRank:                itoa(in.NodeRank),
-		GroupWorldSize:           itoa(len(in.NodeAddrs)),
+		GroupWorldSize:           itoa(in.Nodes()),
 		RoleRank:                 itoa(rank),
 		RoleWorldSize:            itoa(world),
 		RoleName:                 "default",
@@ -113,15 +159,22 @@ func Build(in Input) []string {
 
 		JobID:        in.JobID,
 		NodeRank:     itoa(in.NodeRank),
-		NNodes:       itoa(len(in.NodeAddrs)),
-		NodeAddrs:    strings.Join(in.NodeAddrs, " "),
+		NNodes:       itoa(in.Nodes()),
 		MusterMaster: in.MasterAddr,
 		GPUsPerNode:  itoa(len(in.GPUs)),
 		NCCLUniqueID: in.UniqueIDHex,
-		Hostfile:     in.Hostfile,
 		StoreAddr:    in.StoreAddr,
 		JobToken:     in.JobToken,
 		LocalGPUs:    joinInts(in.LocalGPUs()),
+	}
+	if len(in.NodeAddrs) > 0 && NodeAddrsFit(in.NodeAddrs) {
+		set[NodeAddrs] = JoinNodeAddrs(in.NodeAddrs)
+	}
+	if in.NodeAddrsFile != "" {
+		set[NodeAddrsFileVar] = in.NodeAddrsFile
+	}
+	if in.Hostfile != "" {
+		set[Hostfile] = in.Hostfile
 	}
 	if rank == 0 && in.NCCLCommID != "" {
 		set[NCCLCommID] = in.NCCLCommID

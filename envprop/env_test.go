@@ -1,6 +1,7 @@
 package envprop
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -95,6 +96,24 @@ func TestBuild(t *testing.T) {
 			absent: []string{"MUSTER_TOKEN", "MUSTER_TOKEN_FILE"},
 		},
 		{
+			name: "a large job's addresses go in a file on the node that has them",
+			edit: func(in *Input) {
+				in.NodeAddrs = manyAddrs(10_000)
+				in.NodeAddrsFile = "/tmp/j-1/node_addrs"
+			},
+			want:   map[string]string{"MUSTER_NODE_ADDRS_FILE": "/tmp/j-1/node_addrs", "MUSTER_NNODES": "10000", "WORLD_SIZE": "20000"},
+			absent: []string{"MUSTER_NODE_ADDRS"},
+		},
+		{
+			name: "a node without the roster knows the sizes; an outer job's roster is dropped",
+			edit: func(in *Input) {
+				in.Base = []string{"MUSTER_NODE_ADDRS=1.1.1.1", "MUSTER_NODE_ADDRS_FILE=/x", "MUSTER_HOSTFILE=/y"}
+				in.NodeRank, in.NNodes, in.NodeAddrs, in.Hostfile = 4321, 10_000, nil, ""
+			},
+			want:   map[string]string{"MUSTER_NNODES": "10000", "GROUP_WORLD_SIZE": "10000", "WORLD_SIZE": "20000", "GROUP_RANK": "4321"},
+			absent: []string{"MUSTER_NODE_ADDRS", "MUSTER_NODE_ADDRS_FILE", "MUSTER_HOSTFILE"},
+		},
+		{
 			name: "the user's -x variables win over everything",
 			edit: func(in *Input) {
 				in.User = []string{"RANK=42", "CUDA_VISIBLE_DEVICES=1", "NCCL_SOCKET_IFNAME==ib0", "FOO=a=b"}
@@ -130,6 +149,31 @@ func TestBuild(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func manyAddrs(n int) []string {
+	addrs := make([]string, n)
+	for i := range addrs {
+		addrs[i] = fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255)
+	}
+	return addrs
+}
+
+// No variable comes near the kernel's 128 KiB limit on one string, whatever
+// the number of nodes.
+func TestBuildValuesStaySmall(t *testing.T) {
+	for _, n := range []int{1, 100, 1000, 10_000} {
+		in := twoNodes()
+		in.NodeAddrs = manyAddrs(n)
+		if !NodeAddrsFit(in.NodeAddrs) {
+			in.NodeAddrsFile = "/tmp/j-1/node_addrs"
+		}
+		for _, kv := range Build(in) {
+			if len(kv) > MaxValueBytes+64 {
+				t.Errorf("%d nodes: %.40s... is %d bytes", n, kv, len(kv))
+			}
+		}
 	}
 }
 

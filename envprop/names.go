@@ -28,20 +28,23 @@ const (
 	OMPINodeRank  = "OMPI_COMM_WORLD_NODE_RANK"
 
 	// muster's
-	JobID        = "MUSTER_JOB_ID"
-	NodeRank     = "MUSTER_NODE_RANK"
-	NNodes       = "MUSTER_NNODES"
-	NodeAddrs    = "MUSTER_NODE_ADDRS"
-	MusterMaster = "MUSTER_MASTER_ADDR"
-	GPUsPerNode  = "MUSTER_GPUS_PER_NODE"
-	NCCLUniqueID = "MUSTER_NCCL_UNIQUE_ID"
-	Hostfile     = "MUSTER_HOSTFILE"
-	StoreAddr    = "MUSTER_STORE_ADDR"
-	JobToken     = "MUSTER_JOB_TOKEN"
-	TLSCA        = "MUSTER_TLS_CA"
-	LocalGPUs    = "MUSTER_LOCAL_GPUS"
-	ClusterToken = "MUSTER_TOKEN"
-	TokenFile    = "MUSTER_TOKEN_FILE"
+	JobID     = "MUSTER_JOB_ID"
+	NodeRank  = "MUSTER_NODE_RANK"
+	NNodes    = "MUSTER_NNODES"
+	NodeAddrs = "MUSTER_NODE_ADDRS"
+	// NodeAddrsFileVar names the file of the addresses, where they are too
+	// many for a variable.
+	NodeAddrsFileVar = "MUSTER_NODE_ADDRS_FILE"
+	MusterMaster     = "MUSTER_MASTER_ADDR"
+	GPUsPerNode      = "MUSTER_GPUS_PER_NODE"
+	NCCLUniqueID     = "MUSTER_NCCL_UNIQUE_ID"
+	Hostfile         = "MUSTER_HOSTFILE"
+	StoreAddr        = "MUSTER_STORE_ADDR"
+	JobToken         = "MUSTER_JOB_TOKEN"
+	TLSCA            = "MUSTER_TLS_CA"
+	LocalGPUs        = "MUSTER_LOCAL_GPUS"
+	ClusterToken     = "MUSTER_TOKEN"
+	TokenFile        = "MUSTER_TOKEN_FILE"
 
 	// CUDA's and NCCL's
 	CUDAVisibleDevices = "CUDA_VISIBLE_DEVICES"

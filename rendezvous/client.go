@@ -24,17 +24,25 @@ type Client struct {
 // store's Unix socket. It does not wait for the store: the first call does.
 // Keepalive pings notice a store that stopped answering within seconds.
 func Dial(addr string, sec Security) (*Client, error) {
-	return dial(addr, sec, true)
+	return dial(addr, sec, keepaliveTimeout)
+}
+
+// DialAgent connects an agent to the store at addr. Its keepalive pings wait
+// longer for an answer than a launcher's: a store busy with thousands of
+// nodes may answer late, and a live agent taken for dead fails its jobs.
+func DialAgent(addr string, sec Security) (*Client, error) {
+	return dial(addr, sec, agentKeepaliveTimeout)
 }
 
 // DialInProcess connects to a store in this same process (the embedded
 // default), without keepalive pings: a suspended process (Ctrl-Z) cannot
 // answer them, and would lose its own store when it resumed.
 func DialInProcess(addr string, sec Security) (*Client, error) {
-	return dial(addr, sec, false)
+	return dial(addr, sec, 0)
 }
 
-func dial(addr string, sec Security, ping bool) (*Client, error) {
+// dial connects to addr; a positive pingTimeout turns keepalive pings on.
+func dial(addr string, sec Security, pingTimeout time.Duration) (*Client, error) {
 	opts, err := sec.dialOptions(addr)
 	if err != nil {
 		return nil, err
@@ -44,9 +52,9 @@ func dial(addr string, sec Security, ping bool) (*Client, error) {
 		// seconds, not after gRPC's default backoff of up to two minutes.
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
 			BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second}, MinConnectTimeout: 5 * time.Second}))
-	if ping {
+	if pingTimeout > 0 {
 		opts = append(opts, grpc.WithKeepaliveParams(keepalive.ClientParameters{
-			Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}))
+			Time: keepaliveTime, Timeout: pingTimeout, PermitWithoutStream: true}))
 	}
 	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {

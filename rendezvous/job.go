@@ -185,11 +185,9 @@ func (s *Store) checkEventLocked(j *job, n *node, ev *musterv1.JobEvent) error {
 	default:
 		return fmt.Errorf("job %s: agents may publish worker events only", j.id)
 	}
-	nodeRank := int32(-1)
-	for i, m := range j.round.nodes {
-		if m == n {
-			nodeRank = int32(i)
-		}
+	nodeRank, ok := j.round.rank[n]
+	if !ok {
+		nodeRank = -1
 	}
 	if rank/j.round.nproc != nodeRank || rank < 0 {
 		return fmt.Errorf("job %s: node %s published for rank %d, not one of its own", j.id, n.info.GetName(), rank)
@@ -254,8 +252,15 @@ func (s *Store) stopLocked(j *job, killTimeoutMs int64) {
 	s.sendStopLocked(j, j.reason, killTimeoutMs)
 }
 
-// sendStopLocked asks every live node of the job's round to stop its workers.
+// sendStopLocked asks every live node of the job's round to stop its
+// workers, once: later calls send again only a shorter grace, so that nodes
+// lost one by one, or cancels repeated, cost nothing more.
 func (s *Store) sendStopLocked(j *job, reason string, killTimeoutMs int64) {
+	r := j.round
+	if r.stopSent && killTimeoutMs >= r.stopGrace {
+		return
+	}
+	r.stopSent, r.stopGrace = true, killTimeoutMs
 	for _, n := range j.round.nodes {
 		if _, live := s.nodes[n.session]; live {
 			s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_Stop{Stop: &musterv1.StopJob{
@@ -295,10 +300,7 @@ func (s *Store) nodeLostLocked(j *job, n *node, reason string) {
 		return
 	}
 	r := j.round
-	for rank, m := range r.nodes {
-		if m != n {
-			continue
-		}
+	if rank, ok := r.rank[n]; ok {
 		for l := int32(0); l < r.nproc; l++ {
 			r.exited[int32(rank)*r.nproc+l] = true
 		}

@@ -88,19 +88,32 @@ const (
 	progressNames = 16
 )
 
+// RosterInlineNodes is the most nodes a job may have for every node's
+// assignment to carry the roster; beyond it only node rank 0's does.
+const RosterInlineNodes = 64
+
+// RosterKey is the key in a job's KV that holds its nodes' addresses, space
+// separated by node rank, for workers on nodes whose assignment has no roster.
+const RosterKey = "muster/node_addrs"
+
 // round fixes a job's nodes, node ranks, GPUs and world size for one attempt.
 type round struct {
 	id        string // unique among all rounds of all jobs
 	number    int32  // 0 for a job's first round, then 1, 2, ...
 	job       *job
 	state     roundState
-	nodes     []*node   // by node rank; empty while waiting
-	gpus      [][]int32 // by node rank
+	nodes     []*node         // by node rank; empty while waiting
+	rank      map[*node]int32 // node rank by node
+	gpus      [][]int32       // by node rank
 	nproc     int32
 	worldSize int32
 	exited    map[int32]bool // ranks accounted for
 	// restart says the job's next round begins when this one ends.
 	restart bool
+	// stopSent says its nodes were asked to stop, with stopGrace: a round
+	// is stopped once, again only to shorten the grace.
+	stopSent  bool
+	stopGrace int64
 
 	// While waiting: since when, the timer that ends the wait, and the last
 	// progress report sent.
@@ -244,7 +257,9 @@ func (s *Store) formLocked(j *job, picked []*node) {
 	r := j.round
 	s.unwaitLocked(r)
 	r.nodes = picked
-	for _, n := range picked {
+	r.rank = make(map[*node]int32, len(picked))
+	for i, n := range picked {
+		r.rank[n] = int32(i)
 		g := freeGPUs(n)[:j.spec.Gpus]
 		for _, idx := range g {
 			n.busy[idx] = j.id
@@ -475,40 +490,45 @@ func (s *Store) PortsReserved(session, roundID string, ports []int32, errText st
 		return err
 	}
 	spec := j.spec
-	var addrs, names []string
-	var slots []int32
-	for _, n := range r.nodes {
-		addrs = append(addrs, n.info.GetAddr())
-		names = append(names, n.info.GetName())
-		slots = append(slots, r.nproc)
+	// The roster (every node's address, name and slots) is built once. A
+	// small job's assignments all carry it; a larger job's only node rank
+	// 0's, where launchers that read a hostfile run: every other node's
+	// assignment stays the same size whatever the number of nodes. Workers
+	// anywhere read the addresses from their job's KV (RosterKey).
+	addrs := make([]string, len(r.nodes))
+	names := make([]string, len(r.nodes))
+	slots := make([]int32, len(r.nodes))
+	for i, n := range r.nodes {
+		addrs[i], names[i], slots[i] = n.info.GetAddr(), n.info.GetName(), r.nproc
 	}
+	if _, err := s.kv.Space(j.id).Set(RosterKey, []byte(strings.Join(addrs, " "))); err != nil {
+		s.log.Warn("job roster not kept in its KV", zap.String("job", j.id), zap.Error(err))
+	}
+	commID := net.JoinHostPort(master, strconv.Itoa(int(ports[1])))
 	s.setRoundStateLocked(j, roundRunning)
 	for rank, n := range r.nodes {
-		if r.state != roundRunning {
-			// A node dropped for a full queue stopped the round: start no more.
-			break
-		}
-		s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_Start{Start: &musterv1.Assignment{
+		asg := &musterv1.Assignment{
 			JobId:        j.id,
 			RoundId:      r.id,
 			Spec:         spec,
 			NodeRank:     int32(rank),
 			Nnodes:       int32(len(r.nodes)),
-			NodeAddrs:    addrs,
-			NodeNames:    names,
-			NodeSlots:    slots,
 			Gpus:         r.gpus[rank],
 			Nproc:        r.nproc,
 			WorldSize:    r.worldSize,
 			MasterAddr:   master,
 			MasterPort:   ports[0],
-			NcclCommId:   net.JoinHostPort(master, strconv.Itoa(int(ports[1]))),
+			NcclCommId:   commID,
 			NcclUniqueId: id[:],
 			RestartCount: r.number,
 			StoreAddr:    s.cfg.Addr,
 			RunAs:        j.owner,
 			JobToken:     j.token,
-		}}})
+		}
+		if rank == 0 || len(r.nodes) <= RosterInlineNodes {
+			asg.NodeAddrs, asg.NodeNames, asg.NodeSlots = addrs, names, slots
+		}
+		s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_Start{Start: asg}})
 	}
 	if spec.TimeoutMs > 0 && j.timer == nil {
 		// The job's wall-clock limit counts from its first round's start.

@@ -15,19 +15,24 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
-// Bounds on gRPC traffic. A peer that does not answer a keepalive ping
-// within keepaliveTimeout is gone.
+// Bounds on gRPC traffic. A launcher that does not answer a keepalive ping
+// within keepaliveTimeout is gone. Agents get longer (agentKeepaliveTimeout):
+// a store or agent whose CPU is saturated, as when thousands of nodes
+// register at once, answers late, and dropping a live agent fails its jobs.
+// A dead agent is noticed sooner by its stream breaking or by gossip.
 const (
-	keepaliveTime    = 5 * time.Second
-	keepaliveTimeout = 5 * time.Second
-	maxMessageBytes  = 16 << 20
-	maxStreams       = 4096
-	maxWaitTimeout   = time.Hour
+	keepaliveTime         = 5 * time.Second
+	keepaliveTimeout      = 5 * time.Second
+	agentKeepaliveTimeout = 30 * time.Second
+	maxMessageBytes       = 16 << 20
+	maxStreams            = 4096
+	maxWaitTimeout        = time.Hour
 )
 
 // Config configures a Server.
@@ -58,6 +63,9 @@ type Config struct {
 	// SessionGrace is how long a node whose connection broke keeps its jobs
 	// while its agent reconnects; 10 s by default.
 	SessionGrace time.Duration
+	// StatsHandler, when set, sees every RPC's traffic (the scale benchmark
+	// counts the store's bytes with it).
+	StatsHandler stats.Handler
 }
 
 // Server serves a Store over gRPC.
@@ -145,8 +153,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		grpc.MaxConcurrentStreams(maxStreams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveTime, PermitWithoutStream: true}),
 	}
+	if cfg.StatsHandler != nil {
+		opts = append(opts, grpc.StatsHandler(cfg.StatsHandler))
+	}
 	if !cfg.InProcess {
-		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * keepaliveTime, Timeout: keepaliveTimeout}))
+		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * keepaliveTime, Timeout: agentKeepaliveTimeout}))
 	}
 	s.grpc = grpc.NewServer(opts...)
 	musterv1.RegisterRendezvousServer(s.grpc, s)
@@ -252,7 +263,7 @@ func (s *Server) Register(_ context.Context, req *musterv1.RegisterRequest) (*mu
 }
 
 func (s *Server) Watch(req *musterv1.WatchRequest, stream musterv1.Rendezvous_WatchServer) error {
-	cmds, gone, err := s.store.Commands(req.GetSession())
+	out, gone, err := s.store.Commands(req.GetSession())
 	if err != nil {
 		return rpcError(err)
 	}
@@ -263,11 +274,16 @@ func (s *Server) Watch(req *musterv1.WatchRequest, stream musterv1.Rendezvous_Wa
 		return err
 	}
 	for {
-		select {
-		case cmd := <-cmds:
+		cmds := out.take()
+		for i, cmd := range cmds {
 			if err := stream.Send(cmd); err != nil {
+				// The node's next stream, if its agent comes back, sends them.
+				out.requeue(cmds[i:])
 				return err
 			}
+		}
+		select {
+		case <-out.wake:
 		case <-gone:
 			return status.Error(codes.Unavailable, "node removed from the store")
 		case <-ctx.Done():

@@ -54,14 +54,7 @@ func closeOnce(c chan struct{}) {
 	}
 }
 
-func (s *Store) nodeByNameLocked(name string) *node {
-	for _, n := range s.nodes {
-		if n.info.GetName() == name {
-			return n
-		}
-	}
-	return nil
-}
+func (s *Store) nodeByNameLocked(name string) *node { return s.byName[name] }
 
 func newNode(info *musterv1.Node, key string) *node {
 	return &node{
@@ -69,7 +62,7 @@ func newNode(info *musterv1.Node, key string) *node {
 		info:      info,
 		key:       key,
 		connected: true,
-		cmds:      make(chan *musterv1.AgentCommand, commandQueue),
+		out:       newOutbox(),
 		gone:      make(chan struct{}),
 		busy:      map[int32]string{},
 		jobs:      map[string]bool{},
@@ -111,6 +104,7 @@ func (s *Store) Register(info *musterv1.Node, key string, jobs []*musterv1.Runni
 	}
 	n := newNode(info, key)
 	s.nodes[n.session] = n
+	s.byName[info.GetName()] = n
 	s.log.Info("node registered", zap.String("node", info.GetName()), zap.String("addr", info.GetAddr()),
 		zap.Int("gpus", len(info.GetGpus())), zap.Int("jobs", len(jobs)))
 	for _, rj := range jobs {
@@ -164,17 +158,13 @@ func (s *Store) resumeLocked(n *node, info *musterv1.Node, reports []*musterv1.R
 	}
 	closeOnce(n.gone) // ends the old Watch stream, if it still runs
 	n.gone = make(chan struct{})
-	// Commands queued meanwhile go to the new stream.
-	old := n.cmds
-	n.cmds = make(chan *musterv1.AgentCommand, commandQueue)
+	// Commands queued meanwhile stay in the node's outbox for the new stream.
 	starting := map[string]bool{}
-	for len(old) > 0 {
-		cmd := <-old
+	n.out.each(func(cmd *musterv1.AgentCommand) {
 		if a := cmd.GetStart(); a != nil {
 			starting[a.GetJobId()] = true
 		}
-		n.cmds <- cmd
-	}
+	})
 	n.info, n.connected = info, true
 	s.log.Info("node registered again", zap.String("node", info.GetName()), zap.Int("jobs", len(reports)))
 	reported := map[string]*musterv1.RunningJob{}
@@ -279,7 +269,8 @@ func (s *Store) adoptLocked(n *node, rj *musterv1.RunningJob) {
 	switch m := r.nodes[rank]; {
 	case m == n:
 	case m.placeholder:
-		r.nodes[rank] = n
+		delete(r.rank, m)
+		r.nodes[rank], r.rank[n] = n, rank
 	default:
 		s.stopReportedLocked(n, rj, fmt.Sprintf("node rank %d of the job is node %s", rank, m.info.GetName()))
 		return
@@ -315,10 +306,13 @@ func (s *Store) rebuildLocked(rj *musterv1.RunningJob) *job {
 		token:  rj.GetJobToken(),
 	}
 	r := &round{id: rj.GetRoundId(), number: rj.GetRoundNumber(), job: j, state: roundRunning,
-		nproc: rj.GetNproc(), worldSize: rj.GetWorldSize(), exited: map[int32]bool{}, since: time.Now()}
+		nproc: rj.GetNproc(), worldSize: rj.GetWorldSize(), exited: map[int32]bool{}, since: time.Now(),
+		rank: map[*node]int32{}}
 	for i := int32(0); i < rj.GetNnodes(); i++ {
-		r.nodes = append(r.nodes, &node{placeholder: true, busy: map[int32]string{}, jobs: map[string]bool{},
-			info: &musterv1.Node{Name: fmt.Sprintf("(node rank %d)", i)}})
+		m := &node{placeholder: true, busy: map[int32]string{}, jobs: map[string]bool{},
+			info: &musterv1.Node{Name: fmt.Sprintf("(node rank %d)", i)}}
+		r.nodes = append(r.nodes, m)
+		r.rank[m] = i
 		r.gpus = append(r.gpus, nil)
 	}
 	j.round = r

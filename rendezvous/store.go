@@ -21,7 +21,6 @@ import (
 
 // Bounds on what the store keeps per node and per job.
 const (
-	commandQueue      = 256
 	defaultEventBytes = 8 << 20
 	defaultEventCount = 2_000_000
 )
@@ -49,6 +48,7 @@ type Store struct {
 
 	mu      sync.Mutex
 	nodes   map[string]*node // by session
+	byName  map[string]*node // the same nodes by name
 	jobs    map[string]*job
 	order   []string          // job IDs in submission order
 	rounds  map[string]*round // rounds not ended, by round ID
@@ -59,7 +59,7 @@ type Store struct {
 type node struct {
 	session string
 	info    *musterv1.Node
-	cmds    chan *musterv1.AgentCommand
+	out     *outbox
 	gone    chan struct{}
 	busy    map[int32]string // GPU index -> job ID
 	jobs    map[string]bool
@@ -92,8 +92,8 @@ func NewStore(cfg StoreConfig) *Store {
 	if cfg.SessionGrace == 0 {
 		cfg.SessionGrace = defaultSessionGrace
 	}
-	return &Store{cfg: cfg, log: cfg.Logger, kv: kv.NewMemory(), id: newID("st-"), nodes: map[string]*node{}, jobs: map[string]*job{},
-		rounds: map[string]*round{}}
+	return &Store{cfg: cfg, log: cfg.Logger, kv: kv.NewMemory(), id: newID("st-"), nodes: map[string]*node{},
+		byName: map[string]*node{}, jobs: map[string]*job{}, rounds: map[string]*round{}}
 }
 
 // KV returns the jobs' key-value store.
@@ -105,22 +105,25 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// Commands returns the session's command queue and a channel closed when the
-// node is removed.
-func (s *Store) Commands(session string) (<-chan *musterv1.AgentCommand, <-chan struct{}, error) {
+// Commands returns the session's unsent commands and a channel closed when
+// the node is removed.
+func (s *Store) Commands(session string) (*outbox, <-chan struct{}, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.nodes[session]
 	if n == nil {
 		return nil, nil, fmt.Errorf("session %q: %w (register first)", session, ErrNotFound)
 	}
-	return n.cmds, n.gone, nil
+	return n.out, n.gone, nil
 }
 
 func (s *Store) removeNodeLocked(n *node, reason string) {
 	delete(s.nodes, n.session)
 	if n.lost != nil {
 		n.lost.Stop()
+	}
+	if s.byName[n.info.GetName()] == n {
+		delete(s.byName, n.info.GetName())
 	}
 	closeOnce(n.gone)
 	// A node leaving between jobs is routine; leaving with jobs fails them.
@@ -141,13 +144,12 @@ func (s *Store) removeNodeLocked(n *node, reason string) {
 	s.retryWaitingLocked()
 }
 
-// send queues a command for a node; a node that does not drain its queue is
-// removed rather than allowed to stall the store.
+// send queues a command for a node. Only a node that has left thousands of
+// commands unread is removed, and only that node: no other node's queue
+// fills on its account.
 func (s *Store) sendLocked(n *node, cmd *musterv1.AgentCommand) {
-	select {
-	case n.cmds <- cmd:
-	default:
-		s.removeNodeLocked(n, "command queue full")
+	if !n.out.push(cmd) {
+		s.removeNodeLocked(n, fmt.Sprintf("%d commands unread", maxPending))
 	}
 }
 

@@ -1205,7 +1205,10 @@ type Assignment struct {
 	Spec     *JobSpec               `protobuf:"bytes,3,opt,name=spec,proto3" json:"spec,omitempty"`
 	NodeRank int32                  `protobuf:"varint,4,opt,name=node_rank,json=nodeRank,proto3" json:"node_rank,omitempty"`
 	Nnodes   int32                  `protobuf:"varint,5,opt,name=nnodes,proto3" json:"nnodes,omitempty"`
-	// node_addrs by node rank.
+	// node_addrs, node_names and node_slots are the job's roster, by node
+	// rank. Every node of a job of up to 64 nodes gets them; in a larger job
+	// only node rank 0 does, so that no other node's assignment grows with the
+	// number of nodes (the job's KV holds the addresses for every worker).
 	NodeAddrs []string `protobuf:"bytes,6,rep,name=node_addrs,json=nodeAddrs,proto3" json:"node_addrs,omitempty"`
 	NodeNames []string `protobuf:"bytes,7,rep,name=node_names,json=nodeNames,proto3" json:"node_names,omitempty"`
 	// gpus is this node's share, device indices.
