@@ -37,6 +37,16 @@ func validAssignment() *musterv1.Assignment {
 	}
 }
 
+// bigJob makes a a node of a job larger than RosterInlineNodes, at node
+// rank rank, whose assignment carries no roster.
+func bigJob(a *musterv1.Assignment, rank int32) {
+	a.Nnodes = rendezvous.RosterInlineNodes + 1
+	a.WorldSize = a.Nnodes * a.Nproc
+	a.Spec.Nnodes = a.Nnodes
+	a.NodeRank = rank
+	a.NodeAddrs, a.NodeNames, a.NodeSlots = nil, nil, nil
+}
+
 func TestCheckAssignment(t *testing.T) {
 	tests := []struct {
 		name string
@@ -44,6 +54,10 @@ func TestCheckAssignment(t *testing.T) {
 		want string // "" for a valid one
 	}{
 		{"valid", func(a *musterv1.Assignment) {}, ""},
+		// Past RosterInlineNodes only node rank 0's assignment has the roster.
+		{"large job without roster", func(a *musterv1.Assignment) { bigJob(a, 1) }, ""},
+		{"large job's rank 0 without roster", func(a *musterv1.Assignment) { bigJob(a, 0) }, "no node list"},
+		{"small job without roster", func(a *musterv1.Assignment) { a.NodeRank = 1; a.NodeAddrs, a.NodeNames, a.NodeSlots = nil, nil, nil }, "no node list"},
 		{"no spec", func(a *musterv1.Assignment) { a.Spec = nil }, "no job spec"},
 		{"bad spec", func(a *musterv1.Assignment) { a.Spec.Argv = nil }, "job spec: no command"},
 		{"short unique ID", func(a *musterv1.Assignment) { a.NcclUniqueId = a.NcclUniqueId[:12] }, "NCCL unique ID is 12 bytes, want 128"},
