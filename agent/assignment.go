@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/musterhq/muster/engine"
+	"github.com/musterhq/muster/envprop"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
 )
@@ -130,7 +131,7 @@ func unplannedWorkers(asg *musterv1.Assignment) []workerPlan {
 	rank := min(max(asg.GetNodeRank(), 0), rendezvous.MaxNodes-1)
 	plans := make([]workerPlan, nproc)
 	for l := range plans {
-		plans[l] = workerPlan{rank: int(rank)*int(nproc) + l, localRank: l}
+		plans[l] = workerPlan{rank: envprop.GlobalRank(int(rank), int(nproc), l), localRank: l}
 	}
 	return plans
 }

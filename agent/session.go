@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/musterhq/muster/envprop"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
 )
@@ -166,7 +167,7 @@ func (a *Agent) report() []*musterv1.RunningJob {
 			Gpus:        asg.GetGpus(),
 			RunAs:       asg.GetRunAs(),
 			JobToken:    asg.GetJobToken(),
-			Ranks:       r.sup.rankStates(asg.GetNodeRank()*asg.GetNproc(), asg.GetNproc(), acked),
+			Ranks:       r.sup.rankStates(int32(envprop.GlobalRank(int(asg.GetNodeRank()), int(asg.GetNproc()), 0)), asg.GetNproc(), acked),
 			AckedSeq:    acked,
 			StoreId:     r.storeID,
 		})

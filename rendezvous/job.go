@@ -189,7 +189,7 @@ func (s *Store) checkEventLocked(j *job, n *node, ev *musterv1.JobEvent) error {
 	if !ok {
 		nodeRank = -1
 	}
-	if rank/j.round.nproc != nodeRank || rank < 0 {
+	if nodeOf(rank, j.round.nproc) != nodeRank || rank < 0 {
 		return fmt.Errorf("job %s: node %s published for rank %d, not one of its own", j.id, n.info.GetName(), rank)
 	}
 	return nil
@@ -302,12 +302,12 @@ func (s *Store) nodeLostLocked(j *job, n *node, reason string) {
 	r := j.round
 	if rank, ok := r.rank[n]; ok {
 		for l := int32(0); l < r.nproc; l++ {
-			r.exited[int32(rank)*r.nproc+l] = true
+			r.exited[globalRank(int32(rank), r.nproc, l)] = true
 		}
 		// A node lost while its round stops for a restart fails nothing:
 		// the next round waits for nodes.
 		if j.failure == nil && j.code == 0 && !r.restart {
-			j.failure = &musterv1.WorkerExited{Rank: int32(rank) * r.nproc, Node: n.info.GetName(),
+			j.failure = &musterv1.WorkerExited{Rank: globalRank(int32(rank), r.nproc, 0), Node: n.info.GetName(),
 				Error: "node lost: " + reason}
 			j.reason = describeExit(j.failure)
 		}

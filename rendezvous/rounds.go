@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/musterhq/muster/engine"
+	"github.com/musterhq/muster/envprop"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
@@ -542,3 +543,10 @@ func (s *Store) PortsReserved(session, roundID string, ports []int32, errText st
 }
 
 func validPort(p int32) bool { return p > 0 && p < 65536 }
+
+// globalRank and nodeOf are envprop's rank layout in the store's int32s.
+func globalRank(node, nproc, local int32) int32 {
+	return int32(envprop.GlobalRank(int(node), int(nproc), int(local)))
+}
+
+func nodeOf(rank, nproc int32) int32 { return int32(envprop.NodeOf(int(rank), int(nproc))) }

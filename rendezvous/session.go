@@ -199,7 +199,7 @@ func (s *Store) allExitedLocked(j *job, n *node) bool {
 			continue
 		}
 		for l := int32(0); l < j.round.nproc; l++ {
-			if !j.round.exited[int32(rank)*j.round.nproc+l] {
+			if !j.round.exited[globalRank(int32(rank), j.round.nproc, l)] {
 				return false
 			}
 		}
@@ -283,7 +283,7 @@ func (s *Store) adoptLocked(n *node, rj *musterv1.RunningJob) {
 	// Exits a store acknowledged are not sent again: record them here.
 	for _, rs := range rj.GetRanks() {
 		ex := rs.GetExited()
-		if ex == nil || !rs.GetAcked() || ex.GetRank()/r.nproc != rank || ex.GetRank() < 0 || j.finished() {
+		if ex == nil || !rs.GetAcked() || nodeOf(ex.GetRank(), r.nproc) != rank || ex.GetRank() < 0 || j.finished() {
 			continue
 		}
 		if !j.round.exited[ex.GetRank()] {

@@ -222,7 +222,7 @@ func stdinSessionsLocked(spec *musterv1.JobSpec, rd *round) []string {
 			sessions = append(sessions, n.session)
 		}
 	case spec.StdinRank != nil:
-		sessions = append(sessions, rd.nodes[spec.GetStdinRank()/rd.nproc].session)
+		sessions = append(sessions, rd.nodes[nodeOf(spec.GetStdinRank(), rd.nproc)].session)
 	}
 	return sessions
 }
