@@ -147,7 +147,7 @@ func (a *Agent) ReadyNotify() <-chan struct{} { return a.ready }
 func (a *Agent) Err() <-chan error { return a.errc }
 
 // serve carries out the commands of one Watch stream until it ends.
-func (a *Agent) serve(watch musterv1.Rendezvous_WatchClient) error {
+func (a *Agent) serve(watch musterv1.Agents_WatchClient) error {
 	for {
 		cmd, err := watch.Recv()
 		if err != nil {

@@ -126,7 +126,7 @@ func TestUnplannedWorkersAreBounded(t *testing.T) {
 // fakeStore is a store that sends an agent whatever it is given, over real
 // gRPC, and records what the agent publishes.
 type fakeStore struct {
-	musterv1.UnimplementedRendezvousServer
+	musterv1.UnimplementedAgentsServer
 	cmds chan *musterv1.AgentCommand
 	mu   sync.Mutex
 	evs  []*musterv1.JobEvent
@@ -137,7 +137,7 @@ func (f *fakeStore) Register(context.Context, *musterv1.RegisterRequest) (*muste
 	return &musterv1.RegisterResponse{Session: "s-1"}, nil
 }
 
-func (f *fakeStore) Watch(_ *musterv1.WatchRequest, stream musterv1.Rendezvous_WatchServer) error {
+func (f *fakeStore) Watch(_ *musterv1.WatchRequest, stream musterv1.Agents_WatchServer) error {
 	// As the real store, the header says the stream is served.
 	if err := stream.SendHeader(nil); err != nil {
 		return err
@@ -197,7 +197,7 @@ func startFakeStore(t *testing.T) (*fakeStore, string) {
 	}
 	f := &fakeStore{cmds: make(chan *musterv1.AgentCommand, 16), more: make(chan struct{}, 1)}
 	srv := grpc.NewServer()
-	musterv1.RegisterRendezvousServer(srv, f)
+	musterv1.RegisterAgentsServer(srv, f)
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
 	return f, lis.Addr().String()

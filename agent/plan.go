@@ -147,7 +147,7 @@ func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
 		plans = append(plans, workerPlan{rank: in.Rank(), localRank: l, spec: workerSpec{
 			argv: argv, env: envprop.Build(in), dir: workdir, cred: cred, stdin: feed.reader(l)}})
 	}
-	feed.start(func(ctx context.Context) (musterv1.Rendezvous_ReadStdinClient, error) {
+	feed.start(func(ctx context.Context) (musterv1.Agents_ReadStdinClient, error) {
 		return a.client.ReadStdin(ctx, &musterv1.ReadStdinRequest{Session: a.sessionID(), JobId: asg.GetJobId()})
 	})
 	return plans, files, nil

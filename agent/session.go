@@ -58,7 +58,7 @@ func (a *Agent) currentStore() string {
 
 // register registers the node with what it runs and opens its Watch stream;
 // it returns once the stream is in place. stop ends the stream.
-func (a *Agent) register(ctx context.Context) (watch musterv1.Rendezvous_WatchClient, stop context.CancelFunc, err error) {
+func (a *Agent) register(ctx context.Context) (watch musterv1.Agents_WatchClient, stop context.CancelFunc, err error) {
 	rctx, cancel := context.WithTimeout(ctx, registerTimeout)
 	reg, err := a.client.Register(rctx, &musterv1.RegisterRequest{Node: a.node, NodeKey: a.key, Jobs: a.report()})
 	cancel()
@@ -87,7 +87,7 @@ func (a *Agent) register(ctx context.Context) (watch musterv1.Rendezvous_WatchCl
 
 // sessionLoop serves Watch streams, registering again whenever one ends,
 // until the agent closes.
-func (a *Agent) sessionLoop(watch musterv1.Rendezvous_WatchClient, stop context.CancelFunc) {
+func (a *Agent) sessionLoop(watch musterv1.Agents_WatchClient, stop context.CancelFunc) {
 	defer a.loops.Done()
 	for {
 		err := a.serve(watch)
@@ -105,7 +105,7 @@ func (a *Agent) sessionLoop(watch musterv1.Rendezvous_WatchClient, stop context.
 
 // reconnect registers again with backoff until it succeeds or the agent
 // closes (then it returns nil).
-func (a *Agent) reconnect() (musterv1.Rendezvous_WatchClient, context.CancelFunc) {
+func (a *Agent) reconnect() (musterv1.Agents_WatchClient, context.CancelFunc) {
 	delay, since, logged := reconnectMin, time.Now(), time.Time{}
 	for try := 1; ; try++ {
 		// Jitter keeps many agents of a restarted store from coming at once.

@@ -61,7 +61,7 @@ func (f *stdinFeed) reader(local int) *os.File {
 
 // start feeds the pipes from the store's stream, which read opens, until
 // the stdin ends, every worker stopped reading, or close is called.
-func (f *stdinFeed) start(read func(ctx context.Context) (musterv1.Rendezvous_ReadStdinClient, error)) {
+func (f *stdinFeed) start(read func(ctx context.Context) (musterv1.Agents_ReadStdinClient, error)) {
 	if f == nil {
 		return
 	}

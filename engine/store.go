@@ -40,7 +40,7 @@ var ErrKeyNotFound = errors.New("key not found")
 // given: a worker reaches no other job's keys.
 type Store struct {
 	conn *grpc.ClientConn
-	c    musterv1.RendezvousClient
+	c    musterv1.KVClient
 }
 
 // DialStore connects to the store the worker's environment names.
@@ -82,7 +82,7 @@ func DialStoreFromLookup(lookup func(string) (string, bool)) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", addr, err)
 	}
-	return &Store{conn: conn, c: musterv1.NewRendezvousClient(conn)}, nil
+	return &Store{conn: conn, c: musterv1.NewKVClient(conn)}, nil
 }
 
 type jobCreds struct {

@@ -50,7 +50,7 @@ func sendStdin(ctx context.Context, c *rendezvous.Client, job string, r io.Reade
 	}
 }
 
-func finishStdin(stream musterv1.Rendezvous_WriteStdinClient) error {
+func finishStdin(stream musterv1.Jobs_WriteStdinClient) error {
 	_, err := stream.CloseAndRecv()
 	return err
 }

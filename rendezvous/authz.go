@@ -40,22 +40,22 @@ func callerFrom(ctx context.Context) caller {
 // needs only an authenticated caller.
 var (
 	agentMethods = map[string]bool{
-		musterv1.Rendezvous_Register_FullMethodName:      true,
-		musterv1.Rendezvous_Watch_FullMethodName:         true,
-		musterv1.Rendezvous_PortsReserved_FullMethodName: true,
-		musterv1.Rendezvous_Publish_FullMethodName:       true,
+		musterv1.Agents_Register_FullMethodName:      true,
+		musterv1.Agents_Watch_FullMethodName:         true,
+		musterv1.Agents_PortsReserved_FullMethodName: true,
+		musterv1.Agents_Publish_FullMethodName:       true,
 	}
 	launcherMethods = map[string]bool{
-		musterv1.Rendezvous_Submit_FullMethodName:    true,
-		musterv1.Rendezvous_WatchJob_FullMethodName:  true,
-		musterv1.Rendezvous_Cancel_FullMethodName:    true,
-		musterv1.Rendezvous_ListNodes_FullMethodName: true,
-		musterv1.Rendezvous_ListJobs_FullMethodName:  true,
+		musterv1.Jobs_Submit_FullMethodName:    true,
+		musterv1.Jobs_WatchJob_FullMethodName:  true,
+		musterv1.Jobs_Cancel_FullMethodName:    true,
+		musterv1.Jobs_ListNodes_FullMethodName: true,
+		musterv1.Jobs_ListJobs_FullMethodName:  true,
 	}
 	workerMethods = map[string]bool{
-		musterv1.Rendezvous_KVSet_FullMethodName:   true,
-		musterv1.Rendezvous_KVGet_FullMethodName:   true,
-		musterv1.Rendezvous_Barrier_FullMethodName: true,
+		musterv1.KV_KVSet_FullMethodName:   true,
+		musterv1.KV_KVGet_FullMethodName:   true,
+		musterv1.KV_Barrier_FullMethodName: true,
 	}
 )
 

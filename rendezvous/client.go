@@ -16,7 +16,9 @@ import (
 
 // Client is a connection to a store.
 type Client struct {
-	musterv1.RendezvousClient
+	musterv1.AgentsClient
+	musterv1.JobsClient
+	musterv1.KVClient
 	conn *grpc.ClientConn
 }
 
@@ -60,7 +62,13 @@ func dial(addr string, sec Security, pingTimeout time.Duration) (*Client, error)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", addr, err)
 	}
-	return &Client{RendezvousClient: musterv1.NewRendezvousClient(conn), conn: conn}, nil
+	return newClient(conn), nil
+}
+
+// newClient speaks the store's three services over conn.
+func newClient(conn *grpc.ClientConn) *Client {
+	return &Client{AgentsClient: musterv1.NewAgentsClient(conn), JobsClient: musterv1.NewJobsClient(conn),
+		KVClient: musterv1.NewKVClient(conn), conn: conn}
 }
 
 // Close closes the connection.

@@ -70,7 +70,9 @@ type Config struct {
 
 // Server serves a Store over gRPC.
 type Server struct {
-	musterv1.UnimplementedRendezvousServer
+	musterv1.UnimplementedAgentsServer
+	musterv1.UnimplementedJobsServer
+	musterv1.UnimplementedKVServer
 	cfg   Config
 	log   *zap.Logger
 	store *Store
@@ -160,7 +162,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * keepaliveTime, Timeout: agentKeepaliveTimeout}))
 	}
 	s.grpc = grpc.NewServer(opts...)
-	musterv1.RegisterRendezvousServer(s.grpc, s)
+	musterv1.RegisterAgentsServer(s.grpc, s)
+	musterv1.RegisterJobsServer(s.grpc, s)
+	musterv1.RegisterKVServer(s.grpc, s)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, hs)
 	var serving sync.WaitGroup
@@ -262,7 +266,7 @@ func (s *Server) Register(_ context.Context, req *musterv1.RegisterRequest) (*mu
 	return &musterv1.RegisterResponse{Session: session, StoreId: s.store.ID()}, nil
 }
 
-func (s *Server) Watch(req *musterv1.WatchRequest, stream musterv1.Rendezvous_WatchServer) error {
+func (s *Server) Watch(req *musterv1.WatchRequest, stream musterv1.Agents_WatchServer) error {
 	out, gone, err := s.store.Commands(req.GetSession())
 	if err != nil {
 		return rpcError(err)
@@ -311,7 +315,7 @@ func (s *Server) Submit(ctx context.Context, req *musterv1.SubmitRequest) (*must
 	return &musterv1.SubmitResponse{JobId: id, StoreId: s.store.ID()}, nil
 }
 
-func (s *Server) WatchJob(req *musterv1.WatchJobRequest, stream musterv1.Rendezvous_WatchJobServer) error {
+func (s *Server) WatchJob(req *musterv1.WatchJobRequest, stream musterv1.Jobs_WatchJobServer) error {
 	if err := s.mayUseJob(callerFrom(stream.Context()), req.GetJobId()); err != nil {
 		return err
 	}

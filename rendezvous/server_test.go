@@ -19,7 +19,7 @@ type testAgent struct {
 	t       *testing.T
 	c       *Client
 	session string
-	cmds    musterv1.Rendezvous_WatchClient
+	cmds    musterv1.Agents_WatchClient
 	cancel  context.CancelFunc
 }
 

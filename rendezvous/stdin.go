@@ -257,7 +257,7 @@ func (s *Store) StdinReader(session, jobID string) (*stdinRelay, error) {
 }
 
 // WriteStdin relays a launcher's stdin into its job.
-func (s *Server) WriteStdin(stream musterv1.Rendezvous_WriteStdinServer) error {
+func (s *Server) WriteStdin(stream musterv1.Jobs_WriteStdinServer) error {
 	first, err := stream.Recv()
 	if err != nil {
 		return err
@@ -289,7 +289,7 @@ func (s *Server) WriteStdin(stream musterv1.Rendezvous_WriteStdinServer) error {
 
 // ReadStdin streams a job's stdin to an agent that runs a stdin rank; the
 // stream ends after the last chunk.
-func (s *Server) ReadStdin(req *musterv1.ReadStdinRequest, stream musterv1.Rendezvous_ReadStdinServer) error {
+func (s *Server) ReadStdin(req *musterv1.ReadStdinRequest, stream musterv1.Agents_ReadStdinServer) error {
 	relay, err := s.store.StdinReader(req.GetSession(), req.GetJobId())
 	if err != nil {
 		return rpcError(err)

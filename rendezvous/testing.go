@@ -11,8 +11,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"go.uber.org/zap/zaptest"
-
-	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
 // testToken is a test store's cluster token unless the test sets another.
@@ -97,5 +95,5 @@ func NewTestClientAs(t testing.TB, path string, uid, gid int, extra []int) *Clie
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return &Client{RendezvousClient: musterv1.NewRendezvousClient(conn), conn: conn}
+	return newClient(conn)
 }

@@ -143,7 +143,7 @@ type agent struct {
 	c       *rendezvous.Client
 	rounds  *rounds
 	session string
-	watch   musterv1.Rendezvous_WatchClient
+	watch   musterv1.Agents_WatchClient
 	jobs    map[string]*musterv1.Assignment
 }
 
@@ -195,7 +195,7 @@ func (a *agent) run() error {
 // floorServer is the barrier floor: Register and Watch as the store has
 // them, and a Submit that releases one message to every open stream.
 type floorServer struct {
-	musterv1.UnimplementedRendezvousServer
+	musterv1.UnimplementedAgentsServer
 	n   int
 	msg *musterv1.AgentCommand
 
@@ -216,7 +216,7 @@ func floor(n, size int) error {
 	}
 	// The store's limits on streams per connection, and nothing else.
 	s := grpc.NewServer(grpc.MaxConcurrentStreams(4096))
-	musterv1.RegisterRendezvousServer(s, f)
+	musterv1.RegisterAgentsServer(s, f)
 	say("listening %s", lis.Addr())
 	return s.Serve(lis)
 }
@@ -249,7 +249,7 @@ func (f *floorServer) Submit(context.Context, *musterv1.SubmitRequest) (*musterv
 	return &musterv1.SubmitResponse{JobId: f.cur.GetStart().GetRoundId()}, nil
 }
 
-func (f *floorServer) Watch(_ *musterv1.WatchRequest, stream musterv1.Rendezvous_WatchServer) error {
+func (f *floorServer) Watch(_ *musterv1.WatchRequest, stream musterv1.Agents_WatchServer) error {
 	f.mu.Lock()
 	f.streams++
 	if f.streams == f.n {
