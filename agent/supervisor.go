@@ -315,7 +315,6 @@ func (s *Supervisor) Shutdown(grace time.Duration, reason string) { s.stop(grace
 
 func (s *Supervisor) stop(grace time.Duration, shutdown string) {
 	s.mu.Lock()
-	first := !s.stopping
 	s.stopping = true
 	if shutdown != "" && s.shutdown == "" {
 		s.shutdown = shutdown
@@ -325,21 +324,5 @@ func (s *Supervisor) stop(grace time.Duration, shutdown string) {
 	if g == nil {
 		return // Run has not started the workers, and now will not
 	}
-	if grace <= 0 {
-		g.SignalAll(syscall.SIGKILL)
-		return
-	}
-	if !first {
-		return
-	}
-	g.SignalAll(syscall.SIGTERM)
-	go func() {
-		t := time.NewTimer(grace)
-		defer t.Stop()
-		select {
-		case <-s.done:
-		case <-t.C:
-			s.stop(0, "")
-		}
-	}()
+	g.Stop(grace)
 }

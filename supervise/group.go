@@ -6,6 +6,7 @@
 package supervise
 
 import (
+	"context"
 	"encoding/gob"
 	"errors"
 	"fmt"
@@ -68,15 +69,18 @@ type Event struct {
 	Err error
 }
 
-// Group is a running job's workers, through their shim.
+// Group is a running job's workers, through their shim: Start, Events as
+// they start and end, Signal, Stop with a grace, Wait. The lifecycle of a
+// task as nomad's executor has it.
 type Group struct {
-	cmd    *exec.Cmd
-	conn   *os.File
-	mu     sync.Mutex
-	enc    *gob.Encoder
-	events chan Event
-	done   chan struct{}
-	note   string
+	cmd      *exec.Cmd
+	conn     *os.File
+	mu       sync.Mutex
+	stopping bool
+	enc      *gob.Encoder
+	events   chan Event
+	done     chan struct{}
+	note     string
 }
 
 // Start starts the shim, which starts the workers. Events follow on Events.
@@ -189,6 +193,48 @@ func (g *Group) Done() <-chan struct{} { return g.done }
 func (g *Group) Note() string {
 	<-g.done
 	return g.note
+}
+
+// Stop ends the job's processes: SIGTERM to every worker's group and every
+// descendant, then SIGKILL once grace has passed (at once for a grace of 0).
+// Calling it again with a shorter grace kills sooner; a longer one changes
+// nothing.
+func (g *Group) Stop(grace time.Duration) {
+	g.mu.Lock()
+	first := !g.stopping
+	g.stopping = true
+	g.mu.Unlock()
+	if grace <= 0 {
+		g.SignalAll(syscall.SIGKILL)
+		return
+	}
+	if !first {
+		return
+	}
+	g.SignalAll(syscall.SIGTERM)
+	go func() {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-g.done:
+		case <-t.C:
+			g.SignalAll(syscall.SIGKILL)
+		}
+	}()
+}
+
+// Wait returns once every process of the job has ended (or was given up
+// on), or ctx ends; it returns what went wrong at the end, if anything.
+func (g *Group) Wait(ctx context.Context) error {
+	select {
+	case <-g.done:
+		if g.note != "" {
+			return errors.New(g.note)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Signal sends sig to worker i's process group.

@@ -2,6 +2,7 @@ package supervise
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -221,4 +222,37 @@ func TestJobDirRemovedEvenIfTheAgentDies(t *testing.T) {
 		_, err := os.Stat(dir)
 		return os.IsNotExist(err)
 	})
+}
+
+func TestStopWithGrace(t *testing.T) {
+	tests := []struct {
+		name   string
+		script string
+		grace  time.Duration
+		want   syscall.Signal // what ended the worker
+	}{
+		{"SIGTERM suffices", `sleep 1000`, time.Second, syscall.SIGTERM},
+		{"SIGKILL after the grace", `trap "" TERM; sleep 1000 & wait; sleep 1000`, 200 * time.Millisecond, syscall.SIGKILL},
+		{"no grace kills at once", `trap "" TERM; sleep 1000`, 0, syscall.SIGKILL},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j := startShell(t, time.Minute, tt.script)
+			eventually(t, "the worker", 5*time.Second, func() bool { return len(marked(j.marker)) >= 1 })
+			time.Sleep(50 * time.Millisecond) // let the trap be set
+			j.g.Stop(tt.grace)
+			exits := j.events(t)
+			if exits[0].Signal != int(tt.want) {
+				t.Fatalf("worker ended %+v, want signal %d", exits[0], tt.want)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := j.g.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if left := marked(j.marker); len(left) > 0 {
+				t.Fatalf("processes left: %v", left)
+			}
+		})
+	}
 }
