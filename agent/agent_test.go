@@ -1,4 +1,4 @@
-package agent
+package agent_test
 
 import (
 	"fmt"
@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/musterhq/muster/envprop"
+	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/agent/agenttest"
 	"github.com/musterhq/muster/gpu"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/supervise"
@@ -25,7 +26,7 @@ func args(ss ...string) [][]byte {
 }
 
 // follow submits spec and gathers the job's output lines by rank and its end.
-func follow(t *testing.T, tc *TestCluster, spec *musterv1.JobSpec) (map[int32][]string, *musterv1.JobFinished) {
+func follow(t *testing.T, tc *agenttest.Cluster, spec *musterv1.JobSpec) (map[int32][]string, *musterv1.JobFinished) {
 	t.Helper()
 	return followWithStdin(t, tc, spec, strings.NewReader(""))
 }
@@ -36,7 +37,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestTwoNodeJob(t *testing.T) {
-	tc := NewTestCluster(t, 2, func(i int, cfg *Config) {
+	tc := agenttest.NewCluster(t, 2, func(i int, cfg *agent.Config) {
 		cfg.GPUs, _ = gpu.Parse("0,1,2,3")
 	})
 	out, fin := follow(t, tc, &musterv1.JobSpec{
@@ -65,7 +66,7 @@ func TestTwoNodeJob(t *testing.T) {
 }
 
 func TestFailureOnOneNodeStopsTheOther(t *testing.T) {
-	tc := NewTestCluster(t, 2, nil)
+	tc := agenttest.NewCluster(t, 2, nil)
 	dir := t.TempDir()
 	_, fin := follow(t, tc, &musterv1.JobSpec{
 		// Rank 3 fails once everyone started; the rest would sleep forever.
@@ -82,7 +83,8 @@ func TestFailureOnOneNodeStopsTheOther(t *testing.T) {
 }
 
 func TestLogDirAndHostfile(t *testing.T) {
-	tc := NewTestCluster(t, 1, nil)
+	tmp := t.TempDir()
+	tc := agenttest.NewCluster(t, 1, func(_ int, cfg *agent.Config) { cfg.TempDir = tmp })
 	logDir := filepath.Join(t.TempDir(), "logs")
 	_, fin := follow(t, tc, &musterv1.JobSpec{
 		Argv: args("sh", "-c", `cat "$MUSTER_HOSTFILE"; echo "to stderr" >&2`), Nnodes: 1, Nproc: 2, LogDir: []byte(logDir),
@@ -109,7 +111,7 @@ func TestLogDirAndHostfile(t *testing.T) {
 	// The job's own files go with it, once its last worker was reported.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		entries, _ := filepath.Glob(filepath.Join(tc.Agents[0].cfg.TempDir, "muster-*"))
+		entries, _ := filepath.Glob(filepath.Join(tmp, "muster-*"))
 		if len(entries) == 0 {
 			break
 		}
@@ -117,15 +119,5 @@ func TestLogDirAndHostfile(t *testing.T) {
 			t.Fatalf("job files left: %v", entries)
 		}
 		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func TestMinimalEnviron(t *testing.T) {
-	env := minimalEnviron([]string{"PATH=/bin", "SECRET=x", "HOME=/root"})
-	if strings.Join(env, " ") != "PATH=/bin HOME=/root" {
-		t.Fatalf("minimal environ = %v", env)
-	}
-	if _, ok := envprop.Lookup(env, "SECRET"); ok {
-		t.Fatal("leaked")
 	}
 }

@@ -29,7 +29,7 @@ func validAssignment() *musterv1.Assignment {
 	}
 	return &musterv1.Assignment{
 		JobId: "j-1", RoundId: "r-1",
-		Spec:     &musterv1.JobSpec{Argv: args("true"), Nnodes: 2, Nproc: 2, Gpus: 2},
+		Spec:     &musterv1.JobSpec{Argv: [][]byte{[]byte("true")}, Nnodes: 2, Nproc: 2, Gpus: 2},
 		NodeRank: 1, Nnodes: 2,
 		NodeAddrs: []string{"127.0.0.2", "127.0.0.3"}, NodeNames: []string{"a", "b"}, NodeSlots: []int32{2, 2},
 		Gpus: []int32{0, 1}, Nproc: 2, WorldSize: 4,

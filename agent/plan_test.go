@@ -76,3 +76,13 @@ func TestPlanLargeJob(t *testing.T) {
 		t.Errorf("WORLD_SIZE=%s", v)
 	}
 }
+
+func TestMinimalEnviron(t *testing.T) {
+	env := minimalEnviron([]string{"PATH=/bin", "SECRET=x", "HOME=/root"})
+	if strings.Join(env, " ") != "PATH=/bin HOME=/root" {
+		t.Fatalf("minimal environ = %v", env)
+	}
+	if _, ok := envprop.Lookup(env, "SECRET"); ok {
+		t.Fatal("leaked")
+	}
+}

@@ -1,19 +1,20 @@
-package agent
+package agent_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/agent/agenttest"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/rendezvous/rendezvoustest"
 )
 
 // userCluster is a store serving every local user on a socket, with one
@@ -31,12 +32,12 @@ func userCluster(t *testing.T) (nobody *rendezvous.Client, agentTmp string) {
 	os.Chmod(dir, 0o755)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	sock := filepath.Join(dir, "agent.sock")
-	store := rendezvous.NewTestStore(t, func(c *rendezvous.Config) { c.Socket, c.SocketUsers = sock, true })
+	store := rendezvoustest.NewStore(t, func(c *rendezvous.Config) { c.Socket, c.SocketUsers = sock, true })
 	tmp := filepath.Join(dir, "tmp")
 	os.Mkdir(tmp, 0o1777)
 	os.Chmod(tmp, 0o1777)
-	a, err := Start(context.Background(), Config{
-		Logger: zaptest.NewLogger(t), StoreAddr: store.Addr(), Security: rendezvous.TestSecurity(store),
+	a, err := agent.Start(context.Background(), agent.Config{
+		Logger: zaptest.NewLogger(t), StoreAddr: store.Addr(), Security: rendezvoustest.Security(store),
 		Name: "node-0", Addr: "127.0.0.1", Rank: -1, TempDir: tmp,
 		Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "AGENT_SECRET=do-not-leak", "HOME=/root", "USER=root"},
 	})
@@ -44,12 +45,12 @@ func userCluster(t *testing.T) (nobody *rendezvous.Client, agentTmp string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close(0) })
-	return rendezvous.NewTestClientAs(t, sock, 65534, 65534, []int{100}), tmp
+	return rendezvoustest.NewClientAs(t, sock, 65534, 65534, []int{100}), tmp
 }
 
 func runAs(t *testing.T, c *rendezvous.Client, spec *musterv1.JobSpec) ([]string, *musterv1.JobFinished) {
 	t.Helper()
-	tc := &TestCluster{Client: c}
+	tc := &agenttest.Cluster{Client: c}
 	out, fin := follow(t, tc, spec)
 	return out[0], fin
 }
@@ -106,56 +107,5 @@ func TestAnotherUserCannotWriteWhereTheyCannot(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(private); len(entries) != 0 {
 		t.Fatalf("files were made in root's directory for another user: %v", entries)
-	}
-}
-
-func TestNonRootAgentRefusesAnotherUsersJob(t *testing.T) {
-	a := &Agent{cfg: Config{Name: "node-0"}}
-	other := uint32(os.Geteuid() + 1)
-	cred, err := a.credential("j-1", &musterv1.Identity{Uid: uint32(os.Geteuid())})
-	if cred != nil || err != nil {
-		t.Fatalf("own user's job: %v %v; want to run it as the agent", cred, err)
-	}
-	cred, err = a.credential("j-1", &musterv1.Identity{Uid: other, Gid: 7, Groups: []uint32{8}, User: "someone"})
-	if os.Geteuid() == 0 {
-		if err != nil || cred == nil || cred.Uid != other || cred.Gid != 7 || fmt.Sprint(cred.Groups) != "[8]" {
-			t.Fatalf("root agent: %+v %v", cred, err)
-		}
-		return
-	}
-	if err == nil || !strings.Contains(err.Error(), "only an agent running as root runs other users' jobs") {
-		t.Fatalf("non-root agent given another user's job: %v %v", cred, err)
-	}
-}
-
-func TestAsUserChangesOnlyItsThread(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	dir, err := os.MkdirTemp("", "muster-asuser-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o777)
-	cred := &syscall.Credential{Uid: 65534, Gid: 65534}
-	f, err := openFileAs(cred, filepath.Join(dir, "theirs"), os.O_CREATE|os.O_WRONLY, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	for i := 0; i < 20; i++ { // other goroutines stay root
-		g, err := os.Create(filepath.Join(dir, fmt.Sprint("mine-", i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		g.Close()
-		time.Sleep(time.Millisecond)
-	}
-	for name, uid := range map[string]uint32{"theirs": 65534, "mine-19": 0} {
-		fi, _ := os.Stat(filepath.Join(dir, name))
-		if got := fi.Sys().(*syscall.Stat_t).Uid; got != uid {
-			t.Errorf("%s belongs to uid %d, want %d", name, got, uid)
-		}
 	}
 }

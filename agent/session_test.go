@@ -1,4 +1,4 @@
-package agent
+package agent_test
 
 import (
 	"context"
@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/agent/agenttest"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/rendezvous/rendezvoustest"
 )
 
 // proxy forwards TCP connections to a store; cut severs them all and
@@ -140,7 +143,7 @@ func workersWaiting(dir string, failRank int) *musterv1.JobSpec {
 
 func TestExitsArriveAcrossACutConnection(t *testing.T) {
 	proxies := make([]*proxy, 2)
-	tc := NewTestCluster(t, 2, func(i int, cfg *Config) {
+	tc := agenttest.NewCluster(t, 2, func(i int, cfg *agent.Config) {
 		proxies[i] = newProxy(t, cfg.StoreAddr)
 		cfg.StoreAddr = proxies[i].addr()
 	})
@@ -167,7 +170,7 @@ func TestExitsArriveAcrossACutConnection(t *testing.T) {
 }
 
 func TestJobOutlivesARestartedStore(t *testing.T) {
-	tc := NewTestCluster(t, 2, nil)
+	tc := agenttest.NewCluster(t, 2, nil)
 	dir := t.TempDir()
 	sub, err := tc.Client.Submit(context.Background(), &musterv1.SubmitRequest{Spec: workersWaiting(dir, 3)})
 	if err != nil {
@@ -179,7 +182,7 @@ func TestJobOutlivesARestartedStore(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
 	waitFiles(t, dir, "done-*", 4)
 	// A new store on the same address: the agents come back to it.
-	rendezvous.NewTestStore(t, func(c *rendezvous.Config) { c.ListenAddr = addr })
+	rendezvoustest.NewStore(t, func(c *rendezvous.Config) { c.ListenAddr = addr })
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		nodes, err := tc.Client.ListNodes(context.Background(), &musterv1.ListNodesRequest{})

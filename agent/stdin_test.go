@@ -1,4 +1,4 @@
-package agent
+package agent_test
 
 import (
 	"context"
@@ -9,12 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/agent/agenttest"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
 // writeStdin sends r to job's stdin ranks as a launcher does, and returns
 // once the store ends the stream or r ends.
-func writeStdin(ctx context.Context, tc *TestCluster, job string, r io.Reader) error {
+func writeStdin(ctx context.Context, tc *agenttest.Cluster, job string, r io.Reader) error {
 	stream, err := tc.Client.WriteStdin(ctx)
 	if err != nil {
 		return err
@@ -41,7 +42,7 @@ func writeStdin(ctx context.Context, tc *TestCluster, job string, r io.Reader) e
 
 // followWithStdin runs spec with stdin and returns each rank's output and the
 // job's end, once the stdin writer returned too.
-func followWithStdin(t *testing.T, tc *TestCluster, spec *musterv1.JobSpec, stdin io.Reader) (map[int32][]string, *musterv1.JobFinished) {
+func followWithStdin(t *testing.T, tc *agenttest.Cluster, spec *musterv1.JobSpec, stdin io.Reader) (map[int32][]string, *musterv1.JobFinished) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -108,7 +109,7 @@ func TestStdinReachesItsRanks(t *testing.T) {
 		{"none", nil, false, hello, nil},
 		{"bytes as given", rank(1), false, "caf\xe9 \x00\r\n\n", map[int32]string{1: "caf\xe9 \x00\r\n\n"}},
 	}
-	tc := NewTestCluster(t, 2, nil)
+	tc := agenttest.NewCluster(t, 2, nil)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			out, fin := followWithStdin(t, tc, &musterv1.JobSpec{
@@ -129,7 +130,7 @@ func TestStdinReachesItsRanks(t *testing.T) {
 }
 
 func TestStdinIsStreamedWhole(t *testing.T) {
-	tc := NewTestCluster(t, 2, nil)
+	tc := agenttest.NewCluster(t, 2, nil)
 	// 64 MiB, far more than the store, the agents or the pipes hold, to
 	// every rank of two nodes.
 	const size = 64 << 20
@@ -151,7 +152,7 @@ func TestStdinIsStreamedWhole(t *testing.T) {
 }
 
 func TestWorkerThatNeverReadsStdinDoesNotHoldTheJob(t *testing.T) {
-	tc := NewTestCluster(t, 1, nil)
+	tc := agenttest.NewCluster(t, 1, nil)
 	tests := []struct {
 		name   string
 		script string

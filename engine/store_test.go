@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/agent/agenttest"
 	"github.com/musterhq/muster/engine"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
@@ -61,7 +61,7 @@ func TestWorkersUseTheirJobsStore(t *testing.T) {
 		t.Skip("this is a worker")
 	}
 	// A cluster with a token: workers reach the store with their job's credential.
-	tc := agent.NewTestCluster(t, 1, nil)
+	tc := agenttest.NewCluster(t, 1, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	sub, err := tc.Client.Submit(ctx, &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{

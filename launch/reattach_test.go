@@ -12,15 +12,16 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/agent/agenttest"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/rendezvous/rendezvoustest"
 )
 
 // A store restarted in the middle of a job: the launcher follows the job on
 // the new store, says output may be missing, and exits with the job's code.
 func TestLauncherFollowsAJobAcrossAStoreRestart(t *testing.T) {
-	tc := agent.NewTestCluster(t, 2, nil)
+	tc := agenttest.NewCluster(t, 2, nil)
 	dir := t.TempDir()
 	script := fmt.Sprintf(`touch %[1]s/started-$RANK; while [ ! -e %[1]s/go ]; do sleep 0.02; done; echo "rank $RANK after"; [ "$RANK" = 1 ] && exit 7; exit 0`, dir)
 	var stdout, stderr bytes.Buffer
@@ -49,7 +50,7 @@ func TestLauncherFollowsAJobAcrossAStoreRestart(t *testing.T) {
 	}
 	addr := tc.Store.Addr()
 	tc.Store.Close()
-	rendezvous.NewTestStore(t, func(c *rendezvous.Config) { c.ListenAddr = addr })
+	rendezvoustest.NewStore(t, func(c *rendezvous.Config) { c.ListenAddr = addr })
 	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
 	select {
 	case r := <-done:

@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/agent/agenttest"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
@@ -50,7 +50,7 @@ func TestRunWaitsForNodes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tc := agent.NewTestCluster(t, 1, nil)
+			tc := agenttest.NewCluster(t, 1, nil)
 			wait := time.Second
 			if tt.join {
 				wait = time.Minute

@@ -1,4 +1,4 @@
-package rendezvous
+package rendezvous_test
 
 import (
 	"context"
@@ -9,33 +9,35 @@ import (
 	"google.golang.org/grpc/status"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/rendezvous/rendezvoustest"
 )
 
 func TestTLSWithGeneratedCerts(t *testing.T) {
 	dir := t.TempDir()
-	files, err := GenerateCerts(dir, []string{"127.0.0.1", "store.example"}, time.Hour)
+	files, err := rendezvous.GenerateCerts(dir, []string{"127.0.0.1", "store.example"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const token = "a-long-enough-cluster-token"
-	s := NewTestStore(t, func(c *Config) {
-		c.Security = Security{Token: token, CertFile: files.Cert, KeyFile: files.Key}
+	s := rendezvoustest.NewStore(t, func(c *rendezvous.Config) {
+		c.Security = rendezvous.Security{Token: token, CertFile: files.Cert, KeyFile: files.Key}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	tests := []struct {
 		name string
-		sec  Security
+		sec  rendezvous.Security
 		ok   bool
 	}{
-		{"verified TLS with token", Security{Token: token, CAFile: files.CA}, true},
-		{"verified TLS without token", Security{CAFile: files.CA}, false},
-		{"TLS that does not trust the CA", Security{Token: token, TLS: true}, false},
-		{"plain text", Security{}, false},
+		{"verified TLS with token", rendezvous.Security{Token: token, CAFile: files.CA}, true},
+		{"verified TLS without token", rendezvous.Security{CAFile: files.CA}, false},
+		{"TLS that does not trust the CA", rendezvous.Security{Token: token, TLS: true}, false},
+		{"plain text", rendezvous.Security{}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := NewTestClient(t, s, tt.sec)
+			c := rendezvoustest.NewClient(t, s, tt.sec)
 			_, err := c.ListNodes(ctx, &musterv1.ListNodesRequest{})
 			if (err == nil) != tt.ok {
 				t.Fatalf("err = %v", err)
@@ -45,7 +47,7 @@ func TestTLSWithGeneratedCerts(t *testing.T) {
 			}
 		})
 	}
-	if _, err := GenerateCerts(t.TempDir(), nil, time.Hour); err == nil {
+	if _, err := rendezvous.GenerateCerts(t.TempDir(), nil, time.Hour); err == nil {
 		t.Fatal("certificates for no host")
 	}
 }

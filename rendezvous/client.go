@@ -62,11 +62,12 @@ func dial(addr string, sec Security, pingTimeout time.Duration) (*Client, error)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", addr, err)
 	}
-	return newClient(conn), nil
+	return NewClient(conn), nil
 }
 
-// newClient speaks the store's three services over conn.
-func newClient(conn *grpc.ClientConn) *Client {
+// NewClient speaks the store's three services over conn, a connection the
+// caller made (Dial makes its own). Close closes conn.
+func NewClient(conn *grpc.ClientConn) *Client {
 	return &Client{AgentsClient: musterv1.NewAgentsClient(conn), JobsClient: musterv1.NewJobsClient(conn),
 		KVClient: musterv1.NewKVClient(conn), conn: conn}
 }

@@ -1,19 +1,18 @@
-package rendezvous
+package rendezvous_test
 
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zaptest"
-
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/rendezvous/rendezvoustest"
 )
 
 // watchEvents follows a job's events in the background.
-func watchEvents(t *testing.T, c *Client, job string) <-chan *musterv1.JobEvent {
+func watchEvents(t *testing.T, c *rendezvous.Client, job string) <-chan *musterv1.JobEvent {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -64,7 +63,7 @@ func nextFinished(t *testing.T, evs <-chan *musterv1.JobEvent) *musterv1.JobFini
 	return nextEvent(t, evs, "final event", func(ev *musterv1.JobEvent) bool { return ev.GetFinished() != nil }).GetFinished()
 }
 
-func reservePorts(t *testing.T, c *Client, a *testAgent, ports ...int32) *musterv1.ReservePorts {
+func reservePorts(t *testing.T, c *rendezvous.Client, a *testAgent, ports ...int32) *musterv1.ReservePorts {
 	t.Helper()
 	res := a.next().GetReservePorts()
 	if res == nil {
@@ -77,8 +76,8 @@ func reservePorts(t *testing.T, c *Client, a *testAgent, ports ...int32) *muster
 }
 
 func TestRoundWaitsForNodesAndRanksThem(t *testing.T) {
-	s := NewTestStore(t, nil)
-	c := NewTestClient(t, s, Security{})
+	s := rendezvoustest.NewStore(t, nil)
+	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
 	a := newTestAgent(t, c, "a", "10.0.0.2", -1, 0)
 	// Before rounds could wait, this Submit failed at once.
 	sub, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{
@@ -87,12 +86,12 @@ func TestRoundWaitsForNodesAndRanksThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs := watchEvents(t, c, sub.JobId)
-	if w := nextWaiting(t, evs); DescribeWaiting(w) != "1 of 3 ready (a); 2 missing" || w.TimeoutMs != 60_000 {
+	if w := nextWaiting(t, evs); rendezvous.DescribeWaiting(w) != "1 of 3 ready (a); 2 missing" || w.TimeoutMs != 60_000 {
 		t.Fatalf("first progress: %v", w)
 	}
 	b := newTestAgent(t, c, "b", "10.0.0.3", -1, 0)
-	if w := nextWaiting(t, evs); DescribeWaiting(w) != "2 of 3 ready (a, b); 1 missing" {
-		t.Fatalf("second progress: %s", DescribeWaiting(w))
+	if w := nextWaiting(t, evs); rendezvous.DescribeWaiting(w) != "2 of 3 ready (a, b); 1 missing" {
+		t.Fatalf("second progress: %s", rendezvous.DescribeWaiting(w))
 	}
 	// The last to come has an explicit node rank: it is node rank 0.
 	z := newTestAgent(t, c, "z", "10.0.0.1", 0, 0)
@@ -120,8 +119,8 @@ func TestRoundWaitTimesOut(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := NewTestStore(t, nil)
-			c := NewTestClient(t, s, Security{})
+			s := rendezvoustest.NewStore(t, nil)
+			c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
 			for name, gpus := range tt.nodes {
 				newTestAgent(t, c, name, "10.0.0.1", -1, gpus)
 			}
@@ -139,8 +138,8 @@ func TestRoundWaitTimesOut(t *testing.T) {
 }
 
 func TestWaitingRoundTakesFreedGPUs(t *testing.T) {
-	s := NewTestStore(t, nil)
-	c := NewTestClient(t, s, Security{})
+	s := rendezvoustest.NewStore(t, nil)
+	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
 	g := newTestAgent(t, c, "g", "10.0.0.1", -1, 2)
 	ctx := context.Background()
 	spec := func() *musterv1.JobSpec {
@@ -157,7 +156,7 @@ func TestWaitingRoundTakesFreedGPUs(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs := watchEvents(t, c, second.JobId)
-	if w := DescribeWaiting(nextWaiting(t, evs)); w != "0 of 1 ready; 1 missing; not usable: node g has 2 GPUs (0: Test GPU, 1: Test GPU), 0 free" {
+	if w := rendezvous.DescribeWaiting(nextWaiting(t, evs)); w != "0 of 1 ready; 1 missing; not usable: node g has 2 GPUs (0: Test GPU, 1: Test GPU), 0 free" {
 		t.Fatalf("progress: %s", w)
 	}
 	if err := g.publish(exited(first.JobId, 0, 0, 0, false), exited(first.JobId, 1, 0, 0, false)); err != nil {
@@ -171,8 +170,8 @@ func TestWaitingRoundTakesFreedGPUs(t *testing.T) {
 }
 
 func TestCancelWhileWaiting(t *testing.T) {
-	s := NewTestStore(t, nil)
-	c := NewTestClient(t, s, Security{})
+	s := rendezvoustest.NewStore(t, nil)
+	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
 	ctx := context.Background()
 	sub, err := c.Submit(ctx, &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 1, WaitTimeoutMs: 60_000}})
 	if err != nil {
@@ -180,7 +179,7 @@ func TestCancelWhileWaiting(t *testing.T) {
 	}
 	evs := watchEvents(t, c, sub.JobId)
 	nextWaiting(t, evs)
-	if _, err := s.store.Restart(sub.JobId, "now"); err == nil {
+	if _, err := rendezvous.ServerStore(s).Restart(sub.JobId, "now"); err == nil {
 		t.Fatal("a round waiting for nodes restarted")
 	}
 	if _, err := c.Cancel(ctx, &musterv1.CancelRequest{JobId: sub.JobId, ExitCode: 130, Reason: "stopped by SIGINT"}); err != nil {
@@ -205,8 +204,8 @@ func TestCancelWhileWaiting(t *testing.T) {
 }
 
 func TestRestartIsANewRound(t *testing.T) {
-	s := NewTestStore(t, nil)
-	c := NewTestClient(t, s, Security{})
+	s := rendezvoustest.NewStore(t, nil)
+	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
 	a := newTestAgent(t, c, "a", "10.0.0.1", -1, 0)
 	ctx := context.Background()
 	sub, err := c.Submit(ctx, &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 1, Nproc: 2, KillTimeoutMs: 100}})
@@ -216,7 +215,7 @@ func TestRestartIsANewRound(t *testing.T) {
 	// A restart before the ports came: the next round asks again, under a
 	// new round ID, and the first request is void.
 	stale := a.next().GetReservePorts()
-	if next, err := s.store.Restart(sub.JobId, "before the ports"); err != nil || next != 1 {
+	if next, err := rendezvous.ServerStore(s).Restart(sub.JobId, "before the ports"); err != nil || next != 1 {
 		t.Fatalf("restart while reserving: %d, %v", next, err)
 	}
 	r0 := reservePorts(t, c, a, 1000, 1001)
@@ -224,7 +223,7 @@ func TestRestartIsANewRound(t *testing.T) {
 		t.Fatal("an ended round took ports")
 	}
 	first := a.next().GetStart()
-	next, err := s.store.Restart(sub.JobId, "a node joined")
+	next, err := rendezvous.ServerStore(s).Restart(sub.JobId, "a node joined")
 	if err != nil || next != 2 {
 		t.Fatalf("restart: %d, %v", next, err)
 	}
@@ -255,40 +254,7 @@ func TestRestartIsANewRound(t *testing.T) {
 	if fin := finalEvent(t, c, sub.JobId); fin.State != musterv1.JobState_JOB_STATE_SUCCEEDED {
 		t.Fatalf("final: %v", fin)
 	}
-	if _, err := s.store.Restart(sub.JobId, "late"); err == nil {
+	if _, err := rendezvous.ServerStore(s).Restart(sub.JobId, "late"); err == nil {
 		t.Error("an ended job restarted")
-	}
-}
-
-func TestRoundTransitions(t *testing.T) {
-	drawn := map[[2]roundState]bool{
-		{roundWaiting, roundReserving}: true, {roundWaiting, roundEnded}: true,
-		{roundReserving, roundRunning}: true, {roundReserving, roundEnded}: true,
-		{roundRunning, roundStopping}: true, {roundRunning, roundEnded}: true,
-		{roundStopping, roundEnded}: true,
-	}
-	all := []roundState{roundWaiting, roundReserving, roundRunning, roundStopping, roundEnded}
-	s := NewStore(StoreConfig{Logger: zaptest.NewLogger(t)})
-	for _, from := range all {
-		for _, to := range all {
-			t.Run(fmt.Sprintf("%s to %s", from, to), func(t *testing.T) {
-				j := &job{id: "j", events: newEventLog(100, 1<<20), round: &round{state: from}}
-				ok := s.setRoundStateLocked(j, to)
-				if ok != drawn[[2]roundState{from, to}] {
-					t.Fatalf("allowed = %v", ok)
-				}
-				if want := from; ok {
-					want = to
-					if j.round.state != want {
-						t.Fatalf("state %s, want %s", j.round.state, want)
-					}
-				} else if j.round.state != want {
-					t.Fatalf("a refused step changed the state to %s", j.round.state)
-				}
-				if ok && to != roundEnded && j.state != to.jobState() {
-					t.Fatalf("job state %v, want %v", j.state, to.jobState())
-				}
-			})
-		}
 	}
 }

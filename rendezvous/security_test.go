@@ -1,4 +1,4 @@
-package rendezvous
+package rendezvous_test
 
 import (
 	"context"
@@ -15,14 +15,16 @@ import (
 	"google.golang.org/grpc/status"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/rendezvous/rendezvoustest"
 )
 
 // runningJob submits a one-node job through op and plays agent a until the
 // job runs; it returns a's assignment.
-func runningJob(t *testing.T, op *Client, a *testAgent) *musterv1.Assignment {
+func runningJob(t *testing.T, op *rendezvous.Client, a *testAgent) *musterv1.Assignment {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := op.Submit(ctx, &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: args("x"), Nnodes: 1}}); err != nil {
+	if _, err := op.Submit(ctx, &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	res := a.next().GetReservePorts()
@@ -37,12 +39,12 @@ func runningJob(t *testing.T, op *Client, a *testAgent) *musterv1.Assignment {
 }
 
 func TestJobCredentialReachesOnlyItsJob(t *testing.T) {
-	s := NewTestStore(t, nil)
-	op := NewTestClient(t, s, Security{})
+	s := rendezvoustest.NewStore(t, nil)
+	op := rendezvoustest.NewClient(t, s, rendezvous.Security{})
 	a := newTestAgent(t, op, "solo", "127.0.0.1", -1, 0)
 	jobA, jobB := runningJob(t, op, a), runningJob(t, op, a)
-	ca := NewTestClient(t, s, Security{JobToken: jobA.JobToken})
-	cb := NewTestClient(t, s, Security{JobToken: jobB.JobToken})
+	ca := rendezvoustest.NewClient(t, s, rendezvous.Security{JobToken: jobA.JobToken})
+	cb := rendezvoustest.NewClient(t, s, rendezvous.Security{JobToken: jobB.JobToken})
 	ctx := context.Background()
 
 	if _, err := ca.KVSet(ctx, &musterv1.KVSetRequest{Key: "secret", Value: []byte("a")}); err != nil {
@@ -70,14 +72,14 @@ func TestJobCredentialReachesOnlyItsJob(t *testing.T) {
 		t.Fatalf("KV without a job credential: %v", err)
 	}
 	// A job credential is not the cluster's: it submits nothing, lists nothing.
-	if _, err := ca.Submit(ctx, &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: args("x"), Nnodes: 1}}); status.Code(err) != codes.PermissionDenied {
+	if _, err := ca.Submit(ctx, &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 1}}); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("submit with a job credential: %v", err)
 	}
 	if _, err := ca.ListJobs(ctx, &musterv1.ListJobsRequest{}); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("list with a job credential: %v", err)
 	}
 	// A forged credential, or one of an ended job, opens nothing.
-	forged := NewTestClient(t, s, Security{JobToken: jobA.JobId + ".00"})
+	forged := rendezvoustest.NewClient(t, s, rendezvous.Security{JobToken: jobA.JobId + ".00"})
 	if _, err := forged.KVGet(ctx, &musterv1.KVGetRequest{Key: "secret"}); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("forged credential: %v", err)
 	}
@@ -93,33 +95,33 @@ func TestJobCredentialReachesOnlyItsJob(t *testing.T) {
 }
 
 func TestTokenMinimumLength(t *testing.T) {
-	t.Setenv(EnvToken, "x")
-	if _, err := LoadToken(""); err == nil || !strings.Contains(err.Error(), "MUSTER_TOKEN: token is 1 characters, want at least 16") {
+	t.Setenv(rendezvous.EnvToken, "x")
+	if _, err := rendezvous.LoadToken(""); err == nil || !strings.Contains(err.Error(), "MUSTER_TOKEN: token is 1 characters, want at least 16") {
 		t.Fatalf("MUSTER_TOKEN=x: %v", err)
 	}
-	t.Setenv(EnvToken, "0123456789abcdef")
-	if tok, err := LoadToken("/nonexistent"); err != nil || tok != "0123456789abcdef" {
+	t.Setenv(rendezvous.EnvToken, "0123456789abcdef")
+	if tok, err := rendezvous.LoadToken("/nonexistent"); err != nil || tok != "0123456789abcdef" {
 		t.Fatalf("MUSTER_TOKEN of 16: %q %v", tok, err)
 	}
-	os.Unsetenv(EnvToken)
+	os.Unsetenv(rendezvous.EnvToken)
 	short := filepath.Join(t.TempDir(), "short")
 	os.WriteFile(short, []byte("x\n"), 0o600)
-	if _, err := LoadToken(short); err == nil {
+	if _, err := rendezvous.LoadToken(short); err == nil {
 		t.Fatal("a one-character token file was accepted")
 	}
 }
 
 func TestEnsureTokenFileCreatesAPrivateToken(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "muster", "token")
-	tok, created, err := EnsureTokenFile(path)
-	if err != nil || !created || len(tok) < MinTokenLength {
+	tok, created, err := rendezvous.EnsureTokenFile(path)
+	if err != nil || !created || len(tok) < rendezvous.MinTokenLength {
 		t.Fatalf("first start: %q %v %v", tok, created, err)
 	}
 	fi, err := os.Stat(path)
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("token file mode %v, %v; want 0600", fi.Mode(), err)
 	}
-	again, created, err := EnsureTokenFile(path)
+	again, created, err := rendezvous.EnsureTokenFile(path)
 	if err != nil || created || again != tok {
 		t.Fatalf("second start: %q %v %v; want the same token", again, created, err)
 	}
@@ -127,7 +129,7 @@ func TestEnsureTokenFileCreatesAPrivateToken(t *testing.T) {
 
 func TestSocketServesItsOwnUser(t *testing.T) {
 	dir := t.TempDir()
-	s := NewTestStore(t, func(c *Config) { c.ListenAddr, c.Socket = "", filepath.Join(dir, "store.sock") })
+	s := rendezvoustest.NewStore(t, func(c *rendezvous.Config) { c.ListenAddr, c.Socket = "", filepath.Join(dir, "store.sock") })
 	if s.Addr() != "unix://"+filepath.Join(dir, "store.sock") {
 		t.Fatalf("addr %s", s.Addr())
 	}
@@ -135,7 +137,7 @@ func TestSocketServesItsOwnUser(t *testing.T) {
 		t.Fatalf("socket mode %v %v, want 0600", fi.Mode(), err)
 	}
 	// No token on the socket: the kernel says who calls, and it is this user.
-	c, err := Dial(s.Addr(), Security{})
+	c, err := rendezvous.Dial(s.Addr(), rendezvous.Security{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +146,7 @@ func TestSocketServesItsOwnUser(t *testing.T) {
 		t.Fatalf("own user on the socket: %v", err)
 	}
 	// A second store on the same path is refused while the first serves it.
-	if _, err := Start(context.Background(), Config{Socket: filepath.Join(dir, "store.sock")}); err == nil || !strings.Contains(err.Error(), ErrSocketInUse.Error()) {
+	if _, err := rendezvous.Start(context.Background(), rendezvous.Config{Socket: filepath.Join(dir, "store.sock")}); err == nil || !strings.Contains(err.Error(), rendezvous.ErrSocketInUse.Error()) {
 		t.Fatalf("second store on a busy socket: %v", err)
 	}
 }
@@ -166,11 +168,11 @@ func TestSocketRefusesOtherUsers(t *testing.T) {
 		t.Skip("needs root to connect as another user")
 	}
 	path := filepath.Join(sharedDir(t), "store.sock")
-	NewTestStore(t, func(c *Config) { c.ListenAddr, c.Socket = "", path })
+	rendezvoustest.NewStore(t, func(c *rendezvous.Config) { c.ListenAddr, c.Socket = "", path })
 	// Even where the file mode would let them in, the peer credentials do not.
 	os.Chmod(path, 0o666)
-	c := NewTestClientAs(t, path, 65534, 65534, nil)
-	_, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: args("id"), Nnodes: 1}})
+	c := rendezvoustest.NewClientAs(t, path, 65534, 65534, nil)
+	_, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("id"), Nnodes: 1}})
 	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "uid 65534 may not use this store") {
 		t.Fatalf("another user submitted to a private store: %v", err)
 	}
@@ -181,16 +183,16 @@ func TestSocketUsersRunAsThemselves(t *testing.T) {
 		t.Skip("needs root to serve other users")
 	}
 	path := filepath.Join(sharedDir(t), "agent.sock")
-	s := NewTestStore(t, func(c *Config) { c.Socket, c.SocketUsers = path, true })
+	s := rendezvoustest.NewStore(t, func(c *rendezvous.Config) { c.Socket, c.SocketUsers = path, true })
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o666 {
 		t.Fatalf("shared socket mode %v %v, want 0666", fi.Mode(), err)
 	}
-	op := NewTestClient(t, s, Security{})
+	op := rendezvoustest.NewClient(t, s, rendezvous.Security{})
 	a := newTestAgent(t, op, "solo", "127.0.0.1", -1, 0)
 	ctx := context.Background()
 
-	nobody := NewTestClientAs(t, path, 65534, 65534, []int{100})
-	resp, err := nobody.Submit(ctx, &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: args("id"), Nnodes: 1}})
+	nobody := rendezvoustest.NewClientAs(t, path, 65534, 65534, []int{100})
+	resp, err := nobody.Submit(ctx, &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("id"), Nnodes: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,18 +256,10 @@ func TestLauncherTrustsOnlySocketsOfRootOrItself(t *testing.T) {
 		t.Fatal("cannot listen as nobody")
 	}
 	defer tl.Close()
-	if !trustedSocket(mine) {
+	if !rendezvous.TrustedSocket(mine) {
 		t.Error("a socket of this user's is not trusted")
 	}
-	if trustedSocket(theirs) {
+	if rendezvous.TrustedSocket(theirs) {
 		t.Error("a socket served by nobody is trusted: another user could pose as the agent")
 	}
-}
-
-func args(ss ...string) [][]byte {
-	out := make([][]byte, len(ss))
-	for i, s := range ss {
-		out[i] = []byte(s)
-	}
-	return out
 }

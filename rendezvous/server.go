@@ -218,6 +218,10 @@ func (s *Server) SocketAddr() string {
 	return SocketAddr(s.cfg.Socket)
 }
 
+// Security is the server's security configuration: the cluster token calls
+// must carry, and its certificate.
+func (s *Server) Security() Security { return s.cfg.Security }
+
 // Close shuts the server down, in order: (1) the store fails unfinished jobs
 // and drops nodes, which ends Watch streams; (2) gRPC stops gracefully within
 // ShutdownTimeout, then (3) hard, since long waits would otherwise hold it.

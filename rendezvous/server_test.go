@@ -1,4 +1,4 @@
-package rendezvous
+package rendezvous_test
 
 import (
 	"context"
@@ -11,19 +11,30 @@ import (
 
 	"github.com/musterhq/muster/engine"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/rendezvous/rendezvoustest"
 )
 
 // testAgent plays an agent over the real gRPC API: it registers and reads
 // its command stream.
 type testAgent struct {
 	t       *testing.T
-	c       *Client
+	c       *rendezvous.Client
 	session string
 	cmds    musterv1.Agents_WatchClient
 	cancel  context.CancelFunc
 }
 
-func newTestAgent(t *testing.T, c *Client, name, addr string, rank int32, gpus int) *testAgent {
+// byteStrings is ss as a JobSpec's byte fields hold them.
+func byteStrings(ss ...string) [][]byte {
+	out := make([][]byte, len(ss))
+	for i, s := range ss {
+		out[i] = []byte(s)
+	}
+	return out
+}
+
+func newTestAgent(t *testing.T, c *rendezvous.Client, name, addr string, rank int32, gpus int) *testAgent {
 	t.Helper()
 	n := &musterv1.Node{Name: name, Addr: addr, Rank: rank}
 	for i := 0; i < gpus; i++ {
@@ -61,7 +72,7 @@ func exited(job string, rank, code, sig int32, stopped bool) *musterv1.JobEvent 
 		Rank: rank, ExitCode: code, Signal: sig, Stopped: stopped, Node: "n"}}}
 }
 
-func finalEvent(t *testing.T, c *Client, job string) *musterv1.JobFinished {
+func finalEvent(t *testing.T, c *rendezvous.Client, job string) *musterv1.JobFinished {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -87,8 +98,8 @@ func finalEvent(t *testing.T, c *Client, job string) *musterv1.JobFinished {
 }
 
 func TestRoundAcrossTwoNodes(t *testing.T) {
-	s := NewTestStore(t, nil)
-	c := NewTestClient(t, s, Security{})
+	s := rendezvoustest.NewStore(t, nil)
+	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
 	// b has an explicit node rank, so it is node rank 0 despite its name.
 	a := newTestAgent(t, c, "a", "10.0.0.2", -1, 4)
 	b := newTestAgent(t, c, "b", "10.0.0.1", 0, 4)
@@ -149,8 +160,8 @@ func TestRoundAcrossTwoNodes(t *testing.T) {
 }
 
 func TestSubmitErrors(t *testing.T) {
-	s := NewTestStore(t, nil)
-	c := NewTestClient(t, s, Security{})
+	s := rendezvoustest.NewStore(t, nil)
+	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
 	submit := func(spec *musterv1.JobSpec) error {
 		_, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: spec})
 		return err
@@ -178,8 +189,8 @@ func TestSubmitErrors(t *testing.T) {
 }
 
 func TestCancelAndLostNode(t *testing.T) {
-	s := NewTestStore(t, func(c *Config) { c.SessionGrace = 100 * time.Millisecond })
-	c := NewTestClient(t, s, Security{})
+	s := rendezvoustest.NewStore(t, func(c *rendezvous.Config) { c.SessionGrace = 100 * time.Millisecond })
+	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
 	a := newTestAgent(t, c, "a", "127.0.0.1", -1, 0)
 	resp, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 1, Nproc: 2}})
 	if err != nil {
@@ -204,11 +215,11 @@ func TestCancelAndLostNode(t *testing.T) {
 }
 
 func TestKVAndBarrierOverGRPC(t *testing.T) {
-	s := NewTestStore(t, nil)
-	op := NewTestClient(t, s, Security{})
+	s := rendezvoustest.NewStore(t, nil)
+	op := rendezvoustest.NewClient(t, s, rendezvous.Security{})
 	a := newTestAgent(t, op, "solo", "127.0.0.1", -1, 0)
 	asg := runningJob(t, op, a)
-	c := NewTestClient(t, s, Security{JobToken: asg.JobToken})
+	c := rendezvoustest.NewClient(t, s, rendezvous.Security{JobToken: asg.JobToken})
 	ctx := context.Background()
 	got := make(chan []byte)
 	go func() {
@@ -231,13 +242,13 @@ func TestKVAndBarrierOverGRPC(t *testing.T) {
 
 func TestTokenRequired(t *testing.T) {
 	const token = "0123456789abcdef0123"
-	s := NewTestStore(t, func(c *Config) { c.Security.Token = token })
+	s := rendezvoustest.NewStore(t, func(c *rendezvous.Config) { c.Security.Token = token })
 	ctx := context.Background()
 	for _, tt := range []struct {
 		token string
 		code  codes.Code
 	}{{"", codes.Unauthenticated}, {"wrong-token-0123456789", codes.Unauthenticated}, {token, codes.OK}} {
-		c, err := Dial(s.Addr(), Security{Token: tt.token})
+		c, err := rendezvous.Dial(s.Addr(), rendezvous.Security{Token: tt.token})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -269,7 +280,7 @@ func TestCheckListen(t *testing.T) {
 		{"0.0.0.0:29400", "tok", "store.pem", true},
 		{"nonsense", "", "", false},
 	} {
-		err := CheckListen(tt.addr, Security{Token: tt.token, CertFile: tt.cert})
+		err := rendezvous.CheckListen(tt.addr, rendezvous.Security{Token: tt.token, CertFile: tt.cert})
 		if (err == nil) != tt.ok {
 			t.Errorf("CheckListen(%q, token %q, cert %q) = %v", tt.addr, tt.token, tt.cert, err)
 		}
