@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/musterhq/muster/gpu"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
@@ -85,6 +87,10 @@ type jobRun struct {
 	pub     *jobPublisher
 }
 
+// nameTakenWait is how long a starting agent waits for its name to be freed
+// by a previous agent of the node that just went away.
+const nameTakenWait = 5 * time.Second
+
 // Start registers with the store and begins taking assignments. The agent is
 // ready for jobs once ReadyNotify is closed: registered, and its Watch
 // stream in place. It fails when the first registration does; later, a lost
@@ -126,10 +132,16 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 		errc:  make(chan error),
 	}
 	watch, stop, err := a.register(ctx)
+	// The name may still be held by this node's previous agent, whose end
+	// the store has yet to see: wait a little for it, then give up.
+	for deadline := time.Now().Add(nameTakenWait); status.Code(err) == codes.PermissionDenied && time.Now().Before(deadline); {
+		time.Sleep(250 * time.Millisecond)
+		watch, stop, err = a.register(ctx)
+	}
 	if err != nil {
 		cancel()
 		c.Close()
-		return nil, fmt.Errorf("register with store %s: %w", cfg.StoreAddr, err)
+		return nil, fmt.Errorf("register with store %s: %s", cfg.StoreAddr, rendezvous.ErrorMessage(err))
 	}
 	a.loops.Add(1)
 	go a.sessionLoop(watch, stop)

@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"bytes"
+	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,18 +24,47 @@ func TestAgentShutdownFailsItsJob(t *testing.T) {
 	}
 }
 
-// A launcher whose store stops answering says so within seconds; it waited
-// 46 s without a word before.
+// A launcher whose store stops answering says so within seconds (it waited
+// 46 s without a word before), follows the job again once the store
+// answers, and exits with the job's code.
 func TestLauncherNoticesAStoreThatStoppedAnswering(t *testing.T) {
 	ap := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), nil)
-	cmd, out, errb := launcher(t, nil, "run", "--cluster", ap.addr, "--nproc", "1", "--", "sleep", "1000")
+	cmd := exec.Command(launcherBin, "run", "--cluster", ap.addr, "--nproc", "1", "--", "sh", "-c", "sleep 10; exit 3")
+	var errb syncBuffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
 	eventually(t, "the job to run", func() bool { return strings.Contains(runLauncher(t, "jobs", "--cluster", ap.addr).stdout, "running") })
 	ap.cmd.Process.Signal(syscall.SIGSTOP)
 	defer ap.cmd.Process.Signal(syscall.SIGCONT)
-	r := wait(t, cmd, out, errb)
-	if r.code == 0 || !strings.Contains(r.stderr, "lost contact with the store at "+ap.addr) {
-		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+	eventually(t, "the launcher to say it lost the store", func() bool {
+		return strings.Contains(errb.String(), "muster: lost the store at "+ap.addr)
+	})
+	ap.cmd.Process.Signal(syscall.SIGCONT)
+	err := cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 3 {
+		t.Fatalf("exit %d (%v), want the job's 3; stderr:\n%s", code, err, errb.String())
 	}
+}
+
+// syncBuffer is a buffer a process writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // A launcher suspended with Ctrl-Z keeps its job: when it resumes, the job
@@ -46,5 +78,15 @@ func TestSuspendedLauncherKeepsItsJob(t *testing.T) {
 	r := wait(t, cmd, out, errb)
 	if r.code != 0 || strings.Count(r.stdout, "\n") != 2002 {
 		t.Fatalf("exit %d, %d lines; stderr:\n%s", r.code, strings.Count(r.stdout, "\n"), r.stderr)
+	}
+}
+
+// A second agent under a name a live agent holds is refused and exits,
+// rather than the two evicting each other forever.
+func TestSecondAgentOfOneNameIsRefused(t *testing.T) {
+	ap := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--name", "twin"})
+	out, err := runAgentOnce(t, "--store", ap.addr, "--name", "twin", "--addr", "127.0.0.2")
+	if err == nil || !strings.Contains(out, "registered by another agent, which is connected: give this agent another --name") {
+		t.Fatalf("second agent: %v\n%s", err, out)
 	}
 }

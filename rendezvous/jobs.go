@@ -3,6 +3,7 @@ package rendezvous
 import (
 	"context"
 	"fmt"
+	"time"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
@@ -112,10 +113,23 @@ func (s *Store) detach(j *job) {
 		j.events.trim(finishedEvents)
 	}
 	if j.attached == 0 && !j.finished() {
-		if j.failure == nil && j.code == 0 {
-			j.code = 129 // as if the launcher's terminal hung up
-			j.reason = "stopped: the launcher that submitted it went away"
-		}
-		s.stopLocked(j, j.spec.KillTimeoutMs)
+		// A launcher that lost its connection follows again within moments:
+		// only one that stays away has its job stopped.
+		time.AfterFunc(detachGrace, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if j.attached > 0 || j.finished() {
+				return
+			}
+			if j.failure == nil && j.code == 0 {
+				j.code = 129 // as if the launcher's terminal hung up
+				j.reason = "stopped: the launcher that submitted it went away"
+			}
+			s.stopLocked(j, j.spec.KillTimeoutMs)
+		})
 	}
 }
+
+// detachGrace is how long a job waits for its launcher to follow it again
+// after the launcher's stream ended, before it is stopped.
+const detachGrace = 10 * time.Second

@@ -1,6 +1,7 @@
 package rendezvous
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -166,6 +167,16 @@ func TestRegisterAgainReplaces(t *testing.T) {
 	s := NewStore(StoreConfig{})
 	defer s.Close()
 	sessions := registerMany(t, s, 3)
+	// Another agent under a connected node's name is refused: two live
+	// agents of one name would evict each other forever.
+	if _, err := s.Register(&musterv1.Node{Name: "node-00001", Addr: "10.9.9.9", Rank: -1}, "other", nil); !errors.Is(err, ErrNodeTaken) {
+		t.Fatalf("a second live agent of node-00001: %v, want ErrNodeTaken", err)
+	}
+	_, gone, err := s.Commands(sessions[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Disconnected(sessions[1], gone, "test")
 	again, err := s.Register(&musterv1.Node{Name: "node-00001", Addr: "10.9.9.9", Rank: -1}, "", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -99,6 +99,9 @@ func (s *Store) Register(info *musterv1.Node, key string, jobs []*musterv1.Runni
 			return old.session, nil
 		case len(old.jobs) > 0 || len(jobs) > 0:
 			return "", fmt.Errorf("node %s: %w, which holds its jobs: only that agent may register it again", info.GetName(), ErrNodeTaken)
+		case old.connected:
+			// Two live agents under one name would evict each other forever.
+			return "", fmt.Errorf("node %s: %w, which is connected: give this agent another --name", info.GetName(), ErrNodeTaken)
 		}
 		s.removeNodeLocked(old, "registered again")
 	}

@@ -256,3 +256,17 @@ func TestStopWithGrace(t *testing.T) {
 		})
 	}
 }
+
+// A stop gives each worker one SIGTERM: many programs take a second one as
+// "quit now, skip the graceful part".
+func TestStopSignalsEachWorkerOnce(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "terms")
+	j := startShell(t, 5*time.Second, fmt.Sprintf(`trap 'echo term >> %s; sleep 0.3; exit 0' TERM; while :; do sleep 0.05; done`, f))
+	eventually(t, "the worker", 5*time.Second, func() bool { return len(marked(j.marker)) >= 1 })
+	time.Sleep(100 * time.Millisecond)
+	j.g.Stop(5 * time.Second)
+	j.events(t)
+	if b, _ := os.ReadFile(f); strings.Count(string(b), "term") != 1 {
+		t.Fatalf("the worker got SIGTERM %d times, want once", strings.Count(string(b), "term"))
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"syscall"
 	"time"
 
@@ -112,7 +113,10 @@ func runShim() int {
 		case <-repeat:
 			s.signalDescendants(syscall.SIGKILL)
 		case <-s.giveUp:
-			left := descendants(os.Getpid())
+			var left []int
+			for _, p := range descendants(os.Getpid()) {
+				left = append(left, p.pid)
+			}
 			s.notes = append(s.notes, fmt.Sprintf("processes %v still alive %s after SIGKILL (uninterruptible sleep?); no longer waited for",
 				left, s.spec.Unkillable))
 			return s.finish()
@@ -242,9 +246,14 @@ func (s *shim) signalGroups(sig syscall.Signal) {
 	}
 }
 
+// signalDescendants signals every descendant outside the workers' process
+// groups, which signalGroups reaches: a worker gets each signal once (a
+// second SIGTERM means "quit now" to many programs).
 func (s *shim) signalDescendants(sig syscall.Signal) {
-	for _, pid := range descendants(os.Getpid()) {
-		syscall.Kill(pid, sig)
+	for _, p := range descendants(os.Getpid()) {
+		if sig == syscall.SIGKILL || !slices.Contains(s.groups, p.pgid) {
+			syscall.Kill(p.pid, sig)
+		}
 	}
 }
 

@@ -196,6 +196,7 @@ func (a *agent) run() error {
 // them, and a Submit that releases one message to every open stream.
 type floorServer struct {
 	musterv1.UnimplementedAgentsServer
+	musterv1.UnimplementedJobsServer
 	n   int
 	msg *musterv1.AgentCommand
 
@@ -217,6 +218,7 @@ func floor(n, size int) error {
 	// The store's limits on streams per connection, and nothing else.
 	s := grpc.NewServer(grpc.MaxConcurrentStreams(4096))
 	musterv1.RegisterAgentsServer(s, f)
+	musterv1.RegisterJobsServer(s, f)
 	say("listening %s", lis.Addr())
 	return s.Serve(lis)
 }

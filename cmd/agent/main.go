@@ -79,6 +79,9 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout time.Duration) error {
 	if listen != "" && storeAddr != "" {
 		return cmdline.Usagef(c, "--listen and --store: give one (host the store, or join one)")
 	}
+	if storeAddr != "" && c.IsSet("socket") {
+		return cmdline.Usagef(c, "--socket serves a store this agent hosts (--listen); with --store, launchers on this machine use --cluster %s", storeAddr)
+	}
 	// The token given explicitly: MUSTER_TOKEN, or --token-file, which an
 	// agent hosting the store creates below when it does not exist yet.
 	tokenFile := c.String("token-file")

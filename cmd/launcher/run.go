@@ -203,13 +203,14 @@ func run(c *cli.Context, f runFlags) error {
 const defaultWaitTimeout = 10 * time.Minute
 
 // reattach is how long a launcher that lost a cluster's store tries to
-// follow its job again: a restarted store takes the job over from its agents
-// within seconds. The embedded store cannot restart.
+// follow its job again: as long as a job may wait for its nodes, time for a
+// store's machine to be restarted. The agents keep the job meanwhile, and a
+// restarted store takes it over from them. The embedded store cannot restart.
 func reattach(cluster string) time.Duration {
 	if cluster == "" {
 		return 0
 	}
-	return 30 * time.Second
+	return 10 * time.Minute
 }
 
 // liveness is how often the launcher checks that a quiet cluster store
