@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/musterhq/muster/envprop"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
@@ -129,7 +131,11 @@ func (a *Agent) reconnect() (musterv1.Agents_WatchClient, context.CancelFunc) {
 		delay = min(2*delay, reconnectMax)
 		if try <= 3 || time.Since(logged) >= logEvery {
 			logged = time.Now()
-			a.log.Warn("store unreachable; trying again", zap.String("store", a.cfg.StoreAddr), zap.Int("tries", try),
+			msg := "store unreachable; trying again"
+			if status.Code(err) == codes.PermissionDenied {
+				msg = "store refuses to register this node; trying again"
+			}
+			a.log.Warn(msg, zap.String("store", a.cfg.StoreAddr), zap.Int("tries", try),
 				zap.Duration("down-for", time.Since(since).Round(time.Second)), zap.Duration("next-try-within", delay),
 				zap.String("error", rendezvous.ErrorMessage(err)))
 		}
