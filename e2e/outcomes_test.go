@@ -1,11 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,7 +28,7 @@ func TestAgentShutdownFailsItsJob(t *testing.T) {
 func TestLauncherNoticesAStoreThatStoppedAnswering(t *testing.T) {
 	ap := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), nil)
 	cmd := exec.Command(launcherBin, "run", "--cluster", ap.addr, "--nproc", "1", "--", "sh", "-c", "sleep 10; exit 3")
-	var errb syncBuffer
+	var errb lockedBuffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -47,24 +45,6 @@ func TestLauncherNoticesAStoreThatStoppedAnswering(t *testing.T) {
 	if code := cmd.ProcessState.ExitCode(); code != 3 {
 		t.Fatalf("exit %d (%v), want the job's 3; stderr:\n%s", code, err, errb.String())
 	}
-}
-
-// syncBuffer is a buffer a process writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // A launcher suspended with Ctrl-Z keeps its job: when it resumes, the job
