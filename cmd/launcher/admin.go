@@ -90,7 +90,12 @@ func jobsCommand() *cli.Command {
 			fmt.Fprintln(w, "JOB\tSTATE\tEXIT\tUSER\tNODES\tCOMMAND")
 			for _, j := range resp.Jobs {
 				state := strings.ToLower(strings.TrimPrefix(j.State.String(), "JOB_STATE_"))
-				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", j.JobId, state, j.ExitCode, owner(j.GetOwner()),
+				exit := "-" // not ended yet
+				switch j.State {
+				case musterv1.JobState_JOB_STATE_SUCCEEDED, musterv1.JobState_JOB_STATE_FAILED, musterv1.JobState_JOB_STATE_CANCELLED:
+					exit = fmt.Sprint(j.ExitCode)
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", j.JobId, state, exit, owner(j.GetOwner()),
 					strings.Join(j.Nodes, ","), bytes.Join(j.Spec.GetArgv(), []byte(" ")))
 			}
 			return w.Flush()
@@ -145,7 +150,7 @@ func certsCommand() *cli.Command {
 func owner(id *musterv1.Identity) string {
 	switch {
 	case id == nil:
-		return "-"
+		return "(operator)" // submitted with the cluster token
 	case id.GetUser() != "":
 		return id.GetUser()
 	}
