@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -27,7 +28,11 @@ func TestAgentShutdownFailsItsJob(t *testing.T) {
 // answers, and exits with the job's code.
 func TestLauncherNoticesAStoreThatStoppedAnswering(t *testing.T) {
 	ap := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), nil)
-	cmd := exec.Command(launcherBin, "run", "--cluster", ap.addr, "--nproc", "1", "--", "sh", "-c", "sleep 10; exit 3")
+	dir := t.TempDir()
+	// The job ends only once the test says so: a loaded machine may take
+	// long to get here, and the job must still run when the store stops.
+	cmd := exec.Command(launcherBin, "run", "--cluster", ap.addr, "--nproc", "1", "--", "sh", "-c",
+		"while [ ! -e "+dir+"/go ]; do sleep 0.1; done; exit 3")
 	var errb lockedBuffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {
@@ -41,6 +46,7 @@ func TestLauncherNoticesAStoreThatStoppedAnswering(t *testing.T) {
 		return strings.Contains(errb.String(), "muster: lost the store at "+ap.addr)
 	})
 	ap.cmd.Process.Signal(syscall.SIGCONT)
+	os.WriteFile(dir+"/go", nil, 0o644)
 	err := cmd.Wait()
 	if code := cmd.ProcessState.ExitCode(); code != 3 {
 		t.Fatalf("exit %d (%v), want the job's 3; stderr:\n%s", code, err, errb.String())

@@ -118,7 +118,7 @@ func (s *Store) detach(j *job) {
 		time.AfterFunc(detachGrace, func() {
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			if j.attached > 0 || j.finished() {
+			if j.attached > 0 || j.finished() || s.closed {
 				return
 			}
 			if j.failure == nil && j.code == 0 {

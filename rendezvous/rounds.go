@@ -334,7 +334,7 @@ func firstNames(nodes []*node, limit int) []string {
 func (s *Store) waitExpired(j *job, r *round, d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if j.round != r || r.state != roundWaiting || j.finished() {
+	if s.closed || j.round != r || r.state != roundWaiting || j.finished() {
 		return
 	}
 	picked, unusable := s.pickLocked(j.spec)

@@ -146,7 +146,7 @@ func (s *Store) Disconnected(session string, gone <-chan struct{}, reason string
 	n.lost = time.AfterFunc(grace, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.nodes[session] == n && !n.connected && n.gone == gone {
+		if !s.closed && s.nodes[session] == n && !n.connected && n.gone == gone {
 			s.removeNodeLocked(n, fmt.Sprintf("%s, and its agent did not come back within %s", reason, grace))
 		}
 	})
@@ -331,6 +331,9 @@ func (s *Store) rebuildLocked(rj *musterv1.RunningJob) *job {
 	time.AfterFunc(grace, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if s.closed {
+			return
+		}
 		for _, m := range r.nodes {
 			if m.placeholder {
 				s.nodeLostLocked(j, m, fmt.Sprintf("its agent did not register within %s of the store's restart", grace))
@@ -340,7 +343,7 @@ func (s *Store) rebuildLocked(rj *musterv1.RunningJob) *job {
 	time.AfterFunc(adoptedAttachWait, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if j.attached == 0 && !j.finished() {
+		if !s.closed && j.attached == 0 && !j.finished() {
 			if j.failure == nil && j.code == 0 {
 				j.code = 129
 				j.reason = fmt.Sprintf("stopped: no launcher followed the job within %s of the store's restart", adoptedAttachWait)
