@@ -95,7 +95,7 @@ func (s *Supervisor) Run(plans []workerPlan, files jobFiles) {
 		for _, w := range workers {
 			lf, err := openLogFile(filepath.Join(logDir, fmt.Sprintf("rank-%d.log", w.plan.rank)), w.plan.spec.cred)
 			if err != nil {
-				s.failAll(workers, exitStatus{code: 1, err: fmt.Sprintf("--log-dir: %v", err)})
+				s.failAll(workers, exitStatus{code: 1, err: validText(fmt.Sprintf("--log-dir: %v", err))})
 				os.RemoveAll(jobDir)
 				return
 			}
