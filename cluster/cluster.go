@@ -122,6 +122,7 @@ type Cluster struct {
 	meta     []byte
 	closed   bool
 	peers    []string             // given to Join, joined again by the rejoin loop
+	alive    map[string]Member    // alive members, itself included, as the delegate saw them
 	departed map[string]departure // dead or left members, by name
 
 	nameTaken atomic.Pointer[memberlist.Node] // set by the merge delegate during Join
@@ -161,6 +162,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		rejoin:   rejoin,
 		tries:    cfg.JoinAttempts,
 		meta:     meta,
+		alive:    map[string]Member{},
 		departed: map[string]departure{},
 		stop:     make(chan struct{}),
 		loopDone: make(chan struct{}),
@@ -182,7 +184,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster: start member %q: %w", cfg.Name, err)
 	}
 	c.ml = ml
-	self := ml.LocalNode()
+	// A copy: memberlist changes its nodes under its own lock; the delegate sees them under it.
+	local := *ml.LocalNode()
+	self := &local
 	if err := checkAdvertise(self.Addr, nil); err != nil {
 		_ = ml.Shutdown()
 		return nil, err
@@ -199,7 +203,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 func (c *Cluster) Name() string { return c.name }
 
 // Addr is this member's advertised host:port, the address others Join.
-func (c *Cluster) Addr() string { return c.ml.LocalNode().Address() }
+func (c *Cluster) Addr() string { return c.self.Load().Address() }
 
 // Events delivers membership changes. The channel is bounded: when its reader falls behind,
 // events are dropped (see Dropped) rather than ever blocking gossip. Members is always the
@@ -320,13 +324,11 @@ func (c *Cluster) rejoinLoop() {
 			return
 		case <-t.C:
 		}
-		alive := map[string]bool{}
-		for _, n := range c.ml.Members() {
-			if n.State == memberlist.StateAlive || n.State == memberlist.StateSuspect {
-				alive[n.Address()] = true
-			}
-		}
 		c.mu.Lock()
+		alive := map[string]bool{}
+		for _, m := range c.alive {
+			alive[m.Addr] = true
+		}
 		var missing []string
 		for _, p := range c.peers {
 			if !alive[p] {
@@ -349,21 +351,19 @@ func toMember(n *memberlist.Node) Member {
 	return m
 }
 
-// Members is every member this one knows: alive and suspect ones, itself included, and the
+// Members is every member this one knows: the alive ones, itself included, and the
 // dead and left ones it has seen depart (the most recent few thousand), sorted by name.
+//
+// The view is the one memberlist's events built: memberlist's own Members hands out nodes it
+// goes on changing, which cannot be read safely.
 func (c *Cluster) Members() []Member {
-	nodes := c.ml.Members() // before c.mu: memberlist calls the delegate under its own lock
-	out := make([]Member, 0, len(nodes))
-	seen := make(map[string]bool, len(nodes))
-	for _, n := range nodes {
-		out = append(out, toMember(n))
-		seen[n.Name] = true
-	}
 	c.mu.Lock()
-	for name, d := range c.departed {
-		if !seen[name] {
-			out = append(out, d.m)
-		}
+	out := make([]Member, 0, len(c.alive)+len(c.departed))
+	for _, m := range c.alive {
+		out = append(out, m)
+	}
+	for _, d := range c.departed {
+		out = append(out, d.m)
 	}
 	c.mu.Unlock()
 	slices.SortFunc(out, func(a, b Member) int {
@@ -378,7 +378,7 @@ func (c *Cluster) Members() []Member {
 	return out
 }
 
-// NumAlive is how many members are alive or suspect, this one included.
+// NumAlive is how many members memberlist counts alive (suspect ones too), this one included.
 func (c *Cluster) NumAlive() int { return c.ml.NumMembers() }
 
 // UpdateMeta changes this member's metadata and gossips it; it waits at most timeout for
@@ -461,11 +461,20 @@ func (d *delegate) NotifyJoin(n *memberlist.Node) {
 	m := toMember(n)
 	d.c.mu.Lock()
 	delete(d.c.departed, n.Name)
+	d.c.alive[n.Name] = m
 	d.c.mu.Unlock()
 	d.c.emit(EventJoin, m)
 }
 
-func (d *delegate) NotifyUpdate(n *memberlist.Node) { d.c.emit(EventUpdate, toMember(n)) }
+func (d *delegate) NotifyUpdate(n *memberlist.Node) {
+	m := toMember(n)
+	d.c.mu.Lock()
+	if _, ok := d.c.alive[n.Name]; ok {
+		d.c.alive[n.Name] = m
+	}
+	d.c.mu.Unlock()
+	d.c.emit(EventUpdate, m)
+}
 
 func (d *delegate) NotifyLeave(n *memberlist.Node) {
 	m := toMember(n)
@@ -475,6 +484,7 @@ func (d *delegate) NotifyLeave(n *memberlist.Node) {
 		t, m.State = EventLeave, Left
 	}
 	d.c.mu.Lock()
+	delete(d.c.alive, n.Name)
 	if len(d.c.departed) >= maxDeparted {
 		var oldest string
 		var at time.Time
