@@ -167,17 +167,7 @@ func startAgentAt(t *testing.T, listen string, agentArgs []string, launcherArgs 
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			t.Errorf("agent did not stop on SIGTERM; log:\n%s", errb.String())
-		}
-	})
+	stopAtCleanup(t, cmd, "the agent", errb.String)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for ctx.Err() == nil {
@@ -189,6 +179,22 @@ func startAgentAt(t *testing.T, listen string, agentArgs []string, launcherArgs 
 	}
 	t.Fatalf("agent never became ready; log:\n%s", errb.String())
 	return nil
+}
+
+// stopAtCleanup stops an agent with SIGTERM when the test ends, and fails
+// the test, showing log, when it does not stop within 20 s.
+func stopAtCleanup(t *testing.T, cmd *exec.Cmd, what string, log func() string) {
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			t.Errorf("%s did not stop on SIGTERM; log:\n%s", what, log())
+		}
+	})
 }
 
 // runAgentOnce runs the agent expecting it to exit by itself.

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -43,17 +42,7 @@ func joinAgent(t *testing.T, store, name, addr string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			t.Errorf("agent %s did not stop on SIGTERM; log:\n%s", name, log.String())
-		}
-	})
+	stopAtCleanup(t, cmd, "agent "+name, log.String)
 }
 
 func TestClusterRunWaitsForNodes(t *testing.T) {

@@ -163,7 +163,6 @@ func (sp *space) Get(ctx context.Context, key string, wait bool) ([]byte, uint64
 			return nil, 0, err
 		}
 		e, ok := sp.entries[key]
-		wake := sp.wake
 		sp.m.mu.Unlock()
 		if ok {
 			return e.value, e.version, nil
@@ -171,11 +170,9 @@ func (sp *space) Get(ctx context.Context, key string, wait bool) ([]byte, uint64
 		if !wait {
 			return nil, 0, ErrNotFound
 		}
-		select {
-		case <-wake:
-		case <-sp.dropped:
-		case <-ctx.Done():
-			return nil, 0, fmt.Errorf("waiting for key %q: %w", key, ctx.Err())
+		// The key may go again before it is read: then wait once more.
+		if err := sp.Wait(ctx, key); err != nil {
+			return nil, 0, err
 		}
 	}
 }

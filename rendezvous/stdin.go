@@ -229,6 +229,24 @@ func stdinSessionsLocked(spec *musterv1.JobSpec, rd *round) []string {
 
 // StdinWriter is the relay of a job's stdin, for its launcher to write.
 func (s *Store) StdinWriter(jobID string) (*stdinRelay, error) {
+	r, err := s.stdinOf(jobID)
+	if err != nil {
+		return nil, err
+	}
+	return r, r.attachWriter()
+}
+
+// StdinReader is the relay of a job's stdin, for the agent of session to
+// read; it must call leave when done.
+func (s *Store) StdinReader(session, jobID string) (*stdinRelay, error) {
+	r, err := s.stdinOf(jobID)
+	if err != nil {
+		return nil, err
+	}
+	return r, r.openReader(session)
+}
+
+func (s *Store) stdinOf(jobID string) (*stdinRelay, error) {
 	s.mu.Lock()
 	j := s.jobs[jobID]
 	s.mu.Unlock()
@@ -238,22 +256,7 @@ func (s *Store) StdinWriter(jobID string) (*stdinRelay, error) {
 	case j.stdin == nil:
 		return nil, fmt.Errorf("job %s: no rank reads stdin (--stdin none)", jobID)
 	}
-	return j.stdin, j.stdin.attachWriter()
-}
-
-// StdinReader is the relay of a job's stdin, for the agent of session to
-// read; it must call leave when done.
-func (s *Store) StdinReader(session, jobID string) (*stdinRelay, error) {
-	s.mu.Lock()
-	j := s.jobs[jobID]
-	s.mu.Unlock()
-	switch {
-	case j == nil:
-		return nil, fmt.Errorf("job %q: %w", jobID, ErrNotFound)
-	case j.stdin == nil:
-		return nil, fmt.Errorf("job %s: no rank reads stdin", jobID)
-	}
-	return j.stdin, j.stdin.openReader(session)
+	return j.stdin, nil
 }
 
 // WriteStdin relays a launcher's stdin into its job.
