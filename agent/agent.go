@@ -74,9 +74,10 @@ type Agent struct {
 	ncclOnce    sync.Once
 	ncclVersion int
 
-	ready     chan struct{}
-	errc      chan error
-	closeOnce sync.Once
+	ready       chan struct{}
+	errc        chan error
+	gpusChanged chan struct{} // see GPUsChanged
+	closeOnce   sync.Once
 }
 
 // jobRun is one job on this node: its assignment, workers and events.
@@ -126,10 +127,11 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	actx, cancel := context.WithCancel(context.Background())
 	a := &Agent{
 		cfg: cfg, log: cfg.Logger, client: c, node: node, key: newNodeKey(), ctx: actx, cancel: cancel,
-		jobs:  map[string]*jobRun{},
-		ports: map[string][]net.Listener{},
-		ready: make(chan struct{}),
-		errc:  make(chan error),
+		jobs:        map[string]*jobRun{},
+		ports:       map[string][]net.Listener{},
+		ready:       make(chan struct{}),
+		gpusChanged: make(chan struct{}, 1),
+		errc:        make(chan error),
 	}
 	watch, stop, err := a.register(ctx)
 	// The name may still be held by this node's previous agent, whose end
@@ -215,6 +217,7 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 	a.jobs[asg.GetJobId()] = &jobRun{asg: asg, storeID: a.currentStore(), sup: sup, pub: pub}
 	a.wg.Add(1)
 	a.mu.Unlock()
+	a.signalGPUs()
 	go pub.run()
 	plans, files, err := a.plan(asg)
 	a.releasePorts(asg.GetRoundId())
@@ -235,6 +238,7 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 		a.mu.Lock()
 		delete(a.jobs, asg.GetJobId())
 		a.mu.Unlock()
+		a.signalGPUs()
 	}()
 }
 

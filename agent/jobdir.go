@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -9,7 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A job's directory on a node (its hostfile) is TempDir/muster-JOBID. It
+// A job's directory on a node (its hostfile) is TempDir/muster-JOBID.NODERANK
+// (several agents may share a machine, and its temporary directory). It
 // holds a lock file, locked while the job's agent or shim lives, so that an
 // agent starting later removes what a crash left and nothing in use.
 const (
@@ -21,8 +23,8 @@ const (
 // makeJobDir creates a job's directory and returns it with its lock held.
 // The directory is made and locked under a temporary name, then renamed:
 // an agent starting meanwhile never sees it unlocked.
-func makeJobDir(tempDir, jobID string) (string, *os.File, error) {
-	dir := filepath.Join(tempDir, jobDirPrefix+jobID)
+func makeJobDir(tempDir, jobID string, nodeRank int32) (string, *os.File, error) {
+	dir := filepath.Join(tempDir, fmt.Sprintf("%s%s.%d", jobDirPrefix, jobID, nodeRank))
 	tmp, err := os.MkdirTemp(tempDir, jobDirNew)
 	if err != nil {
 		return "", nil, err

@@ -59,7 +59,7 @@ func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
 	var jobDir string
 	var lock *os.File
 	err = asUser(cred, func() (err error) {
-		jobDir, lock, err = makeJobDir(a.cfg.TempDir, asg.GetJobId())
+		jobDir, lock, err = makeJobDir(a.cfg.TempDir, asg.GetJobId(), asg.GetNodeRank())
 		return err
 	})
 	if err != nil {

@@ -309,8 +309,8 @@ func (s *Supervisor) rankStates(first, n int32, acked uint64) []*musterv1.RankSt
 // grace kills sooner.
 func (s *Supervisor) Stop(grace time.Duration) { s.stop(grace, "") }
 
-// Shutdown stops the job because this agent is going away; its workers are
-// reported as failed, for reason.
+// Shutdown stops the job because this agent is going away, or a node of the
+// job was lost; its workers are reported as failed, for reason.
 func (s *Supervisor) Shutdown(grace time.Duration, reason string) { s.stop(grace, reason) }
 
 func (s *Supervisor) stop(grace time.Duration, shutdown string) {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -64,6 +65,9 @@ type Member struct {
 	Meta  Meta
 	// MetaErr is set when the member's metadata could not be decoded; Meta is then zero.
 	MetaErr error
+	// SinceAck, in a dead member's event, is how long before it this member last had a probe
+	// of it answered; 0 when it never had.
+	SinceAck time.Duration
 }
 
 // EventType says what happened to a member.
@@ -125,6 +129,8 @@ type Cluster struct {
 	alive    map[string]Member    // alive members, itself included, as the delegate saw them
 	departed map[string]departure // dead or left members, by name
 
+	acks map[string]time.Time // when this member last had a probe of each member answered
+
 	nameTaken atomic.Pointer[memberlist.Node] // set by the merge delegate during Join
 	self      atomic.Pointer[memberlist.Node] // this member as advertised, once started
 
@@ -164,6 +170,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		meta:     meta,
 		alive:    map[string]Member{},
 		departed: map[string]departure{},
+		acks:     map[string]time.Time{},
 		stop:     make(chan struct{}),
 		loopDone: make(chan struct{}),
 	}
@@ -176,7 +183,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	c.events = make(chan Event, n)
 	d := &delegate{c: c}
-	mc.Delegate, mc.Events, mc.Merge, mc.Alive, mc.Conflict = d, d, d, d, d
+	mc.Delegate, mc.Events, mc.Merge, mc.Alive, mc.Conflict, mc.Ping = d, d, d, d, d, d
 	mc.LogOutput = nil
 	mc.Logger = memberlistLogger(lg)
 	ml, err := memberlist.Create(mc)
@@ -378,6 +385,41 @@ func (c *Cluster) Members() []Member {
 	return out
 }
 
+// SinceAck is how long ago this member last had a probe of the named member answered, and
+// whether it ever had: what a dead member's message says ("no gossip ack for 1.3 s").
+func (c *Cluster) SinceAck(name string) (time.Duration, bool) {
+	c.mu.Lock()
+	at, ok := c.acks[name]
+	c.mu.Unlock()
+	if !ok {
+		return 0, false
+	}
+	return time.Since(at), true
+}
+
+// Refused says whether the named member's host refused a TCP connection to its gossip port
+// within timeout: the host is up and the member's process is gone. A member that answers,
+// or a host that does not, is not known to be gone: gossip decides those.
+func (c *Cluster) Refused(name string, timeout time.Duration) bool {
+	c.mu.Lock()
+	m, ok := c.alive[name]
+	if !ok {
+		if d, gone := c.departed[name]; gone {
+			m, ok = d.m, true
+		}
+	}
+	c.mu.Unlock()
+	if !ok {
+		return false
+	}
+	conn, err := net.DialTimeout("tcp", m.Addr, timeout)
+	if err == nil {
+		conn.Close()
+		return false
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
+}
+
 // NumAlive is how many members memberlist counts alive (suspect ones too), this one included.
 func (c *Cluster) NumAlive() int { return c.ml.NumMembers() }
 
@@ -457,6 +499,18 @@ func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (d *delegate) LocalState(join bool) []byte                { return nil }
 func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
 
+// AckPayload and NotifyPingComplete make the delegate memberlist's PingDelegate: a probe
+// answered is the time a later "no gossip ack for" counts from.
+func (d *delegate) AckPayload() []byte { return nil }
+
+func (d *delegate) NotifyPingComplete(n *memberlist.Node, _ time.Duration, _ []byte) {
+	d.c.mu.Lock()
+	if _, ok := d.c.alive[n.Name]; ok {
+		d.c.acks[n.Name] = time.Now()
+	}
+	d.c.mu.Unlock()
+}
+
 func (d *delegate) NotifyJoin(n *memberlist.Node) {
 	m := toMember(n)
 	d.c.mu.Lock()
@@ -496,6 +550,10 @@ func (d *delegate) NotifyLeave(n *memberlist.Node) {
 		delete(d.c.departed, oldest)
 	}
 	d.c.departed[n.Name] = departure{m: m, at: time.Now()}
+	if at, ok := d.c.acks[n.Name]; ok {
+		m.SinceAck = time.Since(at)
+	}
+	delete(d.c.acks, n.Name)
 	d.c.mu.Unlock()
 	d.c.emit(t, m)
 }

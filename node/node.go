@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/cluster"
 	"github.com/musterhq/muster/rendezvous"
 )
 
@@ -37,8 +38,11 @@ type Config struct {
 	// InProcess hosts a store for this process alone (the embedded
 	// default): on Socket only, without keepalive pings.
 	InProcess bool
-	// Join is the address of a store to join instead of hosting one.
+	// Join is the address of a store to join instead of hosting one. With
+	// Gossip and neither Listen nor Join, the store is found through gossip.
 	Join string
+	// Gossip, when set, makes the node a gossip member (nil: none).
+	Gossip *Gossip
 	// Security is the store's (hosting) or the way to reach it (joining).
 	Security rendezvous.Security
 	// TokenFile, when hosting on TCP without a token, is where one is made.
@@ -52,6 +56,10 @@ type Node struct {
 	log   *zap.Logger
 	store *rendezvous.Server
 	agent *agent.Agent
+
+	gossip     *cluster.Cluster // nil without gossip
+	gossipDone chan struct{}    // closed when watchGossip ends
+	gpus       int              // GPUs the node offers
 }
 
 // Start hosts or joins the store, then starts the agent. The node takes
@@ -60,14 +68,92 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	n := &Node{log: cfg.Logger}
+	n := &Node{log: cfg.Logger, gpus: len(cfg.Agent.GPUs)}
 	acfg := cfg.Agent
 	acfg.Logger = cfg.Logger
+	if acfg.Name == "" {
+		acfg.Name, _ = os.Hostname()
+	}
+	var peers []string
+	if cfg.Gossip != nil {
+		var err error
+		if peers, err = JoinAddrs(cfg.Gossip.Join); err != nil {
+			return nil, err
+		}
+		if cfg.Listen == "" && cfg.Join == "" && len(peers) == 0 {
+			return nil, errors.New("gossip without peers, a store to host or a store to join: give --join, --listen or --store")
+		}
+		// Gossip's key derives from the cluster token: the node needs it
+		// before it hosts or joins anything.
+		if err := resolveToken(&cfg); err != nil {
+			return nil, err
+		}
+		hint := acfg.Addr
+		if host, _, err := net.SplitHostPort(cfg.Listen); hint == "" && err == nil {
+			if ip, err := netip.ParseAddr(host); err == nil && !ip.IsUnspecified() && !ip.IsLoopback() {
+				hint = host // the store's address is this node's
+			}
+		}
+		if err := n.startGossip(ctx, cfg.Gossip, acfg.Name, cfg.Security.Token, hint); err != nil {
+			return nil, err
+		}
+		if acfg.Addr == "" {
+			// Workers reach this node where other nodes gossip with it.
+			acfg.Addr, _, _ = net.SplitHostPort(n.gossip.Addr())
+		}
+	}
+	if err := n.startStoreAndAgent(ctx, cfg, acfg, peers); err != nil {
+		if n.gossip != nil {
+			n.gossip.Close()
+		}
+		return nil, err
+	}
+	if n.gossip != nil {
+		storeAddr := ""
+		if n.store != nil {
+			storeAddr = n.store.AdvertiseAddr()
+		}
+		n.gossipDone = make(chan struct{})
+		go n.watchGossip(storeAddr)
+	}
+	return n, nil
+}
+
+// resolveToken fills in the cluster token a gossiping node needs: the one
+// given, else (hosting) the token file, made when missing, else (joining)
+// the token file found in the usual places.
+func resolveToken(cfg *Config) error {
+	if cfg.Security.Token != "" {
+		return nil
+	}
+	if cfg.Listen != "" {
+		file := cfg.TokenFile
+		if file == "" {
+			file = rendezvous.DefaultTokenFile()
+		}
+		tok, _, err := rendezvous.EnsureTokenFile(file)
+		cfg.Security.Token = tok
+		return err
+	}
+	f := cfg.TokenFile
+	if f == "" {
+		f = rendezvous.FindTokenFile()
+	}
+	if f == "" {
+		return errors.New("gossip needs the cluster token: set MUSTER_TOKEN or --token-file (copy the store's token file to this node)")
+	}
+	tok, err := rendezvous.ReadToken(f)
+	cfg.Security.Token = tok
+	return err
+}
+
+// startStoreAndAgent hosts, joins or finds the store, then starts the agent.
+func (n *Node) startStoreAndAgent(ctx context.Context, cfg Config, acfg agent.Config, peers []string) error {
 	switch {
 	case cfg.InProcess:
 		store, err := rendezvous.Start(ctx, rendezvous.Config{Logger: cfg.Logger, Socket: cfg.Socket, InProcess: true})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		n.store = store
 		<-store.ReadyNotify()
@@ -76,19 +162,43 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			acfg.Addr = "127.0.0.1"
 		}
 	case cfg.Listen != "" && cfg.Join != "":
-		return nil, errors.New("host a store (listen) or join one, not both")
+		return errors.New("host a store (listen) or join one, not both")
 	case cfg.Listen != "":
 		if err := n.host(ctx, &cfg, &acfg); err != nil {
-			return nil, err
+			return err
 		}
-	case cfg.Join != "":
-		acfg.StoreAddr = rendezvous.NormalizeAddr(cfg.Join)
+		if n.gossip != nil {
+			n.setMeta(n.gpus, n.gpus, n.store.AdvertiseAddr())
+			if err := n.joinGossip(peers); err != nil {
+				n.store.Close()
+				return err
+			}
+		}
+	case cfg.Join != "" || n.gossip != nil:
+		if n.gossip != nil {
+			n.setMeta(n.gpus, n.gpus, "")
+			if err := n.joinGossip(peers); err != nil {
+				return err
+			}
+		}
+		join := cfg.Join
+		if join == "" {
+			var err error
+			if join, err = n.discoverStore(ctx, peers); err != nil {
+				return err
+			}
+		}
+		acfg.StoreAddr = rendezvous.NormalizeAddr(join)
 		acfg.Security = rendezvous.Security{Token: cfg.Security.Token, CAFile: cfg.Security.CAFile}
+		if host, _, err := net.SplitHostPort(acfg.StoreAddr); err == nil && cfg.Join == "" && !rendezvous.IsLoopback(host) {
+			// A store found through gossip on another host serves TLS.
+			acfg.Security.TLS = true
+		}
 		if acfg.Security.Token == "" && !rendezvous.IsUnixAddr(acfg.StoreAddr) {
 			if f := rendezvous.FindTokenFile(); f != "" {
 				tok, err := rendezvous.ReadToken(f)
 				if err != nil {
-					return nil, err
+					return err
 				}
 				acfg.Security.Token = tok
 			}
@@ -100,17 +210,17 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			acfg.Addr = "127.0.0.1"
 		}
 	default:
-		return nil, errors.New("neither a store to host nor one to join")
+		return errors.New("neither a store to host nor one to join")
 	}
 	a, err := agent.Start(ctx, acfg)
 	if err != nil {
 		if n.store != nil {
 			n.store.Close()
 		}
-		return nil, err
+		return err
 	}
 	n.agent = a
-	return n, nil
+	return nil
 }
 
 // host starts the store on cfg.Listen (and its socket), making a cluster
@@ -143,7 +253,11 @@ func (n *Node) host(ctx context.Context, cfg *Config, acfg *agent.Config) error 
 			acfg.Addr = ip.String()
 		}
 	}
-	store, err := hostStore(ctx, n.log, cfg, listenAddr, acfg.Addr, sec)
+	var agentGone func(string, time.Duration) bool
+	if n.gossip != nil {
+		agentGone = n.gossip.Refused
+	}
+	store, err := hostStore(ctx, n.log, cfg, listenAddr, acfg.Addr, sec, agentGone)
 	if err != nil {
 		return err
 	}
@@ -172,7 +286,8 @@ func (n *Node) host(ctx context.Context, cfg *Config, acfg *agent.Config) error 
 // hostStore starts the store on listenAddr and on the socket. When the
 // socket cannot be served (another agent holds it) and was not asked for
 // by name, the store goes on without one.
-func hostStore(ctx context.Context, log *zap.Logger, cfg *Config, listenAddr, nodeAddr string, sec rendezvous.Security) (*rendezvous.Server, error) {
+func hostStore(ctx context.Context, log *zap.Logger, cfg *Config, listenAddr, nodeAddr string, sec rendezvous.Security,
+	agentGone func(string, time.Duration) bool) (*rendezvous.Server, error) {
 	lis, err := net.Listen("tcp", listenAddr)
 	if err != nil {
 		return nil, fmt.Errorf("store: listen on %s: %w", listenAddr, err)
@@ -184,7 +299,7 @@ func hostStore(ctx context.Context, log *zap.Logger, cfg *Config, listenAddr, no
 		advertise = net.JoinHostPort(nodeAddr, port)
 	}
 	rcfg := rendezvous.Config{Logger: log, Listener: lis, AdvertiseAddr: advertise, Security: sec,
-		Socket: cfg.Socket, SocketUsers: cfg.SocketUsers}
+		Socket: cfg.Socket, SocketUsers: cfg.SocketUsers, AgentGone: agentGone}
 	if rcfg.Socket == "" {
 		rcfg.Socket = rendezvous.DefaultSocket()
 	}
@@ -238,16 +353,30 @@ func (n *Node) ReadyNotify() <-chan struct{} { return n.agent.ReadyNotify() }
 // Err delivers what ended the agent's session with its store.
 func (n *Node) Err() <-chan error { return n.agent.Err() }
 
+// gossipLeaveTimeout bounds how long Close waits for its leave to be gossiped.
+const gossipLeaveTimeout = time.Second
+
 // Close stops the node, in order: (1) the agent stops its jobs, which fail
 // naming this node, and delivers their last events to the store, within
-// grace and its own bound; (2) the hosted store, if any, closes.
+// grace and its own bound; (2) the gossip member leaves, so the others see
+// it left rather than dead, within gossipLeaveTimeout, and its watcher
+// ends; (3) the hosted store, if any, closes.
 func (n *Node) Close(grace time.Duration) error {
 	err := n.agent.Close(grace)
+	if n.gossip != nil {
+		if lerr := n.gossip.Leave(gossipLeaveTimeout); lerr != nil {
+			n.log.Debug("gossip leave", zap.Error(lerr))
+		}
+		<-n.gossipDone
+	}
 	if n.store != nil {
 		n.store.Close()
 	}
 	return err
 }
+
+// Gossip is the node's gossip member, or nil.
+func (n *Node) Gossip() *cluster.Cluster { return n.gossip }
 
 // FileExists reports whether path names something that exists.
 func FileExists(path string) bool {

@@ -309,7 +309,7 @@ func (s *Store) nodeLostLocked(j *job, n *node, reason string) {
 		if j.failure == nil && j.code == 0 && !r.restart {
 			j.failure = &musterv1.WorkerExited{Rank: globalRank(int32(rank), r.nproc, 0), Node: n.info.GetName(),
 				Error: "node lost: " + reason}
-			j.reason = describeExit(j.failure)
+			j.reason = fmt.Sprintf("node %s lost: %s", n.info.GetName(), reason)
 		}
 	}
 	if !r.restart {

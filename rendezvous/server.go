@@ -63,6 +63,9 @@ type Config struct {
 	// SessionGrace is how long a node whose connection broke keeps its jobs
 	// while its agent reconnects; 10 s by default.
 	SessionGrace time.Duration
+	// AgentGone, when set, says whether a node's agent is gone once its
+	// stream broke, so that its node is lost at once (liveness.go).
+	AgentGone func(name string, timeout time.Duration) bool
 	// StatsHandler, when set, sees every RPC's traffic (the scale benchmark
 	// counts the store's bytes with it).
 	StatsHandler stats.Handler
@@ -135,9 +138,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		addr = SocketAddr(cfg.Socket)
 	}
 	s := &Server{
-		cfg:   cfg,
-		log:   cfg.Logger,
-		store: NewStore(StoreConfig{Logger: cfg.Logger, Addr: addr, SessionGrace: cfg.SessionGrace}),
+		cfg: cfg,
+		log: cfg.Logger,
+		store: NewStore(StoreConfig{Logger: cfg.Logger, Addr: addr, SessionGrace: cfg.SessionGrace,
+			AgentGone: cfg.AgentGone}),
 		lis:   lis,
 		sock:  sock,
 		uid:   uint32(os.Geteuid()),
@@ -209,6 +213,9 @@ func (s *Server) Addr() string {
 	return SocketAddr(s.cfg.Socket)
 }
 
+// AdvertiseAddr is the address workers and other nodes reach the store at.
+func (s *Server) AdvertiseAddr() string { return s.store.cfg.Addr }
+
 // SocketAddr is the dial address of the store's Unix socket, or "" when it
 // serves none.
 func (s *Server) SocketAddr() string {
@@ -221,6 +228,9 @@ func (s *Server) SocketAddr() string {
 // Security is the server's security configuration: the cluster token calls
 // must carry, and its certificate.
 func (s *Server) Security() Security { return s.cfg.Security }
+
+// SetLiveness records what gossip says of a node (see Store.SetLiveness).
+func (s *Server) SetLiveness(name string, l Liveness) { s.store.SetLiveness(name, l) }
 
 // Close shuts the server down, in order: (1) the store fails unfinished jobs
 // and drops nodes, which ends Watch streams; (2) gRPC stops gracefully within

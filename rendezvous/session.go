@@ -143,6 +143,7 @@ func (s *Store) Disconnected(session string, gone <-chan struct{}, reason string
 	grace := s.cfg.SessionGrace
 	s.log.Warn("node disconnected; its jobs wait for it", zap.String("node", n.info.GetName()),
 		zap.String("reason", reason), zap.Duration("grace", grace))
+	s.checkAgentGone(n, n.gone)
 	n.lost = time.AfterFunc(grace, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()

@@ -36,6 +36,9 @@ type StoreConfig struct {
 	// SessionGrace is how long a node whose connection broke keeps its
 	// jobs, waiting for its agent to register again (see session.go).
 	SessionGrace time.Duration
+	// AgentGone, when set, says whether the named node's agent is gone (its
+	// process died) within timeout; see liveness.go.
+	AgentGone func(name string, timeout time.Duration) bool
 }
 
 // Store holds the cluster's state in memory. All methods are safe for
@@ -53,7 +56,9 @@ type Store struct {
 	order   []string          // job IDs in submission order
 	rounds  map[string]*round // rounds not ended, by round ID
 	waiting []*job            // jobs whose round waits for nodes, oldest first
-	closed  bool
+	// liveness is what gossip says of nodes, by name (liveness.go).
+	liveness map[string]Liveness
+	closed   bool
 }
 
 type node struct {
@@ -93,7 +98,8 @@ func NewStore(cfg StoreConfig) *Store {
 		cfg.SessionGrace = defaultSessionGrace
 	}
 	return &Store{cfg: cfg, log: cfg.Logger, kv: kv.NewMemory(), id: newID("st-"), nodes: map[string]*node{},
-		byName: map[string]*node{}, jobs: map[string]*job{}, rounds: map[string]*round{}}
+		byName: map[string]*node{}, jobs: map[string]*job{}, rounds: map[string]*round{},
+		liveness: map[string]Liveness{}}
 }
 
 // KV returns the jobs' key-value store.
@@ -189,9 +195,12 @@ func (s *Store) Nodes() []*musterv1.NodeStatus {
 		for id := range n.jobs {
 			st.Jobs = append(st.Jobs, id)
 		}
+		s.gossipStatusLocked(st)
 		out = append(out, st)
 	}
-	return out
+	gossipOnly := s.gossipOnlyLocked()
+	slices.SortFunc(gossipOnly, func(a, b *musterv1.NodeStatus) int { return cmp.Compare(a.Node.Name, b.Node.Name) })
+	return append(out, gossipOnly...)
 }
 
 // Close removes every node, which ends their Watch streams, and ends every

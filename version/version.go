@@ -58,3 +58,21 @@ func format(prog, release string, bi *debug.BuildInfo) string {
 	}
 	return fmt.Sprintf("%s %s (%s)", prog, v, commit)
 }
+
+// Short is the version and commit in one word ("dev+94de01bcf85c",
+// "1.2.0"), as a node tells the others through gossip.
+func Short() string {
+	bi, _ := debug.ReadBuildInfo()
+	v := Version
+	if v == "" {
+		v = "dev"
+	}
+	if bi != nil {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 && Version == "" {
+				v += "+" + s.Value[:12]
+			}
+		}
+	}
+	return v
+}

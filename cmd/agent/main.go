@@ -5,8 +5,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,10 +36,13 @@ func main() {
 		Usage:     "run this node's muster agent, and the cluster's store with --listen",
 		ArgsUsage: " ",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "listen", Usage: "host the store on `HOST:PORT` (default 127.0.0.1:29400); every call over TCP needs the cluster token, and an address other than loopback also TLS"},
-			&cli.StringFlag{Name: "store", EnvVars: []string{"MUSTER_STORE"}, Usage: "join the store at `HOST:PORT` (or unix:///PATH of its socket) instead of hosting one"},
-			&cli.StringFlag{Name: "name", Usage: "this node's name (default: the host name)"},
-			&cli.StringFlag{Name: "addr", Usage: "this node's `IP` for workers (MASTER_ADDR, NCCL root); default: the --listen host, or 127.0.0.1"},
+			&cli.StringFlag{Name: "listen", EnvVars: []string{"MUSTER_LISTEN"}, Usage: "host the store on `HOST:PORT` (default 127.0.0.1:29400 without --join); every call over TCP needs the cluster token, and an address other than loopback also TLS"},
+			&cli.StringFlag{Name: "store", EnvVars: []string{"MUSTER_STORE"}, Usage: "join the store at `HOST:PORT` (or unix:///PATH of its socket) instead of hosting one or finding it through gossip"},
+			&cli.StringFlag{Name: "join", EnvVars: []string{"MUSTER_JOIN"}, Usage: "gossip with these `PEERS` (HOST[:PORT],...; port 7946 by default) and, without --listen or --store, use the store they know"},
+			&cli.StringFlag{Name: "bind", EnvVars: []string{"MUSTER_BIND"}, Usage: "gossip on `IP[:PORT]` (default 0.0.0.0:7946); gossip is on with --join, --bind or --advertise, or --listen on an address other than loopback"},
+			&cli.StringFlag{Name: "advertise", EnvVars: []string{"MUSTER_ADVERTISE"}, Usage: "the `IP[:PORT]` other nodes gossip with this one on (default: the --bind IP, else --addr, else the --listen IP, else a private IP of this host)"},
+			&cli.StringFlag{Name: "name", EnvVars: []string{"MUSTER_NAME"}, Usage: "this node's name (default: the host name); unique in the cluster"},
+			&cli.StringFlag{Name: "addr", EnvVars: []string{"MUSTER_ADDR"}, Usage: "this node's `IP` for workers (MASTER_ADDR, NCCL root); default: the gossip address, else the --listen host, else 127.0.0.1"},
 			cmdline.Flag(nodeRank, "node-rank", nil, "explicit node `RANK`; nodes without one (-1) are ordered by name"),
 			&cli.StringFlag{Name: "gpu-devices", Usage: "offer these GPUs (`LIST` of indices) instead of the ones NVML finds"},
 			&cli.StringFlag{Name: "socket", Usage: "with --listen, also serve the store on the Unix socket `PATH` for launchers on this machine " +
@@ -73,7 +78,8 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout time.Duration) error {
 	defer log.Sync()
 
 	listen, storeAddr := c.String("listen"), c.String("store")
-	if listen == "" && storeAddr == "" {
+	gossip := gossipConfig(c, listen)
+	if listen == "" && storeAddr == "" && gossip == nil {
 		listen = "127.0.0.1:29400"
 	}
 	if listen != "" && storeAddr != "" {
@@ -96,7 +102,7 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout time.Duration) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	ncfg := node.Config{Logger: log, Listen: listen, Join: storeAddr, Security: sec, TokenFile: tokenFile,
+	ncfg := node.Config{Logger: log, Listen: listen, Join: storeAddr, Gossip: gossip, Security: sec, TokenFile: tokenFile,
 		Socket: c.String("socket"), SocketRequired: c.IsSet("socket"), SocketUsers: os.Geteuid() == 0}
 	ncfg.Agent = agent.Config{Name: c.String("name"), Addr: c.String("addr"), Rank: nodeRank, Environ: os.Environ()}
 	if list := c.String("gpu-devices"); list != "" {
@@ -122,4 +128,20 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout time.Duration) error {
 	log.Info("agent stopping", zap.String("reason", "signal"))
 	daemon.SdNotify(false, daemon.SdNotifyStopping)
 	return n.Close(killTimeout)
+}
+
+// gossipConfig is the node's gossip, or nil: on with --join, --bind or
+// --advertise, or a store hosted on an address other nodes can reach.
+func gossipConfig(c *cli.Context, listen string) *node.Gossip {
+	g := &node.Gossip{Bind: c.String("bind"), Advertise: c.String("advertise")}
+	if j := c.String("join"); j != "" {
+		g.Join = strings.Split(j, ",")
+	}
+	if host, _, err := net.SplitHostPort(listen); err == nil && !rendezvous.IsLoopback(host) {
+		return g
+	}
+	if len(g.Join) == 0 && g.Bind == "" && g.Advertise == "" {
+		return nil
+	}
+	return g
 }

@@ -2564,10 +2564,14 @@ func (*ListNodesRequest) Descriptor() ([]byte, []int) {
 }
 
 type NodeStatus struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          *Node                  `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
-	BusyGpus      []int32                `protobuf:"varint,2,rep,packed,name=busy_gpus,json=busyGpus,proto3" json:"busy_gpus,omitempty"`
-	Jobs          []string               `protobuf:"bytes,3,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Node     *Node                  `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	BusyGpus []int32                `protobuf:"varint,2,rep,packed,name=busy_gpus,json=busyGpus,proto3" json:"busy_gpus,omitempty"`
+	Jobs     []string               `protobuf:"bytes,3,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// gossip is the node's gossip state (alive, dead, left), empty when the
+	// store's node takes no part in gossip. A node gossip knows and the store
+	// has not registered is listed with its name, address and this alone.
+	Gossip        string `protobuf:"bytes,4,opt,name=gossip,proto3" json:"gossip,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2621,6 +2625,13 @@ func (x *NodeStatus) GetJobs() []string {
 		return x.Jobs
 	}
 	return nil
+}
+
+func (x *NodeStatus) GetGossip() string {
+	if x != nil {
+		return x.Gossip
+	}
+	return ""
 }
 
 type ListNodesResponse struct {
@@ -3514,12 +3525,13 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1b\n" +
 	"\texit_code\x18\x04 \x01(\x05R\bexitCode\"\x10\n" +
 	"\x0eCancelResponse\"\x12\n" +
-	"\x10ListNodesRequest\"b\n" +
+	"\x10ListNodesRequest\"z\n" +
 	"\n" +
 	"NodeStatus\x12#\n" +
 	"\x04node\x18\x01 \x01(\v2\x0f.muster.v1.NodeR\x04node\x12\x1b\n" +
 	"\tbusy_gpus\x18\x02 \x03(\x05R\bbusyGpus\x12\x12\n" +
-	"\x04jobs\x18\x03 \x03(\tR\x04jobs\"@\n" +
+	"\x04jobs\x18\x03 \x03(\tR\x04jobs\x12\x16\n" +
+	"\x06gossip\x18\x04 \x01(\tR\x06gossip\"@\n" +
 	"\x11ListNodesResponse\x12+\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x15.muster.v1.NodeStatusR\x05nodes\"\x11\n" +
 	"\x0fListJobsRequest\"\xd3\x01\n" +

@@ -1,0 +1,221 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/musterhq/muster/cluster"
+	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/version"
+)
+
+// DefaultGossipPort is the gossip port when an address gives none, serf's.
+const DefaultGossipPort = 7946
+
+// Gossip configures the node's gossip member (cluster/).
+type Gossip struct {
+	// Bind is IP[:PORT] to listen on, UDP and TCP; "" is 0.0.0.0:7946.
+	Bind string
+	// Advertise is IP[:PORT] other nodes reach this one on; "" is the bind
+	// IP when specific, else the agent's address, else one memberlist picks.
+	Advertise string
+	// Join are peers, HOST[:PORT]; joined again periodically, so a healed
+	// partition merges.
+	Join    []string
+	Profile cluster.Profile
+}
+
+// gossipMetaTimeout bounds how long a metadata change waits to be sent.
+const gossipMetaTimeout = 2 * time.Second
+
+// discoverEvery is how often a node looking for its store through gossip
+// joins its peers again and says it is still waiting.
+const discoverEvery = 5 * time.Second
+
+// splitHostPortDefault splits HOST[:PORT], with port def when none is given.
+func splitHostPortDefault(addr string, def int) (string, int, error) {
+	host, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		// No port: a bare host or IP (an IPv6 one without brackets too).
+		if _, perr := netip.ParseAddr(addr); perr == nil || !strings.Contains(addr, ":") {
+			return addr, def, nil
+		}
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("port %q is not a number from 0 to 65535", portText)
+	}
+	return host, port, nil
+}
+
+// JoinAddrs normalises peers to HOST:PORT, the gossip port by default.
+func JoinAddrs(peers []string) ([]string, error) {
+	var out []string
+	for _, p := range peers {
+		if p == "" {
+			continue
+		}
+		host, port, err := splitHostPortDefault(p, DefaultGossipPort)
+		if err != nil || host == "" {
+			return nil, fmt.Errorf("--join %q: want HOST or HOST:PORT", p)
+		}
+		out = append(out, net.JoinHostPort(host, strconv.Itoa(port)))
+	}
+	return out, nil
+}
+
+// clusterConfig builds the member's config. addr is the agent's address,
+// when known: the advertise address when neither --advertise nor a specific
+// --bind says otherwise.
+func (g *Gossip) clusterConfig(log *zap.Logger, name, token, addr string) (cluster.Config, error) {
+	cfg := cluster.Config{Name: name, Token: token, Profile: g.Profile, Logger: log, BindPort: DefaultGossipPort}
+	if g.Bind != "" {
+		host, port, err := splitHostPortDefault(g.Bind, DefaultGossipPort)
+		if err != nil {
+			return cfg, fmt.Errorf("--bind %q: want IP or IP:PORT: %v", g.Bind, err)
+		}
+		if _, err := netip.ParseAddr(host); host != "" && err != nil {
+			return cfg, fmt.Errorf("--bind %q: %s is not an IP address", g.Bind, host)
+		}
+		cfg.BindAddr, cfg.BindPort = host, port
+	}
+	switch {
+	case g.Advertise != "":
+		host, port, err := splitHostPortDefault(g.Advertise, 0)
+		if err != nil {
+			return cfg, fmt.Errorf("--advertise %q: want IP or IP:PORT: %v", g.Advertise, err)
+		}
+		ip, err := netip.ParseAddr(host)
+		if err != nil {
+			return cfg, fmt.Errorf("--advertise %q: %s is not an IP address", g.Advertise, host)
+		}
+		if ip.IsUnspecified() {
+			return cfg, fmt.Errorf("--advertise %q: other nodes cannot reach an unspecified address; give this node's IP", g.Advertise)
+		}
+		cfg.AdvertiseAddr, cfg.AdvertisePort = host, port
+	case cfg.BindAddr != "" && cfg.BindAddr != "0.0.0.0" && cfg.BindAddr != "::":
+	case addr != "":
+		cfg.AdvertiseAddr = addr
+	}
+	return cfg, nil
+}
+
+// startGossip starts the node's member, not yet joined.
+func (n *Node) startGossip(ctx context.Context, g *Gossip, name, token, addr string) error {
+	ccfg, err := g.clusterConfig(n.log, name, token, addr)
+	if err != nil {
+		return err
+	}
+	ccfg.Meta = cluster.Meta{Version: version.Short()}
+	c, err := cluster.Start(ctx, ccfg)
+	if err != nil {
+		return fmt.Errorf("gossip: %w", err)
+	}
+	n.gossip = c
+	return nil
+}
+
+// joinGossip joins the peers. A node that needs its store from gossip
+// waits for it in discoverStore; the others go on when no peer answers
+// yet: the rejoin loop tries again.
+func (n *Node) joinGossip(peers []string) error {
+	if len(peers) == 0 {
+		return nil
+	}
+	_, err := n.gossip.Join(peers)
+	switch {
+	case errors.Is(err, cluster.ErrNameTaken):
+		return fmt.Errorf("%w: give this agent another --name", err)
+	case err != nil:
+		n.log.Warn("no gossip peer answered yet; trying again", zap.Strings("peers", peers), zap.Error(err))
+	}
+	return nil
+}
+
+// discoverStore waits until gossip names an alive node hosting the store,
+// joining the peers again meanwhile, and returns the store's address.
+func (n *Node) discoverStore(ctx context.Context, peers []string) (string, error) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	start, said := time.Now(), time.Now()
+	for {
+		for _, m := range n.gossip.Members() {
+			if m.State == cluster.Alive && m.Meta.Store && m.Meta.GRPCAddr != "" {
+				n.log.Info("store found through gossip", zap.String("store", m.Meta.GRPCAddr), zap.String("node", m.Name))
+				return m.Meta.GRPCAddr, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("no store found through gossip from %v: %w", peers, ctx.Err())
+		case <-t.C:
+		}
+		if time.Since(said) >= discoverEvery {
+			said = time.Now()
+			n.log.Warn("waiting for the store through gossip", zap.Strings("peers", peers),
+				zap.Int("members", n.gossip.NumAlive()), zap.Duration("waited", time.Since(start).Round(time.Second)))
+			if n.gossip.NumAlive() <= 1 {
+				if err := n.joinGossip(peers); err != nil {
+					return "", err
+				}
+			}
+		}
+	}
+}
+
+// setMeta gossips this node's metadata.
+func (n *Node) setMeta(total, free int, storeAddr string) {
+	m := cluster.Meta{GPUsTotal: total, GPUsFree: free, GRPCAddr: storeAddr, Store: storeAddr != "", Version: version.Short()}
+	if err := n.gossip.UpdateMeta(m, gossipMetaTimeout); err != nil {
+		n.log.Debug("gossip metadata", zap.Error(err))
+	}
+}
+
+// watchGossip hands membership changes to the store, when this node hosts
+// it, and to the agent, which stops its jobs with a dead peer. It also
+// gossips this node's free GPUs as jobs come and go. It ends when the
+// member closes.
+func (n *Node) watchGossip(storeAddr string) {
+	defer close(n.gossipDone)
+	for {
+		select {
+		case ev, ok := <-n.gossip.Events():
+			if !ok {
+				return
+			}
+			n.handleGossip(ev)
+		case <-n.agent.GPUsChanged():
+			n.setMeta(n.gpus, n.agent.FreeGPUs(), storeAddr)
+		}
+	}
+}
+
+func (n *Node) handleGossip(ev cluster.Event) {
+	m := ev.Member
+	l := rendezvous.Liveness{State: rendezvous.GossipAlive, Addr: m.Addr}
+	switch ev.Type {
+	case cluster.EventLeave:
+		l.State = rendezvous.GossipLeft
+	case cluster.EventDead:
+		l.State = rendezvous.GossipDead
+		l.Reason = "no gossip ack"
+		if m.SinceAck > 0 {
+			l.Reason = fmt.Sprintf("no gossip ack for %.1f s", m.SinceAck.Seconds())
+		}
+	}
+	if n.store != nil {
+		n.store.SetLiveness(m.Name, l)
+	}
+	if ev.Type == cluster.EventDead && n.agent != nil {
+		n.agent.PeerLost(m.Name, l.Reason)
+	}
+}
