@@ -16,6 +16,7 @@ import (
 // wire cannot carry (an int32) is refused rather than wrapped around.
 type Count struct {
 	n, min, max int64
+	set         bool
 }
 
 // NewCount returns a count flag value of def, accepting min..max.
@@ -33,11 +34,15 @@ func (c *Count) Set(s string) error {
 	case n > c.max:
 		return fmt.Errorf("at most %d", c.max)
 	}
-	c.n = n
+	c.n, c.set = n, true
 	return nil
 }
 
 func (c *Count) String() string { return strconv.FormatInt(c.n, 10) }
+
+// IsSet says whether the command line gave the count, under any of its
+// names: a default may then be derived from other flags.
+func (c *Count) IsSet() bool { return c.set }
 
 // Int32 is the value; its bounds make it fit.
 func (c *Count) Int32() int32 { return int32(c.n) }

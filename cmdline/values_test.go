@@ -35,9 +35,12 @@ func TestCount(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || c.Int32() != tt.want {
-			t.Errorf("Set(%q) = %d, %v; want %d", tt.in, c.Int32(), err, tt.want)
+		if err != nil || c.Int32() != tt.want || !c.IsSet() {
+			t.Errorf("Set(%q) = %d, %v, set %v; want %d", tt.in, c.Int32(), err, c.IsSet(), tt.want)
 		}
+	}
+	if NewCount(1, 1, 2).IsSet() {
+		t.Error("a count never set says it was")
 	}
 }
 

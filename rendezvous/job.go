@@ -27,6 +27,7 @@ type job struct {
 	stdin    *stdinRelay        // nil when no rank reads the launcher's stdin
 	owner    *musterv1.Identity // who submitted it; nil for the cluster operator
 	token    string             // the job's credential for its workers
+	place    *placement         // see placementOf
 }
 
 func (j *job) finished() bool {
@@ -51,13 +52,15 @@ func (s *Store) Submit(spec *musterv1.JobSpec, owner *musterv1.Identity) (string
 	if s.closed {
 		return "", fmt.Errorf("store is closing")
 	}
-	if spec.WaitTimeoutMs <= 0 && s.countReadyLocked(spec) < int(spec.Nnodes) {
-		picked, unusable := s.pickLocked(spec)
+	place := newPlacement(spec)
+	if spec.WaitTimeoutMs <= 0 && s.countReadyLocked(place) < int(spec.Nnodes) {
+		picked, unusable := s.pickLocked(place)
 		return "", formError(spec, len(s.nodes), picked, unusable)
 	}
 	j := &job{
 		id:     newID("j-"),
 		spec:   spec,
+		place:  place,
 		state:  musterv1.JobState_JOB_STATE_PENDING,
 		events: newEventLog(s.cfg.EventCount, s.cfg.EventBytes),
 		owner:  owner,

@@ -31,7 +31,8 @@ import (
 //	 ended                      ended                        ended                                  ended
 //
 // "waiting" is waiting for nodes: enough registered nodes with enough free
-// GPUs, taken in node rank order (explicit node rank, then name). A waiting
+// GPUs, taken in node rank order (the job's hosts' order when it lists
+// hosts, else explicit node rank, then name; see placement.go). A waiting
 // round holds nothing; it forms when nodes register or GPUs are freed, and
 // reports its progress to the job's followers. The job's state follows its
 // current round's (roundState.jobState). A round that ends either ends its
@@ -178,13 +179,14 @@ func (s *Store) tryFormLocked(j *job) {
 		return
 	}
 	// Counting is cheap; ordering the nodes is done only when it pays.
-	if s.countReadyLocked(spec) >= int(spec.Nnodes) {
-		picked, _ := s.pickLocked(spec)
+	place := j.placementOf()
+	if s.countReadyLocked(place) >= int(spec.Nnodes) {
+		picked, _ := s.pickLocked(place)
 		s.formLocked(j, picked)
 		return
 	}
 	if spec.WaitTimeoutMs <= 0 {
-		picked, unusable := s.pickLocked(spec)
+		picked, unusable := s.pickLocked(place)
 		j.code, j.failed = 1, true
 		j.reason = formError(spec, len(s.nodes), picked, unusable).Error()
 		s.finishLocked(j)
@@ -214,38 +216,20 @@ func ready(n *node, spec *musterv1.JobSpec) bool {
 	return int32(free) >= spec.Gpus
 }
 
-func (s *Store) countReadyLocked(spec *musterv1.JobSpec) int {
-	count := 0
-	for _, n := range s.nodes {
-		if ready(n, spec) {
-			count++
-		}
-	}
-	return count
-}
-
-// pickLocked picks spec's nodes in stable order (explicit node rank, then
-// name) among those with enough free GPUs, at most spec.Nnodes of them, and
-// describes the nodes passed over for want of GPUs.
-func (s *Store) pickLocked(spec *musterv1.JobSpec) (picked []*node, unusable []string) {
-	for _, n := range sortedNodes(s.nodes) {
-		if ready(n, spec) {
-			picked = append(picked, n)
-		} else {
-			unusable = append(unusable, describeGPUs(n, freeGPUs(n)))
-		}
-		if int32(len(picked)) == spec.Nnodes {
-			break
-		}
-	}
-	return picked, unusable
-}
-
-// formError says why a round cannot form now.
+// formError says why a round cannot form now. With hosts or excluded nodes
+// it says what waiting would: which listed hosts are missing, which nodes
+// are excluded.
 func formError(spec *musterv1.JobSpec, registered int, picked []*node, unusable []string) error {
 	switch {
 	case registered == 0:
 		return fmt.Errorf("no agent is registered with the store")
+	case len(spec.Hosts) > 0 || len(spec.Exclude) > 0:
+		where := ""
+		if len(spec.Hosts) > 0 {
+			where = " on the listed hosts"
+		}
+		return fmt.Errorf("--nnodes %d%s: %s", spec.Nnodes, where, DescribeWaiting(&musterv1.WaitingForNodes{
+			Wanted: spec.Nnodes, Ready: int32(len(picked)), ReadyNodes: firstNames(picked, progressNames), Unusable: unusable}))
 	case spec.Gpus > 0 && len(unusable) > 0:
 		return fmt.Errorf("--gpus %d: %s", spec.Gpus, strings.Join(unusable, "; "))
 	}
@@ -310,7 +294,7 @@ func (s *Store) progressLocked(j *job) {
 		}
 		return
 	}
-	picked, unusable := s.pickLocked(j.spec)
+	picked, unusable := s.pickLocked(j.placementOf())
 	p := &musterv1.WaitingForNodes{Round: r.number, Wanted: j.spec.Nnodes, Ready: int32(len(picked)),
 		ReadyNodes: firstNames(picked, progressNames), TimeoutMs: j.spec.WaitTimeoutMs}
 	p.Unusable = unusable[:min(len(unusable), progressNames)]
@@ -337,7 +321,7 @@ func (s *Store) waitExpired(j *job, r *round, d time.Duration) {
 	if s.closed || j.round != r || r.state != roundWaiting || j.finished() {
 		return
 	}
-	picked, unusable := s.pickLocked(j.spec)
+	picked, unusable := s.pickLocked(j.placementOf())
 	j.code, j.failed = 1, true
 	j.reason = fmt.Sprintf("waited %s for nodes: %s", d, DescribeWaiting(&musterv1.WaitingForNodes{
 		Wanted: j.spec.Nnodes, Ready: int32(len(picked)), ReadyNodes: firstNames(picked, progressNames), Unusable: unusable}))

@@ -116,6 +116,10 @@ func TestRoundWaitTimesOut(t *testing.T) {
 			"waited 100ms for nodes: 1 of 2 ready (a); 1 missing"},
 		{"too few GPUs", map[string]int{"a": 4, "g": 1}, &musterv1.JobSpec{Nnodes: 2, Gpus: 2},
 			"waited 100ms for nodes: 1 of 2 ready (a); 1 missing; not usable: node g has 1 GPUs (0: Test GPU), 1 free"},
+		{"a listed host never came", map[string]int{"a": 0, "b": 0}, &musterv1.JobSpec{Nnodes: 2, Hosts: []string{"a", "c"}},
+			"waited 100ms for nodes: 1 of 2 ready (a); 1 missing; not usable: listed host c is not registered"},
+		{"an excluded node", map[string]int{"a": 0, "b": 0}, &musterv1.JobSpec{Nnodes: 2, Exclude: []string{"b"}},
+			"waited 100ms for nodes: 1 of 2 ready (a); 1 missing; not usable: node b is excluded"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

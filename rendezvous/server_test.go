@@ -179,6 +179,11 @@ func TestSubmitErrors(t *testing.T) {
 		{&musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 1, Gpus: 2, Nproc: 3}, "not a multiple of --nproc 3"},
 		{&musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 2}, "--nnodes 2: only 1"},
 		{&musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 1, Env: byteStrings("1BAD=x")}, "--env \"1BAD=x\""},
+		{&musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 2, Hosts: []string{"ghost", "solo"}},
+			"--nnodes 2 on the listed hosts: 1 of 2 ready (solo); 1 missing; not usable: listed host ghost is not registered"},
+		{&musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 1, Exclude: []string{"127.0.0.1"}},
+			"--nnodes 1: 0 of 1 ready; 1 missing; not usable: node solo is excluded"},
+		{&musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 2, Hosts: []string{"solo"}}, "--nnodes 2 is more than the 1 hosts listed"},
 	}
 	for _, tt := range tests {
 		err := submit(tt.spec)

@@ -166,20 +166,22 @@ func sortedNodes(m map[string]*node) []*node {
 	for _, n := range m {
 		nodes = append(nodes, n)
 	}
-	slices.SortFunc(nodes, func(a, b *node) int {
-		ra, rb := a.info.GetRank(), b.info.GetRank()
-		if (ra >= 0) != (rb >= 0) {
-			if ra >= 0 {
-				return -1
-			}
-			return 1
-		}
-		if c := cmp.Compare(ra, rb); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.info.GetName(), b.info.GetName())
-	})
+	slices.SortFunc(nodes, compareNodes)
 	return nodes
+}
+
+func compareNodes(a, b *node) int {
+	ra, rb := a.info.GetRank(), b.info.GetRank()
+	if (ra >= 0) != (rb >= 0) {
+		if ra >= 0 {
+			return -1
+		}
+		return 1
+	}
+	if c := cmp.Compare(ra, rb); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.info.GetName(), b.info.GetName())
 }
 
 // Nodes lists the registered nodes.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"unicode/utf8"
 
 	"github.com/musterhq/muster/kv"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
@@ -22,6 +23,7 @@ const (
 	MaxNProc       = 4096
 	maxPathBytes   = 4096
 	maxOutputBytes = 1 << 20
+	maxHostBytes   = 255
 )
 
 var (
@@ -93,6 +95,9 @@ func ValidateSpec(spec *musterv1.JobSpec) error {
 	case bytes.IndexByte(spec.Workdir, 0) >= 0:
 		return fmt.Errorf("working directory %q holds a NUL byte", spec.Workdir)
 	}
+	if err := validateHosts(spec); err != nil {
+		return err
+	}
 	if spec.Nproc == 0 {
 		spec.Nproc = max(spec.Gpus, 1)
 	}
@@ -115,6 +120,40 @@ func ValidateSpec(spec *musterv1.JobSpec) error {
 		if bytes.IndexByte(kv, 0) >= 0 {
 			return fmt.Errorf("--env %s: the value holds a NUL byte", name)
 		}
+	}
+	return nil
+}
+
+// validateHosts bounds the placement lists: each is read on every round a
+// job forms, and travels in every node's assignment.
+func validateHosts(spec *musterv1.JobSpec) error {
+	for _, l := range []struct {
+		flag  string
+		names []string
+	}{{"--host/--hostfile", spec.Hosts}, {"--exclude", spec.Exclude}} {
+		if len(l.names) > MaxNodes {
+			return fmt.Errorf("%s: %d hosts, more than %d", l.flag, len(l.names), MaxNodes)
+		}
+		for _, h := range l.names {
+			switch {
+			case h == "":
+				return fmt.Errorf("%s: an empty host name", l.flag)
+			case len(h) > maxHostBytes:
+				return fmt.Errorf("%s: host name %.20q... is longer than %d bytes", l.flag, h, maxHostBytes)
+			case !utf8.ValidString(h):
+				return fmt.Errorf("%s: host name %q is not UTF-8", l.flag, h)
+			}
+		}
+	}
+	seen := make(map[string]bool, len(spec.Hosts))
+	for _, h := range spec.Hosts {
+		if seen[h] {
+			return fmt.Errorf("--host/--hostfile: host %q is listed twice", h)
+		}
+		seen[h] = true
+	}
+	if len(spec.Hosts) > 0 && int(spec.Nnodes) > len(spec.Hosts) {
+		return fmt.Errorf("--nnodes %d is more than the %d hosts listed", spec.Nnodes, len(spec.Hosts))
 	}
 	return nil
 }

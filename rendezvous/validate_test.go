@@ -1,8 +1,11 @@
 package rendezvous
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
@@ -64,6 +67,40 @@ func TestValidateSpecBytesAndStdin(t *testing.T) {
 	}
 }
 
+func TestValidateSpecHosts(t *testing.T) {
+	many := make([]string, MaxNodes+1)
+	for i := range many {
+		many[i] = "n" + strconv.Itoa(i)
+	}
+	tests := []struct {
+		name           string
+		nnodes         int32
+		hosts, exclude []string
+		want           string // "" for accepted
+	}{
+		{"hosts and exclude", 2, []string{"b", "10.0.0.1", "c"}, []string{"a", "10.0.0.9"}, ""},
+		{"as many nodes as hosts", 2, []string{"b", "a"}, nil, ""},
+		{"more nodes than hosts", 3, []string{"b", "a"}, nil, "--nnodes 3 is more than the 2 hosts listed"},
+		{"a host twice", 1, []string{"a", "b", "a"}, nil, `--host/--hostfile: host "a" is listed twice`},
+		{"excluded twice", 1, nil, []string{"a", "a"}, ""},
+		{"empty host", 1, []string{"a", ""}, nil, "--host/--hostfile: an empty host name"},
+		{"empty exclude", 1, nil, []string{""}, "--exclude: an empty host name"},
+		{"long host", 1, []string{strings.Repeat("a", 256)}, nil, "longer than 255 bytes"},
+		{"longest host", 1, []string{strings.Repeat("a", 255)}, nil, ""},
+		{"not UTF-8", 1, nil, []string{"caf\xe9"}, `--exclude: host name "caf\xe9" is not UTF-8`},
+		{"too many hosts", 1, many, nil, "--host/--hostfile: 10001 hosts, more than 10000"},
+		{"too many excluded", 1, nil, many, "--exclude: 10001 hosts, more than 10000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := ValidateSpec(&musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: tt.nnodes, Hosts: tt.hosts, Exclude: tt.exclude})
+			if (tt.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("ValidateSpec = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
 func TestValidateNode(t *testing.T) {
 	tests := []struct {
 		node *musterv1.Node
@@ -87,14 +124,29 @@ func TestValidateNode(t *testing.T) {
 // FuzzValidateSpec feeds arbitrary specs and checks that an accepted one is
 // within every bound the store relies on.
 func FuzzValidateSpec(f *testing.F) {
-	f.Add("python train.py", int32(1), int32(2), int32(0), "A=1", int64(10))
-	f.Add("", int32(0), int32(-1), int32(3), "1=x", int64(-1))
-	f.Add("x", int32(2), int32(3), int32(2), "A", int64(0))
-	f.Fuzz(func(t *testing.T, argv string, nnodes, gpus, nproc int32, env string, timeoutMs int64) {
+	f.Add("python train.py", int32(1), int32(2), int32(0), "A=1", int64(10), "", "")
+	f.Add("", int32(0), int32(-1), int32(3), "1=x", int64(-1), "a,b", "c")
+	f.Add("x", int32(2), int32(3), int32(2), "A", int64(0), "a,a", ",")
+	f.Add("x", int32(3), int32(0), int32(0), "A=1", int64(0), "a,10.0.0.1", "caf\xe9")
+	f.Fuzz(func(t *testing.T, argv string, nnodes, gpus, nproc int32, env string, timeoutMs int64, hosts, exclude string) {
 		spec := &musterv1.JobSpec{Argv: byteStrings(strings.Fields(argv)...), Nnodes: nnodes, Gpus: gpus, Nproc: nproc,
 			Env: byteStrings(strings.Split(env, ";")...), TimeoutMs: timeoutMs, KillTimeoutMs: timeoutMs}
+		if hosts != "" {
+			spec.Hosts = strings.Split(hosts, ",")
+		}
+		if exclude != "" {
+			spec.Exclude = strings.Split(exclude, ",")
+		}
 		if ValidateSpec(spec) != nil {
 			return
+		}
+		if len(spec.Hosts) > 0 && int(spec.Nnodes) > len(spec.Hosts) {
+			t.Fatalf("accepted %d nodes on %d hosts", spec.Nnodes, len(spec.Hosts))
+		}
+		for i, h := range append(slices.Clone(spec.Hosts), spec.Exclude...) {
+			if h == "" || len(h) > 255 || !utf8.ValidString(h) || i < len(spec.Hosts) && slices.Index(spec.Hosts, h) != i {
+				t.Fatalf("accepted host %q in %q, %q", h, spec.Hosts, spec.Exclude)
+			}
 		}
 		if len(spec.Argv) == 0 || spec.Nnodes < 1 || spec.Nproc < 1 || spec.Gpus < 0 ||
 			(spec.Gpus > 0 && spec.Gpus%spec.Nproc != 0) || spec.TimeoutMs < 0 {

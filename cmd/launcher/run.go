@@ -61,7 +61,7 @@ func runCommand() *cli.Command {
 			&cli.BoolFlag{Name: "embedded", Usage: "run the store and an agent inside the launcher even when an agent serves this machine"},
 			&cli.StringFlag{Name: "gpu-devices", Usage: "declare this machine's GPUs (`LIST` of indices) instead of asking NVML; embedded default only", Hidden: true},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log what the store and agent do"},
-		}, clusterFlags(false)...),
+		}, append(placementFlags(), clusterFlags(false)...)...),
 		Action: func(c *cli.Context) error { return run(c, f) },
 	}
 }
@@ -90,6 +90,9 @@ func run(c *cli.Context, f runFlags) error {
 	}
 	for _, a := range argv {
 		spec.Argv = append(spec.Argv, []byte(a))
+	}
+	if err := applyPlacement(c, f, spec); err != nil {
+		return err
 	}
 	f.stdin.Apply(spec)
 	if err := rendezvous.ValidateSpec(spec); err != nil {
@@ -134,6 +137,9 @@ func run(c *cli.Context, f runFlags) error {
 		spec.WaitTimeoutMs = f.waitTimeout.Value().Milliseconds()
 	}
 	if cluster == "" {
+		if len(spec.Hosts) > 0 || len(spec.Exclude) > 0 {
+			return cmdline.Usagef(c, "-H, --hostfile and --exclude choose a cluster's nodes: give --cluster HOST:PORT (or set MUSTER_CLUSTER)")
+		}
 		if spec.Nnodes > 1 {
 			return cli.Exit(fmt.Sprintf("--nnodes %d needs a cluster: without --cluster the launcher runs one node, this one "+
 				"(for %d workers here, give -np %d). Start `agent` on each node and pass --cluster HOST:PORT (or set MUSTER_CLUSTER); see README.md",

@@ -954,6 +954,12 @@ type JobSpec struct {
 	// free GPUs, sending WaitingForNodes events meanwhile; 0 fails the job at
 	// once when they are not there.
 	WaitTimeoutMs int64 `protobuf:"varint,16,opt,name=wait_timeout_ms,json=waitTimeoutMs,proto3" json:"wait_timeout_ms,omitempty"`
+	// hosts are the nodes the job may run on, by name or address, in node
+	// rank order (-H, --hostfile): a round takes the first nnodes ready ones.
+	// Empty, any registered node may run it.
+	Hosts []string `protobuf:"bytes,17,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	// exclude names nodes, by name or address, the job never runs on.
+	Exclude       []string `protobuf:"bytes,18,rep,name=exclude,proto3" json:"exclude,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1098,6 +1104,20 @@ func (x *JobSpec) GetWaitTimeoutMs() int64 {
 		return x.WaitTimeoutMs
 	}
 	return 0
+}
+
+func (x *JobSpec) GetHosts() []string {
+	if x != nil {
+		return x.Hosts
+	}
+	return nil
+}
+
+func (x *JobSpec) GetExclude() []string {
+	if x != nil {
+		return x.Exclude
+	}
+	return nil
 }
 
 type SubmitRequest struct {
@@ -3385,7 +3405,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\bround_id\x18\x02 \x01(\tR\aroundId\x12\x14\n" +
 	"\x05ports\x18\x03 \x03(\x05R\x05ports\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\"\x17\n" +
-	"\x15PortsReservedResponse\"\xe4\x03\n" +
+	"\x15PortsReservedResponse\"\x94\x04\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\fR\x04argv\x12\x16\n" +
 	"\x06nnodes\x18\x02 \x01(\x05R\x06nnodes\x12\x12\n" +
@@ -3406,7 +3426,9 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"stdin_rank\x18\x0e \x01(\x05H\x00R\tstdinRank\x88\x01\x01\x12\x1b\n" +
 	"\tstdin_all\x18\x0f \x01(\bR\bstdinAll\x12&\n" +
-	"\x0fwait_timeout_ms\x18\x10 \x01(\x03R\rwaitTimeoutMsB\r\n" +
+	"\x0fwait_timeout_ms\x18\x10 \x01(\x03R\rwaitTimeoutMs\x12\x14\n" +
+	"\x05hosts\x18\x11 \x03(\tR\x05hosts\x12\x18\n" +
+	"\aexclude\x18\x12 \x03(\tR\aexcludeB\r\n" +
 	"\v_stdin_rank\"7\n" +
 	"\rSubmitRequest\x12&\n" +
 	"\x04spec\x18\x01 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\"B\n" +

@@ -1,0 +1,118 @@
+package rendezvous
+
+import (
+	"slices"
+
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+)
+
+// placement is where a job's rounds may take nodes from: the spec's hosts,
+// in node rank order, less its excluded nodes. A host or an excluded entry
+// matches a node by name or by address. It is built once per job, so that
+// counting ready nodes stays one pass over the nodes.
+type placement struct {
+	spec    *musterv1.JobSpec
+	listed  map[string]bool // the spec's hosts; empty: every node is a candidate
+	exclude map[string]bool
+}
+
+func newPlacement(spec *musterv1.JobSpec) *placement {
+	p := &placement{spec: spec, listed: map[string]bool{}, exclude: map[string]bool{}}
+	for _, h := range spec.GetHosts() {
+		p.listed[h] = true
+	}
+	for _, h := range spec.GetExclude() {
+		p.exclude[h] = true
+	}
+	return p
+}
+
+// placementOf is j's placement, built on first use: a job a restarted store
+// took over gets one too.
+func (j *job) placementOf() *placement {
+	if j.place == nil {
+		j.place = newPlacement(j.spec)
+	}
+	return j.place
+}
+
+func (p *placement) excluded(n *node) bool {
+	return p.exclude[n.info.GetName()] || p.exclude[n.info.GetAddr()]
+}
+
+// candidate says whether a round of the job may take n at all.
+func (p *placement) candidate(n *node) bool {
+	if p.excluded(n) {
+		return false
+	}
+	return len(p.listed) == 0 || p.listed[n.info.GetName()] || p.listed[n.info.GetAddr()]
+}
+
+// countReadyLocked counts the nodes a round of p's job could take now.
+func (s *Store) countReadyLocked(p *placement) int {
+	count := 0
+	for _, n := range s.nodes {
+		if p.candidate(n) && ready(n, p.spec) {
+			count++
+		}
+	}
+	return count
+}
+
+// pickLocked picks p's nodes in node rank order among those with enough free
+// GPUs, at most spec.Nnodes of them, and describes why the nodes passed over
+// could not be taken. Without hosts the order is the nodes' (explicit node
+// rank, then name); with hosts it is the hosts', and a listed host that no
+// registered node matches is described too.
+func (s *Store) pickLocked(p *placement) (picked []*node, unusable []string) {
+	take := func(n *node) bool {
+		switch {
+		case p.excluded(n):
+			unusable = append(unusable, "node "+n.info.GetName()+" is excluded")
+		case ready(n, p.spec):
+			picked = append(picked, n)
+		default:
+			unusable = append(unusable, describeGPUs(n, freeGPUs(n)))
+		}
+		return int32(len(picked)) == p.spec.Nnodes
+	}
+	if len(p.listed) == 0 {
+		for _, n := range sortedNodes(s.nodes) {
+			if take(n) {
+				break
+			}
+		}
+		return picked, unusable
+	}
+	// A host matches every node of its name or address; nodes sharing an
+	// address keep their usual order.
+	matches := map[string][]*node{}
+	for _, n := range s.nodes {
+		name, addr := n.info.GetName(), n.info.GetAddr()
+		if p.listed[name] {
+			matches[name] = append(matches[name], n)
+		}
+		if p.listed[addr] && addr != name {
+			matches[addr] = append(matches[addr], n)
+		}
+	}
+	seen := map[*node]bool{}
+	for _, h := range p.spec.GetHosts() {
+		nodes := matches[h]
+		if len(nodes) == 0 {
+			unusable = append(unusable, "listed host "+h+" is not registered")
+			continue
+		}
+		slices.SortFunc(nodes, compareNodes)
+		for _, n := range nodes {
+			if seen[n] {
+				continue // listed by name and by address: its first place counts
+			}
+			seen[n] = true
+			if take(n) {
+				return picked, unusable
+			}
+		}
+	}
+	return picked, unusable
+}
