@@ -398,8 +398,10 @@ func (c *Cluster) SinceAck(name string) (time.Duration, bool) {
 }
 
 // Refused says whether the named member's host refused a TCP connection to its gossip port
-// within timeout: the host is up and the member's process is gone. A member that answers,
-// or a host that does not, is not known to be gone: gossip decides those.
+// within timeout: the host is up and the member's process is gone. A member that answers
+// throughout, or a host that does not answer, is not known to be gone: gossip decides those.
+// It asks a few times: a process being killed may close its listener a little after its
+// other connections.
 func (c *Cluster) Refused(name string, timeout time.Duration) bool {
 	c.mu.Lock()
 	m, ok := c.alive[name]
@@ -412,13 +414,25 @@ func (c *Cluster) Refused(name string, timeout time.Duration) bool {
 	if !ok {
 		return false
 	}
-	conn, err := net.DialTimeout("tcp", m.Addr, timeout)
-	if err == nil {
-		conn.Close()
-		return false
+	deadline := time.Now().Add(timeout)
+	for try := 1; ; try++ {
+		conn, err := net.DialTimeout("tcp", m.Addr, time.Until(deadline))
+		if err == nil {
+			conn.Close()
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			c.log.Debug("member's gossip port refused", zap.String("name", name), zap.Int("try", try))
+			return true
+		}
+		if err != nil || time.Until(deadline) < refusedEvery {
+			return false
+		}
+		time.Sleep(refusedEvery)
 	}
-	return errors.Is(err, syscall.ECONNREFUSED)
 }
+
+// refusedEvery is how often Refused asks again while the member answers.
+const refusedEvery = 20 * time.Millisecond
 
 // NumAlive is how many members memberlist counts alive (suspect ones too), this one included.
 func (c *Cluster) NumAlive() int { return c.ml.NumMembers() }

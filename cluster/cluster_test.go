@@ -208,11 +208,22 @@ func TestDetectionLAN(t *testing.T) {
 	for _, m := range ms {
 		eventually(t, 10*time.Second, "all see 4", func() bool { return len(aliveNames(m)) == 4 })
 	}
+	if ms[0].Refused("n3", 200*time.Millisecond) {
+		t.Fatal("an alive member's port refused")
+	}
 	start := time.Now()
 	_ = ms[3].Close()
+	if !ms[0].Refused("n3", 200*time.Millisecond) {
+		t.Fatal("a closed member's port did not refuse")
+	}
 	for _, m := range ms[:3] {
 		e := waitEvent(t, m, 5*time.Second, "n3", EventDead)
-		t.Logf("%s: n3 dead after %v", m.Name(), e.At.Sub(start))
+		// Each member probes each other within a few probe intervals: its last ack
+		// came before the close.
+		if e.Member.SinceAck < e.At.Sub(start) || e.Member.SinceAck > 10*time.Second {
+			t.Fatalf("%s: n3 dead %v after its close, %v after its last ack", m.Name(), e.At.Sub(start), e.Member.SinceAck)
+		}
+		t.Logf("%s: n3 dead after %v, last ack %v before", m.Name(), e.At.Sub(start), e.Member.SinceAck)
 	}
 }
 

@@ -79,18 +79,20 @@ func (s *Store) forgetOneLocked() {
 
 // checkAgentGone asks, once a busy node's stream broke, whether its agent is
 // gone; a gone agent's node is lost at once instead of after the grace.
-func (s *Store) checkAgentGone(n *node, gone <-chan struct{}) {
+func (s *Store) checkAgentGone(n *node, stream <-chan struct{}) {
 	if s.cfg.AgentGone == nil {
 		return
 	}
 	name := n.info.GetName()
 	go func() {
-		if !s.cfg.AgentGone(name, agentGoneTimeout) {
+		gone := s.cfg.AgentGone(name, agentGoneTimeout)
+		s.log.Debug("agent gone check", zap.String("node", name), zap.Bool("gone", gone))
+		if !gone {
 			return
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if !s.closed && s.byName[name] == n && !n.connected && n.gone == gone {
+		if !s.closed && s.byName[name] == n && !n.connected && n.gone == stream {
 			s.removeNodeLocked(n, "agent connection closed")
 		}
 	}()

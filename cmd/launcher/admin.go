@@ -51,7 +51,7 @@ func clusterAction(fn func(ctx context.Context, c *cli.Context, cl *rendezvous.C
 func nodesCommand() *cli.Command {
 	return &cli.Command{
 		Name:        "nodes",
-		Usage:       "list the cluster's nodes and their GPUs (needs --cluster)",
+		Usage:       "list the cluster's nodes: gossip state (alive, dead, left), GPUs total and free, jobs (needs --cluster)",
 		Description: "Asks the store given by --cluster HOST:PORT (or MUSTER_CLUSTER); the embedded default has no cluster to list.",
 		ArgsUsage:   " ",
 		Flags:       clusterFlags(true),
@@ -61,13 +61,23 @@ func nodesCommand() *cli.Command {
 				return err
 			}
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NODE\tADDR\tRANK\tGPUS\tBUSY\tJOBS")
+			fmt.Fprintln(w, "NODE\tADDR\tRANK\tSTATE\tGPUS\tFREE\tJOBS")
 			for _, n := range resp.Nodes {
 				rank := "-"
 				if n.Node.Rank >= 0 {
 					rank = fmt.Sprint(n.Node.Rank)
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\n", n.Node.Name, n.Node.Addr, rank, len(n.Node.Gpus), len(n.BusyGpus), strings.Join(n.Jobs, ","))
+				// STATE is the node's gossip state; "-" on a store without gossip.
+				state := n.Gossip
+				if state == "" {
+					state = "-"
+				}
+				jobs := strings.Join(n.Jobs, ",")
+				if jobs == "" {
+					jobs = "-"
+				}
+				total := len(n.Node.Gpus)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", n.Node.Name, n.Node.Addr, rank, state, total, total-len(n.BusyGpus), jobs)
 			}
 			return w.Flush()
 		}),

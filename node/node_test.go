@@ -1,0 +1,126 @@
+package node_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/cluster"
+	"github.com/musterhq/muster/node"
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/rendezvous/rendezvoustest"
+	"github.com/musterhq/muster/supervise"
+)
+
+func TestMain(m *testing.M) {
+	supervise.RunShimIfRequested()
+	os.Exit(m.Run())
+}
+
+const testToken = "0123456789abcdef0123456789abcdef"
+
+// startNode starts a node gossiping on loopback with the Local profile.
+func startNode(t *testing.T, cfg node.Config) *node.Node {
+	t.Helper()
+	cfg.Security.Token = testToken
+	if cfg.Gossip == nil {
+		cfg.Gossip = &node.Gossip{}
+	}
+	cfg.Gossip.Bind, cfg.Gossip.Profile = "127.0.0.1:0", cluster.Local
+	cfg.Agent.TempDir = t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n, err := node.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close(time.Second) })
+	<-n.ReadyNotify()
+	return n
+}
+
+// newCluster starts a node hosting the store and n-1 nodes that find it
+// through gossip alone.
+func newCluster(t *testing.T, n int) []*node.Node {
+	head := startNode(t, node.Config{Listen: "127.0.0.1:0", Socket: filepath.Join(t.TempDir(), "sock"), SocketRequired: true,
+		Agent: agent.Config{Name: "n0", Rank: -1}})
+	nodes := []*node.Node{head}
+	for i := 1; i < n; i++ {
+		nodes = append(nodes, startNode(t, node.Config{Gossip: &node.Gossip{Join: []string{head.Gossip().Addr()}},
+			Agent: agent.Config{Name: "n" + string(rune('0'+i)), Rank: -1}}))
+	}
+	return nodes
+}
+
+func TestStoreFoundThroughGossip(t *testing.T) {
+	nodes := newCluster(t, 3)
+	c := rendezvoustest.NewClient(t, nodes[0].Store(), rendezvous.Security{})
+	var names []string
+	for deadline := time.Now().Add(10 * time.Second); len(names) != 3 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		resp, err := c.ListNodes(context.Background(), &musterv1.ListNodesRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = names[:0]
+		for _, n := range resp.Nodes {
+			if n.Gossip == rendezvous.GossipAlive && len(n.Node.Addr) > 0 {
+				names = append(names, n.Node.Name)
+			}
+		}
+	}
+	if strings.Join(names, " ") != "n0 n1 n2" {
+		t.Fatalf("registered and alive: %v", names)
+	}
+}
+
+func TestDuplicateNameRefused(t *testing.T) {
+	nodes := newCluster(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := node.Start(ctx, node.Config{Security: rendezvous.Security{Token: testToken},
+		Gossip: &node.Gossip{Bind: "127.0.0.1:0", Profile: cluster.Local, Join: []string{nodes[0].Gossip().Addr()}},
+		Agent:  agent.Config{Name: "n1", Rank: -1, TempDir: t.TempDir()}})
+	if err == nil || !strings.Contains(err.Error(), "name already taken") || !strings.Contains(err.Error(), "another --name") {
+		t.Fatalf("a second n1: %v", err)
+	}
+}
+
+// A node gossip declares dead fails its jobs, naming it, and the other
+// nodes' workers stop.
+func TestGossipDeathStopsJob(t *testing.T) {
+	nodes := newCluster(t, 3)
+	c := rendezvoustest.NewClient(t, nodes[0].Store(), rendezvous.Security{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := c.Submit(ctx, &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: [][]byte{[]byte("sh"), []byte("-c"), []byte("echo up; exec sleep 100")},
+		Nnodes: 3, Nproc: 1, KillTimeoutMs: 200}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.WatchJob(ctx, &musterv1.WatchJobRequest{JobId: resp.JobId})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := 0
+	var fin *musterv1.JobFinished
+	for fin == nil {
+		ev, err := w.Recv()
+		if err != nil {
+			t.Fatalf("watch: %v", err)
+		}
+		if o := ev.GetOutput(); o != nil && strings.Contains(string(o.GetData()), "up") {
+			if up++; up == 3 {
+				nodes[2].Gossip().Close() // n2 stops answering gossip; its agent stays connected
+			}
+		}
+		fin = ev.GetFinished()
+	}
+	if up != 3 || !strings.HasPrefix(fin.Summary, "node n2 lost: no gossip ack") {
+		t.Fatalf("%d workers up; final %v", up, fin)
+	}
+}

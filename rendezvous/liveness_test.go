@@ -1,0 +1,79 @@
+package rendezvous_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/rendezvous/rendezvoustest"
+)
+
+// A node is lost on whichever signal comes first: its agent gone once its
+// stream broke, or gossip declaring it dead; otherwise it keeps its grace.
+func TestNodeLossSignals(t *testing.T) {
+	tests := []struct {
+		name      string
+		agentGone bool
+		gossip    *rendezvous.Liveness // what gossip says once the stream is up
+		breakConn bool
+		want      string // in the job's summary
+	}{
+		{name: "agent gone", agentGone: true, breakConn: true, want: "node a lost: agent connection closed"},
+		{name: "agent alive keeps its grace", breakConn: true, want: "node a lost: watch stream ended, and its agent did not come back within 300ms"},
+		{name: "gossip dead", gossip: &rendezvous.Liveness{State: rendezvous.GossipDead, Addr: "127.0.0.1:7946", Reason: "no gossip ack for 1.3 s"},
+			want: "node a lost: no gossip ack for 1.3 s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			asked := make(chan string, 1)
+			s := rendezvoustest.NewStore(t, func(c *rendezvous.Config) {
+				c.SessionGrace = 300 * time.Millisecond
+				c.AgentGone = func(name string, _ time.Duration) bool {
+					asked <- name
+					return tt.agentGone
+				}
+			})
+			c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+			a, _ := keyedAgent(t, c, "a", "k")
+			asg := startedJob(t, c, a, 2)
+			if tt.gossip != nil {
+				s.SetLiveness("a", *tt.gossip)
+			}
+			if tt.breakConn {
+				a.cancel()
+				if name := <-asked; name != "a" {
+					t.Fatalf("asked whether %q is gone", name)
+				}
+			}
+			fin := finalEvent(t, c, asg.JobId)
+			if fin.State != musterv1.JobState_JOB_STATE_FAILED || fin.Summary != tt.want {
+				t.Fatalf("final: %v; want summary %q", fin, tt.want)
+			}
+		})
+	}
+}
+
+// `launcher nodes` shows each node's gossip state, and the nodes gossip
+// knows that are not registered.
+func TestNodesShowGossipState(t *testing.T) {
+	s := rendezvoustest.NewStore(t, nil)
+	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	keyedAgent(t, c, "a", "k")
+	s.SetLiveness("a", rendezvous.Liveness{State: rendezvous.GossipAlive, Addr: "10.0.0.1:7946"})
+	s.SetLiveness("z", rendezvous.Liveness{State: rendezvous.GossipLeft, Addr: "10.0.0.9:7946"})
+	s.SetLiveness("y", rendezvous.Liveness{State: rendezvous.GossipDead, Addr: "10.0.0.8:7946", Reason: "no gossip ack"})
+	resp, err := c.ListNodes(context.Background(), &musterv1.ListNodesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range resp.Nodes {
+		got = append(got, n.Node.Name+"/"+n.Node.Addr+"/"+n.Gossip)
+	}
+	if want := "a/127.0.0.1/alive y/10.0.0.8/dead z/10.0.0.9/left"; strings.Join(got, " ") != want {
+		t.Fatalf("nodes %q, want %q", strings.Join(got, " "), want)
+	}
+}
