@@ -50,9 +50,9 @@ func main() {
 				"else $XDG_RUNTIME_DIR/muster/agent.sock, for this user only)"},
 			&cli.StringFlag{Name: "token-file", EnvVars: []string{"MUSTER_TOKEN_FILE"}, Usage: "file holding the cluster token; with --listen it is " +
 				"created (mode 0600) when missing (default: " + rendezvous.SystemTokenFile + " as root, else ~/.config/muster/token)"},
-			&cli.StringFlag{Name: "tls-cert", Usage: "the store's TLS certificate"},
-			&cli.StringFlag{Name: "tls-key", Usage: "the store's TLS key"},
-			&cli.StringFlag{Name: "tls-ca", Usage: "CA certificate that signed the store's certificate"},
+			&cli.StringFlag{Name: "tls-cert", EnvVars: []string{"MUSTER_TLS_CERT"}, Usage: "the store's TLS certificate"},
+			&cli.StringFlag{Name: "tls-key", EnvVars: []string{"MUSTER_TLS_KEY"}, Usage: "the store's TLS key"},
+			&cli.StringFlag{Name: "tls-ca", EnvVars: []string{"MUSTER_TLS_CA"}, Usage: "CA certificate that signed the store's certificate"},
 			cmdline.Flag(killTimeout, "kill-timeout", nil, "grace for workers when the agent stops (`DURATION`: 30s, 2m, or seconds)"),
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}},
 		},
