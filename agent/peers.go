@@ -26,7 +26,7 @@ func (a *Agent) PeerLost(name, reason string) {
 	msg := fmt.Sprintf("node %s lost: %s", name, reason)
 	for _, r := range hit {
 		a.log.Warn("peer lost; stopping job", zap.String("job", r.asg.GetJobId()), zap.String("node", name), zap.String("reason", reason))
-		r.sup.Shutdown(time.Duration(r.asg.GetSpec().GetKillTimeoutMs())*time.Millisecond, msg)
+		r.sup.PeerLost(time.Duration(r.asg.GetSpec().GetKillTimeoutMs())*time.Millisecond, name, msg)
 	}
 }
 

@@ -3,6 +3,7 @@ package rendezvous
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -203,6 +204,14 @@ func (s *Store) workerExitedLocked(j *job, ex *musterv1.WorkerExited) {
 	r.exited[ex.GetRank()] = true
 	// A worker that fails while its round stops for a restart fails nothing.
 	if failed(ex) && j.failure == nil && j.code == 0 && !r.restart {
+		if lost := s.byName[ex.GetLostNode()]; lost != nil && ex.GetLostNode() != ex.GetNode() {
+			if _, ofJob := r.rank[lost]; ofJob {
+				// The worker's agent heard of the node's loss before the store:
+				// the job fails for that loss.
+				s.nodeLostLocked(j, lost, strings.TrimPrefix(ex.GetError(), "node "+ex.GetLostNode()+" lost: "))
+				return
+			}
+		}
 		j.failure = ex
 		j.reason = describeExit(ex)
 		s.stopLocked(j, j.spec.KillTimeoutMs)

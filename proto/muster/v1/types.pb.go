@@ -1709,8 +1709,12 @@ type WorkerExited struct {
 	Signal     int32    `protobuf:"varint,5,opt,name=signal,proto3" json:"signal,omitempty"`
 	StderrTail []string `protobuf:"bytes,6,rep,name=stderr_tail,json=stderrTail,proto3" json:"stderr_tail,omitempty"`
 	// stopped is set when muster itself stopped the worker.
-	Stopped       bool   `protobuf:"varint,7,opt,name=stopped,proto3" json:"stopped,omitempty"`
-	Error         string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	Stopped bool   `protobuf:"varint,7,opt,name=stopped,proto3" json:"stopped,omitempty"`
+	Error   string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	// lost_node names the node of the job whose loss made this worker's agent
+	// stop it (gossip said it died): the store then fails the job for that
+	// node's loss, whichever of the two signals reached it first.
+	LostNode      string `protobuf:"bytes,9,opt,name=lost_node,json=lostNode,proto3" json:"lost_node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1797,6 +1801,13 @@ func (x *WorkerExited) GetStopped() bool {
 func (x *WorkerExited) GetError() string {
 	if x != nil {
 		return x.Error
+	}
+	return ""
+}
+
+func (x *WorkerExited) GetLostNode() string {
+	if x != nil {
+		return x.LostNode
 	}
 	return ""
 }
@@ -3485,7 +3496,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12)\n" +
 	"\x06stream\x18\x02 \x01(\x0e2\x11.muster.v1.StreamR\x06stream\x12\x12\n" +
 	"\x04data\x18\x05 \x01(\fR\x04data\x12\x16\n" +
-	"\x06paused\x18\x06 \x01(\bR\x06pausedJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"\xdb\x01\n" +
+	"\x06paused\x18\x06 \x01(\bR\x06pausedJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"\xf8\x01\n" +
 	"\fWorkerExited\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x1d\n" +
 	"\n" +
@@ -3496,7 +3507,8 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\vstderr_tail\x18\x06 \x03(\tR\n" +
 	"stderrTail\x12\x18\n" +
 	"\astopped\x18\a \x01(\bR\astopped\x12\x14\n" +
-	"\x05error\x18\b \x01(\tR\x05error\"\xa2\x01\n" +
+	"\x05error\x18\b \x01(\tR\x05error\x12\x1b\n" +
+	"\tlost_node\x18\t \x01(\tR\blostNode\"\xa2\x01\n" +
 	"\vJobFinished\x12)\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x13.muster.v1.JobStateR\x05state\x12\x1b\n" +
 	"\texit_code\x18\x02 \x01(\x05R\bexitCode\x12\x18\n" +
