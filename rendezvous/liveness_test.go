@@ -77,3 +77,32 @@ func TestNodesShowGossipState(t *testing.T) {
 		t.Fatalf("nodes %q, want %q", strings.Join(got, " "), want)
 	}
 }
+
+// An agent that heard of a node's loss before the store stops its workers
+// naming that node: the job fails for the node's loss, not the stop.
+func TestPeerLossHeardFirstByAnAgent(t *testing.T) {
+	s := rendezvoustest.NewStore(t, nil)
+	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	a := newTestAgent(t, c, "a", "10.0.0.1", 0, 0)
+	b := newTestAgent(t, c, "b", "10.0.0.2", 1, 0)
+	resp, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{
+		Argv: byteStrings("x"), Nnodes: 2, Nproc: 1, KillTimeoutMs: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := a.next().GetReservePorts()
+	if _, err := c.PortsReserved(context.Background(), &musterv1.PortsReservedRequest{Session: a.session, RoundId: res.RoundId, Ports: []int32{1000, 1001}}); err != nil {
+		t.Fatal(err)
+	}
+	a.next()
+	b.next()
+	stop := &musterv1.JobEvent{JobId: resp.JobId, Event: &musterv1.JobEvent_Exited{Exited: &musterv1.WorkerExited{
+		Rank: 0, Node: "a", Signal: 15, Error: "node b lost: no gossip ack for 1.2 s", LostNode: "b"}}}
+	if err := a.publish(stop); err != nil {
+		t.Fatal(err)
+	}
+	fin := finalEvent(t, c, resp.JobId)
+	if fin.Summary != "node b lost: no gossip ack for 1.2 s" || fin.ExitCode != 1 {
+		t.Fatalf("final: %v", fin)
+	}
+}
