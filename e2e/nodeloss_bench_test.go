@@ -1,0 +1,288 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// BenchmarkNodeLoss measures how fast a job learns of a lost node, with real
+// agents on three hosts in network namespaces (a hosts the store): node c's
+// agent SIGKILLed, and node c's link taken down. For each trial it times,
+// from just before the kill or the cut, the launcher's exit and the end of
+// the job's last worker on the surviving nodes a and b. After the trials it
+// reads the idle RSS of the three agents, gossip on, no job.
+//
+//	go test -run XXX -bench NodeLoss -benchtime 1x -timeout 20m -v ./e2e
+//
+// MUSTER_NODELOSS_TRIALS sets the trials of each kind (20).
+func BenchmarkNodeLoss(b *testing.B) {
+	trials := 20
+	if s := os.Getenv("MUSTER_NODELOSS_TRIALS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			b.Fatalf("MUSTER_NODELOSS_TRIALS=%q: want a count above 0", s)
+		}
+		trials = n
+	}
+	nw := newNetwork(b, 3)
+	agents := nw.startCluster()
+	c := nw.host("c")
+
+	kinds := []struct {
+		name    string
+		lose    func()
+		restore func()
+	}{
+		{"kill", func() {
+			if err := agents["c"].cmd.Process.Kill(); err != nil {
+				b.Fatal(err)
+			}
+		}, func() {
+			agents["c"].cmd.Wait()
+			agents["c"] = nw.join(c, nw.token)
+		}},
+		{"cut", func() { nw.cut(c) }, func() { nw.heal(c) }},
+	}
+	samples := map[string][]nodeLossSample{}
+	start := time.Now()
+	for _, k := range kinds {
+		for i := range trials {
+			var s nodeLossSample
+			for try := 1; ; try++ {
+				var err error
+				if s, err = nodeLossTrial(nw, c, fmt.Sprintf("%s-%d", k.name, i), k.lose); err == nil {
+					break
+				}
+				if try == 3 {
+					b.Fatal(err)
+				}
+				b.Logf("%s trial %d, try %d: %v", k.name, i+1, try, err)
+				nw.waitReady(3, 60*time.Second)
+			}
+			k.restore()
+			readyAt := time.Now()
+			nw.waitReady(3, 60*time.Second)
+			s.restore = time.Since(readyAt)
+			samples[k.name] = append(samples[k.name], s)
+			b.Logf("%s %2d: launcher exit %6.1f ms, workers on a, b gone %6.1f ms, named by %s, leftover on c %d, 3 nodes ready again after %.1f s",
+				k.name, i+1, ms(s.exit), ms(s.gone), s.signal, s.leftover, s.restore.Seconds())
+		}
+	}
+	trialTime := time.Since(start)
+
+	var table strings.Builder
+	fmt.Fprintf(&table, "%d trials each; p99 by nearest rank (for 20 samples the 20th, the max)\n", trials)
+	fmt.Fprintf(&table, "%-34s %9s %9s %9s   %s\n", "measure", "p50", "p99", "max", "loss named by")
+	for _, k := range kinds {
+		ss := samples[k.name]
+		named := map[string]int{}
+		var exits, gones []time.Duration
+		for _, s := range ss {
+			exits = append(exits, s.exit)
+			gones = append(gones, s.gone)
+			named[s.signal]++
+		}
+		by := fmt.Sprintf("agent connection closed %d, no gossip ack %d", named["connection"], named["gossip"])
+		for _, m := range []struct {
+			what, unit string
+			d          []time.Duration
+		}{
+			{k.name + " → launcher exit", k.name + "-exit", exits},
+			{k.name + " → surviving workers gone", k.name + "-gone", gones},
+		} {
+			p50, p99, mx := nearestRank(m.d, 50), nearestRank(m.d, 99), slices.Max(m.d)
+			fmt.Fprintf(&table, "%-34s %6.1f ms %6.1f ms %6.1f ms   %s\n", m.what, ms(p50), ms(p99), ms(mx), by)
+			b.ReportMetric(ms(p50), m.unit+"-p50-ms")
+			b.ReportMetric(ms(p99), m.unit+"-p99-ms")
+			b.ReportMetric(ms(mx), m.unit+"-max-ms")
+		}
+		b.ReportMetric(float64(named["connection"]), k.name+"-by-conn-trials")
+		b.ReportMetric(float64(named["gossip"]), k.name+"-by-gossip-trials")
+	}
+	b.Logf("node loss, %s of trials:\n%s", trialTime.Round(time.Second), table.String())
+
+	// Idle: no job, gossip on, for 30 s.
+	const idle = 30 * time.Second
+	time.Sleep(idle)
+	var rss strings.Builder
+	fmt.Fprintf(&rss, "%-6s %8s %12s %12s\n", "agent", "pid", "VmRSS", "VmHWM")
+	for _, name := range []string{"a", "b", "c"} {
+		pid := agents[name].cmd.Process.Pid
+		st := procStatus(b, pid)
+		fmt.Fprintf(&rss, "%-6s %8d %8.1f MiB %8.1f MiB\n", name, pid, st["VmRSS"]/1024, st["VmHWM"]/1024)
+		b.ReportMetric(st["VmRSS"]/1024, name+"-VmRSS-MiB")
+		b.ReportMetric(st["VmHWM"]/1024, name+"-VmHWM-MiB")
+	}
+	b.Logf("agents after %s idle with gossip on (VmHWM is the peak since the agent started; c's agent was last restarted by the kill trials):\n%s", idle, rss.String())
+	b.ReportMetric(0, "ns/op")
+}
+
+// nodeLossSample is one trial.
+type nodeLossSample struct {
+	exit     time.Duration // until the launcher exited
+	gone     time.Duration // until no worker of the job was left on a and b
+	signal   string        // what the launcher named: "connection" or "gossip"
+	leftover int           // the job's processes still on c 5 s after, killed by the benchmark
+	restore  time.Duration // from the restore until a 3-node job ran
+}
+
+// nodeLossTrial starts a 3-node job, loses node c with lose once its three
+// workers run, and times the launcher's exit and the end of the workers on
+// a and b. A job that ends before its workers all run is an error: the
+// cluster was not whole yet, and the trial is tried again.
+func nodeLossTrial(nw *network, c *host, name string, lose func()) (nodeLossSample, error) {
+	b := nw.t
+	b.Helper()
+	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-nodeloss-%s", time.Now().UnixNano(), name)
+	cmd, _, errb := nw.launcher("run", "-n", "3", "--nproc", "1", "-x", marker, "--", "sleep", "1000")
+	exited := make(chan time.Time, 1)
+	go func() { cmd.Wait(); exited <- time.Now() }()
+
+	var survivors []int
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		procs := markedProcesses(marker)
+		if len(procs) == 3 {
+			for pid, ns := range procs {
+				if ns == nw.host("a").netns || ns == nw.host("b").netns {
+					survivors = append(survivors, pid)
+				}
+			}
+			break
+		}
+		select {
+		case <-exited:
+			return nodeLossSample{}, fmt.Errorf("the job ended before its 3 workers ran: exit %d, stderr:\n%s", cmd.ProcessState.ExitCode(), errb.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the job's 3 workers never ran: %d running", len(procs))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(survivors) != 2 {
+		b.Fatalf("%d of the job's workers on a and b, want 2", len(survivors))
+	}
+
+	t0 := time.Now()
+	lose()
+	var exitAt, goneAt time.Time
+	for deadline := t0.Add(30 * time.Second); exitAt.IsZero() || goneAt.IsZero(); {
+		if goneAt.IsZero() && !slices.ContainsFunc(survivors, alive) {
+			goneAt = time.Now()
+		}
+		if exitAt.IsZero() {
+			select {
+			case exitAt = <-exited:
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("30 s after losing c: launcher exited %v, workers on a and b gone %v; stderr:\n%s", !exitAt.IsZero(), !goneAt.IsZero(), errb.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s := nodeLossSample{exit: exitAt.Sub(t0), gone: goneAt.Sub(t0)}
+
+	stderr, code := errb.String(), cmd.ProcessState.ExitCode()
+	switch {
+	case code == 0:
+		b.Fatalf("the launcher exited 0 with c lost; stderr:\n%s", stderr)
+	case strings.Contains(stderr, "node c lost: agent connection closed"):
+		s.signal = "connection"
+	case strings.Contains(stderr, "node c lost: no gossip ack"):
+		s.signal = "gossip"
+	default:
+		b.Fatalf("exit %d without c named lost; stderr:\n%s", code, stderr)
+	}
+
+	// Nothing of the job may be left on a and b; on c, what is left after
+	// 5 s is counted and killed, so that trials do not pile up.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		procs := markedProcesses(marker)
+		if len(procs) == 0 {
+			break
+		}
+		if time.Now().Before(deadline) {
+			continue
+		}
+		for pid, ns := range procs {
+			if ns != c.netns {
+				b.Fatalf("worker %d of the job still runs in %s", pid, ns)
+			}
+			syscall.Kill(pid, syscall.SIGKILL)
+			s.leftover++
+		}
+		break
+	}
+	return s, nil
+}
+
+// markedProcesses maps the live processes whose environment holds marker
+// to their network namespaces.
+func markedProcesses(marker string) map[int]string {
+	procs := map[int]string{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil || !bytes.Contains(env, []byte(marker)) || !alive(pid) {
+			continue
+		}
+		if ns, err := os.Readlink(filepath.Join("/proc", e.Name(), "ns", "net")); err == nil {
+			procs[pid] = ns
+		}
+	}
+	return procs
+}
+
+// alive reports whether process pid exists and is no zombie.
+func alive(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return err == nil && !isZombie(stat)
+}
+
+// nearestRank is the p-th percentile of d by nearest rank: the
+// ceil(p/100·n)-th smallest.
+func nearestRank(d []time.Duration, p float64) time.Duration {
+	s := slices.Sorted(slices.Values(d))
+	k := int(math.Ceil(p / 100 * float64(len(s))))
+	return s[max(k, 1)-1]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// procStatus reads the kB fields of /proc/PID/status.
+func procStatus(b testing.TB, pid int) map[string]float64 {
+	b.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	fields := map[string]float64{}
+	for _, l := range strings.Split(string(data), "\n") {
+		name, rest, ok := strings.Cut(l, ":")
+		f := strings.Fields(rest)
+		if !ok || len(f) != 2 || f[1] != "kB" {
+			continue
+		}
+		if v, err := strconv.ParseFloat(f[0], 64); err == nil {
+			fields[name] = v
+		}
+	}
+	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(comm)) != "agent" {
+		b.Fatalf("process %d is %q, not the agent", pid, comm)
+	}
+	return fields
+}
