@@ -60,7 +60,7 @@ func launcher(t *testing.T, env []string, args ...string) (*exec.Cmd, *bytes.Buf
 }
 
 // wait bounds how long a launcher may take: a hang fails the test.
-func wait(t *testing.T, cmd *exec.Cmd, out, errb *bytes.Buffer) result {
+func wait(t testing.TB, cmd *exec.Cmd, out, errb *bytes.Buffer) result {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -118,7 +118,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 // eventuallyWithin polls cond until it holds or d passes.
-func eventuallyWithin(t *testing.T, d time.Duration, what string, cond func() bool) {
+func eventuallyWithin(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -189,7 +189,7 @@ func startAgentAt(t *testing.T, listen string, agentArgs []string, launcherArgs 
 
 // stopAtCleanup stops an agent with SIGTERM when the test ends, and fails
 // the test, showing log, when it does not stop within 20 s.
-func stopAtCleanup(t *testing.T, cmd *exec.Cmd, what string, log func() string) {
+func stopAtCleanup(t testing.TB, cmd *exec.Cmd, what string, log func() string) {
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})

@@ -173,7 +173,7 @@ func (nw *network) startAgent(h *host, name string, args ...string) *agent {
 			t.Logf("agent %s on host %s, log:\n%s", name, h.name, a.logText())
 		}
 	})
-	stopAtCleanupTB(t, a.cmd, "agent "+name, a.logText)
+	stopAtCleanup(t, a.cmd, "agent "+name, a.logText)
 	return a
 }
 
@@ -185,7 +185,7 @@ func (nw *network) startHead() *agent {
 	a := nw.startAgent(h, h.name, "--listen", nw.store(), "--token-file", nw.token,
 		"--tls-cert", filepath.Join(nw.dir, "store.pem"), "--tls-key", filepath.Join(nw.dir, "store-key.pem"),
 		"--tls-ca", nw.ca, "--socket", filepath.Join(nw.dir, "store.sock"))
-	eventuallyWithinTB(nw.t, 20*time.Second, "the store on "+h.name, func() bool { return nw.ready(1).code == 0 })
+	eventuallyWithin(nw.t, 20*time.Second, "the store on "+h.name, func() bool { return nw.ready(1).code == 0 })
 	return a
 }
 
@@ -228,7 +228,7 @@ func (nw *network) launcher(args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Bu
 func (nw *network) run(args ...string) result {
 	nw.t.Helper()
 	cmd, out, errb := nw.launcher(args...)
-	return waitTB(nw.t, cmd, out, errb)
+	return wait(nw.t, cmd, out, errb)
 }
 
 // ready runs a job on n nodes that does not wait for nodes: it succeeds
@@ -241,7 +241,7 @@ func (nw *network) ready(n int) result {
 // waitReady waits until n nodes are registered.
 func (nw *network) waitReady(n int, d time.Duration) {
 	nw.t.Helper()
-	eventuallyWithinTB(nw.t, d, fmt.Sprintf("%d nodes registered", n), func() bool { return nw.ready(n).code == 0 })
+	eventuallyWithin(nw.t, d, fmt.Sprintf("%d nodes registered", n), func() bool { return nw.ready(n).code == 0 })
 }
 
 // runsOn runs a job on hosts, one worker each, and checks that each ran one.
@@ -346,46 +346,4 @@ func (nw *network) runAgentIn(h *host, args ...string) (string, error) {
 	cmd.Env = append(os.Environ(), "TMPDIR="+nw.dir)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
-}
-
-// waitTB, eventuallyWithinTB and stopAtCleanupTB are wait, eventuallyWithin
-// and stopAtCleanup for a testing.TB, so that benchmarks use the harness too.
-
-func waitTB(t testing.TB, cmd *exec.Cmd, out, errb *bytes.Buffer) result {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		<-done
-		t.Fatalf("launcher hung; stderr:\n%s", errb.String())
-	}
-	return result{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String()}
-}
-
-func eventuallyWithinTB(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func stopAtCleanupTB(t testing.TB, cmd *exec.Cmd, what string, log func() string) {
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			t.Errorf("%s did not stop on SIGTERM; log:\n%s", what, log())
-		}
-	})
 }
