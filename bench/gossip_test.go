@@ -48,6 +48,9 @@ func BenchmarkGossip(b *testing.B) {
 	}
 }
 
+// joinsInFlight bounds the joins under way at once.
+const joinsInFlight = 32
+
 func gossipTrial(b *testing.B, n int) (converge, first, median, last time.Duration) {
 	ms := make([]*cluster.Cluster, n)
 	for i := range ms {
@@ -68,8 +71,13 @@ func gossipTrial(b *testing.B, n int) (converge, first, median, last time.Durati
 	}()
 	start := time.Now()
 	var wg sync.WaitGroup
+	// At most joinsInFlight joins at once: one seed answering hundreds of push-pulls at
+	// the same instant times them out, which is not what a fleet booting does.
+	inFlight := make(chan struct{}, joinsInFlight)
 	for _, m := range ms[1:] {
+		inFlight <- struct{}{}
 		wg.Go(func() {
+			defer func() { <-inFlight }()
 			if _, err := m.Join([]string{ms[0].Addr()}); err != nil {
 				b.Error(err)
 			}

@@ -82,7 +82,7 @@ func runLauncher(t *testing.T, args ...string) result {
 
 // jobProcesses lists live processes whose environment holds marker, so a
 // test can prove a job left nothing behind.
-func jobProcesses(t *testing.T, marker string) []int {
+func jobProcesses(t testing.TB, marker string) []int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"os"
@@ -149,7 +148,7 @@ func nodeLossTrial(nw *network, c *host, name string, lose func()) (nodeLossSamp
 
 	var survivors []int
 	for deadline := time.Now().Add(20 * time.Second); ; {
-		procs := markedProcesses(marker)
+		procs := markedProcesses(b, marker)
 		if len(procs) == 3 {
 			for pid, ns := range procs {
 				if ns == nw.host("a").netns || ns == nw.host("b").netns {
@@ -207,7 +206,7 @@ func nodeLossTrial(nw *network, c *host, name string, lose func()) (nodeLossSamp
 	// Nothing of the job may be left on a and b; on c, what is left after
 	// 5 s is counted and killed, so that trials do not pile up.
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		procs := markedProcesses(marker)
+		procs := markedProcesses(b, marker)
 		if len(procs) == 0 {
 			break
 		}
@@ -228,19 +227,10 @@ func nodeLossTrial(nw *network, c *host, name string, lose func()) (nodeLossSamp
 
 // markedProcesses maps the live processes whose environment holds marker
 // to their network namespaces.
-func markedProcesses(marker string) map[int]string {
+func markedProcesses(t testing.TB, marker string) map[int]string {
 	procs := map[int]string{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil || !bytes.Contains(env, []byte(marker)) || !alive(pid) {
-			continue
-		}
-		if ns, err := os.Readlink(filepath.Join("/proc", e.Name(), "ns", "net")); err == nil {
+	for _, pid := range jobProcesses(t, marker) {
+		if ns, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "ns", "net")); err == nil {
 			procs[pid] = ns
 		}
 	}
