@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -103,6 +104,9 @@ type Event struct {
 
 // ErrNameTaken is returned by Join when an alive member already has this member's name.
 var ErrNameTaken = errors.New("cluster: name already taken by an alive member")
+
+// ErrOtherToken wraps a join that reached peers whose gossip this member cannot decrypt.
+var ErrOtherToken = errors.New("cluster: the peer gossips with another cluster token")
 
 // ErrClosed is returned by calls on a closed Cluster.
 var ErrClosed = errors.New("cluster: closed")
@@ -281,6 +285,9 @@ func (c *Cluster) Join(peers []string) (int, error) {
 func (c *Cluster) join(peers []string) (int, error) {
 	c.nameTaken.Store(nil)
 	n, err := c.ml.Join(peers)
+	if err != nil && strings.Contains(err.Error(), "no installed keys could decrypt") {
+		err = fmt.Errorf("%w (or none): check this member's token file or MUSTER_TOKEN: %v", ErrOtherToken, err)
+	}
 	if other := c.nameTaken.Load(); other != nil {
 		return 0, fmt.Errorf("%w: %q is alive at %s (this member is %s)", ErrNameTaken, c.name, other.Address(), c.Addr())
 	}

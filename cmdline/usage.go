@@ -28,6 +28,15 @@ func Flag(value cli.Generic, name string, aliases []string, usage string) cli.Fl
 	return aliased{&cli.GenericFlag{Name: name, Aliases: aliases, Value: value, Usage: usage}}
 }
 
+// WithEnv lets a flag made by Flag also be set from the environment
+// variable env, as urfave/cli's own flags are with EnvVars.
+func WithEnv(f cli.Flag, env string) cli.Flag {
+	if a, ok := f.(aliased); ok {
+		a.EnvVars = append(a.EnvVars, env)
+	}
+	return f
+}
+
 type aliased struct{ *cli.GenericFlag }
 
 // Names is the first name only, so that urfave/cli copies nothing between

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -65,12 +66,26 @@ func JoinAddrs(peers []string) ([]string, error) {
 			continue
 		}
 		host, port, err := splitHostPortDefault(p, DefaultGossipPort)
-		if err != nil || host == "" {
+		switch {
+		case strings.ContainsAny(p, "/@ "):
+			return nil, fmt.Errorf("--join %q: want HOST or HOST:PORT", p)
+		case err != nil:
+			return nil, fmt.Errorf("--join %q: %v", p, err)
+		case host == "":
 			return nil, fmt.Errorf("--join %q: want HOST or HOST:PORT", p)
 		}
 		out = append(out, net.JoinHostPort(host, strconv.Itoa(port)))
 	}
 	return out, nil
+}
+
+// Check says what is wrong with the gossip flags, naming the flag.
+func (g *Gossip) Check() error {
+	if _, err := JoinAddrs(g.Join); err != nil {
+		return err
+	}
+	_, err := g.clusterConfig(nil, "check", "check", "")
+	return err
 }
 
 // clusterConfig builds the member's config. addr is the agent's address,
@@ -117,6 +132,9 @@ func (n *Node) startGossip(ctx context.Context, g *Gossip, name, token, addr str
 	}
 	ccfg.Meta = cluster.Meta{Version: version.Short()}
 	c, err := cluster.Start(ctx, ccfg)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("gossip port %s:%d is in use (another agent on this machine?): give this agent --bind IP:PORT", ccfg.BindAddr, ccfg.BindPort)
+	}
 	if err != nil {
 		return fmt.Errorf("gossip: %w", err)
 	}

@@ -85,7 +85,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		// Gossip's key derives from the cluster token: the node needs it
 		// before it hosts or joins anything.
-		if err := resolveToken(&cfg); err != nil {
+		if err := resolveToken(n.log, &cfg); err != nil {
 			return nil, err
 		}
 		hint := acfg.Addr
@@ -122,7 +122,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 // resolveToken fills in the cluster token a gossiping node needs: the one
 // given, else (hosting) the token file, made when missing, else (joining)
 // the token file found in the usual places.
-func resolveToken(cfg *Config) error {
+func resolveToken(log *zap.Logger, cfg *Config) error {
 	if cfg.Security.Token != "" {
 		return nil
 	}
@@ -131,7 +131,10 @@ func resolveToken(cfg *Config) error {
 		if file == "" {
 			file = rendezvous.DefaultTokenFile()
 		}
-		tok, _, err := rendezvous.EnsureTokenFile(file)
+		tok, created, err := rendezvous.EnsureTokenFile(file)
+		if err == nil {
+			log.Info("cluster token", zap.String("file", file), zap.Bool("created", created))
+		}
 		cfg.Security.Token = tok
 		return err
 	}

@@ -75,12 +75,7 @@ func NormalizeAddr(addr string) string {
 // served by anyone but root or this user is passed over: a job is never
 // handed to another user's process posing as an agent.
 func FindLocalAgent() string {
-	seen := map[string]bool{}
-	for _, p := range []string{DefaultSocket(), SystemSocket} {
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
+	for _, p := range LocalAgentSockets() {
 		if fi, err := os.Stat(p); err != nil || fi.Mode()&os.ModeSocket == 0 {
 			continue
 		}
@@ -89,6 +84,14 @@ func FindLocalAgent() string {
 		}
 	}
 	return ""
+}
+
+// LocalAgentSockets are the sockets FindLocalAgent looks at, in order.
+func LocalAgentSockets() []string {
+	if DefaultSocket() == SystemSocket {
+		return []string{SystemSocket}
+	}
+	return []string{DefaultSocket(), SystemSocket}
 }
 
 // trustedSocket reports whether a process of root or this user serves path.

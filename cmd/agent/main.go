@@ -43,9 +43,9 @@ func main() {
 			&cli.StringFlag{Name: "advertise", EnvVars: []string{"MUSTER_ADVERTISE"}, Usage: "the `IP[:PORT]` other nodes gossip with this one on (default: the --bind IP, else --addr, else the --listen IP, else a private IP of this host)"},
 			&cli.StringFlag{Name: "name", EnvVars: []string{"MUSTER_NAME"}, Usage: "this node's name (default: the host name); unique in the cluster"},
 			&cli.StringFlag{Name: "addr", EnvVars: []string{"MUSTER_ADDR"}, Usage: "this node's `IP` for workers (MASTER_ADDR, NCCL root); default: the gossip address, else the --listen host, else 127.0.0.1"},
-			cmdline.Flag(nodeRank, "node-rank", nil, "explicit node `RANK`; nodes without one (-1) are ordered by name"),
-			&cli.StringFlag{Name: "gpu-devices", Usage: "offer these GPUs (`LIST` of indices) instead of the ones NVML finds"},
-			&cli.StringFlag{Name: "socket", Usage: "with --listen, also serve the store on the Unix socket `PATH` for launchers on this machine " +
+			cmdline.WithEnv(cmdline.Flag(nodeRank, "node-rank", nil, "explicit node `RANK`; nodes without one (-1) are ordered by name"), "MUSTER_AGENT_NODE_RANK"),
+			&cli.StringFlag{Name: "gpu-devices", EnvVars: []string{"MUSTER_GPU_DEVICES"}, Usage: "offer these GPUs (`LIST` of indices) instead of the ones NVML finds"},
+			&cli.StringFlag{Name: "socket", EnvVars: []string{"MUSTER_SOCKET"}, Usage: "with --listen, also serve the store on the Unix socket `PATH` for launchers on this machine " +
 				"(default: " + rendezvous.SystemSocket + " as root, where every local user may submit and their jobs run as them; " +
 				"else $XDG_RUNTIME_DIR/muster/agent.sock, for this user only)"},
 			&cli.StringFlag{Name: "token-file", EnvVars: []string{"MUSTER_TOKEN_FILE"}, Usage: "file holding the cluster token; with --listen it is " +
@@ -53,8 +53,8 @@ func main() {
 			&cli.StringFlag{Name: "tls-cert", EnvVars: []string{"MUSTER_TLS_CERT"}, Usage: "the store's TLS certificate"},
 			&cli.StringFlag{Name: "tls-key", EnvVars: []string{"MUSTER_TLS_KEY"}, Usage: "the store's TLS key"},
 			&cli.StringFlag{Name: "tls-ca", EnvVars: []string{"MUSTER_TLS_CA"}, Usage: "CA certificate that signed the store's certificate"},
-			cmdline.Flag(killTimeout, "kill-timeout", nil, "grace for workers when the agent stops (`DURATION`: 30s, 2m, or seconds)"),
-			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}},
+			cmdline.WithEnv(cmdline.Flag(killTimeout, "kill-timeout", nil, "grace for workers when the agent stops (`DURATION`: 30s, 2m, or seconds)"), "MUSTER_KILL_TIMEOUT"),
+			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, EnvVars: []string{"MUSTER_VERBOSE"}, Usage: "log debug detail, memberlist's own lines included"},
 		},
 		Action: func(c *cli.Context) error { return runAgent(c, nodeRank.Int32(), killTimeout.Value()) },
 	}
@@ -79,6 +79,11 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout time.Duration) error {
 
 	listen, storeAddr := c.String("listen"), c.String("store")
 	gossip := gossipConfig(c, listen)
+	if gossip != nil {
+		if err := gossip.Check(); err != nil {
+			return cmdline.Usagef(c, "%s", err)
+		}
+	}
 	if listen == "" && storeAddr == "" && gossip == nil {
 		listen = "127.0.0.1:29400"
 	}

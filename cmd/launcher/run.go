@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -141,9 +142,15 @@ func run(c *cli.Context, f runFlags) error {
 			return cmdline.Usagef(c, "-H, --hostfile and --exclude choose a cluster's nodes: give --cluster HOST:PORT (or set MUSTER_CLUSTER)")
 		}
 		if spec.Nnodes > 1 {
-			return cli.Exit(fmt.Sprintf("--nnodes %d needs a cluster: without --cluster the launcher runs one node, this one "+
-				"(for %d workers here, give -np %d). Start `agent` on each node and pass --cluster HOST:PORT (or set MUSTER_CLUSTER); see README.md",
-				spec.Nnodes, spec.Nnodes, spec.Nnodes), cmdline.UsageExitCode)
+			// -n on its own reads as mpirun's -n (workers); with --nproc or --gpus it is nodes.
+			hint := fmt.Sprintf(" (for %d workers here, give -np %d)", spec.Nnodes, spec.Nnodes)
+			if f.nproc.IsSet() || f.gpus.IsSet() {
+				hint = ""
+			}
+			return cli.Exit(fmt.Sprintf("--nnodes %d needs a cluster: without --cluster the launcher runs one node, this one%s, "+
+				"and no agent's socket answers here (%s). On a cluster's head node its agent's socket takes the job; "+
+				"elsewhere pass --cluster HOST:PORT (or set MUSTER_CLUSTER); see README.md",
+				spec.Nnodes, hint, strings.Join(rendezvous.LocalAgentSockets(), ", ")), cmdline.UsageExitCode)
 		}
 		if len(spec.Workdir) == 0 {
 			if spec.Workdir, err = launch.Workdir(); err != nil {
