@@ -189,15 +189,16 @@ func (a *Agent) stopJob(st *musterv1.StopJob) {
 }
 
 // stopAll stops every job here because this agent goes away, for reason.
+// Each job's workers get its own --kill-timeout, at most grace.
 func (a *Agent) stopAll(grace time.Duration, reason string) {
 	a.mu.Lock()
-	jobs := make([]*Supervisor, 0, len(a.jobs))
+	jobs := make([]*jobRun, 0, len(a.jobs))
 	for _, r := range a.jobs {
-		jobs = append(jobs, r.sup)
+		jobs = append(jobs, r)
 	}
 	a.mu.Unlock()
-	for _, s := range jobs {
-		s.Shutdown(grace, reason)
+	for _, r := range jobs {
+		r.sup.Shutdown(min(grace, time.Duration(r.asg.GetSpec().GetKillTimeoutMs())*time.Millisecond), reason)
 	}
 }
 
@@ -247,9 +248,10 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 const closeJoinTimeout = 5 * time.Second
 
 // Close stops the agent, in order: (1) it takes no more jobs; (2) every
-// job's workers get SIGTERM, then SIGKILL after grace, and count as failed
-// because the agent shut down; (3) it waits for them and for their last
-// events to reach the store, at most ShutdownTimeout past the grace; (4) it
+// job's workers get SIGTERM, then SIGKILL after the job's kill timeout (at
+// most grace), and count as failed because the agent shut down; (3) it waits
+// for them and for their last events to reach the store, at most
+// ShutdownTimeout past the grace; (4) it
 // drops what is still unsent, ends its session and waits for its
 // goroutines, at most closeJoinTimeout; (5) it releases held ports and
 // closes its connection. Calling it again does nothing.

@@ -53,7 +53,7 @@ func main() {
 			&cli.StringFlag{Name: "tls-cert", EnvVars: []string{"MUSTER_TLS_CERT"}, Usage: "the store's TLS certificate"},
 			&cli.StringFlag{Name: "tls-key", EnvVars: []string{"MUSTER_TLS_KEY"}, Usage: "the store's TLS key"},
 			&cli.StringFlag{Name: "tls-ca", EnvVars: []string{"MUSTER_TLS_CA"}, Usage: "CA certificate that signed the store's certificate"},
-			cmdline.WithEnv(cmdline.Flag(killTimeout, "kill-timeout", nil, "grace for workers when the agent stops (`DURATION`: 30s, 2m, or seconds)"), "MUSTER_KILL_TIMEOUT"),
+			cmdline.WithEnv(cmdline.Flag(killTimeout, "kill-timeout", nil, "the most grace workers get when the agent stops, each job's own --kill-timeout when shorter (`DURATION`: 30s, 2m, or seconds)"), "MUSTER_KILL_TIMEOUT"),
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, EnvVars: []string{"MUSTER_VERBOSE"}, Usage: "log debug detail, memberlist's own lines included"},
 		},
 		Action: func(c *cli.Context) error { return runAgent(c, nodeRank.Int32(), killTimeout.Value()) },
