@@ -262,7 +262,9 @@ func TestAgentListensOnHostNamesAndEveryAddress(t *testing.T) {
 		t.Fatalf("certs: %s", r.stderr)
 	}
 	ca := filepath.Join(dir, "ca.pem")
-	tls := []string{"--tls-cert", filepath.Join(dir, "store.pem"), "--tls-key", filepath.Join(dir, "store-key.pem")}
+	// Every address means gossip too; a free port keeps it off another agent's 7946.
+	tls := []string{"--tls-cert", filepath.Join(dir, "store.pem"), "--tls-key", filepath.Join(dir, "store-key.pem"),
+		"--bind", "0.0.0.0:" + strconv.Itoa(freePort(t))}
 	port = strconv.Itoa(freePort(t))
 	startAgentAt(t, "0.0.0.0:"+port, tls, "--tls-ca", ca)
 	if r := runLauncher(t, "run", "--cluster", "127.0.0.1:"+port, "--tls-ca", ca, "--", "echo", "ok"); r.code != 0 || r.stdout != "[0] ok\n" {

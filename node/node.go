@@ -80,6 +80,16 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		if peers, err = JoinAddrs(cfg.Gossip.Join); err != nil {
 			return nil, err
 		}
+		if cfg.Listen != "" {
+			// Refused before a token is made for it, as host does without gossip.
+			ip, port, err := resolveListen(ctx, cfg.Listen)
+			if err != nil {
+				return nil, err
+			}
+			if err := rendezvous.CheckListen(net.JoinHostPort(ip.String(), port), cfg.Security); err != nil {
+				return nil, err
+			}
+		}
 		if cfg.Listen == "" && cfg.Join == "" && len(peers) == 0 {
 			return nil, errors.New("gossip without peers, a store to host or a store to join: give --join, --listen or --store")
 		}
