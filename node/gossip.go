@@ -199,18 +199,24 @@ func (n *Node) setMeta(total, free int, storeAddr string) {
 }
 
 // watchGossip hands membership changes to the store, when this node hosts
-// it, and to the agent, which stops its jobs with a dead peer. It also
-// gossips this node's free GPUs as jobs come and go. It ends when the
-// member closes.
+// it, and to the agent, which stops its jobs with a dead peer. It ends when
+// the member closes. Metadata goes out from a loop of its own, so that a
+// slow update never holds up a death.
 func (n *Node) watchGossip(storeAddr string) {
 	defer close(n.gossipDone)
+	go n.gossipFreeGPUs(storeAddr)
+	for ev := range n.gossip.Events() {
+		n.handleGossip(ev)
+	}
+}
+
+// gossipFreeGPUs gossips this node's free GPUs as jobs come and go, until
+// watchGossip ends.
+func (n *Node) gossipFreeGPUs(storeAddr string) {
 	for {
 		select {
-		case ev, ok := <-n.gossip.Events():
-			if !ok {
-				return
-			}
-			n.handleGossip(ev)
+		case <-n.gossipDone:
+			return
 		case <-n.agent.GPUsChanged():
 			n.setMeta(n.gpus, n.agent.FreeGPUs(), storeAddr)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/cluster"
+	"github.com/musterhq/muster/gpu"
 	"github.com/musterhq/muster/node"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
@@ -123,4 +124,43 @@ func TestGossipDeathStopsJob(t *testing.T) {
 	if up != 3 || !strings.HasPrefix(fin.Summary, "node n2 lost: no gossip ack") {
 		t.Fatalf("%d workers up; final %v", up, fin)
 	}
+}
+
+// A node gossips how many of its GPUs are free as jobs come and go.
+func TestFreeGPUsGossiped(t *testing.T) {
+	gpus, err := gpu.Parse("0,1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := startNode(t, node.Config{Listen: "127.0.0.1:0", Socket: filepath.Join(t.TempDir(), "sock"), SocketRequired: true,
+		Agent: agent.Config{Name: "n0", Rank: -1, GPUs: gpus}})
+	other := startNode(t, node.Config{Gossip: &node.Gossip{Join: []string{head.Gossip().Addr()}}, Agent: agent.Config{Name: "n1", Rank: -1}})
+	free := func() int {
+		for _, m := range other.Gossip().Members() {
+			if m.Name == "n0" {
+				return m.Meta.GPUsFree
+			}
+		}
+		return -1
+	}
+	waitFor := func(want int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); free() != want; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("n1 sees %d GPUs free on n0, want %d", free(), want)
+			}
+		}
+	}
+	waitFor(2)
+	c := rendezvoustest.NewClient(t, head.Store(), rendezvous.Security{})
+	resp, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{
+		Argv: [][]byte{[]byte("sleep"), []byte("100")}, Nnodes: 1, Gpus: 1, KillTimeoutMs: 200}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(1)
+	if _, err := c.Cancel(context.Background(), &musterv1.CancelRequest{JobId: resp.JobId}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(2)
 }
