@@ -62,8 +62,9 @@ type Node struct {
 	gpus       int              // GPUs the node offers
 }
 
-// Start hosts or joins the store, then starts the agent. The node takes
-// jobs once ReadyNotify is closed.
+// Start starts the gossip member, if any, hosts the store, joins it or finds
+// it through gossip, then starts the agent. The node takes jobs once
+// ReadyNotify is closed.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
@@ -77,39 +78,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	var peers []string
 	if cfg.Gossip != nil {
 		var err error
-		if peers, err = JoinAddrs(cfg.Gossip.Join); err != nil {
+		if peers, err = n.startGossipFirst(ctx, &cfg, &acfg); err != nil {
 			return nil, err
-		}
-		if cfg.Listen != "" {
-			// Refused before a token is made for it, as host does without gossip.
-			ip, port, err := resolveListen(ctx, cfg.Listen)
-			if err != nil {
-				return nil, err
-			}
-			if err := rendezvous.CheckListen(net.JoinHostPort(ip.String(), port), cfg.Security); err != nil {
-				return nil, err
-			}
-		}
-		if cfg.Listen == "" && cfg.Join == "" && len(peers) == 0 {
-			return nil, errors.New("gossip without peers, a store to host or a store to join: give --join, --listen or --store")
-		}
-		// Gossip's key derives from the cluster token: the node needs it
-		// before it hosts or joins anything.
-		if err := resolveToken(n.log, &cfg); err != nil {
-			return nil, err
-		}
-		hint := acfg.Addr
-		if host, _, err := net.SplitHostPort(cfg.Listen); hint == "" && err == nil {
-			if ip, err := netip.ParseAddr(host); err == nil && !ip.IsUnspecified() && !ip.IsLoopback() {
-				hint = host // the store's address is this node's
-			}
-		}
-		if err := n.startGossip(ctx, cfg.Gossip, acfg.Name, cfg.Security.Token, hint); err != nil {
-			return nil, err
-		}
-		if acfg.Addr == "" {
-			// Workers reach this node where other nodes gossip with it.
-			acfg.Addr, _, _ = net.SplitHostPort(n.gossip.Addr())
 		}
 	}
 	if err := n.startStoreAndAgent(ctx, cfg, acfg, peers); err != nil {
@@ -127,6 +97,49 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		go n.watchGossip(storeAddr)
 	}
 	return n, nil
+}
+
+// startGossipFirst checks what gossip needs and starts the node's member,
+// before the store and the agent: its key derives from the cluster token,
+// and the agent's address defaults to the gossip address. It returns the
+// peers to join.
+func (n *Node) startGossipFirst(ctx context.Context, cfg *Config, acfg *agent.Config) ([]string, error) {
+	peers, err := JoinAddrs(cfg.Gossip.Join)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Listen != "" {
+		// Refused before a token is made for it, as host does without gossip.
+		ip, port, err := resolveListen(ctx, cfg.Listen)
+		if err != nil {
+			return nil, err
+		}
+		if err := rendezvous.CheckListen(net.JoinHostPort(ip.String(), port), cfg.Security); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Listen == "" && cfg.Join == "" && len(peers) == 0 {
+		return nil, errors.New("gossip without peers, a store to host or a store to join: give --join, --listen or --store")
+	}
+	// Gossip's key derives from the cluster token: the node needs it
+	// before it hosts or joins anything.
+	if err := resolveToken(n.log, cfg); err != nil {
+		return nil, err
+	}
+	hint := acfg.Addr
+	if host, _, err := net.SplitHostPort(cfg.Listen); hint == "" && err == nil {
+		if ip, err := netip.ParseAddr(host); err == nil && !ip.IsUnspecified() && !ip.IsLoopback() {
+			hint = host // the store's address is this node's
+		}
+	}
+	if err := n.startGossip(ctx, cfg.Gossip, acfg.Name, cfg.Security.Token, hint); err != nil {
+		return nil, err
+	}
+	if acfg.Addr == "" {
+		// Workers reach this node where other nodes gossip with it.
+		acfg.Addr, _, _ = net.SplitHostPort(n.gossip.Addr())
+	}
+	return peers, nil
 }
 
 // resolveToken fills in the cluster token a gossiping node needs: the one
