@@ -13,6 +13,7 @@ import (
 
 	"github.com/musterhq/muster/engine"
 	"github.com/musterhq/muster/ncclnet"
+	"github.com/musterhq/muster/platform"
 )
 
 func doctorCommand() *cli.Command {
@@ -96,6 +97,16 @@ func doctor(c *cli.Context) error {
 	slices.Sort(names)
 	for _, k := range names {
 		fmt.Fprintf(w, "  %s=%s\n", k, opts.UserEnv[k])
+	}
+
+	// What the platform says is advice here: a bad value is shown, not fatal.
+	if p, err := platform.Detect(os.Getenv); err != nil {
+		fmt.Fprintf(w, "\nplatform: %s\n", err)
+	} else {
+		fmt.Fprintln(w, "\nplatform:")
+		for _, line := range p.Describe() {
+			fmt.Fprintf(w, "  %s\n", line)
+		}
 	}
 	return nil
 }
