@@ -85,7 +85,7 @@ func (r *reader) dstack() {
 	r.addr(&r.d.RdzvHost, "RdzvHost", "DSTACK_MASTER_NODE_IP")
 	r.count(&r.d.NNodes, "NNodes", "DSTACK_NODES_NUM")
 	r.rank("DSTACK_NODE_RANK")
-	r.count(&r.d.GPUsPerNode, "GPUsPerNode", "DSTACK_GPUS_PER_NODE")
+	r.gpus(&r.d.GPUsPerNode, "GPUsPerNode", "DSTACK_GPUS_PER_NODE")
 
 	v, ok := r.get("DSTACK_NODES_IPS")
 	if !ok {
@@ -117,7 +117,7 @@ func (r *reader) slurm() {
 	r.platform(Slurm, "SLURM_NODEID")
 	r.count(&r.d.NNodes, "NNodes", "SLURM_NNODES")
 	r.rank("SLURM_NODEID")
-	r.count(&r.d.GPUsPerNode, "GPUsPerNode", "SLURM_GPUS_ON_NODE")
+	r.gpus(&r.d.GPUsPerNode, "GPUsPerNode", "SLURM_GPUS_ON_NODE")
 
 	// Rank 0 of a step runs on the first node of the job's list.
 	if v, ok := r.get("SLURM_JOB_NODELIST"); ok {
@@ -154,8 +154,8 @@ func (r *reader) pytorchjob() {
 		r.count(&r.d.NNodes, "NNodes", "PET_NNODES")
 		return
 	}
-	lo, err1 := parseCount(minS)
-	hi, err2 := parseCount(maxS)
+	lo, err1 := parseCount(minS, 1)
+	hi, err2 := parseCount(maxS, 1)
 	switch {
 	case err1 != nil:
 		r.fail("PET_NNODES", v, "minimum "+err1.Error())
@@ -207,9 +207,14 @@ func (r *reader) fail(name, value, why string) {
 	}
 }
 
-func (r *reader) count(dst *int, field, name string) {
+func (r *reader) count(dst *int, field, name string) { r.countFrom(1, dst, field, name) }
+
+// gpus reads a GPU count: 0 is a CPU-only step (SLURM_GPUS_ON_NODE=0).
+func (r *reader) gpus(dst *int, field, name string) { r.countFrom(0, dst, field, name) }
+
+func (r *reader) countFrom(least int, dst *int, field, name string) {
 	if v, ok := r.get(name); ok {
-		n, err := parseCount(v)
+		n, err := parseCount(v, least)
 		if err != nil {
 			r.fail(name, v, err.Error())
 			return
@@ -300,10 +305,10 @@ func parseWhole(s string) (int, error) {
 	return n, nil
 }
 
-func parseCount(s string) (int, error) {
+func parseCount(s string, least int) (int, error) {
 	n, err := parseWhole(s)
-	if err == nil && (n < 1 || n > MaxCount) {
-		err = fmt.Errorf("out of range 1..%d", MaxCount)
+	if err == nil && (n < least || n > MaxCount) {
+		err = fmt.Errorf("out of range %d..%d", least, MaxCount)
 	}
 	return n, err
 }

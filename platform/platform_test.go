@@ -193,7 +193,7 @@ func TestDetectErrors(t *testing.T) {
 
 		{"slurm nodeid bad", map[string]string{"SLURM_JOB_ID": "1", "SLURM_NODEID": "a"}, []string{`SLURM_NODEID="a": not a whole number`}},
 		{"slurm nnodes bad", map[string]string{"SLURM_JOB_ID": "1", "SLURM_NODEID": "0", "SLURM_NNODES": " 2"}, []string{`SLURM_NNODES=" 2": not a whole number`}},
-		{"slurm gpus bad", map[string]string{"SLURM_JOB_ID": "1", "SLURM_NODEID": "0", "SLURM_GPUS_ON_NODE": "0"}, []string{`SLURM_GPUS_ON_NODE="0": out of range`}},
+		{"slurm gpus bad", map[string]string{"SLURM_JOB_ID": "1", "SLURM_NODEID": "0", "SLURM_GPUS_ON_NODE": "10001"}, []string{`SLURM_GPUS_ON_NODE="10001": out of range 0..10000`}},
 		{"slurm nodelist bad", map[string]string{"SLURM_JOB_ID": "1", "SLURM_NODEID": "0", "SLURM_JOB_NODELIST": "gpu[04-01]"}, []string{`SLURM_JOB_NODELIST="gpu[04-01]"`}},
 		{"slurm rank not below nodes", map[string]string{"SLURM_JOB_ID": "1", "SLURM_NODEID": "4", "SLURM_NNODES": "4"}, []string{`SLURM_NODEID="4"`, `SLURM_NNODES="4"`}},
 
@@ -340,5 +340,14 @@ func checkBounds(t *testing.T, d Detected) {
 		if d.From[field] == "" {
 			t.Fatalf("empty source for %s: %+v", field, d)
 		}
+	}
+}
+
+// A CPU-only Slurm step says it has no GPUs: that is no error.
+func TestSlurmWithoutGPUs(t *testing.T) {
+	env := map[string]string{"SLURM_JOB_ID": "1", "SLURM_NODEID": "0", "SLURM_GPUS_ON_NODE": "0"}
+	d, err := Detect(func(k string) string { return env[k] })
+	if err != nil || d.GPUsPerNode != 0 || d.From["GPUsPerNode"] != "SLURM_GPUS_ON_NODE" {
+		t.Fatalf("%+v, %v", d, err)
 	}
 }
