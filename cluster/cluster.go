@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"slices"
 	"strconv"
@@ -404,11 +405,12 @@ func (c *Cluster) SinceAck(name string) (time.Duration, bool) {
 	return time.Since(at), true
 }
 
-// Refused says whether the named member's host refused a TCP connection to its gossip port
-// within timeout: the host is up and the member's process is gone. A member that answers
-// throughout, or a host that does not answer, is not known to be gone: gossip decides those.
-// It asks a few times: a process being killed may close its listener a little after its
-// other connections.
+// Refused says whether the named member's process is gone: its host refused a TCP
+// connection to the member's gossip port, or reset one it had queued, within timeout. A
+// killed process's sockets are released a little after it dies, its listener sometimes
+// after its other connections: a connection queued on that listener is reset when it goes.
+// A member that keeps the connection open, or a host that does not answer, is not known to
+// be gone: gossip decides those.
 func (c *Cluster) Refused(name string, timeout time.Duration) bool {
 	c.mu.Lock()
 	m, ok := c.alive[name]
@@ -422,24 +424,18 @@ func (c *Cluster) Refused(name string, timeout time.Duration) bool {
 		return false
 	}
 	deadline := time.Now().Add(timeout)
-	for try := 1; ; try++ {
-		conn, err := net.DialTimeout("tcp", m.Addr, time.Until(deadline))
-		if err == nil {
-			conn.Close()
-		}
-		if errors.Is(err, syscall.ECONNREFUSED) {
-			c.log.Debug("member's gossip port refused", zap.String("name", name), zap.Int("try", try))
-			return true
-		}
-		if err != nil || time.Until(deadline) < refusedEvery {
-			return false
-		}
-		time.Sleep(refusedEvery)
+	conn, err := net.DialTimeout("tcp", m.Addr, timeout)
+	if err != nil {
+		return errors.Is(err, syscall.ECONNREFUSED)
 	}
+	defer conn.Close()
+	// A live member waits for this side to speak, far longer than timeout.
+	conn.SetReadDeadline(deadline)
+	_, err = conn.Read(make([]byte, 1))
+	gone := errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF)
+	c.log.Debug("probe of a member's gossip port", zap.String("name", name), zap.Bool("gone", gone), zap.Error(err))
+	return gone
 }
-
-// refusedEvery is how often Refused asks again while the member answers.
-const refusedEvery = 20 * time.Millisecond
 
 // NumAlive is how many members memberlist counts alive (suspect ones too), this one included.
 func (c *Cluster) NumAlive() int { return c.ml.NumMembers() }

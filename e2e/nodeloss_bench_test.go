@@ -74,6 +74,16 @@ func BenchmarkNodeLoss(b *testing.B) {
 			samples[k.name] = append(samples[k.name], s)
 			b.Logf("%s %2d: launcher exit %6.1f ms, workers on a, b gone %6.1f ms, named by %s, leftover on c %d, 3 nodes ready again after %.1f s",
 				k.name, i+1, ms(s.exit), ms(s.gone), s.signal, s.leftover, s.restore.Seconds())
+			if k.name == "kill" && s.signal == "gossip" {
+				// What the store saw of c, to tell a late stream break from a late probe.
+				var seen []string
+				for _, l := range strings.Split(agents["a"].logText(), "\n") {
+					if strings.Contains(l, `"node":"c"`) {
+						seen = append(seen, l)
+					}
+				}
+				b.Logf("the store's last lines on c:\n%s", strings.Join(seen[max(0, len(seen)-4):], "\n"))
+			}
 		}
 	}
 	trialTime := time.Since(start)

@@ -33,7 +33,7 @@ type Liveness struct {
 const maxLiveness = 2 * MaxNodes
 
 // agentGoneTimeout bounds the check that a disconnected node's agent is gone.
-const agentGoneTimeout = 500 * time.Millisecond
+const agentGoneTimeout = time.Second
 
 // SetLiveness records what gossip says of the named node. A registered node
 // declared dead is lost at once, and its jobs with it.
