@@ -149,28 +149,40 @@ func resolveToken(log *zap.Logger, cfg *Config) error {
 	if cfg.Security.Token != "" {
 		return nil
 	}
+	var err error
 	if cfg.Listen != "" {
-		file := cfg.TokenFile
-		if file == "" {
-			file = rendezvous.DefaultTokenFile()
-		}
-		tok, created, err := rendezvous.EnsureTokenFile(file)
-		if err == nil {
-			log.Info("cluster token", zap.String("file", file), zap.Bool("created", created))
-		}
-		cfg.Security.Token = tok
+		cfg.Security.Token, err = hostToken(log, cfg.TokenFile)
 		return err
 	}
-	f := cfg.TokenFile
-	if f == "" {
-		f = rendezvous.FindTokenFile()
+	if cfg.Security.Token, err = findToken(cfg.TokenFile); err == nil && cfg.Security.Token == "" {
+		err = errors.New("gossip needs the cluster token: set MUSTER_TOKEN or --token-file (copy the store's token file to this node)")
 	}
-	if f == "" {
-		return errors.New("gossip needs the cluster token: set MUSTER_TOKEN or --token-file (copy the store's token file to this node)")
-	}
-	tok, err := rendezvous.ReadToken(f)
-	cfg.Security.Token = tok
 	return err
+}
+
+// hostToken is the token of a node hosting the store: the one in file (by
+// default the user's or the system's), made when missing.
+func hostToken(log *zap.Logger, file string) (string, error) {
+	if file == "" {
+		file = rendezvous.DefaultTokenFile()
+	}
+	tok, created, err := rendezvous.EnsureTokenFile(file)
+	if err == nil {
+		log.Info("cluster token", zap.String("file", file), zap.Bool("created", created))
+	}
+	return tok, err
+}
+
+// findToken is the token a joining node reads from file, or from a default
+// token file it can read; "" when there is none.
+func findToken(file string) (string, error) {
+	if file == "" {
+		file = rendezvous.FindTokenFile()
+	}
+	if file == "" {
+		return "", nil
+	}
+	return rendezvous.ReadToken(file)
 }
 
 // startStoreAndAgent hosts, joins or finds the store, then starts the agent.
@@ -221,12 +233,9 @@ func (n *Node) startStoreAndAgent(ctx context.Context, cfg Config, acfg agent.Co
 			acfg.Security.TLS = true
 		}
 		if acfg.Security.Token == "" && !rendezvous.IsUnixAddr(acfg.StoreAddr) {
-			if f := rendezvous.FindTokenFile(); f != "" {
-				tok, err := rendezvous.ReadToken(f)
-				if err != nil {
-					return err
-				}
-				acfg.Security.Token = tok
+			var err error
+			if acfg.Security.Token, err = findToken(""); err != nil {
+				return err
 			}
 		}
 		if acfg.StoreCA == "" {
@@ -262,16 +271,9 @@ func (n *Node) host(ctx context.Context, cfg *Config, acfg *agent.Config) error 
 		return err
 	}
 	if sec.Token == "" {
-		file := cfg.TokenFile
-		if file == "" {
-			file = rendezvous.DefaultTokenFile()
-		}
-		tok, created, err := rendezvous.EnsureTokenFile(file)
-		if err != nil {
+		if sec.Token, err = hostToken(n.log, cfg.TokenFile); err != nil {
 			return err
 		}
-		sec.Token = tok
-		n.log.Info("cluster token", zap.String("file", file), zap.Bool("created", created))
 	}
 	if acfg.Addr == "" {
 		acfg.Addr = "127.0.0.1"

@@ -29,19 +29,7 @@ func String(prog string) string {
 }
 
 func format(prog, release string, bi *debug.BuildInfo) string {
-	v := release
-	settings := map[string]string{}
-	if bi != nil {
-		if mv := bi.Main.Version; v == "" && mv != "" && mv != "(devel)" && !pseudo.MatchString(mv) {
-			v = strings.TrimSuffix(mv, "+dirty")
-		}
-		for _, s := range bi.Settings {
-			settings[s.Key] = s.Value
-		}
-	}
-	if v == "" {
-		v = "dev"
-	}
+	v, settings := versionOf(release, bi)
 	rev := settings["vcs.revision"]
 	if rev == "" {
 		return fmt.Sprintf("%s %s (commit unknown: the build carries no VCS stamp)", prog, v)
@@ -59,20 +47,32 @@ func format(prog, release string, bi *debug.BuildInfo) string {
 	return fmt.Sprintf("%s %s (%s)", prog, v, commit)
 }
 
+// versionOf is the build's version (the release, else the module's, else
+// "dev") and its build settings (vcs.revision, vcs.time, vcs.modified).
+func versionOf(release string, bi *debug.BuildInfo) (string, map[string]string) {
+	v := release
+	settings := map[string]string{}
+	if bi != nil {
+		if mv := bi.Main.Version; v == "" && mv != "" && mv != "(devel)" && !pseudo.MatchString(mv) {
+			v = strings.TrimSuffix(mv, "+dirty")
+		}
+		for _, s := range bi.Settings {
+			settings[s.Key] = s.Value
+		}
+	}
+	if v == "" {
+		v = "dev"
+	}
+	return v, settings
+}
+
 // Short is the version and commit in one word ("dev+94de01bcf85c",
 // "1.2.0"), as a node tells the others through gossip.
 func Short() string {
 	bi, _ := debug.ReadBuildInfo()
-	v := Version
-	if v == "" {
-		v = "dev"
-	}
-	if bi != nil {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 && Version == "" {
-				v += "+" + s.Value[:12]
-			}
-		}
+	v, settings := versionOf(Version, bi)
+	if rev := settings["vcs.revision"]; v == "dev" && len(rev) >= 12 {
+		v += "+" + rev[:12]
 	}
 	return v
 }
