@@ -164,7 +164,8 @@ func (a *Agent) report() []*musterv1.RunningJob {
 		out = append(out, &musterv1.RunningJob{
 			JobId:       asg.GetJobId(),
 			RoundId:     asg.GetRoundId(),
-			RoundNumber: asg.GetRestartCount(),
+			RoundNumber:  asg.GetRoundNumber(),
+			RestartCount: asg.GetRestartCount(),
 			Spec:        asg.GetSpec(),
 			NodeRank:    asg.GetNodeRank(),
 			Nnodes:      asg.GetNnodes(),

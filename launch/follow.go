@@ -223,6 +223,9 @@ func (f *follower) event(ctx context.Context, ev *musterv1.JobEvent) (code int, 
 			line += fmt.Sprintf(" (for up to %s, --wait-timeout)", time.Duration(e.Waiting.GetTimeoutMs())*time.Millisecond)
 		}
 		fmt.Fprintln(f.opts.Stderr, line)
+	case *musterv1.JobEvent_Restarting:
+		f.flush(ctx)
+		fmt.Fprintln(f.opts.Stderr, "muster: "+DescribeRestart(e.Restarting))
 	case *musterv1.JobEvent_Lost:
 		f.lost += e.Lost.GetEvents()
 		f.lostBytes += e.Lost.GetBytes()
@@ -246,6 +249,16 @@ func (f *follower) event(ctx context.Context, ev *musterv1.JobEvent) (code int, 
 		return code, true
 	}
 	return 0, false
+}
+
+// DescribeRestart says why a job's round stops for a new one, e.g.
+// "round 0 stops: rank 3 (...) exited with code 1; restart 1 of 3".
+func DescribeRestart(r *musterv1.RoundRestarting) string {
+	line := fmt.Sprintf("round %d stops: %s; ", r.GetRound(), r.GetReason())
+	if !r.GetCounted() {
+		return line + "a new round follows (not counted as a restart)"
+	}
+	return line + fmt.Sprintf("restart %d of %d (--max-restarts)", r.GetRestartCount(), r.GetMaxRestarts())
 }
 
 // flush writes gathered output; a closed stdout (a reader like `head` that

@@ -29,6 +29,7 @@ type job struct {
 	owner    *musterv1.Identity // who submitted it; nil for the cluster operator
 	token    string             // the job's credential for its workers
 	place    *placement         // see placementOf
+	restarts int32              // rounds begun after a failure (elastic.go)
 }
 
 func (j *job) finished() bool {
@@ -54,7 +55,7 @@ func (s *Store) Submit(spec *musterv1.JobSpec, owner *musterv1.Identity) (string
 		return "", fmt.Errorf("store is closing")
 	}
 	place := newPlacement(spec)
-	if spec.WaitTimeoutMs <= 0 && s.countReadyLocked(place) < int(spec.Nnodes) {
+	if spec.WaitTimeoutMs <= 0 && s.countReadyLocked(place) < leastNodes(spec) {
 		picked, unusable := s.pickLocked(place)
 		return "", formError(spec, len(s.nodes), picked, unusable)
 	}
@@ -212,6 +213,10 @@ func (s *Store) workerExitedLocked(j *job, ex *musterv1.WorkerExited) {
 				return
 			}
 		}
+		if restartsLeft(j) {
+			s.restartLocked(j, describeExit(ex), true)
+			return
+		}
 		j.failure = ex
 		j.reason = describeExit(ex)
 		s.stopLocked(j, j.spec.KillTimeoutMs)
@@ -318,6 +323,16 @@ func (s *Store) nodeLostLocked(j *job, n *node, reason string) {
 		}
 		// A node lost while its round stops for a restart fails nothing:
 		// the next round waits for nodes.
+		if j.failure == nil && j.code == 0 && !r.restart && restartsLeft(j) {
+			// The node's agent may still be registered when one of its peers
+			// heard of its loss first: the next round must not take it.
+			if _, live := s.nodes[n.session]; live {
+				s.removeNodeLocked(n, reason)
+				return
+			}
+			s.restartLocked(j, fmt.Sprintf("node %s lost: %s", n.info.GetName(), reason), true)
+			return
+		}
 		if j.failure == nil && j.code == 0 && !r.restart {
 			j.failure = &musterv1.WorkerExited{Rank: globalRank(int32(rank), r.nproc, 0), Node: n.info.GetName(),
 				Error: "node lost: " + reason}

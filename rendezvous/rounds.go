@@ -112,6 +112,9 @@ type round struct {
 	exited    map[int32]bool // ranks accounted for
 	// restart says the job's next round begins when this one ends.
 	restart bool
+	// lastCall, while an elastic round waits with enough nodes for its
+	// least, forms it with them when it fires (elastic.go).
+	lastCall *time.Timer
 	// stopSent says its nodes were asked to stop, with stopGrace: a round
 	// is stopped once, again only to shorten the grace.
 	stopSent  bool
@@ -180,12 +183,16 @@ func (s *Store) tryFormLocked(j *job) {
 	}
 	// Counting is cheap; ordering the nodes is done only when it pays.
 	place := j.placementOf()
-	if s.countReadyLocked(place) >= int(spec.Nnodes) {
+	count := s.countReadyLocked(place)
+	if count >= int(spec.Nnodes) {
 		picked, _ := s.pickLocked(place)
 		s.formLocked(j, picked)
 		return
 	}
-	if spec.WaitTimeoutMs <= 0 {
+	if count >= leastNodes(spec) && s.lastCallLocked(j) {
+		return
+	}
+	if spec.WaitTimeoutMs <= 0 && count < leastNodes(spec) {
 		picked, unusable := s.pickLocked(place)
 		j.code, j.failed = 1, true
 		j.reason = formError(spec, len(s.nodes), picked, unusable).Error()
@@ -242,6 +249,7 @@ func (s *Store) formLocked(j *job, picked []*node) {
 	r := j.round
 	s.unwaitLocked(r)
 	r.nodes = picked
+	r.worldSize = int32(len(picked)) * r.nproc
 	r.rank = make(map[*node]int32, len(picked))
 	for i, n := range picked {
 		r.rank[n] = int32(i)
@@ -250,6 +258,8 @@ func (s *Store) formLocked(j *job, picked []*node) {
 			n.busy[idx] = j.id
 		}
 		n.jobs[j.id] = true
+		// A round's events are numbered from 1 by its agents' publishers.
+		delete(n.seqs, j.id)
 		r.gpus = append(r.gpus, g)
 	}
 	s.setRoundStateLocked(j, roundReserving)
@@ -266,12 +276,12 @@ func (s *Store) formLocked(j *job, picked []*node) {
 // unwaitLocked ends what a waiting round keeps going: its timers, its place
 // among the waiting.
 func (s *Store) unwaitLocked(r *round) {
-	for _, t := range []*time.Timer{r.deadline, r.progressTimer} {
+	for _, t := range []*time.Timer{r.deadline, r.progressTimer, r.lastCall} {
 		if t != nil {
 			t.Stop()
 		}
 	}
-	r.deadline, r.progressTimer = nil, nil
+	r.deadline, r.progressTimer, r.lastCall = nil, nil, nil
 	s.waiting = slices.DeleteFunc(s.waiting, func(j *job) bool { return j.round == r })
 }
 
@@ -296,7 +306,7 @@ func (s *Store) progressLocked(j *job) {
 	}
 	picked, unusable := s.pickLocked(j.placementOf())
 	p := &musterv1.WaitingForNodes{Round: r.number, Wanted: j.spec.Nnodes, Ready: int32(len(picked)),
-		ReadyNodes: firstNames(picked, progressNames), TimeoutMs: j.spec.WaitTimeoutMs}
+		ReadyNodes: firstNames(picked, progressNames), TimeoutMs: j.spec.WaitTimeoutMs, Least: j.spec.MinNodes}
 	p.Unusable = unusable[:min(len(unusable), progressNames)]
 	if proto.Equal(p, r.progress) {
 		return
@@ -324,7 +334,8 @@ func (s *Store) waitExpired(j *job, r *round, d time.Duration) {
 	picked, unusable := s.pickLocked(j.placementOf())
 	j.code, j.failed = 1, true
 	j.reason = fmt.Sprintf("waited %s for nodes: %s", d, DescribeWaiting(&musterv1.WaitingForNodes{
-		Wanted: j.spec.Nnodes, Ready: int32(len(picked)), ReadyNodes: firstNames(picked, progressNames), Unusable: unusable}))
+		Wanted: j.spec.Nnodes, Ready: int32(len(picked)), ReadyNodes: firstNames(picked, progressNames), Unusable: unusable,
+		Least: j.spec.MinNodes}))
 	s.log.Info("round wait timed out", zap.String("job", j.id), zap.String("round", r.id), zap.String("reason", j.reason))
 	s.finishLocked(j)
 }
@@ -343,6 +354,9 @@ func DescribeWaiting(w *musterv1.WaitingForNodes) string {
 	}
 	if missing := w.GetWanted() - w.GetReady(); missing > 0 {
 		fmt.Fprintf(&b, "; %d missing", missing)
+		if least := w.GetLeast(); least > 0 {
+			fmt.Fprintf(&b, " (at least %d needed)", least)
+		}
 	}
 	if u := w.GetUnusable(); len(u) > 0 {
 		b.WriteString("; not usable: " + strings.Join(u, "; "))
@@ -402,21 +416,13 @@ func (s *Store) Restart(jobID, reason string) (int32, error) {
 	case r.restart:
 		return r.number + 1, nil
 	}
-	s.log.Info("job round restarting", zap.String("job", jobID), zap.Int32("round", r.number), zap.String("reason", reason))
 	switch r.state {
 	case roundWaiting:
 		return 0, fmt.Errorf("job %s: round %d is still waiting for nodes: nothing to restart", jobID, r.number)
 	case roundStopping:
 		return 0, fmt.Errorf("job %s is stopping: %s", jobID, j.reason)
-	case roundReserving:
-		s.endRoundLocked(j)
-		s.startRoundLocked(j)
-		s.retryWaitingLocked()
-		return j.round.number, nil
 	}
-	r.restart = true
-	s.setRoundStateLocked(j, roundStopping)
-	s.sendStopLocked(j, "restarting: "+reason, j.spec.KillTimeoutMs)
+	s.restartLocked(j, reason, false)
 	return r.number + 1, nil
 }
 
@@ -505,7 +511,9 @@ func (s *Store) PortsReserved(session, roundID string, ports []int32, errText st
 			MasterPort:   ports[0],
 			NcclCommId:   commID,
 			NcclUniqueId: id[:],
-			RestartCount: r.number,
+			RestartCount: j.restarts,
+			MaxRestarts:  spec.MaxRestarts,
+			RoundNumber:  r.number,
 			StoreAddr:    s.cfg.Addr,
 			RunAs:        j.owner,
 			JobToken:     j.token,

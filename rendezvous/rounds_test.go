@@ -247,8 +247,11 @@ func TestRestartIsANewRound(t *testing.T) {
 		t.Error("the new round kept the unique ID")
 	case second.MasterPort != 2000 || second.NcclCommId != "10.0.0.1:2001":
 		t.Errorf("new round's ports: %d, %s", second.MasterPort, second.NcclCommId)
-	case first.RestartCount != 1 || second.RestartCount != 2 || second.JobId != sub.JobId:
-		t.Errorf("restart counts %d, %d; job %s", first.RestartCount, second.RestartCount, second.JobId)
+	case first.RoundNumber != 1 || second.RoundNumber != 2 || second.JobId != sub.JobId:
+		t.Errorf("round numbers %d, %d; job %s", first.RoundNumber, second.RoundNumber, second.JobId)
+	case second.RestartCount != 0:
+		// A restart asked for, as a node joining, is not a failure's.
+		t.Errorf("restart count %d after restarts without a failure", second.RestartCount)
 	}
 	// The old round is gone: its ID no longer takes ports.
 	if _, err := c.PortsReserved(ctx, &musterv1.PortsReservedRequest{Session: a.session, RoundId: r0.RoundId, Ports: []int32{1, 2}}); err == nil {

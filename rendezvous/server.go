@@ -346,7 +346,16 @@ func (s *Server) WatchJob(req *musterv1.WatchJobRequest, stream musterv1.Jobs_Wa
 			return err
 		}
 	}
-	return rpcError(s.store.Follow(stream.Context(), req.GetJobId(), from, req.GetAttach(), stream.Send))
+	send := stream.Send
+	if req.GetSkipOutput() {
+		send = func(ev *musterv1.JobEvent) error {
+			if ev.GetOutput() != nil {
+				return nil
+			}
+			return stream.Send(ev)
+		}
+	}
+	return rpcError(s.store.Follow(stream.Context(), req.GetJobId(), from, req.GetAttach(), send))
 }
 
 func (s *Server) Cancel(ctx context.Context, req *musterv1.CancelRequest) (*musterv1.CancelResponse, error) {

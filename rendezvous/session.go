@@ -113,8 +113,9 @@ func (s *Store) Register(info *musterv1.Node, key string, jobs []*musterv1.Runni
 	for _, rj := range jobs {
 		s.adoptLocked(n, rj)
 	}
-	// A round waiting for nodes may form now.
+	// A round waiting for nodes may form now, and an elastic job grow.
 	s.retryWaitingLocked()
+	s.growLocked(n)
 	return n.session, nil
 }
 
@@ -302,12 +303,13 @@ func (s *Store) adoptLocked(n *node, rj *musterv1.RunningJob) {
 // count as lost after the session grace.
 func (s *Store) rebuildLocked(rj *musterv1.RunningJob) *job {
 	j := &job{
-		id:     rj.GetJobId(),
-		spec:   rj.GetSpec(),
-		state:  musterv1.JobState_JOB_STATE_RUNNING,
-		events: newEventLog(s.cfg.EventCount, s.cfg.EventBytes),
-		owner:  rj.GetRunAs(),
-		token:  rj.GetJobToken(),
+		id:       rj.GetJobId(),
+		spec:     rj.GetSpec(),
+		state:    musterv1.JobState_JOB_STATE_RUNNING,
+		events:   newEventLog(s.cfg.EventCount, s.cfg.EventBytes),
+		owner:    rj.GetRunAs(),
+		token:    rj.GetJobToken(),
+		restarts: rj.GetRestartCount(),
 	}
 	r := &round{id: rj.GetRoundId(), number: rj.GetRoundNumber(), job: j, state: roundRunning,
 		nproc: rj.GetNproc(), worldSize: rj.GetWorldSize(), exited: map[int32]bool{}, since: time.Now(),

@@ -19,6 +19,7 @@ const (
 	maxEnv         = 4096
 	maxEnvBytes    = 1 << 20
 	MaxNodes       = 10_000
+	MaxRestarts    = 10_000
 	MaxGPUs        = 1024
 	MaxNProc       = 4096
 	maxPathBytes   = 4096
@@ -88,6 +89,12 @@ func ValidateSpec(spec *musterv1.JobSpec) error {
 		return fmt.Errorf("--kill-timeout is negative")
 	case spec.TimeoutMs < 0:
 		return fmt.Errorf("--timeout is negative")
+	case spec.MinNodes < 0 || spec.MinNodes > spec.Nnodes:
+		return fmt.Errorf("--nnodes %d:%d: the least nodes must be in 1..%d", spec.MinNodes, spec.Nnodes, spec.Nnodes)
+	case spec.MaxRestarts < 0 || spec.MaxRestarts > MaxRestarts:
+		return fmt.Errorf("--max-restarts %d is outside 0..%d", spec.MaxRestarts, MaxRestarts)
+	case spec.LastCallMs < 0:
+		return fmt.Errorf("--last-call is negative")
 	case len(spec.LogDir) > maxPathBytes || len(spec.Workdir) > maxPathBytes || len(spec.Name) > kv.MaxKeyBytes:
 		return fmt.Errorf("--log-dir, working directory or name longer than %d bytes", maxPathBytes)
 	case bytes.IndexByte(spec.LogDir, 0) >= 0:
@@ -102,7 +109,8 @@ func ValidateSpec(spec *musterv1.JobSpec) error {
 		spec.Nproc = max(spec.Gpus, 1)
 	}
 	if r := spec.StdinRank; r != nil {
-		if world := int64(spec.Nnodes) * int64(spec.Nproc); *r < 0 || int64(*r) >= world {
+		// An elastic job's smallest round has the fewest ranks.
+		if world := int64(leastNodes(spec)) * int64(spec.Nproc); *r < 0 || int64(*r) >= world {
 			return fmt.Errorf("--stdin %d: the job's ranks are 0..%d", *r, world-1)
 		}
 		if spec.StdinAll {

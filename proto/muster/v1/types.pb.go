@@ -430,8 +430,10 @@ type RunningJob struct {
 	AckedSeq uint64 `protobuf:"varint,12,opt,name=acked_seq,json=ackedSeq,proto3" json:"acked_seq,omitempty"`
 	// store_id is the store that assigned the job.
 	StoreId string `protobuf:"bytes,13,opt,name=store_id,json=storeId,proto3" json:"store_id,omitempty"`
-	// round_number is the round's number within the job (its restarts).
-	RoundNumber   int32 `protobuf:"varint,14,opt,name=round_number,json=roundNumber,proto3" json:"round_number,omitempty"`
+	// round_number is the round's number within the job.
+	RoundNumber int32 `protobuf:"varint,14,opt,name=round_number,json=roundNumber,proto3" json:"round_number,omitempty"`
+	// restart_count is how many of the job's rounds began after a failure.
+	RestartCount  int32 `protobuf:"varint,15,opt,name=restart_count,json=restartCount,proto3" json:"restart_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -560,6 +562,13 @@ func (x *RunningJob) GetStoreId() string {
 func (x *RunningJob) GetRoundNumber() int32 {
 	if x != nil {
 		return x.RoundNumber
+	}
+	return 0
+}
+
+func (x *RunningJob) GetRestartCount() int32 {
+	if x != nil {
+		return x.RestartCount
 	}
 	return 0
 }
@@ -959,7 +968,16 @@ type JobSpec struct {
 	// Empty, any registered node may run it.
 	Hosts []string `protobuf:"bytes,17,rep,name=hosts,proto3" json:"hosts,omitempty"`
 	// exclude names nodes, by name or address, the job never runs on.
-	Exclude       []string `protobuf:"bytes,18,rep,name=exclude,proto3" json:"exclude,omitempty"`
+	Exclude []string `protobuf:"bytes,18,rep,name=exclude,proto3" json:"exclude,omitempty"`
+	// min_nodes, when set, makes the job elastic: a round forms with nnodes
+	// nodes, or last_call_ms after min_nodes of them are ready, and a node
+	// that comes while a round runs with fewer than nnodes starts a new round
+	// with it (not counted as a restart).
+	MinNodes int32 `protobuf:"varint,19,opt,name=min_nodes,json=minNodes,proto3" json:"min_nodes,omitempty"`
+	// max_restarts is how many times, job-wide, a failed worker or a lost node
+	// starts a new round instead of failing the job.
+	MaxRestarts   int32 `protobuf:"varint,20,opt,name=max_restarts,json=maxRestarts,proto3" json:"max_restarts,omitempty"`
+	LastCallMs    int64 `protobuf:"varint,21,opt,name=last_call_ms,json=lastCallMs,proto3" json:"last_call_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1120,6 +1138,27 @@ func (x *JobSpec) GetExclude() []string {
 	return nil
 }
 
+func (x *JobSpec) GetMinNodes() int32 {
+	if x != nil {
+		return x.MinNodes
+	}
+	return 0
+}
+
+func (x *JobSpec) GetMaxRestarts() int32 {
+	if x != nil {
+		return x.MaxRestarts
+	}
+	return 0
+}
+
+func (x *JobSpec) GetLastCallMs() int64 {
+	if x != nil {
+		return x.LastCallMs
+	}
+	return 0
+}
+
 type SubmitRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Spec          *JobSpec               `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
@@ -1240,6 +1279,8 @@ type Assignment struct {
 	// nccl_comm_id is addr:port of the NCCL bootstrap root, for global rank 0.
 	NcclCommId   string `protobuf:"bytes,13,opt,name=nccl_comm_id,json=ncclCommId,proto3" json:"nccl_comm_id,omitempty"`
 	NcclUniqueId []byte `protobuf:"bytes,14,opt,name=nccl_unique_id,json=ncclUniqueId,proto3" json:"nccl_unique_id,omitempty"`
+	// restart_count counts the rounds that began after a failure or a lost
+	// node (TORCHELASTIC_RESTART_COUNT); round_number counts every round.
 	RestartCount int32  `protobuf:"varint,15,opt,name=restart_count,json=restartCount,proto3" json:"restart_count,omitempty"`
 	MaxRestarts  int32  `protobuf:"varint,16,opt,name=max_restarts,json=maxRestarts,proto3" json:"max_restarts,omitempty"`
 	StoreAddr    string `protobuf:"bytes,17,opt,name=store_addr,json=storeAddr,proto3" json:"store_addr,omitempty"`
@@ -1251,6 +1292,7 @@ type Assignment struct {
 	// job_token is the job's own credential, given to its workers as
 	// MUSTER_JOB_TOKEN: with it they reach their job's KV and barriers.
 	JobToken      string `protobuf:"bytes,20,opt,name=job_token,json=jobToken,proto3" json:"job_token,omitempty"`
+	RoundNumber   int32  `protobuf:"varint,21,opt,name=round_number,json=roundNumber,proto3" json:"round_number,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1423,6 +1465,13 @@ func (x *Assignment) GetJobToken() string {
 		return x.JobToken
 	}
 	return ""
+}
+
+func (x *Assignment) GetRoundNumber() int32 {
+	if x != nil {
+		return x.RoundNumber
+	}
+	return 0
 }
 
 // Identity is a local user who submitted a job over the store's Unix socket,
@@ -1950,7 +1999,10 @@ type WaitingForNodes struct {
 	// unusable says why registered nodes cannot take part (too few free GPUs).
 	Unusable []string `protobuf:"bytes,5,rep,name=unusable,proto3" json:"unusable,omitempty"`
 	// timeout_ms is how long the round waits in all.
-	TimeoutMs     int64 `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	TimeoutMs int64 `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// least is the fewest nodes an elastic round forms with, after its last
+	// call; 0 when the job is not elastic.
+	Least         int32 `protobuf:"varint,7,opt,name=least,proto3" json:"least,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2027,6 +2079,13 @@ func (x *WaitingForNodes) GetTimeoutMs() int64 {
 	return 0
 }
 
+func (x *WaitingForNodes) GetLeast() int32 {
+	if x != nil {
+		return x.Least
+	}
+	return 0
+}
+
 type JobEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -2042,6 +2101,7 @@ type JobEvent struct {
 	//	*JobEvent_Lost
 	//	*JobEvent_Waiting
 	//	*JobEvent_Restarted
+	//	*JobEvent_Restarting
 	Event         isJobEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2170,6 +2230,15 @@ func (x *JobEvent) GetRestarted() *StoreRestarted {
 	return nil
 }
 
+func (x *JobEvent) GetRestarting() *RoundRestarting {
+	if x != nil {
+		if x, ok := x.Event.(*JobEvent_Restarting); ok {
+			return x.Restarting
+		}
+	}
+	return nil
+}
+
 type isJobEvent_Event interface {
 	isJobEvent_Event()
 }
@@ -2206,6 +2275,10 @@ type JobEvent_Restarted struct {
 	Restarted *StoreRestarted `protobuf:"bytes,10,opt,name=restarted,proto3,oneof"`
 }
 
+type JobEvent_Restarting struct {
+	Restarting *RoundRestarting `protobuf:"bytes,11,opt,name=restarting,proto3,oneof"`
+}
+
 func (*JobEvent_State) isJobEvent_Event() {}
 
 func (*JobEvent_Started) isJobEvent_Event() {}
@@ -2222,6 +2295,89 @@ func (*JobEvent_Waiting) isJobEvent_Event() {}
 
 func (*JobEvent_Restarted) isJobEvent_Event() {}
 
+func (*JobEvent_Restarting) isJobEvent_Event() {}
+
+// RoundRestarting says the job's round stops and a new one follows: a worker
+// failed or a node was lost with restarts left (counted), or a node came
+// to an elastic job running below its most nodes (not counted).
+type RoundRestarting struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// round is the number of the round that stops.
+	Round  int32  `protobuf:"varint,1,opt,name=round,proto3" json:"round,omitempty"`
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// restart_count is the job's restarts so far, this one included.
+	RestartCount  int32 `protobuf:"varint,3,opt,name=restart_count,json=restartCount,proto3" json:"restart_count,omitempty"`
+	MaxRestarts   int32 `protobuf:"varint,4,opt,name=max_restarts,json=maxRestarts,proto3" json:"max_restarts,omitempty"`
+	Counted       bool  `protobuf:"varint,5,opt,name=counted,proto3" json:"counted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoundRestarting) Reset() {
+	*x = RoundRestarting{}
+	mi := &file_muster_v1_types_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoundRestarting) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoundRestarting) ProtoMessage() {}
+
+func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoundRestarting.ProtoReflect.Descriptor instead.
+func (*RoundRestarting) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *RoundRestarting) GetRound() int32 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
+func (x *RoundRestarting) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RoundRestarting) GetRestartCount() int32 {
+	if x != nil {
+		return x.RestartCount
+	}
+	return 0
+}
+
+func (x *RoundRestarting) GetMaxRestarts() int32 {
+	if x != nil {
+		return x.MaxRestarts
+	}
+	return 0
+}
+
+func (x *RoundRestarting) GetCounted() bool {
+	if x != nil {
+		return x.Counted
+	}
+	return false
+}
+
 // StoreRestarted opens a job's events on a store that took the job over
 // from its agents after a restart: what the old store held and the
 // follower had not read is gone, and the versions start again at 1.
@@ -2234,7 +2390,7 @@ type StoreRestarted struct {
 
 func (x *StoreRestarted) Reset() {
 	*x = StoreRestarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[24]
+	mi := &file_muster_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2246,7 +2402,7 @@ func (x *StoreRestarted) String() string {
 func (*StoreRestarted) ProtoMessage() {}
 
 func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[24]
+	mi := &file_muster_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2259,7 +2415,7 @@ func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreRestarted.ProtoReflect.Descriptor instead.
 func (*StoreRestarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{24}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StoreRestarted) GetStoreId() string {
@@ -2285,7 +2441,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[25]
+	mi := &file_muster_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2297,7 +2453,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[25]
+	mi := &file_muster_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2310,7 +2466,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PublishRequest) GetSession() string {
@@ -2345,7 +2501,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[26]
+	mi := &file_muster_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2357,7 +2513,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[26]
+	mi := &file_muster_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2370,7 +2526,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PublishResponse) GetAckedSeq() uint64 {
@@ -2389,14 +2545,17 @@ type WatchJobRequest struct {
 	// store_id is the store incarnation that from_version counts in; another
 	// store (a restarted one) sends StoreRestarted and the job's events from
 	// its start.
-	StoreId       string `protobuf:"bytes,4,opt,name=store_id,json=storeId,proto3" json:"store_id,omitempty"`
+	StoreId string `protobuf:"bytes,4,opt,name=store_id,json=storeId,proto3" json:"store_id,omitempty"`
+	// skip_output leaves out the workers' output: a node that only waits for
+	// the job's end (agent run) does not carry every rank's lines.
+	SkipOutput    bool `protobuf:"varint,5,opt,name=skip_output,json=skipOutput,proto3" json:"skip_output,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[27]
+	mi := &file_muster_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2408,7 +2567,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[27]
+	mi := &file_muster_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2421,7 +2580,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -2452,6 +2611,13 @@ func (x *WatchJobRequest) GetStoreId() string {
 	return ""
 }
 
+func (x *WatchJobRequest) GetSkipOutput() bool {
+	if x != nil {
+		return x.SkipOutput
+	}
+	return false
+}
+
 type CancelRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -2466,7 +2632,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[28]
+	mi := &file_muster_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2478,7 +2644,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[28]
+	mi := &file_muster_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2491,7 +2657,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CancelRequest) GetJobId() string {
@@ -2530,7 +2696,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[29]
+	mi := &file_muster_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2542,7 +2708,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[29]
+	mi := &file_muster_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2555,7 +2721,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 type ListNodesRequest struct {
@@ -2566,7 +2732,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[30]
+	mi := &file_muster_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2578,7 +2744,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[30]
+	mi := &file_muster_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2591,7 +2757,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 type NodeStatus struct {
@@ -2609,7 +2775,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[31]
+	mi := &file_muster_v1_types_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2621,7 +2787,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[31]
+	mi := &file_muster_v1_types_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2634,7 +2800,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *NodeStatus) GetNode() *Node {
@@ -2674,7 +2840,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[32]
+	mi := &file_muster_v1_types_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2686,7 +2852,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[32]
+	mi := &file_muster_v1_types_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2699,7 +2865,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{32}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeStatus {
@@ -2717,7 +2883,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2729,7 +2895,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2742,7 +2908,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
 }
 
 type JobStatus struct {
@@ -2760,7 +2926,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2772,7 +2938,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2785,7 +2951,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *JobStatus) GetJobId() string {
@@ -2839,7 +3005,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2851,7 +3017,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2864,7 +3030,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobStatus {
@@ -2885,7 +3051,7 @@ type StdinChunk struct {
 
 func (x *StdinChunk) Reset() {
 	*x = StdinChunk{}
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2897,7 +3063,7 @@ func (x *StdinChunk) String() string {
 func (*StdinChunk) ProtoMessage() {}
 
 func (x *StdinChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2910,7 +3076,7 @@ func (x *StdinChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdinChunk.ProtoReflect.Descriptor instead.
 func (*StdinChunk) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StdinChunk) GetJobId() string {
@@ -2935,7 +3101,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2947,7 +3113,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2960,7 +3126,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 type ReadStdinRequest struct {
@@ -2973,7 +3139,7 @@ type ReadStdinRequest struct {
 
 func (x *ReadStdinRequest) Reset() {
 	*x = ReadStdinRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2985,7 +3151,7 @@ func (x *ReadStdinRequest) String() string {
 func (*ReadStdinRequest) ProtoMessage() {}
 
 func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2998,7 +3164,7 @@ func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStdinRequest.ProtoReflect.Descriptor instead.
 func (*ReadStdinRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReadStdinRequest) GetSession() string {
@@ -3029,7 +3195,7 @@ type KVSetRequest struct {
 
 func (x *KVSetRequest) Reset() {
 	*x = KVSetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3041,7 +3207,7 @@ func (x *KVSetRequest) String() string {
 func (*KVSetRequest) ProtoMessage() {}
 
 func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3054,7 +3220,7 @@ func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetRequest.ProtoReflect.Descriptor instead.
 func (*KVSetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *KVSetRequest) GetScope() string {
@@ -3087,7 +3253,7 @@ type KVSetResponse struct {
 
 func (x *KVSetResponse) Reset() {
 	*x = KVSetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3099,7 +3265,7 @@ func (x *KVSetResponse) String() string {
 func (*KVSetResponse) ProtoMessage() {}
 
 func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3112,7 +3278,7 @@ func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetResponse.ProtoReflect.Descriptor instead.
 func (*KVSetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *KVSetResponse) GetVersion() uint64 {
@@ -3134,7 +3300,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3146,7 +3312,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3159,7 +3325,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *KVGetRequest) GetScope() string {
@@ -3200,7 +3366,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3212,7 +3378,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3225,7 +3391,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *KVGetResponse) GetValue() []byte {
@@ -3256,7 +3422,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3268,7 +3434,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3281,7 +3447,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *BarrierRequest) GetScope() string {
@@ -3327,7 +3493,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3339,7 +3505,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3352,7 +3518,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
 }
 
 var File_muster_v1_types_proto protoreflect.FileDescriptor
@@ -3378,7 +3544,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x04jobs\x18\x03 \x03(\v2\x15.muster.v1.RunningJobR\x04jobs\"G\n" +
 	"\x10RegisterResponse\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x19\n" +
-	"\bstore_id\x18\x02 \x01(\tR\astoreId\"\xb4\x03\n" +
+	"\bstore_id\x18\x02 \x01(\tR\astoreId\"\xd9\x03\n" +
 	"\n" +
 	"RunningJob\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x19\n" +
@@ -3396,7 +3562,8 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x05ranks\x18\v \x03(\v2\x14.muster.v1.RankStateR\x05ranks\x12\x1b\n" +
 	"\tacked_seq\x18\f \x01(\x04R\backedSeq\x12\x19\n" +
 	"\bstore_id\x18\r \x01(\tR\astoreId\x12!\n" +
-	"\fround_number\x18\x0e \x01(\x05R\vroundNumber\"f\n" +
+	"\fround_number\x18\x0e \x01(\x05R\vroundNumber\x12#\n" +
+	"\rrestart_count\x18\x0f \x01(\x05R\frestartCount\"f\n" +
 	"\tRankState\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12/\n" +
 	"\x06exited\x18\x02 \x01(\v2\x17.muster.v1.WorkerExitedR\x06exited\x12\x14\n" +
@@ -3416,7 +3583,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\bround_id\x18\x02 \x01(\tR\aroundId\x12\x14\n" +
 	"\x05ports\x18\x03 \x03(\x05R\x05ports\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\"\x17\n" +
-	"\x15PortsReservedResponse\"\x94\x04\n" +
+	"\x15PortsReservedResponse\"\xf6\x04\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\fR\x04argv\x12\x16\n" +
 	"\x06nnodes\x18\x02 \x01(\x05R\x06nnodes\x12\x12\n" +
@@ -3439,13 +3606,17 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\tstdin_all\x18\x0f \x01(\bR\bstdinAll\x12&\n" +
 	"\x0fwait_timeout_ms\x18\x10 \x01(\x03R\rwaitTimeoutMs\x12\x14\n" +
 	"\x05hosts\x18\x11 \x03(\tR\x05hosts\x12\x18\n" +
-	"\aexclude\x18\x12 \x03(\tR\aexcludeB\r\n" +
+	"\aexclude\x18\x12 \x03(\tR\aexclude\x12\x1b\n" +
+	"\tmin_nodes\x18\x13 \x01(\x05R\bminNodes\x12!\n" +
+	"\fmax_restarts\x18\x14 \x01(\x05R\vmaxRestarts\x12 \n" +
+	"\flast_call_ms\x18\x15 \x01(\x03R\n" +
+	"lastCallMsB\r\n" +
 	"\v_stdin_rank\"7\n" +
 	"\rSubmitRequest\x12&\n" +
 	"\x04spec\x18\x01 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\"B\n" +
 	"\x0eSubmitResponse\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x19\n" +
-	"\bstore_id\x18\x02 \x01(\tR\astoreId\"\xfb\x04\n" +
+	"\bstore_id\x18\x02 \x01(\tR\astoreId\"\x9e\x05\n" +
 	"\n" +
 	"Assignment\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x19\n" +
@@ -3476,7 +3647,8 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"node_slots\x18\x12 \x03(\x05R\tnodeSlots\x12*\n" +
 	"\x06run_as\x18\x13 \x01(\v2\x13.muster.v1.IdentityR\x05runAs\x12\x1b\n" +
-	"\tjob_token\x18\x14 \x01(\tR\bjobToken\"Z\n" +
+	"\tjob_token\x18\x14 \x01(\tR\bjobToken\x12!\n" +
+	"\fround_number\x18\x15 \x01(\x05R\vroundNumber\"Z\n" +
 	"\bIdentity\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\rR\x03uid\x12\x10\n" +
 	"\x03gid\x18\x02 \x01(\rR\x03gid\x12\x16\n" +
@@ -3517,7 +3689,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"OutputLost\x12\x16\n" +
 	"\x06events\x18\x01 \x01(\x04R\x06events\x12\x14\n" +
-	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\xb1\x01\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\xc7\x01\n" +
 	"\x0fWaitingForNodes\x12\x14\n" +
 	"\x05round\x18\x01 \x01(\x05R\x05round\x12\x16\n" +
 	"\x06wanted\x18\x02 \x01(\x05R\x06wanted\x12\x14\n" +
@@ -3526,7 +3698,8 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"readyNodes\x12\x1a\n" +
 	"\bunusable\x18\x05 \x03(\tR\bunusable\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\"\xdd\x03\n" +
+	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\x12\x14\n" +
+	"\x05least\x18\a \x01(\x05R\x05least\"\x9b\x04\n" +
 	"\bJobEvent\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12+\n" +
@@ -3538,8 +3711,17 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x04lost\x18\b \x01(\v2\x15.muster.v1.OutputLostH\x00R\x04lost\x126\n" +
 	"\awaiting\x18\t \x01(\v2\x1a.muster.v1.WaitingForNodesH\x00R\awaiting\x129\n" +
 	"\trestarted\x18\n" +
-	" \x01(\v2\x19.muster.v1.StoreRestartedH\x00R\trestartedB\a\n" +
-	"\x05event\"+\n" +
+	" \x01(\v2\x19.muster.v1.StoreRestartedH\x00R\trestarted\x12<\n" +
+	"\n" +
+	"restarting\x18\v \x01(\v2\x1a.muster.v1.RoundRestartingH\x00R\n" +
+	"restartingB\a\n" +
+	"\x05event\"\xa1\x01\n" +
+	"\x0fRoundRestarting\x12\x14\n" +
+	"\x05round\x18\x01 \x01(\x05R\x05round\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12#\n" +
+	"\rrestart_count\x18\x03 \x01(\x05R\frestartCount\x12!\n" +
+	"\fmax_restarts\x18\x04 \x01(\x05R\vmaxRestarts\x12\x18\n" +
+	"\acounted\x18\x05 \x01(\bR\acounted\"+\n" +
 	"\x0eStoreRestarted\x12\x19\n" +
 	"\bstore_id\x18\x01 \x01(\tR\astoreId\"t\n" +
 	"\x0ePublishRequest\x12\x18\n" +
@@ -3547,12 +3729,14 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x06events\x18\x02 \x03(\v2\x13.muster.v1.JobEventR\x06events\x12\x1b\n" +
 	"\tfirst_seq\x18\x03 \x01(\x04R\bfirstSeq\".\n" +
 	"\x0fPublishResponse\x12\x1b\n" +
-	"\tacked_seq\x18\x01 \x01(\x04R\backedSeq\"~\n" +
+	"\tacked_seq\x18\x01 \x01(\x04R\backedSeq\"\x9f\x01\n" +
 	"\x0fWatchJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12!\n" +
 	"\ffrom_version\x18\x02 \x01(\x04R\vfromVersion\x12\x16\n" +
 	"\x06attach\x18\x03 \x01(\bR\x06attach\x12\x19\n" +
-	"\bstore_id\x18\x04 \x01(\tR\astoreId\"q\n" +
+	"\bstore_id\x18\x04 \x01(\tR\astoreId\x12\x1f\n" +
+	"\vskip_output\x18\x05 \x01(\bR\n" +
+	"skipOutput\"q\n" +
 	"\rCancelRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05force\x18\x02 \x01(\bR\x05force\x12\x16\n" +
@@ -3635,7 +3819,7 @@ func file_muster_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_muster_v1_types_proto_goTypes = []any{
 	(JobState)(0),                 // 0: muster.v1.JobState
 	(Stream)(0),                   // 1: muster.v1.Stream
@@ -3663,27 +3847,28 @@ var file_muster_v1_types_proto_goTypes = []any{
 	(*OutputLost)(nil),            // 23: muster.v1.OutputLost
 	(*WaitingForNodes)(nil),       // 24: muster.v1.WaitingForNodes
 	(*JobEvent)(nil),              // 25: muster.v1.JobEvent
-	(*StoreRestarted)(nil),        // 26: muster.v1.StoreRestarted
-	(*PublishRequest)(nil),        // 27: muster.v1.PublishRequest
-	(*PublishResponse)(nil),       // 28: muster.v1.PublishResponse
-	(*WatchJobRequest)(nil),       // 29: muster.v1.WatchJobRequest
-	(*CancelRequest)(nil),         // 30: muster.v1.CancelRequest
-	(*CancelResponse)(nil),        // 31: muster.v1.CancelResponse
-	(*ListNodesRequest)(nil),      // 32: muster.v1.ListNodesRequest
-	(*NodeStatus)(nil),            // 33: muster.v1.NodeStatus
-	(*ListNodesResponse)(nil),     // 34: muster.v1.ListNodesResponse
-	(*ListJobsRequest)(nil),       // 35: muster.v1.ListJobsRequest
-	(*JobStatus)(nil),             // 36: muster.v1.JobStatus
-	(*ListJobsResponse)(nil),      // 37: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),            // 38: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),    // 39: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),      // 40: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),          // 41: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),         // 42: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),          // 43: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),         // 44: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),        // 45: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),       // 46: muster.v1.BarrierResponse
+	(*RoundRestarting)(nil),       // 26: muster.v1.RoundRestarting
+	(*StoreRestarted)(nil),        // 27: muster.v1.StoreRestarted
+	(*PublishRequest)(nil),        // 28: muster.v1.PublishRequest
+	(*PublishResponse)(nil),       // 29: muster.v1.PublishResponse
+	(*WatchJobRequest)(nil),       // 30: muster.v1.WatchJobRequest
+	(*CancelRequest)(nil),         // 31: muster.v1.CancelRequest
+	(*CancelResponse)(nil),        // 32: muster.v1.CancelResponse
+	(*ListNodesRequest)(nil),      // 33: muster.v1.ListNodesRequest
+	(*NodeStatus)(nil),            // 34: muster.v1.NodeStatus
+	(*ListNodesResponse)(nil),     // 35: muster.v1.ListNodesResponse
+	(*ListJobsRequest)(nil),       // 36: muster.v1.ListJobsRequest
+	(*JobStatus)(nil),             // 37: muster.v1.JobStatus
+	(*ListJobsResponse)(nil),      // 38: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),            // 39: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),    // 40: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),      // 41: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),          // 42: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),         // 43: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),          // 44: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),         // 45: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),        // 46: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),       // 47: muster.v1.BarrierResponse
 }
 var file_muster_v1_types_proto_depIdxs = []int32{
 	2,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
@@ -3709,19 +3894,20 @@ var file_muster_v1_types_proto_depIdxs = []int32{
 	22, // 20: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
 	23, // 21: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
 	24, // 22: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
-	26, // 23: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
-	25, // 24: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
-	3,  // 25: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
-	33, // 26: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
-	13, // 27: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
-	0,  // 28: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
-	17, // 29: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	36, // 30: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	27, // 23: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
+	26, // 24: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
+	25, // 25: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
+	3,  // 26: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
+	34, // 27: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
+	13, // 28: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
+	0,  // 29: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
+	17, // 30: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
+	37, // 31: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_types_proto_init() }
@@ -3744,6 +3930,7 @@ func file_muster_v1_types_proto_init() {
 		(*JobEvent_Lost)(nil),
 		(*JobEvent_Waiting)(nil),
 		(*JobEvent_Restarted)(nil),
+		(*JobEvent_Restarting)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3751,7 +3938,7 @@ func file_muster_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_types_proto_rawDesc), len(file_muster_v1_types_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   45,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
