@@ -86,6 +86,7 @@ type jobRun struct {
 	storeID string // the store that assigned it
 	sup     *Supervisor
 	pub     *jobPublisher
+	ended   chan struct{} // closed once the run is no longer in Agent.jobs
 }
 
 // nameTakenWait is how long a starting agent waits for its name to be freed
@@ -207,6 +208,19 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 	spec := asg.GetSpec()
 	kill := time.Duration(spec.GetKillTimeoutMs()) * time.Millisecond
 	a.mu.Lock()
+	if old := a.jobs[asg.GetJobId()]; old != nil && !a.closing && old.asg.GetRoundId() != asg.GetRoundId() {
+		// The job's next round: the last round's events are still on their
+		// way to the store (its publisher numbers from 1), so it waits.
+		a.mu.Unlock()
+		go func() {
+			select {
+			case <-old.ended:
+				a.startJob(ctx, asg)
+			case <-ctx.Done():
+			}
+		}()
+		return
+	}
 	if a.closing || a.jobs[asg.GetJobId()] != nil {
 		a.mu.Unlock()
 		a.log.Warn("assignment not started", zap.String("job", asg.GetJobId()), zap.Bool("closing", a.closing))
@@ -215,7 +229,8 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 	}
 	pub := newJobPublisher(ctx, a.log, a.client, a.sessionID, asg.GetJobId())
 	sup := newSupervisor(a.log, asg.GetJobId(), a.cfg.Name, kill, pub)
-	a.jobs[asg.GetJobId()] = &jobRun{asg: asg, storeID: a.currentStore(), sup: sup, pub: pub}
+	run := &jobRun{asg: asg, storeID: a.currentStore(), sup: sup, pub: pub, ended: make(chan struct{})}
+	a.jobs[asg.GetJobId()] = run
 	a.wg.Add(1)
 	a.mu.Unlock()
 	a.signalGPUs()
@@ -239,6 +254,7 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 		a.mu.Lock()
 		delete(a.jobs, asg.GetJobId())
 		a.mu.Unlock()
+		close(run.ended)
 		a.signalGPUs()
 	}()
 }

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +43,9 @@ type Options struct {
 	// Liveness, when set, is how often a quiet job stream checks that the
 	// store still answers: a stopped store keeps its connections open.
 	Liveness time.Duration
+	// WaitFlag names the flag that sets how long the job waits for nodes,
+	// in progress lines (default --wait-timeout).
+	WaitFlag string
 	// Reattach is how long the launcher keeps trying to follow the job again
 	// after it lost its store (a store that restarts takes the job over from
 	// its agents); 3 s when unset.
@@ -220,7 +224,8 @@ func (f *follower) event(ctx context.Context, ev *musterv1.JobEvent) (code int, 
 		line := "muster: waiting for nodes: " + rendezvous.DescribeWaiting(e.Waiting)
 		if !f.waited {
 			f.waited = true
-			line += fmt.Sprintf(" (for up to %s, --wait-timeout)", time.Duration(e.Waiting.GetTimeoutMs())*time.Millisecond)
+			flag := cmp.Or(f.opts.WaitFlag, "--wait-timeout")
+			line += fmt.Sprintf(" (for up to %s, %s)", time.Duration(e.Waiting.GetTimeoutMs())*time.Millisecond, flag)
 		}
 		fmt.Fprintln(f.opts.Stderr, line)
 	case *musterv1.JobEvent_Restarting:

@@ -2,8 +2,11 @@ package rendezvous
 
 import (
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/elliptic"
+	"crypto/hkdf"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -25,16 +28,9 @@ type CertFiles struct {
 // store-key.pem. Agents serve store.pem; launchers and agents that join
 // verify it with ca.pem.
 func GenerateCerts(dir string, hosts []string, valid time.Duration) (CertFiles, error) {
-	files := CertFiles{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, "store.pem"), Key: filepath.Join(dir, "store-key.pem")}
-	if len(hosts) == 0 {
-		return files, fmt.Errorf("certs: name at least one host the store is reached by")
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return files, fmt.Errorf("certs: %w", err)
-	}
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return files, err
+		return CertFiles{}, err
 	}
 	now := time.Now()
 	caTmpl := &x509.Certificate{
@@ -46,19 +42,81 @@ func GenerateCerts(dir string, hosts []string, valid time.Duration) (CertFiles, 
 		KeyUsage:              x509.KeyUsageCertSign,
 		BasicConstraintsValid: true,
 	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	return writeCerts(dir, hosts, caTmpl, &caKey.PublicKey, caKey, now.Add(valid))
+}
+
+// tokenCAInfo is HKDF's info string for a token's CA key; changing it
+// changes every such CA.
+const tokenCAInfo = "muster/v1 store CA"
+
+// GenerateTokenCerts is GenerateCerts with a CA every holder of the cluster
+// token derives alike (TokenCA): nodes that share only the token verify the
+// store without copying a CA file, and nobody without the token can make a
+// certificate they trust.
+func GenerateTokenCerts(dir, token string, hosts []string) (CertFiles, error) {
+	ca, key, err := TokenCA(token)
 	if err != nil {
-		return files, err
+		return CertFiles{}, err
+	}
+	return writeCerts(dir, hosts, ca, ca.PublicKey, key, ca.NotAfter)
+}
+
+// TokenCA derives a CA certificate and key from the cluster token: an
+// Ed25519 key from HKDF-SHA256, and fixed fields, so that the certificate
+// is the same bytes on every node.
+func TokenCA(token string) (*x509.Certificate, ed25519.PrivateKey, error) {
+	if token == "" {
+		return nil, nil, fmt.Errorf("certs: a CA from the cluster token needs the token")
+	}
+	seed, err := hkdf.Key(sha256.New, []byte(token), nil, tokenCAInfo, ed25519.SeedSize)
+	if err != nil {
+		return nil, nil, err
+	}
+	key := ed25519.NewKeyFromSeed(seed)
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "muster cluster CA (from the cluster token)"},
+		NotBefore:             time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC),
+		NotAfter:              time.Date(2125, 1, 1, 0, 0, 0, 0, time.UTC),
+		IsCA:                  true,
+		KeyUsage:              x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(nil, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, nil, err
+	}
+	ca, err := x509.ParseCertificate(der)
+	return ca, key, err
+}
+
+// writeCerts writes the CA made from caTmpl (self-signed unless it was
+// parsed already) and a store certificate for hosts signed by caKey.
+func writeCerts(dir string, hosts []string, caTmpl *x509.Certificate, caPub, caKey any, notAfter time.Time) (CertFiles, error) {
+	files := CertFiles{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, "store.pem"), Key: filepath.Join(dir, "store-key.pem")}
+	if len(hosts) == 0 {
+		return files, fmt.Errorf("certs: name at least one host the store is reached by")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return files, fmt.Errorf("certs: %w", err)
+	}
+	caDER := caTmpl.Raw
+	if caDER == nil {
+		var err error
+		if caDER, err = x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, caPub, caKey); err != nil {
+			return files, err
+		}
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return files, err
 	}
+	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: "muster store"},
 		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(valid),
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
@@ -95,6 +153,16 @@ func GenerateCerts(dir string, hosts []string, valid time.Duration) (CertFiles, 
 		}
 	}
 	return files, nil
+}
+
+// WriteTokenCA writes the token's CA certificate (TokenCA) to path, for a
+// node that joins a store whose certificate it signed.
+func WriteTokenCA(path, token string) error {
+	ca, _, err := TokenCA(token)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw}), 0o644)
 }
 
 func serial() *big.Int {

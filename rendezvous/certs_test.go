@@ -1,7 +1,9 @@
 package rendezvous_test
 
 import (
+	"bytes"
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -49,5 +51,49 @@ func TestTLSWithGeneratedCerts(t *testing.T) {
 	}
 	if _, err := rendezvous.GenerateCerts(t.TempDir(), nil, time.Hour); err == nil {
 		t.Fatal("certificates for no host")
+	}
+}
+
+// A store whose certificate the token's CA signed is trusted by a node that
+// holds only the token, and by no node with another token.
+func TestTLSWithTokenCerts(t *testing.T) {
+	const token = "a-long-enough-cluster-token"
+	files, err := rendezvous.GenerateTokenCerts(t.TempDir(), token, []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := rendezvoustest.NewStore(t, func(c *rendezvous.Config) {
+		c.Security = rendezvous.Security{Token: token, CertFile: files.Cert, KeyFile: files.Key}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, tt := range []struct {
+		name, caToken string
+		ok            bool
+	}{
+		{"the same token's CA", token, true},
+		{"another token's CA", "another-long-enough-cluster-token", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ca := filepath.Join(t.TempDir(), "ca.pem")
+			if err := rendezvous.WriteTokenCA(ca, tt.caToken); err != nil {
+				t.Fatal(err)
+			}
+			c := rendezvoustest.NewClient(t, s, rendezvous.Security{Token: token, CAFile: ca})
+			if _, err := c.ListNodes(ctx, &musterv1.ListNodesRequest{}); (err == nil) != tt.ok {
+				t.Fatalf("err = %v", err)
+			}
+		})
+	}
+	a, _, err := rendezvous.TokenCA(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, _ := rendezvous.TokenCA(token)
+	if !bytes.Equal(a.Raw, b.Raw) {
+		t.Error("one token gave two CA certificates")
+	}
+	if _, _, err := rendezvous.TokenCA(""); err == nil {
+		t.Error("a CA from no token")
 	}
 }

@@ -56,7 +56,8 @@ func main() {
 			cmdline.WithEnv(cmdline.Flag(killTimeout, "kill-timeout", nil, "the most grace workers get when the agent stops, each job's own --kill-timeout when shorter (`DURATION`: 30s, 2m, or seconds)"), "MUSTER_KILL_TIMEOUT"),
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, EnvVars: []string{"MUSTER_VERBOSE"}, Usage: "log debug detail, memberlist's own lines included"},
 		},
-		Action: func(c *cli.Context) error { return runAgent(c, nodeRank.Int32(), killTimeout.Value()) },
+		Action:   func(c *cli.Context) error { return runAgent(c, nodeRank.Int32(), killTimeout.Value()) },
+		Commands: []*cli.Command{runCommand()},
 	}
 	os.Exit(cmdline.Run(app, os.Args))
 }

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/musterhq/muster/cmdline"
+	"github.com/musterhq/muster/entrypoint"
+	"github.com/musterhq/muster/gpu"
+	"github.com/musterhq/muster/platform"
+	"github.com/musterhq/muster/rendezvous"
+)
+
+// runFlags are agent run's values that need parsing beyond a string.
+type runFlags struct {
+	gpus, nproc, nodeRank, maxRestarts *cmdline.Count
+	joinTimeout, lastCall, killTimeout *cmdline.Duration
+}
+
+func runCommand() *cli.Command {
+	f := runFlags{
+		gpus:        cmdline.NewCount(0, 0, rendezvous.MaxGPUs),
+		nproc:       cmdline.NewCount(0, 0, rendezvous.MaxNProc),
+		nodeRank:    cmdline.NewCount(-1, -1, rendezvous.MaxNodes-1),
+		maxRestarts: cmdline.NewCount(0, 0, rendezvous.MaxRestarts),
+		joinTimeout: cmdline.NewDuration(10 * time.Minute),
+		lastCall:    cmdline.NewDuration(30 * time.Second),
+		killTimeout: cmdline.NewDuration(5 * time.Second),
+	}
+	return &cli.Command{
+		Name:      "run",
+		Usage:     "run one node of a multi-node job: the same line on every node (container entrypoint)",
+		ArgsUsage: "-- COMMAND [ARGS...]",
+		Description: "Node rank 0, or the node whose address is the --rdzv host, hosts the rendezvous and prints every rank's output; " +
+			"the others join it. Every node exits when the job ends, with the job's exit code. Kubernetes indexed Jobs, " +
+			"PyTorchJob, dstack and Slurm are detected from their variables; flags win.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "rdzv", EnvVars: []string{"MUSTER_RDZV"}, Usage: "the rendezvous `HOST[:PORT]` (port 29400 by default): node rank 0's address, the same on every node"},
+			&cli.BoolFlag{Name: "rdzv-host", Usage: "this node hosts the rendezvous, whatever its address"},
+			&cli.StringFlag{Name: "nnodes", EnvVars: []string{"MUSTER_NNODES"}, Usage: "the job's nodes: `N`, or MIN:MAX for an elastic job"},
+			cmdline.WithEnv(cmdline.Flag(f.gpus, "gpus", nil, "GPUs per node (`G`); default: the platform's count, else none"), "MUSTER_GPUS"),
+			cmdline.WithEnv(cmdline.Flag(f.nproc, "nproc", []string{"nproc-per-node"}, "workers per node (`P`); default: one per GPU, else one"), "MUSTER_NPROC"),
+			cmdline.WithEnv(cmdline.Flag(f.nodeRank, "node-rank", nil, "this node's `RANK`; default: the platform's, else the host of --rdzv is 0 and the rest go by name"), "MUSTER_AGENT_NODE_RANK"),
+			cmdline.WithEnv(cmdline.Flag(f.maxRestarts, "max-restarts", nil, "new rounds after a failed worker or a lost node, counted job-wide (`K`)"), "MUSTER_MAX_RESTARTS"),
+			cmdline.WithEnv(cmdline.Flag(f.joinTimeout, "join-timeout", nil, "how long to wait for the rendezvous host, and the host for the nodes (`DURATION`)"), "MUSTER_JOIN_TIMEOUT"),
+			cmdline.WithEnv(cmdline.Flag(f.lastCall, "last-call", nil, "with --nnodes MIN:MAX, how long a round waits for more nodes once MIN are in (`DURATION`)"), "MUSTER_LAST_CALL"),
+			cmdline.WithEnv(cmdline.Flag(f.killTimeout, "kill-timeout", nil, "grace between SIGTERM and SIGKILL for the workers (`DURATION`); keep it below the container's stop grace"), "MUSTER_KILL_TIMEOUT"),
+			&cli.StringFlag{Name: "token-file", EnvVars: []string{"MUSTER_TOKEN_FILE"}, Usage: "file holding the cluster token (or set MUSTER_TOKEN); the same on every node"},
+			&cli.StringFlag{Name: "name", EnvVars: []string{"MUSTER_NAME"}, Usage: "this node's name (default: the host name)"},
+			&cli.StringFlag{Name: "addr", EnvVars: []string{"MUSTER_ADDR"}, Usage: "this node's `IP` for workers (default: its gossip address)"},
+			&cli.StringFlag{Name: "gpu-devices", EnvVars: []string{"MUSTER_GPU_DEVICES"}, Usage: "offer these GPUs (`LIST` of indices) instead of the ones NVML finds"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "print what was detected and decided, and exit"},
+			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, EnvVars: []string{"MUSTER_VERBOSE"}, Usage: "log what the store and agent do"},
+		},
+		Action: func(c *cli.Context) error { return run(c, f) },
+	}
+}
+
+func run(c *cli.Context, f runFlags) error {
+	nnodes, minNodes, err := parseNNodes(c.String("nnodes"))
+	if err != nil {
+		return cmdline.Usagef(c, "%s", err)
+	}
+	token, err := rendezvous.LoadToken(c.String("token-file"))
+	if err != nil {
+		return cli.Exit(err.Error(), cmdline.UsageExitCode)
+	}
+	name := c.String("name")
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	cfg := entrypoint.Config{
+		Rdzv: c.String("rdzv"), Host: c.Bool("rdzv-host"), NNodes: nnodes, MinNodes: minNodes,
+		GPUs: int(f.gpus.Int32()), NProc: int(f.nproc.Int32()), NodeRank: int(f.nodeRank.Int32()),
+		MaxRestarts: int(f.maxRestarts.Int32()), JoinTimeout: f.joinTimeout.Value(), LastCall: f.lastCall.Value(),
+		KillTimeout: f.killTimeout.Value(), Argv: c.Args().Slice(), Token: token, Name: name, Addr: c.String("addr"),
+		Environ: os.Environ(), Stdout: os.Stdout, Stderr: os.Stderr,
+	}
+	det, err := platform.Detect(os.Getenv)
+	if err != nil {
+		return cli.Exit("platform: "+err.Error(), cmdline.UsageExitCode)
+	}
+	given := map[string]bool{"nnodes": c.IsSet("nnodes"), "rdzv": c.IsSet("rdzv"), "gpus": f.gpus.IsSet(),
+		"nproc": f.nproc.IsSet(), "node-rank": f.nodeRank.IsSet()}
+	plan, err := entrypoint.Resolve(cfg, det, func(flag string) bool { return given[flag] })
+	if err != nil {
+		return cmdline.Usagef(c, "%s", err)
+	}
+	level := zapcore.WarnLevel
+	if c.Bool("verbose") {
+		level = zapcore.DebugLevel
+	}
+	zcfg := zap.NewProductionConfig()
+	zcfg.Level = zap.NewAtomicLevelAt(level)
+	if plan.Logger, err = zcfg.Build(); err != nil {
+		return err
+	}
+	defer plan.Logger.Sync()
+	if list := c.String("gpu-devices"); list != "" {
+		if plan.GPUDevices, err = gpu.Parse(list); err != nil {
+			return cmdline.Usagef(c, "--gpu-devices: %s", err)
+		}
+	} else if plan.GPUDevices, err = gpu.FromEnvironment(); err != nil {
+		plan.GPUError = err.Error()
+	}
+	if !f.gpus.IsSet() && !f.nproc.IsSet() && plan.GPUs == 0 {
+		// Neither flags nor the platform say: every GPU the node has.
+		plan.GPUs = len(plan.GPUDevices)
+	}
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	plan.Signals = sigs
+	ctx := context.Background()
+
+	role, err := entrypoint.DecideRole(ctx, plan, entrypoint.LocalAddrs, os.Stderr)
+	if err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	if c.Bool("dry-run") {
+		for _, line := range plan.Describe(role.String()) {
+			fmt.Println(line)
+		}
+		return nil
+	}
+	code, err := entrypoint.Run(ctx, plan, role)
+	if err != nil {
+		return cli.Exit(err.Error(), max(code, 1))
+	}
+	if code != 0 {
+		return cli.Exit("", code)
+	}
+	return nil
+}
+
+// parseNNodes reads N or MIN:MAX; "" is 0 (not given).
+func parseNNodes(s string) (nnodes, least int, err error) {
+	if s == "" {
+		return 0, 0, nil
+	}
+	lo, hi, elastic := strings.Cut(s, ":")
+	if !elastic {
+		hi = lo
+	}
+	max, err := strconv.Atoi(hi)
+	if err != nil || max < 1 || max > rendezvous.MaxNodes {
+		return 0, 0, fmt.Errorf("--nnodes %q: want N or MIN:MAX, counts in 1..%d", s, rendezvous.MaxNodes)
+	}
+	if !elastic {
+		return max, 0, nil
+	}
+	min, err := strconv.Atoi(lo)
+	if err != nil || min < 1 || min > max {
+		return 0, 0, fmt.Errorf("--nnodes %q: want MIN:MAX with 1 <= MIN <= MAX", s)
+	}
+	return max, min, nil
+}

@@ -1,0 +1,190 @@
+// Package entrypoint is `agent run`: the same line in every container or
+// batch step of a multi-node job. The node that is node rank 0 (or whose
+// address is the rendezvous host) hosts the store and submits the job; the
+// others join it. Every node exits when the job ends, with its exit code.
+package entrypoint
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/musterhq/muster/gpu"
+	"github.com/musterhq/muster/platform"
+)
+
+// DefaultRdzvPort is the rendezvous port when --rdzv gives none, as
+// torchrun's c10d rendezvous has it.
+const DefaultRdzvPort = 29400
+
+// Config is what the command line gives; Resolve fills the rest from the
+// platform. Counts of 0 and a node rank of -1 mean not given.
+type Config struct {
+	Logger *zap.Logger
+	// Rdzv is HOST[:PORT] of the rendezvous; Host makes this node host it
+	// whatever its address.
+	Rdzv        string
+	Host        bool
+	NNodes      int
+	MinNodes    int
+	GPUs        int
+	NProc       int
+	NodeRank    int
+	MaxRestarts int
+	JoinTimeout time.Duration
+	LastCall    time.Duration
+	KillTimeout time.Duration
+	Argv        []string
+	// Token is the cluster token every node shares.
+	Token string
+	// Name and Addr are this node's name (default: the host name) and its
+	// address for workers (default: its gossip address).
+	Name, Addr string
+	// GPUDevices is this node's GPUs; GPUError says why none were found.
+	GPUDevices []gpu.Device
+	GPUError   string
+	Environ    []string
+	Stdout     io.Writer
+	Stderr     io.Writer
+	// Signals delivers SIGTERM, SIGINT and SIGHUP: the first stops the job
+	// gracefully, the second at once.
+	Signals <-chan os.Signal
+}
+
+// Plan is what a node does: Config with the platform's answers filled in,
+// and where each came from.
+type Plan struct {
+	Config
+	RdzvHost string
+	RdzvPort int
+	Platform string
+	// From names, by field, where its value came from: a flag or a variable.
+	From map[string]string
+}
+
+// Resolve fills what the flags leave out from the platform's variables
+// (flags win) and checks that the node can take part. set says which flags
+// were given on the command line or by their own variables.
+func Resolve(cfg Config, det platform.Detected, set func(flag string) bool) (*Plan, error) {
+	p := &Plan{Config: cfg, Platform: det.Platform, From: map[string]string{}}
+	from := func(field, flag string) {
+		if set(flag) {
+			p.From[field] = "--" + flag
+		} else if v := det.From[field]; v != "" {
+			p.From[field] = v
+		}
+	}
+	if cfg.Rdzv != "" {
+		host, port, err := splitRdzv(cfg.Rdzv)
+		if err != nil {
+			return nil, err
+		}
+		p.RdzvHost, p.RdzvPort = host, port
+		p.From["RdzvHost"], p.From["RdzvPort"] = "--rdzv", "--rdzv"
+	} else {
+		p.RdzvHost, p.RdzvPort = det.RdzvHost, det.RdzvPort
+		from("RdzvHost", "rdzv")
+		from("RdzvPort", "rdzv")
+		if p.RdzvPort == 0 {
+			p.RdzvPort = DefaultRdzvPort
+			p.From["RdzvPort"] = "default"
+		}
+	}
+	if !set("nnodes") && det.NNodes > 0 {
+		p.NNodes, p.MinNodes = det.NNodes, det.MinNodes
+	}
+	from("NNodes", "nnodes")
+	if p.MinNodes > 0 {
+		from("MinNodes", "nnodes")
+	}
+	if !set("node-rank") && det.NodeRank >= 0 {
+		p.NodeRank = det.NodeRank
+	}
+	from("NodeRank", "node-rank")
+	if !set("gpus") && !set("nproc") && det.GPUsPerNode > 0 {
+		p.GPUs = det.GPUsPerNode
+		from("GPUsPerNode", "gpus")
+	}
+	switch {
+	case p.NNodes < 1:
+		return nil, fmt.Errorf("--nnodes: how many nodes the job has is not known: give --nnodes N or MIN:MAX (or MUSTER_NNODES)")
+	case p.MinNodes > p.NNodes:
+		return nil, fmt.Errorf("--nnodes %d:%d: the minimum is above the maximum", p.MinNodes, p.NNodes)
+	case p.NodeRank >= p.NNodes:
+		return nil, fmt.Errorf("node rank %d (%s) is not below the %d nodes", p.NodeRank, p.From["NodeRank"], p.NNodes)
+	case p.RdzvHost == "" && !p.Host:
+		return nil, fmt.Errorf("--rdzv: the rendezvous host is not known: give --rdzv HOST[:PORT] (or MUSTER_RDZV), " +
+			"the address of node rank 0, the same on every node")
+	case p.Token == "":
+		return nil, fmt.Errorf("agent run needs the cluster token, the same on every node: set MUSTER_TOKEN " +
+			"(a Kubernetes Secret, a compose variable) or --token-file; make one with `openssl rand -hex 32`")
+	case len(p.Argv) == 0:
+		return nil, fmt.Errorf("no command given: agent run [flags] -- COMMAND [ARGS...]")
+	}
+	return p, nil
+}
+
+// splitRdzv parses HOST[:PORT].
+func splitRdzv(s string) (string, int, error) {
+	if !strings.Contains(s, ":") || strings.HasSuffix(s, "]") {
+		return strings.Trim(s, "[]"), DefaultRdzvPort, nil
+	}
+	host, portS, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", 0, fmt.Errorf("--rdzv %q: want HOST[:PORT]: %v", s, err)
+	}
+	port, err := strconv.Atoi(portS)
+	if err != nil || port < 1 || port > 65535 {
+		return "", 0, fmt.Errorf("--rdzv %q: port %q is not in 1..65535", s, portS)
+	}
+	if host == "" {
+		return "", 0, fmt.Errorf("--rdzv %q: no host", s)
+	}
+	return host, port, nil
+}
+
+// Endpoint is the rendezvous as HOST:PORT.
+func (p *Plan) Endpoint() string { return net.JoinHostPort(p.RdzvHost, strconv.Itoa(p.RdzvPort)) }
+
+// Describe says what the node found and will do, one fact a line, each with
+// where it came from: `agent run --dry-run` prints it.
+func (p *Plan) Describe(role string) []string {
+	src := func(field string) string {
+		if f := p.From[field]; f != "" {
+			return " (" + f + ")"
+		}
+		return ""
+	}
+	platformName := p.Platform
+	if platformName == "" {
+		platformName = "none detected"
+	}
+	nodes := strconv.Itoa(p.NNodes)
+	if p.MinNodes > 0 {
+		nodes = fmt.Sprintf("%d:%d (elastic)", p.MinNodes, p.NNodes)
+	}
+	rank := "by name, after the ranked nodes"
+	if p.NodeRank >= 0 {
+		rank = strconv.Itoa(p.NodeRank)
+	}
+	per := fmt.Sprintf("%d GPUs", p.GPUs)
+	if p.NProc > 0 {
+		per += fmt.Sprintf(", %d workers", p.NProc)
+	}
+	return []string{
+		"platform: " + platformName,
+		"rendezvous: " + p.Endpoint() + src("RdzvHost"),
+		"role: " + role,
+		"nodes: " + nodes + src("NNodes"),
+		"node rank: " + rank + src("NodeRank"),
+		"per node: " + per + src("GPUsPerNode"),
+		fmt.Sprintf("restarts: at most %d, job-wide; join timeout %s; last call %s", p.MaxRestarts, p.JoinTimeout, p.LastCall),
+		"command: " + strings.Join(p.Argv, " "),
+	}
+}

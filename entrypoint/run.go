@@ -1,0 +1,275 @@
+package entrypoint
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/launch"
+	"github.com/musterhq/muster/node"
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/rendezvous"
+)
+
+// JobName names the job agent run submits: the nodes that join find it by
+// this name in their store.
+const JobName = "agent-run"
+
+// Run runs this node's part of the job as role says, and returns the
+// job's exit code.
+func Run(ctx context.Context, p *Plan, role Role) (int, error) {
+	if p.Logger == nil {
+		p.Logger = zap.NewNop()
+	}
+	dir, err := os.MkdirTemp("", "muster-run-")
+	if err != nil {
+		return 1, err
+	}
+	defer os.RemoveAll(dir)
+	if role.Host {
+		return runHost(ctx, p, role, dir)
+	}
+	return runJoiner(ctx, p, dir)
+}
+
+func (p *Plan) agentConfig(addr string, rank int) agent.Config {
+	if p.Addr != "" {
+		addr = p.Addr
+	}
+	return agent.Config{Name: p.Name, Addr: addr, Rank: int32(rank), Environ: p.Environ, GPUs: p.GPUDevices, GPUError: p.GPUError}
+}
+
+// runHost hosts the store and gossip's seed, submits the job and follows
+// it, printing every rank's output, as the launcher does.
+func runHost(ctx context.Context, p *Plan, role Role, dir string) (int, error) {
+	hosts := []string{"localhost", "127.0.0.1"}
+	if p.RdzvHost != "" {
+		hosts = append(hosts, p.RdzvHost)
+	}
+	if ips, err := LocalAddrs(); err == nil {
+		for _, ip := range ips {
+			hosts = append(hosts, ip.String())
+		}
+	}
+	files, err := rendezvous.GenerateTokenCerts(dir, p.Token, hosts)
+	if err != nil {
+		return 1, err
+	}
+	sec := rendezvous.Security{Token: p.Token, CertFile: files.Cert, KeyFile: files.Key, CAFile: files.CA}
+	rank := max(p.NodeRank, 0)
+	n, err := node.Start(ctx, node.Config{Logger: p.Logger, Listen: net.JoinHostPort("", strconv.Itoa(p.RdzvPort)),
+		Gossip: &node.Gossip{}, Security: sec, Agent: p.agentConfig(role.Addr, rank)})
+	if err != nil {
+		return 1, err
+	}
+	defer n.Close(p.KillTimeout)
+	if err := ready(ctx, n); err != nil {
+		return 1, err
+	}
+	c, err := rendezvous.Dial(net.JoinHostPort("127.0.0.1", strconv.Itoa(p.RdzvPort)), rendezvous.Security{Token: p.Token, CAFile: files.CA})
+	if err != nil {
+		return 1, err
+	}
+	defer c.Close()
+	workdir, err := launch.Workdir()
+	if err != nil {
+		return 1, err
+	}
+	spec := &musterv1.JobSpec{
+		Name:           JobName,
+		Nnodes:         int32(p.NNodes),
+		MinNodes:       int32(p.MinNodes),
+		Gpus:           int32(p.GPUs),
+		Nproc:          int32(p.NProc),
+		KillTimeoutMs:  p.KillTimeout.Milliseconds(),
+		WaitTimeoutMs:  p.JoinTimeout.Milliseconds(),
+		LastCallMs:     p.LastCall.Milliseconds(),
+		MaxRestarts:    int32(p.MaxRestarts),
+		NcclAutodetect: true,
+		InheritEnv:     true,
+		Workdir:        workdir,
+	}
+	for _, a := range p.Argv {
+		spec.Argv = append(spec.Argv, []byte(a))
+	}
+	return launch.Run(ctx, p.Logger, c, launch.Options{Spec: spec, Stdout: p.Stdout, Stderr: p.Stderr, TagOutput: true,
+		Signals: p.Signals, Store: "the rendezvous on " + p.Endpoint(), WaitFlag: "--join-timeout"})
+}
+
+// ready waits for the node to take jobs.
+func ready(ctx context.Context, n *node.Node) error {
+	select {
+	case <-n.ReadyNotify():
+		return nil
+	case err := <-n.Err():
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// runJoiner waits for the rendezvous host, joins its store and gossip, and
+// waits for the job to end. A signal stops this node's workers, which
+// stops the job (or, with restarts left, its round) everywhere.
+func runJoiner(ctx context.Context, p *Plan, dir string) (int, error) {
+	if err := waitForHost(ctx, p, p.Stderr); err != nil {
+		return 1, err
+	}
+	ca := filepath.Join(dir, "ca.pem")
+	if err := rendezvous.WriteTokenCA(ca, p.Token); err != nil {
+		return 1, err
+	}
+	sec := rendezvous.Security{Token: p.Token, CAFile: ca}
+	n, err := node.Start(ctx, node.Config{Logger: p.Logger, Join: p.Endpoint(), Security: sec,
+		Gossip: &node.Gossip{Join: []string{p.RdzvHost}}, Agent: p.agentConfig("", p.NodeRank)})
+	if err != nil {
+		return 1, err
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			n.Close(p.KillTimeout)
+		}
+	}()
+	if err := ready(ctx, n); err != nil {
+		return 1, err
+	}
+	fmt.Fprintf(p.Stderr, "muster: node %s joined the rendezvous at %s\n", p.Name, p.Endpoint())
+	c, err := rendezvous.Dial(p.Endpoint(), sec)
+	if err != nil {
+		return 1, err
+	}
+	defer c.Close()
+	ends := make(chan jobEnd, 1)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { ends <- followEnd(wctx, p, c) }()
+	for {
+		select {
+		case end := <-ends:
+			return end.code, end.err
+		case sig := <-p.Signals:
+			fmt.Fprintf(p.Stderr, "muster: %s: stopping this node's workers (--kill-timeout %s)\n", sig, p.KillTimeout)
+			closed = true
+			n.Close(p.KillTimeout)
+			code := 128 + int(sig.(syscall.Signal))
+			// The job's end says what it came to; a job that goes on without
+			// this node (restarts left) does not keep it.
+			select {
+			case end := <-ends:
+				if end.err == nil {
+					code = end.code
+				}
+			case <-time.After(stopWait):
+			}
+			return code, nil
+		}
+	}
+}
+
+// stopWait bounds how long a stopped node waits to learn the job's code.
+const stopWait = 5 * time.Second
+
+type jobEnd struct {
+	code int
+	err  error
+}
+
+// followEnd finds the job in the store and follows it, without its output,
+// to its end: a late node of an elastic job may never run a worker of it.
+// A lost store is followed again for a while: it may come back.
+func followEnd(ctx context.Context, p *Plan, c *rendezvous.Client) jobEnd {
+	var id string
+	lost := time.Time{}
+	var from uint64
+	for {
+		if id == "" {
+			id = findJob(ctx, c)
+		}
+		if id != "" {
+			fin, next, err := watch(ctx, p, c, id, from)
+			from = next
+			if fin != nil {
+				fmt.Fprintf(p.Stderr, "muster: job %s %s, exit code %d%s\n", id, describeState(fin.GetState()), fin.GetExitCode(), summary(fin))
+				return jobEnd{code: int(fin.GetExitCode())}
+			}
+			if err != nil && lost.IsZero() {
+				lost = time.Now()
+			}
+		}
+		if ctx.Err() != nil {
+			return jobEnd{code: 1, err: ctx.Err()}
+		}
+		if !lost.IsZero() && time.Since(lost) > hostLostWait {
+			return jobEnd{code: 1, err: fmt.Errorf("lost the rendezvous host %s for %s: the job's end is not known here", p.Endpoint(), hostLostWait)}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// hostLostWait is how long a node follows a store that went away.
+const hostLostWait = 15 * time.Second
+
+// findJob returns the ID of the job agent run submitted, "" while there is none.
+func findJob(ctx context.Context, c *rendezvous.Client) string {
+	res, err := c.ListJobs(ctx, &musterv1.ListJobsRequest{})
+	if err != nil {
+		return ""
+	}
+	for _, j := range res.GetJobs() {
+		if j.GetSpec().GetName() == JobName {
+			return j.GetJobId()
+		}
+	}
+	return ""
+}
+
+// watch follows job id from version from; it returns the job's end, or
+// where to follow on from after the stream broke.
+func watch(ctx context.Context, p *Plan, c *rendezvous.Client, id string, from uint64) (*musterv1.JobFinished, uint64, error) {
+	stream, err := c.WatchJob(ctx, &musterv1.WatchJobRequest{JobId: id, FromVersion: from, SkipOutput: true})
+	if err != nil {
+		return nil, from, err
+	}
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			return nil, from, err
+		}
+		from = ev.GetVersion() + 1
+		switch e := ev.GetEvent().(type) {
+		case *musterv1.JobEvent_Restarting:
+			fmt.Fprintln(p.Stderr, "muster: "+launch.DescribeRestart(e.Restarting))
+		case *musterv1.JobEvent_Finished:
+			return e.Finished, from, nil
+		}
+	}
+}
+
+func describeState(st musterv1.JobState) string {
+	switch st {
+	case musterv1.JobState_JOB_STATE_SUCCEEDED:
+		return "succeeded"
+	case musterv1.JobState_JOB_STATE_CANCELLED:
+		return "was stopped"
+	}
+	return "failed"
+}
+
+func summary(fin *musterv1.JobFinished) string {
+	if s := fin.GetSummary(); s != "" {
+		return ": " + s
+	}
+	return ""
+}
