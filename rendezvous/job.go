@@ -149,6 +149,10 @@ func (s *Store) Publish(ctx context.Context, session string, firstSeq uint64, ev
 			return 0, fmt.Errorf("%w: %w", ErrBadEvents, err)
 		}
 	}
+	var seqRound *round
+	if j := s.jobs[seqJob]; j != nil {
+		seqRound = j.round
+	}
 	for _, ev := range evs {
 		j := s.jobs[ev.GetJobId()]
 		if j.finished() {
@@ -163,7 +167,9 @@ func (s *Store) Publish(ctx context.Context, session string, firstSeq uint64, ev
 			s.workerExitedLocked(j, ex)
 		}
 	}
-	if seqJob != "" {
+	// A batch whose last exit began the job's next round leaves that
+	// round's numbering (from 1) to it.
+	if j := s.jobs[seqJob]; seqJob != "" && j.round == seqRound {
 		n.seqs[seqJob] = acked
 	}
 	return acked, nil
