@@ -1,12 +1,15 @@
-// Package platform detects, from environment variables, where a container or
-// batch step runs and what that platform says about the multi-node job it
-// belongs to: the rendezvous host and port, the number of nodes, this node's
-// rank and its GPUs.
+// Package platform detects, from environment variables (and for a Kubernetes
+// indexed Job the pod's host name and /etc/hosts), where a container or batch
+// step runs and what that platform says about the multi-node job it belongs
+// to: the rendezvous host and port, the number of nodes, this node's rank and
+// its GPUs.
 package platform
 
 import (
+	"bufio"
 	"fmt"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 
@@ -38,18 +41,42 @@ type Detected struct {
 	NodeRank    int      // -1 when not known
 	GPUsPerNode int      // 0 when not known
 	NodeAddrs   []string // dstack's DSTACK_NODES_IPS, in order, when given
-	// From names, for each field set, the variable it came from ("NodeRank": "JOB_COMPLETION_INDEX").
+	// From names, for each field set, the variable it came from ("NodeRank": "JOB_COMPLETION_INDEX"),
+	// or "hostname and /etc/hosts" for an indexed Job's RdzvHost.
 	From map[string]string
 }
 
-// Detect reads the environment through getenv and returns the first platform
-// whose key variable is set, checked in the order dstack, Slurm, PyTorchJob,
-// Kubernetes indexed Job. dstack and Slurm come first because their steps may
-// also carry MASTER_ADDR or JOB_COMPLETION_INDEX set by something else.
-// An empty variable counts as unset. A value that does not parse, or is out
-// of bounds, is an error naming the variable and its value.
+// Sources is what detection reads.
+type Sources struct {
+	// Getenv reads the environment; it must be set.
+	Getenv func(string) string
+	// Hostname is the machine's (the pod's) host name; nil when not known.
+	Hostname func() (string, error)
+	// Hosts is the contents of /etc/hosts, "" when not known.
+	Hosts string
+}
+
+// OSSources reads this process's environment, host name and /etc/hosts.
+func OSSources() Sources {
+	hosts, _ := os.ReadFile("/etc/hosts")
+	return Sources{Getenv: os.Getenv, Hostname: os.Hostname, Hosts: string(hosts)}
+}
+
+// Detect reads the environment alone through getenv: as DetectFrom without a
+// host name, so an indexed Job's rendezvous host stays unknown.
 func Detect(getenv func(string) string) (Detected, error) {
-	r := reader{getenv: getenv, d: Detected{NodeRank: -1, From: map[string]string{}}}
+	return DetectFrom(Sources{Getenv: getenv})
+}
+
+// DetectFrom returns the first platform whose key variable is set, checked
+// in the order dstack, Slurm, PyTorchJob, Kubernetes indexed Job. dstack and
+// Slurm come first because their steps may also carry MASTER_ADDR or
+// JOB_COMPLETION_INDEX set by something else. An empty variable counts as
+// unset. A value that does not parse, or is out of bounds, is an error naming
+// the variable and its value.
+func DetectFrom(src Sources) (Detected, error) {
+	getenv := src.Getenv
+	r := reader{src: src, d: Detected{NodeRank: -1, From: map[string]string{}}}
 	switch {
 	case getenv("DSTACK_NODE_RANK") != "":
 		r.dstack()
@@ -75,10 +102,12 @@ func Detect(getenv func(string) string) (Detected, error) {
 // reader keeps the first error so that each platform reads as a plain list
 // of fields.
 type reader struct {
-	getenv func(string) string
-	d      Detected
-	err    error
+	src Sources
+	d   Detected
+	err error
 }
+
+func (r *reader) getenv(name string) string { return r.src.Getenv(name) }
 
 func (r *reader) dstack() {
 	r.platform(Dstack, "DSTACK_NODE_RANK")
@@ -173,10 +202,57 @@ func (r *reader) pytorchjob() {
 func (r *reader) indexedJob() {
 	r.platform(KubernetesIndexedJob, "JOB_COMPLETION_INDEX")
 	r.rank("JOB_COMPLETION_INDEX")
-	// Pods of an indexed Job reach each other through a headless Service
-	// whose name the environment does not carry, so the host must be given.
-	r.host(&r.d.RdzvHost, "RdzvHost", "MUSTER_RDZV_HOST")
 	r.count(&r.d.NNodes, "NNodes", "MUSTER_NNODES")
+	if r.err == nil && r.d.NodeRank >= 0 && r.src.Hostname != nil {
+		if host, ok := indexZeroHost(r.src.Hostname, r.src.Hosts, r.d.NodeRank); ok {
+			r.d.RdzvHost = host
+			r.d.From["RdzvHost"] = "hostname and /etc/hosts"
+		}
+	}
+}
+
+// indexZeroHost derives the name of index 0's pod from this pod's: pods of
+// an indexed Job are named JOB-INDEX, and with a headless Service as their
+// subdomain Kubernetes writes JOB-INDEX.SUBDOMAIN.NAMESPACE.svc.DOMAIN into
+// /etc/hosts. Without that domain the name would not resolve: ok is false.
+func indexZeroHost(hostname func() (string, error), hosts string, index int) (string, bool) {
+	name, err := hostname()
+	if err != nil {
+		return "", false
+	}
+	// The host name is the FQDN itself when the pod sets setHostnameAsFQDN.
+	short, domain, _ := strings.Cut(name, ".")
+	job, ok := strings.CutSuffix(short, "-"+strconv.Itoa(index))
+	if !ok || job == "" {
+		return "", false
+	}
+	if domain == "" {
+		domain = hostsDomain(hosts, short)
+	}
+	if domain == "" {
+		return "", false
+	}
+	host := job + "-0." + domain
+	return host, validHost(host)
+}
+
+// hostsDomain finds short's FQDN in an /etc/hosts file and returns what
+// follows its first label, "" when none is there.
+func hostsDomain(hosts, short string) string {
+	lines := bufio.NewScanner(strings.NewReader(hosts))
+	for lines.Scan() {
+		line, _, _ := strings.Cut(lines.Text(), "#")
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		for _, name := range f[1:] {
+			if domain, ok := strings.CutPrefix(name, short+"."); ok && domain != "" {
+				return domain
+			}
+		}
+	}
+	return ""
 }
 
 func (r *reader) platform(name, key string) {
@@ -268,13 +344,18 @@ func (r *reader) port(dst *int, field, name string) {
 // rules: a hostlist that expands to exactly itself.
 func (r *reader) host(dst *string, field, name string) {
 	if v, ok := r.get(name); ok {
-		if hosts, err := hostfile.Expand(v); err != nil || len(hosts) != 1 || hosts[0] != v {
+		if !validHost(v) {
 			r.fail(name, v, "not a host name or address")
 			return
 		}
 		*dst = v
 		r.d.From[field] = name
 	}
+}
+
+func validHost(v string) bool {
+	hosts, err := hostfile.Expand(v)
+	return err == nil && len(v) <= MaxValueLen && len(hosts) == 1 && hosts[0] == v
 }
 
 func (r *reader) addr(dst *string, field, name string) {
@@ -325,8 +406,11 @@ func (d Detected) Describe() []string {
 	}
 	if d.RdzvHost != "" {
 		src := from("RdzvHost")
-		if d.From["RdzvHost"] == "SLURM_JOB_NODELIST" {
+		switch d.From["RdzvHost"] {
+		case "SLURM_JOB_NODELIST":
 			src = "(first host of SLURM_JOB_NODELIST)"
+		case "hostname and /etc/hosts":
+			src = "(index 0's pod, named from this pod's hostname and /etc/hosts)"
 		}
 		lines = append(lines, fmt.Sprintf("rendezvous host: %s %s", d.RdzvHost, src))
 	}

@@ -1,6 +1,7 @@
 package platform
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -9,6 +10,19 @@ import (
 func env(m map[string]string) func(string) string {
 	return func(k string) string { return m[k] }
 }
+
+// pod is an indexed Job's pod: its environment, host name and /etc/hosts.
+func pod(m map[string]string, hostname, hosts string) Sources {
+	return Sources{Getenv: env(m), Hostname: func() (string, error) { return hostname, nil }, Hosts: hosts}
+}
+
+// k8sHosts is an /etc/hosts as the kubelet writes it for a pod with a subdomain.
+const k8sHosts = `# Kubernetes-managed hosts file.
+127.0.0.1	localhost
+::1	localhost ip6-localhost ip6-loopback
+fe00::0	ip6-localnet
+10.244.1.7	train-3.train.ml.svc.cluster.local	train-3
+`
 
 func TestDetect(t *testing.T) {
 	tests := []struct {
@@ -113,13 +127,13 @@ func TestDetect(t *testing.T) {
 			want: Detected{Platform: PyTorchJob, NodeRank: 0, From: map[string]string{"Platform": "PET_NODE_RANK", "NodeRank": "PET_NODE_RANK"}},
 		},
 		{
+			// The host comes from the pod (TestIndexedJobRdzvHost), not the environment.
 			name: "indexed job all",
 			env:  map[string]string{"JOB_COMPLETION_INDEX": "3", "MUSTER_RDZV_HOST": "train-0.train", "MUSTER_NNODES": "4"},
 			want: Detected{
-				Platform: KubernetesIndexedJob, RdzvHost: "train-0.train", NNodes: 4, NodeRank: 3,
+				Platform: KubernetesIndexedJob, NNodes: 4, NodeRank: 3,
 				From: map[string]string{
-					"Platform": "JOB_COMPLETION_INDEX", "NodeRank": "JOB_COMPLETION_INDEX",
-					"RdzvHost": "MUSTER_RDZV_HOST", "NNodes": "MUSTER_NNODES",
+					"Platform": "JOB_COMPLETION_INDEX", "NodeRank": "JOB_COMPLETION_INDEX", "NNodes": "MUSTER_NNODES",
 				},
 			},
 		},
@@ -171,6 +185,60 @@ func TestDetect(t *testing.T) {
 	}
 }
 
+func TestIndexedJobRdzvHost(t *testing.T) {
+	fqdn := "train-0.train.ml.svc.cluster.local"
+	tests := []struct {
+		name     string
+		index    string
+		hostname string
+		hosts    string
+		want     string // RdzvHost, "" when not derived
+	}{
+		{"pod with a subdomain", "3", "train-3", k8sHosts, fqdn},
+		{"index 0 itself", "0", "train-0", "10.244.1.8 train-0.train.ml.svc.cluster.local train-0\n", fqdn},
+		{"job name with dashes and digits", "12", "my-job-2-12", "10.0.0.1\tmy-job-2-12.sub.ns.svc.c.local my-job-2-12\n", "my-job-2-0.sub.ns.svc.c.local"},
+		{"host name set as FQDN", "3", "train-3.train.ml.svc.cluster.local", "", fqdn},
+		{"only the subdomain known", "1", "train-1", "10.0.0.5 train-1.train train-1\n", "train-0.train"},
+		{"no subdomain: the name would not resolve", "1", "train-1", "10.0.0.5\ttrain-1\n", ""},
+		{"no /etc/hosts", "1", "train-1", "", ""},
+		{"host name of another index", "1", "train-2", "10.0.0.5 train-2.train train-2\n", ""},
+		{"index a suffix of the number", "1", "train-11", "10.0.0.5 train-11.train train-11\n", ""},
+		{"host name is only the index", "1", "-1", "10.0.0.5 -1.train -1\n", ""},
+		{"not a pod of a Job", "0", "laptop", "127.0.1.1 laptop.lan laptop\n", ""},
+		{"commented-out entry", "1", "train-1", "# 10.0.0.5 train-1.evil train-1\n", ""},
+		{"another host's entry", "1", "train-1", "10.0.0.5 train-10.train train-10\n", ""},
+		{"bad domain", "1", "train-1", "10.0.0.5 train-1.a..b train-1\n", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := DetectFrom(pod(map[string]string{"JOB_COMPLETION_INDEX": tt.index}, tt.hostname, tt.hosts))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.RdzvHost != tt.want {
+				t.Errorf("RdzvHost %q, want %q", got.RdzvHost, tt.want)
+			}
+			if from, want := got.From["RdzvHost"], "hostname and /etc/hosts"; (from == want) != (tt.want != "") || (from != "" && from != want) {
+				t.Errorf("From[RdzvHost] %q with RdzvHost %q", from, got.RdzvHost)
+			}
+		})
+	}
+}
+
+// The pod's names are read for an indexed Job only, and a host name that
+// cannot be read leaves the host unknown.
+func TestPodNamesOnlyForIndexedJob(t *testing.T) {
+	slurm := map[string]string{"SLURM_JOB_ID": "1", "SLURM_NODEID": "1", "SLURM_JOB_NODELIST": "gpu[01-02]", "JOB_COMPLETION_INDEX": "3"}
+	if d, err := DetectFrom(pod(slurm, "train-3", k8sHosts)); err != nil || d.RdzvHost != "gpu01" {
+		t.Errorf("slurm: %+v, %v", d, err)
+	}
+	failing := Sources{Getenv: env(map[string]string{"JOB_COMPLETION_INDEX": "3"}), Hosts: k8sHosts,
+		Hostname: func() (string, error) { return "", errors.New("no host name") }}
+	if d, err := DetectFrom(failing); err != nil || d.RdzvHost != "" || d.NodeRank != 3 {
+		t.Errorf("failing host name: %+v, %v", d, err)
+	}
+}
+
 func TestDetectErrors(t *testing.T) {
 	long := strings.Repeat("1", MaxValueLen+1)
 	tests := []struct {
@@ -211,7 +279,6 @@ func TestDetectErrors(t *testing.T) {
 		{"pet rank not below elastic max", map[string]string{"PET_NODE_RANK": "4", "PET_NNODES": "2:4"}, []string{`PET_NODE_RANK="4"`, `PET_NNODES="2:4"`}},
 
 		{"index bad", map[string]string{"JOB_COMPLETION_INDEX": "1.0"}, []string{`JOB_COMPLETION_INDEX="1.0": not a whole number`}},
-		{"index host bad", map[string]string{"JOB_COMPLETION_INDEX": "0", "MUSTER_RDZV_HOST": "-bad"}, []string{`MUSTER_RDZV_HOST="-bad": not a host name or address`}},
 		{"index nnodes bad", map[string]string{"JOB_COMPLETION_INDEX": "0", "MUSTER_NNODES": "many"}, []string{`MUSTER_NNODES="many": not a whole number`}},
 		{"index not below nnodes", map[string]string{"JOB_COMPLETION_INDEX": "2", "MUSTER_NNODES": "2"}, []string{`JOB_COMPLETION_INDEX="2"`, `MUSTER_NNODES="2"`}},
 	}
@@ -235,14 +302,15 @@ func TestDetectErrors(t *testing.T) {
 
 func TestDescribe(t *testing.T) {
 	tests := []struct {
-		name string
-		env  map[string]string
-		want []string
+		name     string
+		env      map[string]string
+		hostname string
+		want     []string
 	}{
-		{"none", nil, []string{"nothing detected: no platform variables set"}},
+		{"none", nil, "", []string{"nothing detected: no platform variables set"}},
 		{
 			"slurm",
-			map[string]string{"SLURM_JOB_ID": "1", "SLURM_NODEID": "1", "SLURM_NNODES": "4", "SLURM_JOB_NODELIST": "gpu[01-04]", "SLURM_GPUS_ON_NODE": "8"},
+			map[string]string{"SLURM_JOB_ID": "1", "SLURM_NODEID": "1", "SLURM_NNODES": "4", "SLURM_JOB_NODELIST": "gpu[01-04]", "SLURM_GPUS_ON_NODE": "8"}, "",
 			[]string{
 				"platform: slurm (SLURM_NODEID)",
 				"node rank: 1 (from SLURM_NODEID)",
@@ -253,7 +321,7 @@ func TestDescribe(t *testing.T) {
 		},
 		{
 			"pytorchjob elastic",
-			map[string]string{"MASTER_ADDR": "m0", "MASTER_PORT": "29500", "PET_NNODES": "2:4"},
+			map[string]string{"MASTER_ADDR": "m0", "MASTER_PORT": "29500", "PET_NNODES": "2:4"}, "",
 			[]string{
 				"platform: pytorchjob (PET_NNODES)",
 				"rendezvous host: m0 (from MASTER_ADDR)",
@@ -264,17 +332,27 @@ func TestDescribe(t *testing.T) {
 		},
 		{
 			"dstack",
-			map[string]string{"DSTACK_NODE_RANK": "0", "DSTACK_NODES_IPS": "10.0.0.1 10.0.0.2"},
+			map[string]string{"DSTACK_NODE_RANK": "0", "DSTACK_NODES_IPS": "10.0.0.1 10.0.0.2"}, "",
 			[]string{
 				"platform: dstack (DSTACK_NODE_RANK)",
 				"node rank: 0 (from DSTACK_NODE_RANK)",
 				"node addresses: 10.0.0.1 10.0.0.2 (from DSTACK_NODES_IPS)",
 			},
 		},
+		{
+			"indexed job",
+			map[string]string{"JOB_COMPLETION_INDEX": "3", "MUSTER_NNODES": "4"}, "train-3",
+			[]string{
+				"platform: kubernetes-indexed-job (JOB_COMPLETION_INDEX)",
+				"node rank: 3 (from JOB_COMPLETION_INDEX)",
+				"rendezvous host: train-0.train.ml.svc.cluster.local (index 0's pod, named from this pod's hostname and /etc/hosts)",
+				"nodes: 4 (from MUSTER_NNODES)",
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := Detect(env(tt.env))
+			d, err := DetectFrom(pod(tt.env, tt.hostname, k8sHosts))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -286,11 +364,13 @@ func TestDescribe(t *testing.T) {
 }
 
 func FuzzDetect(f *testing.F) {
-	f.Add("1", "gpu[01-04]", "4", "2:4", "10.0.0.1\n10.0.0.2", "29500", "8", uint8(0))
-	f.Add("0", "m0", "2", "1:3", "10.0.0.1", "1", "1", uint8(1))
-	f.Add("x", "", "0", ":", " ", "65536", "-1", uint8(2))
-	f.Add("3", "h", "4", "4", "", "", "", uint8(3))
-	f.Fuzz(func(t *testing.T, rank, host, nnodes, petNNodes, ips, port, gpus string, which uint8) {
+	f.Add("1", "gpu[01-04]", "4", "2:4", "10.0.0.1\n10.0.0.2", "29500", "8", "", "", uint8(0))
+	f.Add("0", "m0", "2", "1:3", "10.0.0.1", "1", "1", "", "", uint8(1))
+	f.Add("x", "", "0", ":", " ", "65536", "-1", "", "", uint8(2))
+	f.Add("3", "h", "4", "4", "", "", "", "train-3", k8sHosts, uint8(3))
+	f.Add("1", "", "", "", "", "", "", "a-1.b.c", "", uint8(3))
+	f.Add("1", "", "2", "", "", "", "", "a-1", "1.2.3.4 a-1.x..y a-1\n5.6.7.8 a-1.[z] #a-1.w", uint8(3))
+	f.Fuzz(func(t *testing.T, rank, host, nnodes, petNNodes, ips, port, gpus, hostname, hosts string, which uint8) {
 		// which picks the platform whose key is set, so that every
 		// platform's reading gets random values.
 		m := map[string]string{}
@@ -304,13 +384,19 @@ func FuzzDetect(f *testing.F) {
 		case 2:
 			m["PET_NODE_RANK"], m["MASTER_ADDR"], m["MASTER_PORT"], m["PET_NNODES"] = rank, host, port, petNNodes
 		case 3:
-			m["JOB_COMPLETION_INDEX"], m["MUSTER_RDZV_HOST"], m["MUSTER_NNODES"] = rank, host, nnodes
+			m["JOB_COMPLETION_INDEX"], m["MUSTER_NNODES"] = rank, nnodes
 		}
-		d, err := Detect(env(m))
+		d, err := DetectFrom(pod(m, hostname, hosts))
 		if err != nil {
 			return
 		}
 		checkBounds(t, d)
+		if d.Platform == KubernetesIndexedJob && d.RdzvHost != "" {
+			first, _, _ := strings.Cut(d.RdzvHost, ".")
+			if !strings.HasSuffix(first, "-0") || !strings.Contains(d.RdzvHost, ".") || !validHost(d.RdzvHost) {
+				t.Fatalf("not index 0's FQDN: %+v (hostname %q)", d, hostname)
+			}
+		}
 		_ = d.Describe()
 	})
 }

@@ -16,6 +16,7 @@ import (
 
 func TestMain(m *testing.M) {
 	RunShimIfRequested()
+	runInitHelperIfRequested()
 	os.Exit(m.Run())
 }
 

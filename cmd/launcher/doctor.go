@@ -100,7 +100,7 @@ func doctor(c *cli.Context) error {
 	}
 
 	// What the platform says is advice here: a bad value is shown, not fatal.
-	if p, err := platform.Detect(os.Getenv); err != nil {
+	if p, err := platform.DetectFrom(platform.OSSources()); err != nil {
 		fmt.Fprintf(w, "\nplatform: %s\n", err)
 	} else {
 		fmt.Fprintln(w, "\nplatform:")
