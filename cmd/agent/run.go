@@ -86,7 +86,7 @@ func run(c *cli.Context, f runFlags) error {
 		KillTimeout: f.killTimeout.Value(), Argv: c.Args().Slice(), Token: token, Name: name, Addr: c.String("addr"),
 		Environ: os.Environ(), Stdout: os.Stdout, Stderr: os.Stderr,
 	}
-	det, err := platform.Detect(os.Getenv)
+	det, err := platform.DetectFrom(platform.OSSources())
 	if err != nil {
 		return cli.Exit("platform: "+err.Error(), cmdline.UsageExitCode)
 	}
