@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -130,21 +132,27 @@ func Resolve(cfg Config, det platform.Detected, set func(flag string) bool) (*Pl
 	return p, nil
 }
 
-// splitRdzv parses HOST[:PORT].
+// hostName is what a rendezvous host may be when it is not an IP address.
+var hostName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,252})$`)
+
+// splitRdzv parses HOST[:PORT], HOST an IP address (IPv6 in brackets) or a
+// host name.
 func splitRdzv(s string) (string, int, error) {
-	if !strings.Contains(s, ":") || strings.HasSuffix(s, "]") {
-		return strings.Trim(s, "[]"), DefaultRdzvPort, nil
+	host, port := s, DefaultRdzvPort
+	if h, p, err := net.SplitHostPort(s); err == nil {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
+			return "", 0, fmt.Errorf("--rdzv %q: port %q is not in 1..65535", s, p)
+		}
+		host, port = h, n
+	} else if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
+		host = s[1 : len(s)-1]
 	}
-	host, portS, err := net.SplitHostPort(s)
-	if err != nil {
-		return "", 0, fmt.Errorf("--rdzv %q: want HOST[:PORT]: %v", s, err)
-	}
-	port, err := strconv.Atoi(portS)
-	if err != nil || port < 1 || port > 65535 {
-		return "", 0, fmt.Errorf("--rdzv %q: port %q is not in 1..65535", s, portS)
-	}
-	if host == "" {
+	switch _, err := netip.ParseAddr(host); {
+	case host == "":
 		return "", 0, fmt.Errorf("--rdzv %q: no host", s)
+	case err != nil && !hostName.MatchString(host):
+		return "", 0, fmt.Errorf("--rdzv %q: want HOST[:PORT], HOST an IP address or a host name", s)
 	}
 	return host, port, nil
 }

@@ -159,8 +159,10 @@ func (s *Store) Publish(ctx context.Context, session string, firstSeq uint64, ev
 			continue
 		}
 		ex := ev.GetExited()
-		if ex != nil && j.round.exited[ex.GetRank()] {
-			continue // already known, from the agent's report
+		if ex != nil && (j.round.exited[ex.GetRank()] || j.round.state < roundRunning) {
+			// Already known (from the agent's report), or of a round before
+			// this one, which has no workers yet.
+			continue
 		}
 		s.appendLocked(j, ev)
 		if ex != nil {
