@@ -9,6 +9,7 @@ require (
 	github.com/hashicorp/memberlist v0.7.0
 	github.com/urfave/cli/v2 v2.27.7
 	go.uber.org/zap v1.28.0
+	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/sys v0.49.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12

@@ -2,11 +2,19 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // readUnit reads a systemd unit's Key=Value lines, continuation lines
@@ -83,5 +91,426 @@ func TestSystemdEnvironmentFile(t *testing.T) {
 	}
 	if n < 5 {
 		t.Fatalf("only %d variables in agent.env", n)
+	}
+}
+
+// agentRunFlags is `agent run`'s contract: each flag, and whether it takes a value.
+func agentRunFlags() map[string]bool {
+	return map[string]bool{"rdzv": true, "rdzv-host": false, "nnodes": true, "gpus": true, "nproc": true,
+		"node-rank": true, "max-restarts": true, "join-timeout": true, "last-call": true, "kill-timeout": true,
+		"dry-run": false, "token-file": true}
+}
+
+// agentRunEnv is the variables `agent run` reads.
+func agentRunEnv() []string {
+	return []string{"MUSTER_RDZV", "MUSTER_NNODES", "MUSTER_GPUS", "MUSTER_NPROC", "MUSTER_AGENT_NODE_RANK",
+		"MUSTER_MAX_RESTARTS", "MUSTER_JOIN_TIMEOUT", "MUSTER_LAST_CALL", "MUSTER_KILL_TIMEOUT", "MUSTER_TOKEN", "MUSTER_TOKEN_FILE"}
+}
+
+// shellWords splits a command line as sh does for plain words and quotes.
+func shellWords(s string) []string {
+	var words []string
+	var w strings.Builder
+	in, quote := false, byte(0)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote != 0 && c == quote:
+			quote = 0
+		case quote != 0:
+			w.WriteByte(c)
+		case c == '\'' || c == '"':
+			quote, in = c, true
+		case c == '\\' && i+1 < len(s):
+			i++
+			if s[i] != '\n' {
+				w.WriteByte(s[i])
+				in = true
+			}
+		case c == ' ' || c == '\t' || c == '\n':
+			if in {
+				words = append(words, w.String())
+				w.Reset()
+				in = false
+			}
+		default:
+			w.WriteByte(c)
+			in = true
+		}
+	}
+	if in {
+		words = append(words, w.String())
+	}
+	return words
+}
+
+// agentRun is one `agent run` command line: its flags and the job's command.
+type agentRun struct {
+	flags   map[string]string
+	command []string
+}
+
+// parseAgentRun finds `agent run` in words and parses its flags up to the
+// "--" before the job's command.
+func parseAgentRun(t *testing.T, where string, words []string) agentRun {
+	t.Helper()
+	i := slices.IndexFunc(words, func(w string) bool { return w == "agent" || strings.HasSuffix(w, "/agent") })
+	if i < 0 || i+1 >= len(words) || words[i+1] != "run" {
+		t.Fatalf("%s: no `agent run` in %q", where, words)
+	}
+	contract := agentRunFlags()
+	r := agentRun{flags: map[string]string{}}
+	for rest := words[i+2:]; ; rest = rest[1:] {
+		if len(rest) == 0 {
+			t.Fatalf("%s: no -- before the job's command in %q", where, words)
+		}
+		if rest[0] == "--" {
+			r.command = rest[1:]
+			break
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(rest[0], "-"), "=")
+		takesValue, ok := contract[name]
+		if !ok && !(name == "mpi" && strings.Contains(where, "dstack")) { // --mpi: muster's MPI support, to come
+			t.Errorf("%s: agent run has no flag --%s", where, name)
+		}
+		if (ok && takesValue || name == "mpi") && !hasValue {
+			if len(rest) < 2 {
+				t.Fatalf("%s: --%s needs a value", where, name)
+			}
+			rest, value = rest[1:], rest[1]
+		}
+		r.flags[name] = value
+	}
+	if len(r.command) == 0 {
+		t.Errorf("%s: no command after --", where)
+	}
+	return r
+}
+
+// checkEnv fails t for a MUSTER_ variable that agent run does not read.
+func checkEnv(t *testing.T, where string, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if strings.HasPrefix(n, "MUSTER_") && !slices.Contains(agentRunEnv(), n) {
+			t.Errorf("%s sets %s, which agent run does not read", where, n)
+		}
+	}
+}
+
+// killTimeout is the kill timeout an agent run gets: its flag, else the
+// variable, else the default.
+func killTimeout(t *testing.T, r agentRun, env map[string]string) time.Duration {
+	t.Helper()
+	s := r.flags["kill-timeout"]
+	if s == "" {
+		s = env["MUSTER_KILL_TIMEOUT"]
+	}
+	if s == "" {
+		return 10 * time.Second
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		t.Fatalf("kill timeout %q: %v", s, err)
+	}
+	return d
+}
+
+// readYAML decodes each document of a YAML file.
+func readYAML(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var docs []map[string]any
+	for dec := yaml.NewDecoder(f); ; {
+		var doc map[string]any
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+			return docs
+		} else if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		docs = append(docs, doc)
+	}
+}
+
+// at follows keys and list indices into a decoded YAML value.
+func at(v any, path ...any) any {
+	for _, k := range path {
+		switch k := k.(type) {
+		case string:
+			m, _ := v.(map[string]any)
+			v = m[k]
+		case int:
+			l, _ := v.([]any)
+			if k < 0 || k >= len(l) {
+				return nil
+			}
+			v = l[k]
+		}
+	}
+	return v
+}
+
+// strs is a decoded YAML list of strings.
+func strs(v any) []string {
+	var out []string
+	for _, e := range v.([]any) {
+		out = append(out, e.(string))
+	}
+	return out
+}
+
+// The Dockerfile's base images are build arguments, its final stage has
+// both binaries in /usr/local/bin, and it and the README say how to add
+// them to one's own image.
+func TestDeployDockerfile(t *testing.T) {
+	data, err := os.ReadFile("../deploy/docker/Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	df := string(data)
+	copyLine := "COPY --from=muster /usr/local/bin/agent /usr/local/bin/launcher /usr/local/bin/"
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, text := range map[string]string{"the Dockerfile": df, "README.md": string(readme)} {
+		if !strings.Contains(text, copyLine) {
+			t.Errorf("%s does not show %q", what, copyLine)
+		}
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^ARG GO_IMAGE=golang:\S+\n(?:.*\n)*ARG BASE_IMAGE=\S+\n(?:.*\n)*FROM \$\{GO_IMAGE\} AS build$`),
+		regexp.MustCompile(`(?m)^FROM \$\{BASE_IMAGE\}\nCOPY --from=build /out/agent /out/launcher /usr/local/bin/$`),
+		regexp.MustCompile(`(?m)^ENV CGO_ENABLED=1$`),
+	} {
+		if !want.MatchString(df) {
+			t.Errorf("the Dockerfile does not match %s", want)
+		}
+	}
+	ignore, err := os.ReadFile("../.dockerignore")
+	if err != nil || !regexp.MustCompile(`(?m)^\.git$`).Match(ignore) {
+		t.Errorf(".dockerignore leaves .git in the build context (%v)", err)
+	}
+}
+
+// The compose file's two nodes run the same line, need a token from the
+// environment, have the agent as PID 1 and give it time to stop its job;
+// docker-compose itself accepts it.
+func TestComposeFile(t *testing.T) {
+	const path = "../deploy/compose/docker-compose.yml"
+	docs := readYAML(t, path)
+	if len(docs) != 1 {
+		t.Fatalf("%d documents in %s", len(docs), path)
+	}
+	services, _ := docs[0]["services"].(map[string]any)
+	if len(services) != 2 || services["node-0"] == nil || services["node-1"] == nil {
+		t.Fatalf("services %v, want node-0 and node-1", services)
+	}
+	var commands []string
+	for name, s := range services {
+		where := path + ": " + name
+		command, _ := at(s, "command").(string)
+		commands = append(commands, command)
+		r := parseAgentRun(t, where, shellWords(command))
+		if !strings.HasPrefix(r.flags["rdzv"], "node-0:") {
+			t.Errorf("%s: --rdzv %q, want node-0's", where, r.flags["rdzv"])
+		}
+		if h := at(s, "hostname"); h != name {
+			t.Errorf("%s: hostname %v", where, h)
+		}
+		if init, ok := at(s, "init").(bool); !ok || init {
+			t.Errorf("%s: init %v, want false: the agent is PID 1", where, at(s, "init"))
+		}
+		env, _ := at(s, "environment").(map[string]any)
+		if tok, _ := env["MUSTER_TOKEN"].(string); !strings.HasPrefix(tok, "${MUSTER_TOKEN:?") {
+			t.Errorf("%s: MUSTER_TOKEN is %q, want ${MUSTER_TOKEN:?...}: a token every user must set", where, tok)
+		}
+		names := map[string]string{}
+		for k, v := range env {
+			names[k], _ = v.(string)
+			checkEnv(t, where, k)
+		}
+		grace, err := time.ParseDuration(at(s, "stop_grace_period").(string))
+		if kt := killTimeout(t, r, names); err != nil || grace <= kt {
+			t.Errorf("%s: stop_grace_period %v (%v), want more than the kill timeout %v", where, grace, err, kt)
+		}
+	}
+	if commands[0] != commands[1] {
+		t.Errorf("the nodes' commands differ:\n%s\n%s", commands[0], commands[1])
+	}
+
+	if _, err := exec.LookPath("docker-compose"); err != nil {
+		t.Skip("docker-compose is not installed: the file is not checked by it")
+	}
+	config := func(env ...string) ([]byte, error) {
+		cmd := exec.Command("docker-compose", "--file", path, "config")
+		cmd.Env = append(slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, "MUSTER_") }), env...)
+		return cmd.CombinedOutput()
+	}
+	if out, err := config(); err == nil || !bytes.Contains(out, []byte("set MUSTER_TOKEN")) {
+		t.Errorf("docker-compose config without MUSTER_TOKEN: %v, want an error naming it\n%s", err, out)
+	}
+	out, err := config("MUSTER_TOKEN=0123456789abcdef-compose")
+	if err != nil {
+		t.Fatalf("docker-compose config: %v\n%s", err, out)
+	}
+	if n := bytes.Count(out, []byte("MUSTER_TOKEN: 0123456789abcdef-compose")); n != 2 {
+		t.Errorf("the token is given to %d services, want 2:\n%s", n, out)
+	}
+}
+
+// The Kubernetes manifest: a headless Service and an indexed Job whose
+// pods are named by it, the token from a Secret, the rendezvous given once,
+// GPUs requested, and a grace period longer than the agent's kill timeout.
+func TestKubernetesIndexedJob(t *testing.T) {
+	const path = "../deploy/kubernetes/indexed-job.yaml"
+	docs := readYAML(t, path)
+	var svc, job map[string]any
+	for _, d := range docs {
+		switch d["kind"] {
+		case "Service":
+			svc = d
+		case "Job":
+			job = d
+		case "Secret":
+			t.Errorf("%s holds a Secret: a token written in a file is everyone's", path)
+		default:
+			t.Errorf("%s: unexpected kind %v", path, d["kind"])
+		}
+	}
+	if svc == nil || job == nil {
+		t.Fatalf("%s: want a Service and a Job, have %d documents", path, len(docs))
+	}
+	svcName, jobName := at(svc, "metadata", "name"), at(job, "metadata", "name")
+	if at(svc, "spec", "clusterIP") != "None" {
+		t.Errorf("Service clusterIP %v, want None (headless)", at(svc, "spec", "clusterIP"))
+	}
+	if at(svc, "spec", "selector", "batch.kubernetes.io/job-name") != jobName {
+		t.Errorf("Service selector %v, want the Job %v", at(svc, "spec", "selector"), jobName)
+	}
+	spec := at(job, "spec").(map[string]any)
+	if spec["completionMode"] != "Indexed" || spec["completions"] != 2 || spec["parallelism"] != 2 {
+		t.Errorf("Job: completionMode %v, completions %v, parallelism %v; want Indexed, 2, 2",
+			spec["completionMode"], spec["completions"], spec["parallelism"])
+	}
+	pod := at(spec, "template", "spec")
+	if at(pod, "subdomain") != svcName {
+		t.Errorf("pod subdomain %v, want the Service's name %v", at(pod, "subdomain"), svcName)
+	}
+	containers := at(pod, "containers").([]any)
+	if len(containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(containers))
+	}
+	c := containers[0]
+	words := strs(at(c, "command"))
+	if a := at(c, "args"); a != nil {
+		words = append(words, strs(a)...)
+	}
+	r := parseAgentRun(t, path, words)
+	env := map[string]string{}
+	for _, e := range at(c, "env").([]any) {
+		name := at(e, "name").(string)
+		env[name], _ = at(e, "value").(string)
+		checkEnv(t, path, name)
+	}
+	if want := jobName.(string) + "-0." + svcName.(string) + ":29400"; env["MUSTER_RDZV"] != want || r.flags["rdzv"] != "" {
+		t.Errorf("MUSTER_RDZV %q, --rdzv %q; want MUSTER_RDZV=%s only", env["MUSTER_RDZV"], r.flags["rdzv"], want)
+	}
+	if at(c, "env", slices.IndexFunc(at(c, "env").([]any), func(e any) bool { return at(e, "name") == "MUSTER_TOKEN" }), "valueFrom", "secretKeyRef", "key") == nil {
+		t.Errorf("MUSTER_TOKEN does not come from a Secret")
+	}
+	gpus := at(c, "resources", "limits", "nvidia.com/gpu")
+	if gpus == nil || r.flags["gpus"] == "" || r.flags["gpus"] != fmt.Sprint(gpus) {
+		t.Errorf("nvidia.com/gpu limit %v, --gpus %q: want the same", gpus, r.flags["gpus"])
+	}
+	grace, _ := at(pod, "terminationGracePeriodSeconds").(int)
+	if kt := killTimeout(t, r, env); time.Duration(grace)*time.Second <= kt {
+		t.Errorf("terminationGracePeriodSeconds %d, want more than the kill timeout %v", grace, kt)
+	}
+}
+
+// The Slurm batch script is valid bash and starts one agent per node with
+// srun, the token made in the script.
+func TestSlurmBatch(t *testing.T) {
+	const path = "../deploy/slurm/muster.sbatch"
+	if out, err := exec.Command("bash", "-n", path).CombinedOutput(); err != nil {
+		t.Fatalf("bash -n %s: %v\n%s", path, err, out)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := strings.ReplaceAll(string(data), "\\\n", " ")
+	if !regexp.MustCompile(`(?m)^#SBATCH --nodes=2$`).MatchString(script) {
+		t.Errorf("no #SBATCH --nodes=2")
+	}
+	var sruns int
+	for _, l := range strings.Split(script, "\n") {
+		words := shellWords(l)
+		if len(words) == 0 || words[0] != "srun" {
+			continue
+		}
+		sruns++
+		if !slices.Contains(words, "--ntasks-per-node=1") {
+			t.Errorf("srun without --ntasks-per-node=1: one agent per node: %s", l)
+		}
+		parseAgentRun(t, path, words)
+	}
+	if sruns != 1 {
+		t.Errorf("%d srun lines, want 1", sruns)
+	}
+	if !regexp.MustCompile(`(?m)^export MUSTER_TOKEN\b`).MatchString(script) {
+		t.Errorf("the script does not give the agents a token in MUSTER_TOKEN")
+	}
+}
+
+// The dstack task runs nccl-tests on two nodes, every node the same agent
+// run line, the token from the environment of dstack apply.
+func TestDstackTask(t *testing.T) {
+	const path = "../deploy/dstack/nccl-tests.dstack.yml"
+	docs := readYAML(t, path)
+	if len(docs) != 1 {
+		t.Fatalf("%d documents in %s", len(docs), path)
+	}
+	task := docs[0]
+	if task["type"] != "task" || task["nodes"] != 2 || at(task, "resources", "gpu") == nil {
+		t.Errorf("type %v, nodes %v, resources.gpu %v; want task, 2, GPUs", task["type"], task["nodes"], at(task, "resources", "gpu"))
+	}
+	commands := strs(task["commands"])
+	if len(commands) != 1 {
+		t.Fatalf("commands %q, want one agent run line", commands)
+	}
+	r := parseAgentRun(t, path, shellWords(commands[0]))
+	if !strings.HasSuffix(r.command[0], "all_reduce_perf") {
+		t.Errorf("the job runs %q, want all_reduce_perf", r.command[0])
+	}
+	env := strs(task["env"])
+	if !slices.Contains(env, "MUSTER_TOKEN") {
+		t.Errorf("env %q does not pass MUSTER_TOKEN from dstack apply's environment", env)
+	}
+	for _, e := range env {
+		name, _, _ := strings.Cut(e, "=")
+		checkEnv(t, path, name)
+	}
+}
+
+// Once agent run is built, its help names every flag the deploy files use.
+func TestDeployFlagsInAgentRunHelp(t *testing.T) {
+	help, err := exec.Command(agentBin, "run", "--help").CombinedOutput()
+	if err != nil || !bytes.Contains(help, []byte("--rdzv")) {
+		t.Skipf("agent run --help: %v: agent run is not built yet", err)
+	}
+	for name := range agentRunFlags() {
+		if !bytes.Contains(help, []byte("--"+name)) {
+			t.Errorf("agent run --help does not name --%s", name)
+		}
+	}
+	for _, v := range agentRunEnv() {
+		if !bytes.Contains(help, []byte(v)) {
+			t.Errorf("agent run --help does not name %s", v)
+		}
 	}
 }
