@@ -23,11 +23,40 @@ import (
 // this name in their store.
 const JobName = "agent-run"
 
-// Run runs this node's part of the job as role says, and returns the
-// job's exit code.
-func Run(ctx context.Context, p *Plan, role Role) (int, error) {
+// Run decides this node's role, runs its part of the job, and returns the
+// job's exit code. A signal while the node still waits (for the
+// rendezvous host's name or its store) ends it with 128+signal.
+func Run(ctx context.Context, p *Plan) (int, error) {
 	if p.Logger == nil {
 		p.Logger = zap.NewNop()
+	}
+	waitCtx, stopWaiting := context.WithCancel(ctx)
+	defer stopWaiting()
+	early := make(chan os.Signal, 1)
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		select {
+		case sig := <-p.Signals:
+			early <- sig
+			stopWaiting()
+		case <-waitCtx.Done():
+		}
+	}()
+	role, err := DecideRole(waitCtx, p, LocalAddrs, p.Stderr)
+	if err == nil && !role.Host {
+		err = waitForHost(waitCtx, p, p.Stderr)
+	}
+	stopWaiting()
+	<-watching
+	select {
+	case sig := <-early:
+		fmt.Fprintf(p.Stderr, "muster: %s while waiting: stopping\n", sig)
+		return 128 + int(sig.(syscall.Signal)), nil
+	default:
+	}
+	if err != nil {
+		return 1, err
 	}
 	dir, err := os.MkdirTemp("", "muster-run-")
 	if err != nil {
@@ -120,9 +149,6 @@ func ready(ctx context.Context, n *node.Node) error {
 // waits for the job to end. A signal stops this node's workers, which
 // stops the job (or, with restarts left, its round) everywhere.
 func runJoiner(ctx context.Context, p *Plan, dir string) (int, error) {
-	if err := waitForHost(ctx, p, p.Stderr); err != nil {
-		return 1, err
-	}
 	ca := filepath.Join(dir, "ca.pem")
 	if err := rendezvous.WriteTokenCA(ca, p.Token); err != nil {
 		return 1, err
@@ -149,34 +175,38 @@ func runJoiner(ctx context.Context, p *Plan, dir string) (int, error) {
 	}
 	defer c.Close()
 	ends := make(chan jobEnd, 1)
+	goesOn := make(chan struct{}, 1)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() { ends <- followEnd(wctx, p, c) }()
+	go func() { ends <- followEnd(wctx, p, c, goesOn) }()
 	for {
 		select {
 		case end := <-ends:
 			return end.code, end.err
+		case <-goesOn:
 		case sig := <-p.Signals:
 			fmt.Fprintf(p.Stderr, "muster: %s: stopping this node's workers (--kill-timeout %s)\n", sig, p.KillTimeout)
 			closed = true
 			n.Close(p.KillTimeout)
 			code := 128 + int(sig.(syscall.Signal))
-			// The job's end says what it came to; a job that goes on without
-			// this node (restarts left) does not keep it.
+			// The job's end gives its code; a job that goes on without this
+			// node (a restart) lets it go at once.
 			select {
 			case end := <-ends:
 				if end.err == nil {
 					code = end.code
 				}
-			case <-time.After(stopWait):
+			case <-goesOn:
+			case <-time.After(p.KillTimeout + stopWait):
 			}
 			return code, nil
 		}
 	}
 }
 
-// stopWait bounds how long a stopped node waits to learn the job's code.
-const stopWait = 5 * time.Second
+// stopWait is how long past its kill timeout a stopped node waits to learn
+// the job's code: the other nodes' workers stop within theirs.
+const stopWait = 2 * time.Second
 
 type jobEnd struct {
 	code int
@@ -185,8 +215,9 @@ type jobEnd struct {
 
 // followEnd finds the job in the store and follows it, without its output,
 // to its end: a late node of an elastic job may never run a worker of it.
-// A lost store is followed again for a while: it may come back.
-func followEnd(ctx context.Context, p *Plan, c *rendezvous.Client) jobEnd {
+// Each restart of the job is signalled on restarted. A lost store is
+// followed again for a while: it may come back.
+func followEnd(ctx context.Context, p *Plan, c *rendezvous.Client, restarted chan<- struct{}) jobEnd {
 	var id string
 	lost := time.Time{}
 	var from uint64
@@ -195,7 +226,7 @@ func followEnd(ctx context.Context, p *Plan, c *rendezvous.Client) jobEnd {
 			id = findJob(ctx, c)
 		}
 		if id != "" {
-			fin, next, err := watch(ctx, p, c, id, from)
+			fin, next, err := watch(ctx, p, c, id, from, restarted)
 			from = next
 			if fin != nil {
 				fmt.Fprintf(p.Stderr, "muster: job %s %s, exit code %d%s\n", id, describeState(fin.GetState()), fin.GetExitCode(), summary(fin))
@@ -237,7 +268,7 @@ func findJob(ctx context.Context, c *rendezvous.Client) string {
 
 // watch follows job id from version from; it returns the job's end, or
 // where to follow on from after the stream broke.
-func watch(ctx context.Context, p *Plan, c *rendezvous.Client, id string, from uint64) (*musterv1.JobFinished, uint64, error) {
+func watch(ctx context.Context, p *Plan, c *rendezvous.Client, id string, from uint64, restarted chan<- struct{}) (*musterv1.JobFinished, uint64, error) {
 	stream, err := c.WatchJob(ctx, &musterv1.WatchJobRequest{JobId: id, FromVersion: from, SkipOutput: true})
 	if err != nil {
 		return nil, from, err
@@ -251,6 +282,10 @@ func watch(ctx context.Context, p *Plan, c *rendezvous.Client, id string, from u
 		switch e := ev.GetEvent().(type) {
 		case *musterv1.JobEvent_Restarting:
 			fmt.Fprintln(p.Stderr, "muster: "+launch.DescribeRestart(e.Restarting))
+			select {
+			case restarted <- struct{}{}:
+			default:
+			}
 		case *musterv1.JobEvent_Finished:
 			return e.Finished, from, nil
 		}

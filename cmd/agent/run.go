@@ -125,17 +125,17 @@ func run(c *cli.Context, f runFlags) error {
 	plan.Signals = sigs
 	ctx := context.Background()
 
-	role, err := entrypoint.DecideRole(ctx, plan, entrypoint.LocalAddrs, os.Stderr)
-	if err != nil {
-		return cli.Exit(err.Error(), 1)
-	}
 	if c.Bool("dry-run") {
+		role, err := entrypoint.DecideRole(ctx, plan, entrypoint.LocalAddrs, os.Stderr)
+		if err != nil {
+			return cli.Exit(err.Error(), 1)
+		}
 		for _, line := range plan.Describe(role.String()) {
 			fmt.Println(line)
 		}
 		return nil
 	}
-	code, err := entrypoint.Run(ctx, plan, role)
+	code, err := entrypoint.Run(ctx, plan)
 	if err != nil {
 		return cli.Exit(err.Error(), max(code, 1))
 	}
