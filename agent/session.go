@@ -162,21 +162,21 @@ func (a *Agent) report() []*musterv1.RunningJob {
 		asg := r.asg
 		acked := r.pub.ackedSeq()
 		out = append(out, &musterv1.RunningJob{
-			JobId:       asg.GetJobId(),
-			RoundId:     asg.GetRoundId(),
+			JobId:        asg.GetJobId(),
+			RoundId:      asg.GetRoundId(),
 			RoundNumber:  asg.GetRoundNumber(),
 			RestartCount: asg.GetRestartCount(),
-			Spec:        asg.GetSpec(),
-			NodeRank:    asg.GetNodeRank(),
-			Nnodes:      asg.GetNnodes(),
-			Nproc:       asg.GetNproc(),
-			WorldSize:   asg.GetWorldSize(),
-			Gpus:        asg.GetGpus(),
-			RunAs:       asg.GetRunAs(),
-			JobToken:    asg.GetJobToken(),
-			Ranks:       r.sup.rankStates(int32(envprop.GlobalRank(int(asg.GetNodeRank()), int(asg.GetNproc()), 0)), asg.GetNproc(), acked),
-			AckedSeq:    acked,
-			StoreId:     r.storeID,
+			Spec:         asg.GetSpec(),
+			NodeRank:     asg.GetNodeRank(),
+			Nnodes:       asg.GetNnodes(),
+			Nproc:        asg.GetNproc(),
+			WorldSize:    asg.GetWorldSize(),
+			Gpus:         asg.GetGpus(),
+			RunAs:        asg.GetRunAs(),
+			JobToken:     asg.GetJobToken(),
+			Ranks:        r.sup.rankStates(int32(envprop.GlobalRank(int(asg.GetNodeRank()), int(asg.GetNproc()), 0)), asg.GetNproc(), acked),
+			AckedSeq:     acked,
+			StoreId:      r.storeID,
 		})
 	}
 	return out

@@ -98,3 +98,50 @@ func TestClusterRunWaitsForNodes(t *testing.T) {
 		}
 	})
 }
+
+// --max-restarts starts a failed job again on new ports, as torchrun
+// does, up to its count for the whole job; the failure after the last
+// restart fails the job with that worker's code.
+func TestLauncherMaxRestarts(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		restarts string
+		code     int
+	}{
+		{"succeeds on the last restart", "2", 0},
+		{"fails past the last restart", "1", 5},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runLauncher(t, "run", "--nproc", "2", "--max-restarts", tt.restarts, "--", "sh", "-c",
+				`echo "rank $RANK restart $TORCHELASTIC_RESTART_COUNT of $TORCHELASTIC_MAX_RESTARTS port $MASTER_PORT"; [ "$TORCHELASTIC_RESTART_COUNT" = 2 ] || { [ $RANK = 1 ] && exit 5; sleep 30; }`)
+			if r.code != tt.code {
+				t.Fatalf("exit code %d, want %d\n%s\n%s", r.code, tt.code, r.stdout, r.stderr)
+			}
+			ports := map[string]bool{}
+			for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+				if f := strings.Fields(l); len(f) == 9 && f[1] == "rank" {
+					ports[f[3]+" "+f[8]] = true
+				}
+			}
+			want := tt.restarts
+			if tt.code != 0 {
+				want = "1"
+			}
+			if !strings.Contains(r.stderr, "restart "+want+" of "+tt.restarts+" (--max-restarts)") {
+				t.Errorf("no restart line in:\n%s", r.stderr)
+			}
+			// Each round has a port of its own.
+			seen := map[string]string{}
+			for k := range ports {
+				restart, port, _ := strings.Cut(k, " ")
+				if other, ok := seen[port]; ok && other != restart {
+					t.Errorf("rounds %s and %s share MASTER_PORT %s", other, restart, port)
+				}
+				seen[port] = restart
+			}
+			if tt.code == 0 && !strings.Contains(r.stdout, "[1] rank 1 restart 2 of 2 port") {
+				t.Errorf("the last round did not run rank 1:\n%s", r.stdout)
+			}
+		})
+	}
+}

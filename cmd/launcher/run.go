@@ -23,6 +23,7 @@ import (
 // values with commas.
 type runFlags struct {
 	nnodes, gpus, nproc  *cmdline.Count
+	maxRestarts          *cmdline.Count
 	env                  *cmdline.List
 	killTimeout, timeout *cmdline.Duration
 	waitTimeout          *cmdline.Duration
@@ -34,6 +35,7 @@ func runCommand() *cli.Command {
 		nnodes:      cmdline.NewCount(1, 1, rendezvous.MaxNodes),
 		gpus:        cmdline.NewCount(0, 0, rendezvous.MaxGPUs),
 		nproc:       cmdline.NewCount(0, 0, rendezvous.MaxNProc),
+		maxRestarts: cmdline.NewCount(0, 0, rendezvous.MaxRestarts),
 		env:         &cmdline.List{},
 		killTimeout: cmdline.NewDuration(10 * time.Second),
 		timeout:     cmdline.NewDuration(0),
@@ -50,6 +52,7 @@ func runCommand() *cli.Command {
 			cmdline.Flag(f.nproc, "nproc", []string{"np", "nproc-per-node", "nproc_per_node"}, "`WORKERS` per node (without --gpus: workers with no GPU); also -np, --nproc-per-node, --nproc_per_node"),
 			cmdline.Flag(f.env, "env", []string{"x"}, "`VAR` passes the launcher's value of VAR, VAR=value sets it (commas and spaces kept); never overwritten"),
 			&cli.StringFlag{Name: "log-dir", Usage: "write each rank's output to `DIR`/JOB-ID/rank-N.log (each job a directory of its own)"},
+			cmdline.Flag(f.maxRestarts, "max-restarts", nil, "after a failed worker or a lost node, start the job again on new ports, up to `K` times in all (TORCHELASTIC_RESTART_COUNT counts them)"),
 			cmdline.Flag(f.killTimeout, "kill-timeout", nil, "grace between SIGTERM and SIGKILL when stopping workers (`DURATION`: 30s, 2m, or seconds)"),
 			cmdline.Flag(f.timeout, "timeout", nil, "wall-clock limit for the job (`DURATION`: 30s, 2h, or seconds; 0 for none); exit code 124 when reached"),
 			cmdline.Flag(f.waitTimeout, "wait-timeout", nil, "on a cluster, how long the job waits for --nnodes nodes with --gpus free GPUs, printing progress (`DURATION`; 0 fails at once)"),
@@ -83,6 +86,7 @@ func run(c *cli.Context, f runFlags) error {
 		Env:            env,
 		LogDir:         []byte(c.String("log-dir")),
 		KillTimeoutMs:  f.killTimeout.Value().Milliseconds(),
+		MaxRestarts:    f.maxRestarts.Int32(),
 		TimeoutMs:      f.timeout.Value().Milliseconds(),
 		IsolateGpus:    c.Bool("isolate-gpus"),
 		NcclAutodetect: !c.Bool("no-nccl-autodetect"),
