@@ -197,3 +197,25 @@ func TestAgentRunLeavesNoZombie(t *testing.T) {
 		t.Errorf("exit code %d, want the job's 4:\n%s", code, containerLogs(t, c))
 	}
 }
+
+// A killed rendezvous host ends every other node soon, saying so: gossip
+// declares it dead, and its store will not come back to say how the job
+// ended.
+func TestAgentRunHostKilled(t *testing.T) {
+	net := newDockerNet(t)
+	names := nodeNames(3)
+	nodes := startNodes(t, net, names, "--rdzv", "node-0:29400", "--nnodes", "3", "--",
+		"sh", "-c", `echo "rank $RANK up"; sleep 60`)
+	eventually(t, "every rank up", func() bool {
+		return matchingLines(containerLogs(t, nodes["node-0"]), regexp.MustCompile(`^\[\d\] rank \d up$`)) == 3
+	})
+	dockerKill(t, nodes["node-0"], "KILL")
+	for _, name := range names[1:] {
+		if code := waitExit(t, nodes[name], 30*time.Second); code != 1 {
+			t.Errorf("%s exited %d, want 1", name, code)
+		}
+		if logs := containerLogs(t, nodes[name]); !strings.Contains(logs, "the rendezvous host node-0:29400 (node node-0) died") {
+			t.Errorf("%s does not name the lost host:\n%s", name, logs)
+		}
+	}
+}

@@ -120,6 +120,9 @@ func Resolve(cfg Config, det platform.Detected, set func(flag string) bool) (*Pl
 		return nil, fmt.Errorf("--nnodes %d:%d: the minimum is above the maximum", p.MinNodes, p.NNodes)
 	case p.NodeRank >= p.NNodes:
 		return nil, fmt.Errorf("node rank %d (%s) is not below the %d nodes", p.NodeRank, p.From["NodeRank"], p.NNodes)
+	case p.RdzvHost == "" && !p.Host && p.Platform == platform.KubernetesIndexedJob:
+		return nil, fmt.Errorf("--rdzv: the rendezvous host is not known: an indexed Job's pod names index 0's pod from " +
+			"its host name and /etc/hosts, which needs the pod's subdomain set to a headless Service; or give --rdzv HOST[:PORT] (or MUSTER_RDZV)")
 	case p.RdzvHost == "" && !p.Host:
 		return nil, fmt.Errorf("--rdzv: the rendezvous host is not known: give --rdzv HOST[:PORT] (or MUSTER_RDZV), " +
 			"the address of node rank 0, the same on every node")
@@ -153,6 +156,8 @@ func splitRdzv(s string) (string, int, error) {
 		return "", 0, fmt.Errorf("--rdzv %q: no host", s)
 	case err != nil && !hostName.MatchString(host):
 		return "", 0, fmt.Errorf("--rdzv %q: want HOST[:PORT], HOST an IP address or a host name", s)
+	case err == nil && netip.MustParseAddr(host).IsUnspecified():
+		return "", 0, fmt.Errorf("--rdzv %q: an unspecified address names no node: give node rank 0's address or name", s)
 	}
 	return host, port, nil
 }
@@ -182,8 +187,13 @@ func (p *Plan) Describe(role string) []string {
 		rank = strconv.Itoa(p.NodeRank)
 	}
 	per := fmt.Sprintf("%d GPUs", p.GPUs)
-	if p.NProc > 0 {
+	switch {
+	case p.NProc > 0:
 		per += fmt.Sprintf(", %d workers", p.NProc)
+	case p.GPUs > 0:
+		per += ", a worker each"
+	default:
+		per = "no GPUs, 1 worker"
 	}
 	return []string{
 		"platform: " + platformName,

@@ -63,6 +63,9 @@ func TestResolve(t *testing.T) {
 		{"no command", func(c *Config) { c.Rdzv, c.NNodes, c.Argv = "h", 2, nil }, platform.Detected{NodeRank: -1}, nil, nil, "no command"},
 		{"rank beyond the nodes", func(c *Config) { c.Rdzv, c.NNodes, c.NodeRank = "h", 2, 2 }, platform.Detected{NodeRank: -1}, nil, nil, "not below"},
 		{"bad port", func(c *Config) { c.Rdzv, c.NNodes = "h:99999", 2 }, platform.Detected{NodeRank: -1}, nil, nil, "not in 1..65535"},
+		{"unspecified address", func(c *Config) { c.Rdzv, c.NNodes = "::", 2 }, platform.Detected{NodeRank: -1}, nil, nil, "unspecified"},
+		{"indexed Job without its host", func(c *Config) { c.NNodes = 2 }, platform.Detected{Platform: platform.KubernetesIndexedJob, NodeRank: 1},
+			nil, nil, "headless Service"},
 		{"empty host", func(c *Config) { c.Rdzv, c.NNodes = ":29400", 2 }, platform.Detected{NodeRank: -1}, nil, nil, "no host"},
 	}
 	for _, tt := range tests {

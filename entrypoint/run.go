@@ -7,12 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/cluster"
 	"github.com/musterhq/muster/launch"
 	"github.com/musterhq/muster/node"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
@@ -73,7 +75,10 @@ func (p *Plan) agentConfig(addr string, rank int) agent.Config {
 	if p.Addr != "" {
 		addr = p.Addr
 	}
-	return agent.Config{Name: p.Name, Addr: addr, Rank: int32(rank), Environ: p.Environ, GPUs: p.GPUDevices, GPUError: p.GPUError}
+	// A node whose store is gone must not wait long to deliver its last
+	// events: the container's stop grace is short.
+	return agent.Config{Name: p.Name, Addr: addr, Rank: int32(rank), Environ: p.Environ, GPUs: p.GPUDevices, GPUError: p.GPUError,
+		ShutdownTimeout: shutdownTimeout}
 }
 
 // runHost hosts the store and gossip's seed, submits the job and follows
@@ -156,6 +161,9 @@ func runJoiner(ctx context.Context, p *Plan, dir string) (int, error) {
 	sec := rendezvous.Security{Token: p.Token, CAFile: ca}
 	n, err := node.Start(ctx, node.Config{Logger: p.Logger, Join: p.Endpoint(), Security: sec,
 		Gossip: &node.Gossip{Join: []string{p.RdzvHost}}, Agent: p.agentConfig("", p.NodeRank)})
+	if err != nil && strings.Contains(err.Error(), "certificate signed by unknown authority") {
+		return 1, fmt.Errorf("the rendezvous host %s holds another cluster token than this node: give every node the same MUSTER_TOKEN", p.Endpoint())
+	}
 	if err != nil {
 		return 1, err
 	}
@@ -179,10 +187,17 @@ func runJoiner(ctx context.Context, p *Plan, dir string) (int, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() { ends <- followEnd(wctx, p, c, goesOn) }()
+	hostLost := make(chan string, 1)
+	go watchHost(wctx, n, hostLost)
 	for {
 		select {
 		case end := <-ends:
 			return end.code, end.err
+		case name := <-hostLost:
+			// The job is gone with its store: nothing left is worth a grace.
+			closed = true
+			n.Close(0)
+			return 1, fmt.Errorf("the rendezvous host %s (node %s) died: gossip lost it; this node's workers were stopped, and the job's end is not known here", p.Endpoint(), name)
 		case <-goesOn:
 		case sig := <-p.Signals:
 			fmt.Fprintf(p.Stderr, "muster: %s: stopping this node's workers (--kill-timeout %s)\n", sig, p.KillTimeout)
@@ -203,6 +218,10 @@ func runJoiner(ctx context.Context, p *Plan, dir string) (int, error) {
 		}
 	}
 }
+
+// shutdownTimeout bounds how long a closing node waits for its workers'
+// last events to reach the store, past their kill timeout.
+const shutdownTimeout = 3 * time.Second
 
 // stopWait is how long past its kill timeout a stopped node waits to learn
 // the job's code: the other nodes' workers stop within theirs.
@@ -245,6 +264,26 @@ func followEnd(ctx context.Context, p *Plan, c *rendezvous.Client, restarted cha
 		select {
 		case <-ctx.Done():
 		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// watchHost sends the store host's name on lost once gossip declares it
+// dead: following its store would only wait for it in vain.
+func watchHost(ctx context.Context, n *node.Node, lost chan<- string) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, m := range n.Gossip().Members() {
+			if m.Meta.Store && m.State == cluster.Dead {
+				lost <- m.Name
+				return
+			}
 		}
 	}
 }

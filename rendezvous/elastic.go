@@ -97,7 +97,7 @@ func (s *Store) growLocked(n *node) {
 			!j.placementOf().candidate(n) || !ready(n, j.spec) {
 			continue
 		}
-		s.restartLocked(j, fmt.Sprintf("node %s joined; the job runs on %d of up to %d nodes", n.info.GetName(),
+		s.restartLocked(j, fmt.Sprintf("node %s joined: the job grows from %d nodes (at most %d)", n.info.GetName(),
 			len(r.nodes), j.spec.Nnodes), false)
 	}
 }

@@ -45,13 +45,13 @@ func runCommand() *cli.Command {
 			"the others join it. Every node exits when the job ends, with the job's exit code. Kubernetes indexed Jobs, " +
 			"PyTorchJob, dstack and Slurm are detected from their variables; flags win.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "rdzv", EnvVars: []string{"MUSTER_RDZV"}, Usage: "the rendezvous `HOST[:PORT]` (port 29400 by default): node rank 0's address, the same on every node"},
+			&cli.StringFlag{Name: "rdzv", Aliases: []string{"rdzv-endpoint", "rdzv_endpoint"}, EnvVars: []string{"MUSTER_RDZV"}, Usage: "the rendezvous `HOST[:PORT]` (port 29400 by default): node rank 0's address, the same on every node"},
 			&cli.BoolFlag{Name: "rdzv-host", Usage: "this node hosts the rendezvous, whatever its address"},
 			&cli.StringFlag{Name: "nnodes", EnvVars: []string{"MUSTER_NNODES"}, Usage: "the job's nodes: `N`, or MIN:MAX for an elastic job"},
 			cmdline.WithEnv(cmdline.Flag(f.gpus, "gpus", nil, "GPUs per node (`G`); default: the platform's count, else none"), "MUSTER_GPUS"),
-			cmdline.WithEnv(cmdline.Flag(f.nproc, "nproc", []string{"nproc-per-node"}, "workers per node (`P`); default: one per GPU, else one"), "MUSTER_NPROC"),
-			cmdline.WithEnv(cmdline.Flag(f.nodeRank, "node-rank", nil, "this node's `RANK`; default: the platform's, else the host of --rdzv is 0 and the rest go by name"), "MUSTER_AGENT_NODE_RANK"),
-			cmdline.WithEnv(cmdline.Flag(f.maxRestarts, "max-restarts", nil, "new rounds after a failed worker or a lost node, counted job-wide (`K`)"), "MUSTER_MAX_RESTARTS"),
+			cmdline.WithEnv(cmdline.Flag(f.nproc, "nproc", []string{"nproc-per-node", "nproc_per_node"}, "workers per node (`P`); default: one per GPU, else one"), "MUSTER_NPROC"),
+			cmdline.WithEnv(cmdline.Flag(f.nodeRank, "node-rank", []string{"node_rank"}, "this node's `RANK`; default: the platform's, else the host of --rdzv is 0 and the rest go by name"), "MUSTER_AGENT_NODE_RANK"),
+			cmdline.WithEnv(cmdline.Flag(f.maxRestarts, "max-restarts", []string{"max_restarts"}, "new rounds after a failed worker or a lost node, counted job-wide (`K`)"), "MUSTER_MAX_RESTARTS"),
 			cmdline.WithEnv(cmdline.Flag(f.joinTimeout, "join-timeout", nil, "how long to wait for the rendezvous host, and the host for the nodes (`DURATION`)"), "MUSTER_JOIN_TIMEOUT"),
 			cmdline.WithEnv(cmdline.Flag(f.lastCall, "last-call", nil, "with --nnodes MIN:MAX, how long a round waits for more nodes once MIN are in (`DURATION`)"), "MUSTER_LAST_CALL"),
 			cmdline.WithEnv(cmdline.Flag(f.killTimeout, "kill-timeout", nil, "grace between SIGTERM and SIGKILL for the workers (`DURATION`); keep it below the container's stop grace"), "MUSTER_KILL_TIMEOUT"),
@@ -96,7 +96,9 @@ func run(c *cli.Context, f runFlags) error {
 	if err != nil {
 		return cmdline.Usagef(c, "%s", err)
 	}
-	level := zapcore.WarnLevel
+	// What a node of agent run has to say, it prints; the store's and the
+	// agent's logs show their errors only, unless asked.
+	level := zapcore.ErrorLevel
 	if c.Bool("verbose") {
 		level = zapcore.DebugLevel
 	}
@@ -126,11 +128,16 @@ func run(c *cli.Context, f runFlags) error {
 	ctx := context.Background()
 
 	if c.Bool("dry-run") {
-		role, err := entrypoint.DecideRole(ctx, plan, entrypoint.LocalAddrs, os.Stderr)
-		if err != nil {
-			return cli.Exit(err.Error(), 1)
+		// One look at the rendezvous host's name, not a wait for it.
+		once := *plan
+		once.JoinTimeout = time.Nanosecond
+		what := "not decided yet: "
+		if role, err := entrypoint.DecideRole(ctx, &once, entrypoint.LocalAddrs, os.Stderr); err == nil {
+			what = role.String()
+		} else {
+			what += err.Error()
 		}
-		for _, line := range plan.Describe(role.String()) {
+		for _, line := range plan.Describe(what) {
 			fmt.Println(line)
 		}
 		return nil
@@ -155,7 +162,7 @@ func parseNNodes(s string) (nnodes, least int, err error) {
 		hi = lo
 	}
 	max, err := strconv.Atoi(hi)
-	if err != nil || max < 1 || max > rendezvous.MaxNodes {
+	if err != nil || max < 0 || max > rendezvous.MaxNodes || !elastic && max < 1 {
 		return 0, 0, fmt.Errorf("--nnodes %q: want N or MIN:MAX, counts in 1..%d", s, rendezvous.MaxNodes)
 	}
 	if !elastic {
