@@ -104,8 +104,9 @@ func (pc *pmiConn) outcome(st exitStatus) exitStatus {
 		return exitStatus{code: res.ExitCode, aborted: true, err: fmt.Sprintf("called MPI_Abort with exit code %d", res.ExitCode)}
 	case res.Finalized || res.Err == nil || st.failed():
 		return st
-	case errors.Is(res.Err, context.Canceled):
-		st.err = "exited with code 0 without MPI_Finalize: its PMI connection closed first"
+	case errors.Is(res.Err, pmi.ErrNotFinalized) || errors.Is(res.Err, context.Canceled):
+		// Closed by its exit, or cancelled here once it exited: either way first.
+		st.err = "exited with code 0 without MPI_Finalize (its PMI connection closed first)"
 	default:
 		st.err = validText("exited with code 0, but its PMI connection failed: " + res.Err.Error())
 	}
