@@ -236,6 +236,13 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 	a.signalGPUs()
 	go pub.run()
 	plans, files, err := a.plan(asg)
+	var mpi *pmiService
+	if err == nil {
+		if mpi, err = a.startPMI(asg); err != nil {
+			os.RemoveAll(files.dir)
+			files.lock.Close()
+		}
+	}
 	a.releasePorts(asg.GetRoundId())
 	go func() {
 		defer a.wg.Done()
@@ -246,7 +253,8 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 				sup.exited(pl, exitStatus{code: 1, err: validText(err.Error())}, nil)
 			}
 		} else {
-			sup.Run(plans, files)
+			sup.Run(ctx, plans, files, mpi)
+			mpi.close()
 		}
 		files.feed.close()
 		// The job's last events reach the store before it counts as ended here.

@@ -125,6 +125,7 @@ func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
 		IsolateGPUs:  spec.GetIsolateGpus(),
 		RestartCount: int(asg.GetRestartCount()), MaxRestarts: int(asg.GetMaxRestarts()),
 		NCCLVars: net.Vars(),
+		MPI:      spec.GetMpi() != "",
 	}
 	for _, g := range asg.GetGpus() {
 		in.GPUs = append(in.GPUs, int(g))

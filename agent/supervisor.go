@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io/fs"
 	"os"
@@ -69,13 +70,14 @@ type worker struct {
 	path    string
 	read    sync.WaitGroup
 	exit    chan exitStatus
+	pmi     *pmiConn // an MPI worker's PMI connection
 }
 
 // Run starts the workers and returns once every one has ended and been
 // reported, and every process they started is gone. files.logDir, when
 // set, gets one file per rank; files.dir is removed at the end, even if the
-// agent dies first.
-func (s *Supervisor) Run(plans []workerPlan, files jobFiles) {
+// agent dies first. With mpi, each worker speaks PMI to it on fd 3.
+func (s *Supervisor) Run(ctx context.Context, plans []workerPlan, files jobFiles, mpi *pmiService) {
 	defer close(s.done)
 	logDir, jobDir := files.logDir, files.dir
 	defer files.lock.Close()
@@ -137,8 +139,18 @@ func (s *Supervisor) Run(plans []workerPlan, files jobFiles) {
 		}
 		w.path = path
 		started = append(started, w)
-		spec.Workers = append(spec.Workers, supervise.Worker{Path: path, Argv: ws.argv,
-			Env: ws.env, Dir: ws.dir, Cred: ws.cred, Stdin: ws.stdin, Stdout: outW, Stderr: errW})
+		sw := supervise.Worker{Path: path, Argv: ws.argv, Env: ws.env, Dir: ws.dir, Cred: ws.cred, Stdin: ws.stdin, Stdout: outW, Stderr: errW}
+		if mpi != nil {
+			if w.pmi, err = newPMIConn(); err != nil {
+				spec.Workers = append(spec.Workers, sw)
+				abandon(workers, spec)
+				s.failAll(workers, exitStatus{code: 1, err: err.Error()})
+				os.RemoveAll(jobDir)
+				return
+			}
+			sw.PMI = w.pmi.worker
+		}
+		spec.Workers = append(spec.Workers, sw)
 	}
 
 	s.mu.Lock()
@@ -161,6 +173,9 @@ func (s *Supervisor) Run(plans []workerPlan, files jobFiles) {
 
 	var reported sync.WaitGroup
 	for _, w := range workers {
+		if w.pmi != nil {
+			s.servePMI(ctx, mpi.job, w.pmi, w.plan.rank)
+		}
 		w.read.Add(2)
 		go func() { defer w.read.Done(); s.readOutput(w, 0) }()
 		go func() { defer w.read.Done(); s.readOutput(w, 1) }()
@@ -168,6 +183,9 @@ func (s *Supervisor) Run(plans []workerPlan, files jobFiles) {
 		go func() {
 			defer reported.Done()
 			st := <-w.exit
+			if w.pmi != nil {
+				st = w.pmi.outcome(st)
+			}
 			// The exit is reported after the worker's last byte of output.
 			w.read.Wait()
 			s.exited(w.plan, st, w.errTail.get())
@@ -252,6 +270,12 @@ func abandon(workers []*worker, spec supervise.Spec) {
 		w.Stdout.Close()
 		w.Stderr.Close()
 	}
+	for _, w := range workers {
+		if w.pmi != nil {
+			w.pmi.close()
+			w.pmi = nil
+		}
+	}
 }
 
 // failAll reports every worker as ended with st, for a job that could not start.
@@ -265,7 +289,9 @@ func (s *Supervisor) failAll(workers []*worker, st exitStatus) {
 // once, before the store tells every node.
 func (s *Supervisor) exited(pl workerPlan, st exitStatus, stderrTail []string) {
 	s.mu.Lock()
-	stopped := s.stopping && s.shutdown == ""
+	// A rank that called MPI_Abort failed by itself, though the stop it
+	// asked for killed it.
+	stopped := s.stopping && s.shutdown == "" && !st.aborted
 	if s.shutdown != "" && st.failed() && st.err == "" {
 		st.err = s.shutdown
 	}

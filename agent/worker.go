@@ -28,6 +28,8 @@ type exitStatus struct {
 	code   int
 	signal int
 	err    string // a failure to start or to be reaped
+	// aborted: the rank called MPI_Abort (code is the code it gave).
+	aborted bool
 }
 
 func (st exitStatus) failed() bool { return st.code != 0 || st.signal != 0 || st.err != "" }

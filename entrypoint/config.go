@@ -43,6 +43,8 @@ type Config struct {
 	LastCall    time.Duration
 	KillTimeout time.Duration
 	Argv        []string
+	// MPI is the job's --mpi: "" or "mpich".
+	MPI string
 	// Token is the cluster token every node shares.
 	Token string
 	// Name and Addr are this node's name (default: the host name) and its

@@ -130,6 +130,7 @@ func runHost(ctx context.Context, p *Plan, role Role, dir string) (int, error) {
 		NcclAutodetect: true,
 		InheritEnv:     true,
 		Workdir:        workdir,
+		Mpi:            p.MPI,
 	}
 	for _, a := range p.Argv {
 		spec.Argv = append(spec.Argv, []byte(a))

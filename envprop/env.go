@@ -63,7 +63,19 @@ type Input struct {
 	// NCCLVars is what NCCL network detection (ncclnet) found on this node,
 	// name and value; each is set unless the user set it.
 	NCCLVars [][2]string
+
+	// MPI says that the worker speaks PMI to its agent on descriptor
+	// PMIWorkerFD (--mpi).
+	MPI bool
 }
+
+// PMIWorkerFD is an MPI worker's end of its PMI socketpair: the descriptor
+// after stdin, stdout and stderr, where the agent's shim puts it.
+const PMIWorkerFD = 3
+
+// outerPMI are variables an outer mpiexec (Hydra) gives its processes: they
+// name its connections, never this job's.
+var outerPMI = []string{PMIFD, PMIRank, PMISize, "PMI_PORT", "PMI_ID", "HYDI_CONTROL_FD", MPILocalNRanks, MPILocalRankID}
 
 // MaxValueBytes bounds the variables whose size grows with the job
 // (MUSTER_NODE_ADDRS): the kernel refuses a single string over 128 KiB in
@@ -132,6 +144,9 @@ func Build(in Input) []string {
 	delete(env, NodeAddrs)
 	delete(env, NodeAddrsFileVar)
 	delete(env, Hostfile)
+	for _, k := range outerPMI {
+		delete(env, k)
+	}
 
 	rank, world := in.Rank(), in.WorldSize()
 	itoa := strconv.Itoa
@@ -175,6 +190,13 @@ func Build(in Input) []string {
 	}
 	if in.Hostfile != "" {
 		set[Hostfile] = in.Hostfile
+	}
+	if in.MPI {
+		set[PMIFD] = itoa(PMIWorkerFD)
+		set[PMIRank] = itoa(rank)
+		set[PMISize] = itoa(world)
+		set[MPILocalNRanks] = itoa(in.NProc)
+		set[MPILocalRankID] = itoa(in.LocalRank)
 	}
 	if rank == 0 && in.NCCLCommID != "" {
 		set[NCCLCommID] = in.NCCLCommID

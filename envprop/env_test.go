@@ -114,6 +114,18 @@ func TestBuild(t *testing.T) {
 			absent: []string{"MUSTER_NODE_ADDRS", "MUSTER_NODE_ADDRS_FILE", "MUSTER_HOSTFILE"},
 		},
 		{
+			name: "an MPI worker gets PMI_FD and its ranks as Hydra sets them",
+			edit: func(in *Input) { in.MPI, in.NodeRank, in.LocalRank = true, 1, 1 },
+			want: map[string]string{"PMI_FD": "3", "PMI_RANK": "3", "PMI_SIZE": "4", "MPI_LOCALNRANKS": "2", "MPI_LOCALRANKID": "1"},
+		},
+		{
+			name: "an outer mpiexec's PMI variables are dropped",
+			edit: func(in *Input) {
+				in.Base = []string{"PMI_FD=7", "PMI_RANK=5", "PMI_SIZE=9", "PMI_PORT=h:1", "PMI_ID=5", "HYDI_CONTROL_FD=8", "MPI_LOCALRANKID=2"}
+			},
+			absent: []string{"PMI_FD", "PMI_RANK", "PMI_SIZE", "PMI_PORT", "PMI_ID", "HYDI_CONTROL_FD", "MPI_LOCALRANKID"},
+		},
+		{
 			name: "the user's -x variables win over everything",
 			edit: func(in *Input) {
 				in.User = []string{"RANK=42", "CUDA_VISIBLE_DEVICES=1", "NCCL_SOCKET_IFNAME==ib0", "FOO=a=b"}

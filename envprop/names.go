@@ -27,6 +27,13 @@ const (
 	OMPILocalSize = "OMPI_COMM_WORLD_LOCAL_SIZE"
 	OMPINodeRank  = "OMPI_COMM_WORLD_NODE_RANK"
 
+	// MPICH's PMI-1 client (in libmpich), as Hydra sets them; only under --mpi
+	PMIFD          = "PMI_FD"
+	PMIRank        = "PMI_RANK"
+	PMISize        = "PMI_SIZE"
+	MPILocalNRanks = "MPI_LOCALNRANKS"
+	MPILocalRankID = "MPI_LOCALRANKID"
+
 	// muster's
 	JobID     = "MUSTER_JOB_ID"
 	NodeRank  = "MUSTER_NODE_RANK"

@@ -12,6 +12,10 @@ import (
 	"go.uber.org/zap"
 )
 
+// ErrNotFinalized is in a Result's Err when the rank closed its connection
+// (exited, most likely) without finalize: it did not end MPI cleanly.
+var ErrNotFinalized = errors.New("closed its PMI connection before finalize")
+
 // session is one rank's connection.
 type session struct {
 	j         *Job
@@ -59,7 +63,7 @@ func (s *session) run(ctx context.Context) Result {
 		case errors.Is(err, io.EOF) && s.finalized:
 			return Result{Finalized: true}
 		case errors.Is(err, io.EOF):
-			return Result{Err: fmt.Errorf("rank %d closed its PMI connection before finalize", s.rank)}
+			return Result{Err: fmt.Errorf("rank %d %w", s.rank, ErrNotFinalized)}
 		case err != nil:
 			s.log.Info("pmi connection closed", zap.Int("rank", s.rank), zap.Error(err))
 			return Result{Finalized: s.finalized, Err: fmt.Errorf("rank %d: pmi: %w", s.rank, err)}

@@ -27,6 +27,10 @@ const (
 	maxHostBytes   = 255
 )
 
+// MPICH is JobSpec.mpi for MPICH programs (and Intel MPI's, which speak the
+// same PMI-1): the agents serve their PMI, so no mpiexec is needed.
+const MPICH = "mpich"
+
 var (
 	envName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	nodeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$`)
@@ -101,6 +105,8 @@ func ValidateSpec(spec *musterv1.JobSpec) error {
 		return fmt.Errorf("--log-dir %q holds a NUL byte", spec.LogDir)
 	case bytes.IndexByte(spec.Workdir, 0) >= 0:
 		return fmt.Errorf("working directory %q holds a NUL byte", spec.Workdir)
+	case spec.Mpi != "" && spec.Mpi != MPICH:
+		return fmt.Errorf("--mpi %.40q: want mpich (Open MPI is not supported yet)", spec.Mpi)
 	}
 	if err := validateHosts(spec); err != nil {
 		return err

@@ -55,6 +55,8 @@ func TestValidateSpecBytesAndStdin(t *testing.T) {
 		{"stdin rank past the job", &musterv1.JobSpec{Argv: byteStrings("x"), Nproc: 4, StdinRank: rank(4)}, "--stdin 4: the job's ranks are 0..3"},
 		{"negative stdin rank", &musterv1.JobSpec{Argv: byteStrings("x"), StdinRank: rank(-1)}, "--stdin -1: the job's ranks are 0..0"},
 		{"stdin rank and all", &musterv1.JobSpec{Argv: byteStrings("x"), StdinRank: rank(0), StdinAll: true}, "not both"},
+		{"mpich", &musterv1.JobSpec{Argv: byteStrings("x"), Mpi: "mpich"}, ""},
+		{"an MPI not served", &musterv1.JobSpec{Argv: byteStrings("x"), Mpi: "openmpi"}, `--mpi "openmpi": want mpich (Open MPI is not supported yet)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -31,6 +31,9 @@ type Worker struct {
 	// Stdin, Stdout and Stderr are given to the worker; nil is /dev/null.
 	// Start closes them: the worker holds the only copies.
 	Stdin, Stdout, Stderr *os.File
+	// PMI, when set, is the worker's end of its PMI socketpair, its fd 3
+	// (PMI_FD=3); Start closes it too. Only MPI workers have one.
+	PMI *os.File
 }
 
 // Spec is one job's workers on this node.
@@ -112,8 +115,11 @@ func Start(spec Spec) (*Group, error) {
 				files[i] = devnull
 			}
 		}
+		if w.PMI != nil {
+			files = append(files, w.PMI)
+		}
 		extra = append(extra, files...)
-		ss.Workers = append(ss.Workers, shimWorker{Path: w.Path, Argv: w.Argv, Env: w.Env, Dir: w.Dir, Cred: w.Cred})
+		ss.Workers = append(ss.Workers, shimWorker{Path: w.Path, Argv: w.Argv, Env: w.Env, Dir: w.Dir, Cred: w.Cred, PMI: w.PMI != nil})
 	}
 	if spec.Lock != nil {
 		extra = append(extra, spec.Lock)
@@ -143,7 +149,7 @@ func Start(spec Spec) (*Group, error) {
 
 func closeFiles(ws []Worker) {
 	for _, w := range ws {
-		for _, f := range []*os.File{w.Stdin, w.Stdout, w.Stderr} {
+		for _, f := range []*os.File{w.Stdin, w.Stdout, w.Stderr, w.PMI} {
 			if f != nil {
 				f.Close()
 			}

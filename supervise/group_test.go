@@ -271,3 +271,55 @@ func TestStopSignalsEachWorkerOnce(t *testing.T) {
 		t.Fatalf("the worker got SIGTERM %d times, want once", strings.Count(string(b), "term"))
 	}
 }
+
+// An MPI worker gets its PMI socket as fd 3; the workers around it get no
+// fd 3, and their own three descriptors are where they were.
+func TestPMIDescriptor(t *testing.T) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "pmi"), os.NewFile(uintptr(fds[1]), "pmi-worker")
+	defer ours.Close()
+	scripts := []string{
+		`[ -e /proc/$$/fd/3 ] && echo has-fd-3 || echo no-fd-3`,
+		`echo pmi-hello >&3; [ -e /proc/$$/fd/4 ] && echo has-fd-4 || echo no-fd-4`,
+		`[ -e /proc/$$/fd/3 ] && echo has-fd-3 || echo no-fd-3`,
+	}
+	var spec Spec
+	spec.Grace = time.Second
+	var outs []*os.File
+	for i, sc := range scripts {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, r)
+		wk := Worker{Path: "/bin/sh", Argv: []string{"sh", "-c", sc}, Env: []string{"PATH=/usr/bin:/bin"}, Stdout: w}
+		if i == 1 {
+			wk.PMI = theirs
+		}
+		spec.Workers = append(spec.Workers, wk)
+	}
+	g, err := Start(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		g.SignalAll(syscall.SIGKILL)
+		<-g.Done()
+	})
+	want := []string{"no-fd-3\n", "no-fd-4\n", "no-fd-3\n"}
+	for i, r := range outs {
+		got, _ := io.ReadAll(r)
+		r.Close()
+		if string(got) != want[i] {
+			t.Errorf("worker %d: %q, want %q", i, got, want[i])
+		}
+	}
+	got, _ := io.ReadAll(ours)
+	if string(got) != "pmi-hello\n" {
+		t.Errorf("from the PMI socket: %q", got)
+	}
+	<-g.Done()
+}

@@ -12,8 +12,9 @@ import (
 const shimEnv = "MUSTER_SUPERVISE_SHIM"
 
 // Inherited descriptors of a shim: the control socket, then each worker's
-// stdin, stdout and stderr in the order of shimSpec.Workers, then the job
-// directory's lock, held until the shim exits.
+// stdin, stdout and stderr, and its PMI socket when it has one (an MPI
+// worker: four descriptors, else three), in the order of shimSpec.Workers;
+// then the job directory's lock, held until the shim exits.
 const (
 	controlFD     = 3
 	firstWorkerFD = 4
@@ -37,6 +38,16 @@ type shimWorker struct {
 	Cred *syscall.Credential
 	// Stdin is false when the worker reads /dev/null.
 	Stdin bool
+	// PMI says that a fourth descriptor follows its three: its fd 3.
+	PMI bool
+}
+
+// fds is how many inherited descriptors the worker has.
+func (w shimWorker) fds() int {
+	if w.PMI {
+		return 4
+	}
+	return 3
 }
 
 type eventKind int

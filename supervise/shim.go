@@ -65,8 +65,12 @@ func runShim() int {
 	if err := gob.NewDecoder(ctl).Decode(&s.spec); err != nil {
 		return 71
 	}
-	// Inherited descriptors must not reach the workers beyond their own three.
-	for fd := controlFD; fd < firstWorkerFD+3*len(s.spec.Workers)+1; fd++ {
+	// Inherited descriptors must not reach the workers beyond their own.
+	last := firstWorkerFD
+	for _, w := range s.spec.Workers {
+		last += w.fds()
+	}
+	for fd := controlFD; fd <= last; fd++ { // last: the lock
 		syscall.CloseOnExec(fd)
 	}
 	s.start()
@@ -128,10 +132,15 @@ func runShim() int {
 // shim's copies of their pipes so that their readers see the end.
 func (s *shim) start() {
 	s.groups = make([]int, len(s.spec.Workers))
+	fd := firstWorkerFD
 	for i, w := range s.spec.Workers {
-		fd := uintptr(firstWorkerFD + 3*i)
+		files := make([]uintptr, w.fds())
+		for k := range files {
+			files[k] = uintptr(fd + k)
+		}
+		fd += w.fds()
 		pid, err := syscall.ForkExec(w.Path, w.Argv, &syscall.ProcAttr{
-			Dir: w.Dir, Env: w.Env, Files: []uintptr{fd, fd + 1, fd + 2},
+			Dir: w.Dir, Env: w.Env, Files: files,
 			Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: w.Cred},
 		})
 		if err != nil {
@@ -146,10 +155,8 @@ func (s *shim) start() {
 		s.groups[i] = pid
 		s.send(shimEvent{Kind: eventStarted, Index: i, Pid: pid})
 	}
-	for i := range s.spec.Workers {
-		for k := 0; k < 3; k++ {
-			syscall.Close(firstWorkerFD + 3*i + k)
-		}
+	for f := firstWorkerFD; f < fd; f++ {
+		syscall.Close(f)
 	}
 }
 

@@ -976,8 +976,12 @@ type JobSpec struct {
 	MinNodes int32 `protobuf:"varint,19,opt,name=min_nodes,json=minNodes,proto3" json:"min_nodes,omitempty"`
 	// max_restarts is how many times, job-wide, a failed worker or a lost node
 	// starts a new round instead of failing the job.
-	MaxRestarts   int32 `protobuf:"varint,20,opt,name=max_restarts,json=maxRestarts,proto3" json:"max_restarts,omitempty"`
-	LastCallMs    int64 `protobuf:"varint,21,opt,name=last_call_ms,json=lastCallMs,proto3" json:"last_call_ms,omitempty"`
+	MaxRestarts int32 `protobuf:"varint,20,opt,name=max_restarts,json=maxRestarts,proto3" json:"max_restarts,omitempty"`
+	LastCallMs  int64 `protobuf:"varint,21,opt,name=last_call_ms,json=lastCallMs,proto3" json:"last_call_ms,omitempty"`
+	// mpi names the MPI whose process manager the agents stand in for: ""
+	// (none) or "mpich" (PMI-1 on a socketpair, PMI_FD). Each rank then speaks
+	// PMI to its agent, which serves it over this job's KV: no mpiexec.
+	Mpi           string `protobuf:"bytes,22,opt,name=mpi,proto3" json:"mpi,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1157,6 +1161,13 @@ func (x *JobSpec) GetLastCallMs() int64 {
 		return x.LastCallMs
 	}
 	return 0
+}
+
+func (x *JobSpec) GetMpi() string {
+	if x != nil {
+		return x.Mpi
+	}
+	return ""
 }
 
 type SubmitRequest struct {
@@ -3583,7 +3594,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\bround_id\x18\x02 \x01(\tR\aroundId\x12\x14\n" +
 	"\x05ports\x18\x03 \x03(\x05R\x05ports\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\"\x17\n" +
-	"\x15PortsReservedResponse\"\xf6\x04\n" +
+	"\x15PortsReservedResponse\"\x88\x05\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\fR\x04argv\x12\x16\n" +
 	"\x06nnodes\x18\x02 \x01(\x05R\x06nnodes\x12\x12\n" +
@@ -3610,7 +3621,8 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\tmin_nodes\x18\x13 \x01(\x05R\bminNodes\x12!\n" +
 	"\fmax_restarts\x18\x14 \x01(\x05R\vmaxRestarts\x12 \n" +
 	"\flast_call_ms\x18\x15 \x01(\x03R\n" +
-	"lastCallMsB\r\n" +
+	"lastCallMs\x12\x10\n" +
+	"\x03mpi\x18\x16 \x01(\tR\x03mpiB\r\n" +
 	"\v_stdin_rank\"7\n" +
 	"\rSubmitRequest\x12&\n" +
 	"\x04spec\x18\x01 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\"B\n" +
