@@ -597,3 +597,52 @@ func TestImageDockerfileBuild(t *testing.T) {
 		t.Errorf("/usr/local/bin of the built image holds %q (%v), want agent and launcher", out, err)
 	}
 }
+
+// deploy/compose/docker-compose.yml runs as written, on the test image
+// (MUSTER_IMAGE, which the file reads, spares the build): both nodes exit
+// 0, and node-0 prints every rank.
+func TestComposeRuns(t *testing.T) {
+	needDocker(t)
+	if _, err := exec.LookPath("docker-compose"); err != nil {
+		t.Skip("docker-compose is not installed")
+	}
+	project := uniqueName("muster-compose")
+	compose := func(args ...string) *exec.Cmd {
+		cmd := exec.Command("docker-compose", append([]string{"-f", "../deploy/compose/docker-compose.yml", "-p", project}, args...)...)
+		cmd.Env = append(os.Environ(), "MUSTER_IMAGE="+testImage(t), "MUSTER_TOKEN="+runToken)
+		return cmd
+	}
+	t.Cleanup(func() { compose("down", "--volumes", "--remove-orphans").Run() })
+	up := compose("up", "--no-build", "--no-color")
+	done := make(chan error, 1)
+	var out bytes.Buffer
+	up.Stdout, up.Stderr = &out, &out
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- up.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("docker-compose up: %v\n%s", err, out.String())
+		}
+	case <-time.After(2 * time.Minute):
+		up.Process.Kill()
+		t.Fatalf("docker-compose up still runs after 2 minutes:\n%s", out.String())
+	}
+	for _, name := range []string{"node-0", "node-1"} {
+		id, err := compose("ps", "-q", name).Output()
+		if err != nil || len(bytes.TrimSpace(id)) == 0 {
+			t.Fatalf("no container for %s: %v", name, err)
+		}
+		code, _ := exec.Command("docker", "inspect", "--format", "{{.State.ExitCode}}", string(bytes.TrimSpace(id))).Output()
+		if strings.TrimSpace(string(code)) != "0" {
+			t.Errorf("%s exited %s:\n%s", name, code, out.String())
+		}
+	}
+	for rank := 0; rank < 4; rank++ {
+		if line := fmt.Sprintf("[%d] rank %d of 4", rank, rank); !strings.Contains(out.String(), line) {
+			t.Errorf("no %q in the output:\n%s", line, out.String())
+		}
+	}
+}
