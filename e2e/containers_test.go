@@ -318,11 +318,16 @@ func baseRootfs(t testing.TB) *rootfs {
 		r.addLibraries(t, bin)
 	}
 	r.addBusybox(t, false)
-	r.data["/etc/passwd"] = []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")
-	r.data["/etc/group"] = []byte("root:x:0:\nnogroup:x:65534:\n")
+	r.addUsers("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n", "root:x:0:\nnogroup:x:65534:\n")
+	return r
+}
+
+// addUsers writes /etc/passwd and /etc/group, and makes root's home and /tmp.
+func (r *rootfs) addUsers(passwd, group string) {
+	r.data["/etc/passwd"] = []byte(passwd)
+	r.data["/etc/group"] = []byte(group)
 	r.dirs["/tmp"] = fs.ModeSticky | 0o777
 	r.dirs["/root"] = 0o700
-	return r
 }
 
 // testImage is the image the container tests run: the base system with the
@@ -504,10 +509,7 @@ func goImageRootfs(t testing.TB) *rootfs {
 		r.addHost(t, "/etc/ssl/certs/ca-certificates.crt") // for the module proxy
 	}
 	r.addBusybox(t, true)
-	r.data["/etc/passwd"] = []byte("root:x:0:0:root:/root:/bin/sh\n")
-	r.data["/etc/group"] = []byte("root:x:0:\n")
-	r.dirs["/tmp"] = fs.ModeSticky | 0o777
-	r.dirs["/root"] = 0o700
+	r.addUsers("root:x:0:0:root:/root:/bin/sh\n", "root:x:0:\n")
 	return r
 }
 

@@ -14,7 +14,8 @@ import (
 // MPICH programs run under --mpi mpich with no mpiexec: each rank speaks
 // PMI-1 to its agent on fd 3. These need Debian's mpich and libmpich-dev.
 
-// buildMPI compiles testdata/mpi/<name>.c with mpicc, or skips the test. It
+// buildMPI compiles pmi/testdata/<name>.c, the PMI server's own test
+// programs, with mpicc, or skips the test. It
 // also points UCX at loopback, unless the caller's environment says
 // otherwise: every "node" here is this machine, and UCX's device scan once
 // failed MPI_Init ("No such device") while containers' interfaces came and
@@ -34,13 +35,13 @@ func buildMPI(t *testing.T, name string) string {
 		}
 	}
 	bin := filepath.Join(t.TempDir(), name)
-	if out, err := exec.Command(mpicc, "-o", bin, filepath.Join("testdata", "mpi", name+".c")).CombinedOutput(); err != nil {
+	if out, err := exec.Command(mpicc, "-o", bin, filepath.Join("..", "pmi", "testdata", name+".c")).CombinedOutput(); err != nil {
 		t.Fatalf("mpicc %s: %v\n%s", name, err, out)
 	}
 	return bin
 }
 
-// allreduceLines is what testdata/mpi/allreduce.c prints for size ranks,
+// allreduceLines is what pmi/testdata/allreduce.c prints for size ranks,
 // tagged and sorted as sortedLines sorts output.
 func allreduceLines(size int) []string {
 	sum := size * (size - 1) / 2
