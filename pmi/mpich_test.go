@@ -26,12 +26,13 @@ import (
 // socketpair as fd 3 with PMI_FD=3, PMI_RANK and PMI_SIZE, and a Job serves
 // the other end, as the agent will.
 
-// buildMPI compiles testdata/<name>.c with mpicc, or skips the test.
+// buildMPI compiles testdata/<name>.c with MPICH's mpicc, or skips the
+// test. Debian's plain mpicc is Open MPI's when both are installed.
 func buildMPI(t *testing.T, name string) string {
 	t.Helper()
-	mpicc, err := exec.LookPath("mpicc")
+	mpicc, err := exec.LookPath("mpicc.mpich")
 	if err != nil {
-		t.Skip("mpicc is not on PATH: install MPICH (Debian: mpich libmpich-dev) to run MPI programs against the PMI server")
+		t.Skip("mpicc.mpich is not on PATH: install MPICH (Debian: mpich libmpich-dev) to run MPI programs against the PMI server")
 	}
 	bin := filepath.Join(t.TempDir(), name)
 	out, err := exec.Command(mpicc, "-o", bin, filepath.Join("testdata", name+".c")).CombinedOutput()
