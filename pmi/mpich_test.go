@@ -26,10 +26,14 @@ import (
 // socketpair as fd 3 with PMI_FD=3, PMI_RANK and PMI_SIZE, and a Job serves
 // the other end, as the agent will.
 
-// buildMPI compiles testdata/<name>.c with mpicc, or skips the test.
+// buildMPI compiles testdata/<name>.c with MPICH's mpicc, or skips the test.
 func buildMPI(t *testing.T, name string) string {
 	t.Helper()
-	mpicc, err := exec.LookPath("mpicc")
+	// Debian's plain mpicc is Open MPI's when both are installed.
+	mpicc, err := exec.LookPath("mpicc.mpich")
+	if err != nil {
+		mpicc, err = exec.LookPath("mpicc")
+	}
 	if err != nil {
 		t.Skip("mpicc is not on PATH: install MPICH (Debian: mpich libmpich-dev) to run MPI programs against the PMI server")
 	}
