@@ -63,8 +63,8 @@ func checkAssignment(asg *musterv1.Assignment) error {
 			nnodes, len(asg.GetNodeAddrs()), len(asg.GetNodeNames()), len(asg.GetNodeSlots()))
 	case nproc < 1 || nproc > rendezvous.MaxNProc:
 		return fmt.Errorf("%d workers per node, outside 1..%d", nproc, rendezvous.MaxNProc)
-	case nproc != spec.GetNproc():
-		return fmt.Errorf("%d workers per node, but the job spec asks for %d", nproc, spec.GetNproc())
+	case nproc != rendezvous.WorkersPerNode(spec):
+		return fmt.Errorf("%d workers per node, but the job spec asks for %d", nproc, rendezvous.WorkersPerNode(spec))
 	case int64(asg.GetWorldSize()) != int64(nnodes)*int64(nproc):
 		return fmt.Errorf("world size %d is not %d nodes times %d workers", asg.GetWorldSize(), nnodes, nproc)
 	case len(asg.GetGpus()) != int(spec.GetGpus()):

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"go.uber.org/zap"
 
@@ -17,7 +18,9 @@ import (
 	"github.com/musterhq/muster/envprop"
 	"github.com/musterhq/muster/hostfile"
 	"github.com/musterhq/muster/ncclnet"
+	"github.com/musterhq/muster/openmpi"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/rendezvous"
 )
 
 // jobFiles is what a job has on this node besides its processes: its
@@ -125,7 +128,9 @@ func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
 		IsolateGPUs:  spec.GetIsolateGpus(),
 		RestartCount: int(asg.GetRestartCount()), MaxRestarts: int(asg.GetMaxRestarts()),
 		NCCLVars: net.Vars(),
-		MPI:      spec.GetMpi() != "",
+		MPI:      spec.GetMpi() == rendezvous.MPICH,
+		OpenMPI:  spec.GetMpi() == rendezvous.OpenMPI,
+		NodeName: a.cfg.Name, RoundID: asg.GetRoundId(),
 	}
 	for _, g := range asg.GetGpus() {
 		in.GPUs = append(in.GPUs, int(g))
@@ -142,6 +147,12 @@ func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
 	}
 	files.feed = feed
 	argv := byteStrings(spec.GetArgv())
+	if in.OpenMPI {
+		if argv, err = a.openMPIArgv(asg, in, jobDir, cred, argv); err != nil {
+			cleanup()
+			return nil, jobFiles{}, err
+		}
+	}
 	var plans []workerPlan
 	for l := 0; l < int(asg.GetNproc()); l++ {
 		in.LocalRank = l
@@ -152,6 +163,26 @@ func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
 		return a.client.ReadStdin(ctx, &musterv1.ReadStdinRequest{Session: a.sessionID(), JobId: asg.GetJobId()})
 	})
 	return plans, files, nil
+}
+
+// openMPIArgv is the command of an Open MPI job's one worker on this node:
+// mpirun's (on node rank 0) or its daemon's, run by this binary.
+func (a *Agent) openMPIArgv(asg *musterv1.Assignment, in envprop.Input, jobDir string, cred *syscall.Credential, argv []string) ([]string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("--mpi openmpi: this agent's binary: %w", err)
+	}
+	in.LocalRank = 0
+	n := openmpi.Node{Self: self, Dir: jobDir, Names: asg.GetNodeNames(), Slots: int(asg.GetSpec().GetNproc()),
+		Env: envprop.Build(in), Argv: argv, Root: runsAsRoot(cred)}
+	err = asUser(cred, func() (err error) {
+		argv, err = openmpi.Argv(int(asg.GetNodeRank()), n)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--mpi openmpi: %w", err)
+	}
+	return argv, nil
 }
 
 // hasRoster says whether the assignment carries the job's roster: every

@@ -26,7 +26,7 @@ type pmiService struct {
 // startPMI makes the PMI service of an assignment that asks for one, or
 // returns nil.
 func (a *Agent) startPMI(asg *musterv1.Assignment) (*pmiService, error) {
-	if asg.GetSpec().GetMpi() == "" {
+	if asg.GetSpec().GetMpi() != rendezvous.MPICH {
 		return nil, nil
 	}
 	sec := rendezvous.Security{JobToken: asg.GetJobToken(), CAFile: a.cfg.Security.CAFile, TLS: a.cfg.Security.TLS}

@@ -114,3 +114,11 @@ func userEnviron(agentEnv []string, uid uint32) []string {
 	}
 	return out
 }
+
+// runsAsRoot says whether workers started with cred run as root.
+func runsAsRoot(cred *syscall.Credential) bool {
+	if cred == nil {
+		return os.Geteuid() == 0
+	}
+	return cred.Uid == 0
+}

@@ -133,8 +133,8 @@ func TestMPIExitWithoutFinalize(t *testing.T) {
 }
 
 func TestMPIFlag(t *testing.T) {
-	r := runLauncher(t, "run", "--mpi", "openmpi", "--", "true")
-	if r.code != 2 || !strings.Contains(r.stderr, `--mpi "openmpi": want mpich (Open MPI is not supported yet)`) {
+	r := runLauncher(t, "run", "--mpi", "lam", "--", "true")
+	if r.code != 2 || !strings.Contains(r.stderr, `--mpi "lam": want mpich or openmpi`) {
 		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 }

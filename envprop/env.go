@@ -67,6 +67,12 @@ type Input struct {
 	// MPI says that the worker speaks PMI to its agent on descriptor
 	// PMIWorkerFD (--mpi).
 	MPI bool
+	// OpenMPI says that the worker is an Open MPI job's mpirun or daemon
+	// for this node (--mpi openmpi), not a rank: it gets NodeName and
+	// RoundID, and no Open MPI rank variables, which its ranks would inherit.
+	OpenMPI  bool
+	NodeName string
+	RoundID  string
 }
 
 // PMIWorkerFD is an MPI worker's end of its PMI socketpair: the descriptor
@@ -197,6 +203,14 @@ func Build(in Input) []string {
 		set[PMISize] = itoa(world)
 		set[MPILocalNRanks] = itoa(in.NProc)
 		set[MPILocalRankID] = itoa(in.LocalRank)
+	}
+	if in.OpenMPI {
+		for _, k := range []string{OMPIRank, OMPISize, OMPILocalRank, OMPILocalSize, OMPINodeRank} {
+			delete(set, k)
+			delete(env, k)
+		}
+		set[NodeName] = in.NodeName
+		set[RoundID] = in.RoundID
 	}
 	if rank == 0 && in.NCCLCommID != "" {
 		set[NCCLCommID] = in.NCCLCommID

@@ -119,6 +119,15 @@ func TestBuild(t *testing.T) {
 			want: map[string]string{"PMI_FD": "3", "PMI_RANK": "3", "PMI_SIZE": "4", "MPI_LOCALNRANKS": "2", "MPI_LOCALRANKID": "1"},
 		},
 		{
+			name: "an Open MPI job's worker gets its node and round, and no Open MPI rank variables",
+			edit: func(in *Input) {
+				in.OpenMPI, in.NodeName, in.RoundID = true, "b", "r-1"
+				in.Base = []string{"OMPI_COMM_WORLD_RANK=3"}
+			},
+			want:   map[string]string{"MUSTER_NODE_NAME": "b", "MUSTER_ROUND_ID": "r-1"},
+			absent: []string{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_NODE_RANK", "PMI_FD"},
+		},
+		{
 			name: "an outer mpiexec's PMI variables are dropped",
 			edit: func(in *Input) {
 				in.Base = []string{"PMI_FD=7", "PMI_RANK=5", "PMI_SIZE=9", "PMI_PORT=h:1", "PMI_ID=5", "HYDI_CONTROL_FD=8", "MPI_LOCALRANKID=2"}

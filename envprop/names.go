@@ -51,7 +51,11 @@ const (
 	TLSCA            = "MUSTER_TLS_CA"
 	LocalGPUs        = "MUSTER_LOCAL_GPUS"
 	ClusterToken     = "MUSTER_TOKEN"
-	TokenFile        = "MUSTER_TOKEN_FILE"
+	// An Open MPI job's workers' (--mpi openmpi): which node and round they
+	// launch for, the keys of the job's KV they meet at.
+	NodeName  = "MUSTER_NODE_NAME"
+	RoundID   = "MUSTER_ROUND_ID"
+	TokenFile = "MUSTER_TOKEN_FILE"
 
 	// CUDA's and NCCL's
 	CUDAVisibleDevices = "CUDA_VISIBLE_DEVICES"

@@ -159,8 +159,9 @@ func (s *Store) setJobStateLocked(j *job, st musterv1.JobState) {
 // round waits for nodes, and forms at once when they are there.
 func (s *Store) startRoundLocked(j *job) {
 	spec := j.spec
-	r := &round{id: newID("r-"), job: j, state: roundWaiting, nproc: spec.Nproc,
-		worldSize: spec.Nnodes * spec.Nproc, exited: map[int32]bool{}, since: time.Now()}
+	nproc := WorkersPerNode(spec)
+	r := &round{id: newID("r-"), job: j, state: roundWaiting, nproc: nproc,
+		worldSize: spec.Nnodes * nproc, exited: map[int32]bool{}, since: time.Now()}
 	if j.round != nil {
 		r.number = j.round.number + 1
 	}

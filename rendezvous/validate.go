@@ -31,6 +31,20 @@ const (
 // same PMI-1): the agents serve their PMI, so no mpiexec is needed.
 const MPICH = "mpich"
 
+// OpenMPI is JobSpec.mpi for Open MPI programs: Open MPI's own mpirun runs on
+// node rank 0, with the agents as its remote shell.
+const OpenMPI = "openmpi"
+
+// WorkersPerNode is how many workers a round of spec runs on each node. An
+// Open MPI job runs one, mpirun or its node's daemon, which starts the node's
+// spec.Nproc ranks itself.
+func WorkersPerNode(spec *musterv1.JobSpec) int32 {
+	if spec.GetMpi() == OpenMPI {
+		return 1
+	}
+	return spec.GetNproc()
+}
+
 var (
 	envName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	nodeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$`)
@@ -105,8 +119,8 @@ func ValidateSpec(spec *musterv1.JobSpec) error {
 		return fmt.Errorf("--log-dir %q holds a NUL byte", spec.LogDir)
 	case bytes.IndexByte(spec.Workdir, 0) >= 0:
 		return fmt.Errorf("working directory %q holds a NUL byte", spec.Workdir)
-	case spec.Mpi != "" && spec.Mpi != MPICH:
-		return fmt.Errorf("--mpi %.40q: want mpich (Open MPI is not supported yet)", spec.Mpi)
+	case spec.Mpi != "" && spec.Mpi != MPICH && spec.Mpi != OpenMPI:
+		return fmt.Errorf("--mpi %.40q: want mpich or openmpi", spec.Mpi)
 	}
 	if err := validateHosts(spec); err != nil {
 		return err
@@ -116,7 +130,7 @@ func ValidateSpec(spec *musterv1.JobSpec) error {
 	}
 	if r := spec.StdinRank; r != nil {
 		// An elastic job's smallest round has the fewest ranks.
-		if world := int64(leastNodes(spec)) * int64(spec.Nproc); *r < 0 || int64(*r) >= world {
+		if world := int64(leastNodes(spec)) * int64(WorkersPerNode(spec)); *r < 0 || int64(*r) >= world {
 			return fmt.Errorf("--stdin %d: the job's ranks are 0..%d", *r, world-1)
 		}
 		if spec.StdinAll {

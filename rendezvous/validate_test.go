@@ -56,7 +56,10 @@ func TestValidateSpecBytesAndStdin(t *testing.T) {
 		{"negative stdin rank", &musterv1.JobSpec{Argv: byteStrings("x"), StdinRank: rank(-1)}, "--stdin -1: the job's ranks are 0..0"},
 		{"stdin rank and all", &musterv1.JobSpec{Argv: byteStrings("x"), StdinRank: rank(0), StdinAll: true}, "not both"},
 		{"mpich", &musterv1.JobSpec{Argv: byteStrings("x"), Mpi: "mpich"}, ""},
-		{"an MPI not served", &musterv1.JobSpec{Argv: byteStrings("x"), Mpi: "openmpi"}, `--mpi "openmpi": want mpich (Open MPI is not supported yet)`},
+		{"openmpi", &musterv1.JobSpec{Argv: byteStrings("x"), Mpi: "openmpi", Nproc: 4}, ""},
+		{"openmpi's one worker per node takes stdin", &musterv1.JobSpec{Argv: byteStrings("x"), Mpi: "openmpi", Nproc: 4, StdinRank: rank(1)},
+			"--stdin 1: the job's ranks are 0..0"},
+		{"an MPI not served", &musterv1.JobSpec{Argv: byteStrings("x"), Mpi: "lam"}, `--mpi "lam": want mpich or openmpi`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -66,6 +69,17 @@ func TestValidateSpecBytesAndStdin(t *testing.T) {
 				t.Fatalf("ValidateSpec = %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestWorkersPerNode(t *testing.T) {
+	for _, tt := range []struct {
+		mpi  string
+		want int32
+	}{{"", 4}, {MPICH, 4}, {OpenMPI, 1}} {
+		if got := WorkersPerNode(&musterv1.JobSpec{Nproc: 4, Mpi: tt.mpi}); got != tt.want {
+			t.Errorf("--mpi %q: %d workers per node, want %d", tt.mpi, got, tt.want)
+		}
 	}
 }
 

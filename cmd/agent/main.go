@@ -15,6 +15,7 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/urfave/cli/v2"
 
+	"github.com/musterhq/muster/openmpi"
 	"github.com/musterhq/muster/supervise"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -29,6 +30,8 @@ import (
 func main() {
 	// A job's shim is this binary started again: it must not run main.
 	supervise.RunShimIfRequested()
+	// An Open MPI job's workers, and mpirun's remote shell, are this binary.
+	openmpi.RunIfRequested()
 	// As PID 1 (a container's entrypoint), the agent runs as the child of a
 	// minimal init that reaps orphans and forwards signals to it.
 	supervise.RunInitIfPID1()
