@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# nccl-tests built with MPI=1 (Open MPI), across two agents on one host that
+# offer one GPU each, started by muster (`launcher run --mpi openmpi`: mpirun on
+# node rank 0, the agents as its remote shell), next to `mpirun -np 2` of the
+# same binary on the same two GPUs. Prints busbw per size for both, and the ratio.
+#
+#   go build -o bin/ ./cmd/... && BIN=bin ALL_REDUCE_PERF=/path/all_reduce_perf bench/gpu/mpi_checks.sh
+set -u -o pipefail
+cd "$(dirname "$0")/../.."
+BIN=$(cd "${BIN:-bin}" && pwd)
+L=$BIN/launcher A=$BIN/agent
+PERF=${ALL_REDUCE_PERF:?set ALL_REDUCE_PERF to an all_reduce_perf built with MPI=1}
+ARGS=${PERF_ARGS:--b 1M -e 8G -f 4 -g 1}
+OUT_DIR=${OUT:-/tmp/muster-mpi}
+mkdir -p "$OUT_DIR"
+export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+summary="$OUT_DIR/summary.txt"
+: >"$summary"
+say() { echo "$*" | tee -a "$summary"; }
+
+D=$(mktemp -d)
+head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$D/token" && chmod 600 "$D/token"
+C="--cluster unix://$D/sock"
+$A --listen 127.0.0.1:29400 --bind 127.0.0.1 --name a --gpu-devices 0 --socket "$D/sock" --token-file "$D/token" >"$OUT_DIR/agent-a.log" 2>&1 &
+PID_A=$!
+sleep 0.5
+$A --join 127.0.0.1 --bind 127.0.0.2 --name b --gpu-devices 1 --token-file "$D/token" >"$OUT_DIR/agent-b.log" 2>&1 &
+PID_B=$!
+trap 'kill $PID_A $PID_B 2>/dev/null; rm -rf "$D"' EXIT
+for _ in $(seq 100); do [ "$($L nodes $C 2>/dev/null | awk '$4 == "alive"' | wc -l)" = 2 ] && break; sleep 0.1; done
+
+say "# $(date -u +%FT%TZ) $(nvidia-smi -L 2>/dev/null | tr '\n' ';') $(mpirun --version 2>&1 | head -1)"
+# Both "nodes" share this host's name: Open MPI's shared-memory transport would
+# take them for one, so MPI's own traffic goes over TCP; NCCL's does not use it.
+$L run $C -n 2 --gpus 1 --mpi openmpi -x OMPI_MCA_btl=self,tcp -x OMPI_ALLOW_RUN_AS_ROOT=1 -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+  -- "$PERF" $ARGS >"$OUT_DIR/muster.txt" 2>&1
+say "muster --mpi openmpi: exit $?"
+mpirun -np 2 --mca btl self,tcp -x CUDA_VISIBLE_DEVICES=0,1 "$PERF" $ARGS >"$OUT_DIR/mpirun.txt" 2>&1
+say "mpirun -np 2: exit $?"
+# busbw SIZE: out-of-place busbw by size, from nccl-tests' table.
+busbw() { sed 's/^\[[0-9]*\] //' "$1" | awk '$1 ~ /^[0-9]+$/ && NF >= 12 {print $1, $8}' | sort; }
+join <(busbw "$OUT_DIR/muster.txt") <(busbw "$OUT_DIR/mpirun.txt") | sort -n |
+  awk '{printf "%12d bytes: muster %8.2f GB/s  mpirun %8.2f GB/s  ratio %.3f\n", $1, $2, $3, ($3 > 0 ? $2/$3 : 0)}' | tee -a "$summary"
+grep -h "Avg bus bandwidth" "$OUT_DIR/muster.txt" "$OUT_DIR/mpirun.txt" | tee -a "$summary"
