@@ -108,7 +108,9 @@ func Argv(nodeRank int, n Node) ([]string, error) {
 	}
 	argv := []string{n.Self, LaunchCommand, "--", mpirun,
 		"-np", strconv.Itoa(len(n.Names) * n.Slots), "--hostfile", hf,
-		"--mca", "plm_rsh_agent", n.Self + " " + RSHCommand}
+		// plm rsh, whatever the environment says (OMPI_MCA_plm=isolated
+		// keeps mpirun to its own node): the agents are its remote shell.
+		"--mca", "plm", "rsh", "--mca", "plm_rsh_agent", n.Self + " " + RSHCommand}
 	// mpirun's bootstrap and MPI traffic take the interface muster picked
 	// for NCCL: on multi-NIC hosts Open MPI may try one that does not route.
 	if v, ok := envprop.Lookup(n.Env, "NCCL_SOCKET_IFNAME"); ok && v != "" && !strings.ContainsAny(v, ",^=") {

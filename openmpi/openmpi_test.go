@@ -21,7 +21,7 @@ func TestArgvLaunch(t *testing.T) {
 	}
 	hf := filepath.Join(dir, HostfileName)
 	want := []string{"/bin/agent", "mpi-launch", "--", "mpirun.openmpi", "-np", "6", "--hostfile", hf,
-		"--mca", "plm_rsh_agent", "/bin/agent rsh",
+		"--mca", "plm", "rsh", "--mca", "plm_rsh_agent", "/bin/agent rsh",
 		"--mca", "oob_tcp_if_include", "eth1", "--mca", "btl_tcp_if_include", "eth1",
 		"--allow-run-as-root", "./app", "-v"}
 	if !slices.Equal(got, want) {
@@ -46,7 +46,7 @@ func TestArgvLaunchPlain(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"/bin/agent", "mpi-launch", "--", "mpirun", "-np", "4", "--hostfile", filepath.Join(n.Dir, HostfileName),
-		"--mca", "plm_rsh_agent", "/bin/agent rsh", "./app"}
+		"--mca", "plm", "rsh", "--mca", "plm_rsh_agent", "/bin/agent rsh", "./app"}
 	if !slices.Equal(got, want) {
 		t.Errorf("argv\n%q\nwant\n%q", got, want)
 	}
