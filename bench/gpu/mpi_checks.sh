@@ -31,8 +31,11 @@ for _ in $(seq 100); do [ "$($L nodes $C 2>/dev/null | awk '$4 == "alive"' | wc 
 
 say "# $(date -u +%FT%TZ) $(nvidia-smi -L 2>/dev/null | tr '\n' ';') $(mpirun --version 2>&1 | head -1)"
 # Both "nodes" share this host's name: Open MPI's shared-memory transport would
-# take them for one, so MPI's own traffic goes over TCP; NCCL's does not use it.
-$L run $C -n 2 --gpus 1 --mpi openmpi -x OMPI_MCA_btl=self,tcp -x OMPI_ALLOW_RUN_AS_ROOT=1 -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+# take them for one, so MPI's own traffic goes over TCP (NCCL's does not use
+# it); and nccl-tests counts its local ranks by host name and picks the GPU of
+# its local rank, so both ranks see both GPUs, as under mpirun.
+$L run $C -n 2 --gpus 1 --mpi openmpi -x OMPI_MCA_btl=self,tcp -x CUDA_VISIBLE_DEVICES=0,1 \
+  -x OMPI_ALLOW_RUN_AS_ROOT=1 -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
   -- "$PERF" $ARGS >"$OUT_DIR/muster.txt" 2>&1
 say "muster --mpi openmpi: exit $?"
 mpirun -np 2 --mca btl self,tcp -x CUDA_VISIBLE_DEVICES=0,1 "$PERF" $ARGS >"$OUT_DIR/mpirun.txt" 2>&1
