@@ -33,12 +33,13 @@ say "# $(date -u +%FT%TZ) $(nvidia-smi -L 2>/dev/null | tr '\n' ';') $(mpirun --
 # Both "nodes" share this host's name: Open MPI's shared-memory transport would
 # take them for one, so MPI's own traffic goes over TCP (NCCL's does not use
 # it); and nccl-tests counts its local ranks by host name and picks the GPU of
-# its local rank, so both ranks see both GPUs, as under mpirun.
-$L run $C -n 2 --gpus 1 --mpi openmpi -x OMPI_MCA_btl=self,tcp -x CUDA_VISIBLE_DEVICES=0,1 \
+# its local rank, so both ranks see both GPUs, as under mpirun. Each "node"
+# would bind its one rank to the host's first core: binding is off, for both.
+$L run $C -n 2 --gpus 1 --mpi openmpi -x OMPI_MCA_btl=self,tcp -x CUDA_VISIBLE_DEVICES=0,1 -x OMPI_MCA_hwloc_base_binding_policy=none \
   -x OMPI_ALLOW_RUN_AS_ROOT=1 -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
   -- "$PERF" $ARGS >"$OUT_DIR/muster.txt" 2>&1
 say "muster --mpi openmpi: exit $?"
-mpirun -np 2 --mca btl self,tcp -x CUDA_VISIBLE_DEVICES=0,1 "$PERF" $ARGS >"$OUT_DIR/mpirun.txt" 2>&1
+mpirun -np 2 --mca btl self,tcp --bind-to none -x CUDA_VISIBLE_DEVICES=0,1 "$PERF" $ARGS >"$OUT_DIR/mpirun.txt" 2>&1
 say "mpirun -np 2: exit $?"
 # busbw SIZE: out-of-place busbw by size, from nccl-tests' table.
 busbw() { sed 's/^\[[0-9]*\] //' "$1" | awk '$1 ~ /^[0-9]+$/ && NF >= 12 {print $1, $8}' | sort; }
