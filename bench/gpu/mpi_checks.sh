@@ -26,7 +26,8 @@ PID_A=$!
 sleep 0.5
 $A --join 127.0.0.1 --bind 127.0.0.2 --name b --gpu-devices 1 --token-file "$D/token" >"$OUT_DIR/agent-b.log" 2>&1 &
 PID_B=$!
-trap 'kill $PID_A $PID_B 2>/dev/null; rm -rf "$D"' EXIT
+# The agents are waited for: a next run takes the same ports.
+trap 'kill $PID_A $PID_B 2>/dev/null; wait $PID_A $PID_B 2>/dev/null; rm -rf "$D"' EXIT
 for _ in $(seq 100); do [ "$($L nodes $C 2>/dev/null | awk '$4 == "alive"' | wc -l)" = 2 ] && break; sleep 0.1; done
 
 say "# $(date -u +%FT%TZ) $(nvidia-smi -L 2>/dev/null | tr '\n' ';') $(mpirun --version 2>&1 | head -1)"
