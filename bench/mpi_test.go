@@ -35,29 +35,64 @@ func BenchmarkMPIInit(b *testing.B) {
 	if out, err := exec.Command(mpicc, "-o", prog, "testdata/mpi_init.c").CombinedOutput(); err != nil {
 		b.Fatalf("mpicc: %v\n%s", err, out)
 	}
+	compareLaunchers(b, "mpiexec", func(np string) [][]string {
+		return [][]string{
+			{launcher, "run", "--nproc", np, "--mpi", "mpich", "--", prog},
+			{hydra, "-n", np, prog},
+		}
+	})
+}
+
+// BenchmarkOpenMPIInit is BenchmarkMPIInit for Open MPI: `launcher run
+// --nproc N --mpi openmpi` (mpirun started by the agent, which is its
+// remote shell) against `mpirun -np N` itself.
+func BenchmarkOpenMPIInit(b *testing.B) {
+	mpicc, err := exec.LookPath("mpicc.openmpi")
+	if err != nil {
+		b.Skip("mpicc.openmpi not installed (Debian: apt-get install openmpi-bin libopenmpi-dev)")
+	}
+	mpirun, err := exec.LookPath("mpirun.openmpi")
+	if err != nil {
+		b.Skip("mpirun.openmpi not installed (Debian: apt-get install openmpi-bin)")
+	}
+	b.Setenv("OMPI_ALLOW_RUN_AS_ROOT", "1")
+	b.Setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+	launcher := buildLauncher(b)
+	prog := filepath.Join(b.TempDir(), "mpi_init")
+	if out, err := exec.Command(mpicc, "-o", prog, "testdata/mpi_init.c").CombinedOutput(); err != nil {
+		b.Fatalf("mpicc: %v\n%s", err, out)
+	}
+	compareLaunchers(b, "mpirun", func(np string) [][]string {
+		return [][]string{
+			{launcher, "run", "--nproc", np, "--mpi", "openmpi", "-x", "MUSTER_MPIRUN=" + mpirun, "--", prog},
+			{mpirun, "--oversubscribe", "-np", np, prog},
+		}
+	})
+}
+
+// compareLaunchers times, for 4, 16 and 64 ranks, muster's command and its
+// peer's (cmds' two lines) in turn within each iteration, after one warm-up
+// run of each; it reports each one's median wall time and their ratio.
+func compareLaunchers(b *testing.B, peer string, cmds func(np string) [][]string) {
 	for _, n := range []int{4, 16, 64} {
 		b.Run(fmt.Sprintf("ranks=%d", n), func(b *testing.B) {
-			np := strconv.Itoa(n)
-			cmds := [][]string{
-				{launcher, "run", "--nproc", np, "--mpi", "mpich", "--", prog},
-				{hydra, "-n", np, prog},
-			}
-			for _, argv := range cmds { // warm caches once
+			lines := cmds(strconv.Itoa(n))
+			for _, argv := range lines { // warm caches once
 				timed(b, argv)
 			}
-			times := make([][]time.Duration, len(cmds))
+			times := make([][]time.Duration, len(lines))
 			b.ResetTimer()
 			for range b.N {
-				for j, argv := range cmds {
+				for j, argv := range lines {
 					d, _ := timed(b, argv)
 					times[j] = append(times[j], d)
 				}
 			}
 			b.StopTimer()
-			muster, mpiexec := median(times[0]), median(times[1])
+			muster, other := median(times[0]), median(times[1])
 			b.ReportMetric(float64(muster.Microseconds())/1000, "muster-ms")
-			b.ReportMetric(float64(mpiexec.Microseconds())/1000, "mpiexec-ms")
-			b.ReportMetric(float64(muster)/float64(mpiexec), "muster/mpiexec")
+			b.ReportMetric(float64(other.Microseconds())/1000, peer+"-ms")
+			b.ReportMetric(float64(muster)/float64(other), "muster/"+peer)
 			b.ReportMetric(0, "ns/op")
 		})
 	}
