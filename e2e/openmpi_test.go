@@ -89,4 +89,9 @@ func TestOpenMPIAbort(t *testing.T) {
 	if r.code != 7 || !strings.Contains(r.stderr, "exited with code 7") {
 		t.Fatalf("exit %d, want 7; stderr:\n%s", r.code, r.stderr)
 	}
+	// mpirun names the rank, on the job's stdout, where mpi-launch puts
+	// both of mpirun's streams.
+	if !strings.Contains(r.stdout, "MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD") {
+		t.Errorf("mpirun's message does not name the rank:\n%s\n%s", r.stdout, r.stderr)
+	}
 }
