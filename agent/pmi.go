@@ -104,6 +104,8 @@ func (pc *pmiConn) outcome(st exitStatus) exitStatus {
 		return exitStatus{code: res.ExitCode, aborted: true, err: fmt.Sprintf("called MPI_Abort with exit code %d", res.ExitCode)}
 	case res.Finalized || res.Err == nil || st.failed():
 		return st
+	case !res.Spoke:
+		st.err = "exited with code 0 without a word of PMI: not an MPICH program? (Open MPI programs need --mpi openmpi)"
 	case errors.Is(res.Err, pmi.ErrNotFinalized) || errors.Is(res.Err, context.Canceled):
 		// Closed by its exit, or cancelled here once it exited: either way first.
 		st.err = "exited with code 0 without MPI_Finalize (its PMI connection closed first)"

@@ -55,6 +55,7 @@ type Result struct {
 	Aborted   bool // sent abort: the job must stop with ExitCode
 	ExitCode  int
 	Message   string // names the rank, for the job's failure summary
+	Spoke     bool   // sent a command at all: a program without PMI never does
 	Err       error  // closed before finalize, bad input, or ctx ended
 }
 

@@ -26,6 +26,7 @@ type session struct {
 	v2        bool // switched to PMI-2 framing by init pmi_version=2
 	puts      int
 	finalized bool
+	spoke     bool // a command was served
 }
 
 // Serve serves one rank's connection until it closes, and closes it. rank
@@ -59,14 +60,17 @@ func (s *session) run(ctx context.Context) Result {
 		}
 		switch {
 		case res != nil:
+			res.Spoke = true
 			return *res
+		case err == nil:
+			s.spoke = true
 		case errors.Is(err, io.EOF) && s.finalized:
-			return Result{Finalized: true}
+			return Result{Finalized: true, Spoke: true}
 		case errors.Is(err, io.EOF):
-			return Result{Err: fmt.Errorf("rank %d %w", s.rank, ErrNotFinalized)}
+			return Result{Spoke: s.spoke, Err: fmt.Errorf("rank %d %w", s.rank, ErrNotFinalized)}
 		case err != nil:
 			s.log.Info("pmi connection closed", zap.Int("rank", s.rank), zap.Error(err))
-			return Result{Finalized: s.finalized, Err: fmt.Errorf("rank %d: pmi: %w", s.rank, err)}
+			return Result{Finalized: s.finalized, Spoke: s.spoke, Err: fmt.Errorf("rank %d: pmi: %w", s.rank, err)}
 		}
 	}
 }

@@ -142,8 +142,14 @@ func TestV1CloseBeforeFinalize(t *testing.T) {
 	c.call("cmd=init pmi_version=1 pmi_subversion=1")
 	c.conn.Close()
 	r := wait(t, done)
-	if r.Err == nil || r.Finalized || !strings.Contains(r.Err.Error(), "rank 1 closed its PMI connection before finalize") {
+	if r.Err == nil || r.Finalized || !r.Spoke || !strings.Contains(r.Err.Error(), "rank 1 closed its PMI connection before finalize") {
 		t.Fatalf("result %+v", r)
+	}
+	// A program that never speaks PMI closes without a word.
+	c, done = serve(t, testCtx(t), j, 0)
+	c.conn.Close()
+	if r := wait(t, done); r.Err == nil || r.Spoke {
+		t.Fatalf("silent rank: result %+v", r)
 	}
 }
 

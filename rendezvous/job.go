@@ -222,11 +222,11 @@ func (s *Store) workerExitedLocked(j *job, ex *musterv1.WorkerExited) {
 			}
 		}
 		if restartsLeft(j) {
-			s.restartLocked(j, describeExit(ex), true)
+			s.restartLocked(j, describeExit(j.spec, ex), true)
 			return
 		}
 		j.failure = ex
-		j.reason = describeExit(ex)
+		j.reason = describeExit(j.spec, ex)
 		s.stopLocked(j, j.spec.KillTimeoutMs)
 	}
 	if !j.finished() && j.round == r && int32(len(r.exited)) == r.worldSize {
@@ -250,8 +250,16 @@ func ExitCode(ex *musterv1.WorkerExited) int32 {
 	return ex.GetExitCode()
 }
 
-func describeExit(ex *musterv1.WorkerExited) string {
+func describeExit(spec *musterv1.JobSpec, ex *musterv1.WorkerExited) string {
 	who := fmt.Sprintf("rank %d (node %s, local rank %d)", ex.GetRank(), ex.GetNode(), ex.GetLocalRank())
+	if spec.GetMpi() == "openmpi" {
+		// The workers of an Open MPI job are mpirun and the nodes' daemons,
+		// not MPI ranks: mpirun's own message names the rank.
+		who = "mpirun (node " + ex.GetNode() + ")"
+		if ex.GetRank() != 0 {
+			who = "the Open MPI daemon on node " + ex.GetNode()
+		}
+	}
 	switch {
 	case ex.GetError() != "":
 		return who + ": " + ex.GetError()
