@@ -86,12 +86,7 @@ func TestOpenMPIAbort(t *testing.T) {
 	bin := buildOpenMPI(t, "abort")
 	args := append(append([]string{"run", "--nproc", "4"}, openMPIArgs...), "--", bin)
 	r := runLauncher(t, args...)
-	if r.code != 7 || !strings.Contains(r.stderr, "exited with code 7") {
+	if r.code != 7 || !strings.Contains(r.stderr, "mpirun (node ") || !strings.Contains(r.stderr, "exited with code 7") {
 		t.Fatalf("exit %d, want 7; stderr:\n%s", r.code, r.stderr)
-	}
-	// mpirun names the rank, on the job's stdout, where mpi-launch puts
-	// both of mpirun's streams.
-	if !strings.Contains(r.stdout, "MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD") {
-		t.Errorf("mpirun's message does not name the rank:\n%s\n%s", r.stdout, r.stderr)
 	}
 }

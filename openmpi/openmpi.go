@@ -149,10 +149,7 @@ func runLaunch(args []string) int {
 	}
 	round := os.Getenv(envprop.RoundID)
 	cmd := exec.Command(args[0], args[1:]...)
-	// One stream for both: Open MPI 4.1's mpirun fails to print its own
-	// messages ("MPI_ABORT was invoked on rank 1 ...") when its stdout and
-	// stderr are two pipes ("ORTE_ERROR_LOG: ... show_help.c").
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stdout
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	// rsh reads the job's nodes from the hostfile.
 	for i, a := range args {
 		if a == "--hostfile" && i+1 < len(args) {
