@@ -32,9 +32,16 @@ func buildMPI(t *testing.T, name string) string {
 			t.Setenv(k, v)
 		}
 	}
+	return compileMPI(t, mpicc, name)
+}
+
+// compileMPI compiles pmi/testdata/<name>.c with mpicc into the test's
+// temporary directory.
+func compileMPI(t *testing.T, mpicc, name string) string {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), name)
 	if out, err := exec.Command(mpicc, "-o", bin, filepath.Join("..", "pmi", "testdata", name+".c")).CombinedOutput(); err != nil {
-		t.Fatalf("mpicc %s: %v\n%s", name, err, out)
+		t.Fatalf("%s %s: %v\n%s", filepath.Base(mpicc), name, err, out)
 	}
 	return bin
 }

@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,11 +24,7 @@ func buildOpenMPI(t *testing.T, name string) string {
 	if _, err := exec.LookPath("mpirun.openmpi"); err != nil {
 		t.Skip("mpirun.openmpi is not on PATH: install Open MPI (Debian: apt-get install openmpi-bin)")
 	}
-	bin := filepath.Join(t.TempDir(), name)
-	if out, err := exec.Command(mpicc, "-o", bin, filepath.Join("..", "pmi", "testdata", name+".c")).CombinedOutput(); err != nil {
-		t.Fatalf("mpicc.openmpi %s: %v\n%s", name, err, out)
-	}
-	return bin
+	return compileMPI(t, mpicc, name)
 }
 
 // openMPIArgs run the job under Debian's Open MPI mpirun. Several "nodes"
