@@ -778,9 +778,16 @@ func (*AgentCommand_Start) isAgentCommand_Command() {}
 func (*AgentCommand_Stop) isAgentCommand_Command() {}
 
 type ReservePorts struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RoundId       string                 `protobuf:"bytes,1,opt,name=round_id,json=roundId,proto3" json:"round_id,omitempty"`
-	Count         int32                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	RoundId string                 `protobuf:"bytes,1,opt,name=round_id,json=roundId,proto3" json:"round_id,omitempty"`
+	Count   int32                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	JobId   string                 `protobuf:"bytes,3,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// agent_store asks for the job's TCPStore: the first port is then the one
+	// it serves on, the same for every round while this node is node rank 0.
+	AgentStore bool `protobuf:"varint,4,opt,name=agent_store,json=agentStore,proto3" json:"agent_store,omitempty"`
+	// wait_timeout_ms is how long the job may wait for its next round's
+	// nodes: an agent keeps the job's TCPStore that long after a restart.
+	WaitTimeoutMs int64 `protobuf:"varint,5,opt,name=wait_timeout_ms,json=waitTimeoutMs,proto3" json:"wait_timeout_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -825,6 +832,27 @@ func (x *ReservePorts) GetRoundId() string {
 func (x *ReservePorts) GetCount() int32 {
 	if x != nil {
 		return x.Count
+	}
+	return 0
+}
+
+func (x *ReservePorts) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *ReservePorts) GetAgentStore() bool {
+	if x != nil {
+		return x.AgentStore
+	}
+	return false
+}
+
+func (x *ReservePorts) GetWaitTimeoutMs() int64 {
+	if x != nil {
+		return x.WaitTimeoutMs
 	}
 	return 0
 }
@@ -981,7 +1009,11 @@ type JobSpec struct {
 	// mpi names the MPI whose process manager the agents stand in for: ""
 	// (none) or "mpich" (PMI-1 on a socketpair, PMI_FD). Each rank then speaks
 	// PMI to its agent, which serves it over this job's KV: no mpiexec.
-	Mpi           string `protobuf:"bytes,22,opt,name=mpi,proto3" json:"mpi,omitempty"`
+	Mpi string `protobuf:"bytes,22,opt,name=mpi,proto3" json:"mpi,omitempty"`
+	// no_agent_store leaves PyTorch's TCPStore to rank 0 (--no-agent-store):
+	// by default node rank 0's agent serves it on MASTER_PORT for the job's
+	// life, and workers get TORCHELASTIC_USE_AGENT_STORE=True.
+	NoAgentStore  bool `protobuf:"varint,23,opt,name=no_agent_store,json=noAgentStore,proto3" json:"no_agent_store,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1168,6 +1200,13 @@ func (x *JobSpec) GetMpi() string {
 		return x.Mpi
 	}
 	return ""
+}
+
+func (x *JobSpec) GetNoAgentStore() bool {
+	if x != nil {
+		return x.NoAgentStore
+	}
+	return false
 }
 
 type SubmitRequest struct {
@@ -1564,6 +1603,9 @@ type StopJob struct {
 	Reason string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	// kill_timeout_ms is the grace between SIGTERM and SIGKILL; 0 kills at once.
 	KillTimeoutMs int64 `protobuf:"varint,3,opt,name=kill_timeout_ms,json=killTimeoutMs,proto3" json:"kill_timeout_ms,omitempty"`
+	// restarting: the job goes on in a next round, which may need the node's
+	// TCPStore again.
+	Restarting    bool `protobuf:"varint,4,opt,name=restarting,proto3" json:"restarting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1617,6 +1659,13 @@ func (x *StopJob) GetKillTimeoutMs() int64 {
 		return x.KillTimeoutMs
 	}
 	return 0
+}
+
+func (x *StopJob) GetRestarting() bool {
+	if x != nil {
+		return x.Restarting
+	}
+	return false
 }
 
 type WorkerStarted struct {
@@ -3585,16 +3634,20 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\rreserve_ports\x18\x01 \x01(\v2\x17.muster.v1.ReservePortsH\x00R\freservePorts\x12-\n" +
 	"\x05start\x18\x02 \x01(\v2\x15.muster.v1.AssignmentH\x00R\x05start\x12(\n" +
 	"\x04stop\x18\x03 \x01(\v2\x12.muster.v1.StopJobH\x00R\x04stopB\t\n" +
-	"\acommand\"?\n" +
+	"\acommand\"\x9f\x01\n" +
 	"\fReservePorts\x12\x19\n" +
 	"\bround_id\x18\x01 \x01(\tR\aroundId\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x05R\x05count\"w\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\x12\x15\n" +
+	"\x06job_id\x18\x03 \x01(\tR\x05jobId\x12\x1f\n" +
+	"\vagent_store\x18\x04 \x01(\bR\n" +
+	"agentStore\x12&\n" +
+	"\x0fwait_timeout_ms\x18\x05 \x01(\x03R\rwaitTimeoutMs\"w\n" +
 	"\x14PortsReservedRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x19\n" +
 	"\bround_id\x18\x02 \x01(\tR\aroundId\x12\x14\n" +
 	"\x05ports\x18\x03 \x03(\x05R\x05ports\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\"\x17\n" +
-	"\x15PortsReservedResponse\"\x88\x05\n" +
+	"\x15PortsReservedResponse\"\xae\x05\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\fR\x04argv\x12\x16\n" +
 	"\x06nnodes\x18\x02 \x01(\x05R\x06nnodes\x12\x12\n" +
@@ -3622,7 +3675,8 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\fmax_restarts\x18\x14 \x01(\x05R\vmaxRestarts\x12 \n" +
 	"\flast_call_ms\x18\x15 \x01(\x03R\n" +
 	"lastCallMs\x12\x10\n" +
-	"\x03mpi\x18\x16 \x01(\tR\x03mpiB\r\n" +
+	"\x03mpi\x18\x16 \x01(\tR\x03mpi\x12$\n" +
+	"\x0eno_agent_store\x18\x17 \x01(\bR\fnoAgentStoreB\r\n" +
 	"\v_stdin_rank\"7\n" +
 	"\rSubmitRequest\x12&\n" +
 	"\x04spec\x18\x01 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\"B\n" +
@@ -3665,11 +3719,14 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x03uid\x18\x01 \x01(\rR\x03uid\x12\x10\n" +
 	"\x03gid\x18\x02 \x01(\rR\x03gid\x12\x16\n" +
 	"\x06groups\x18\x03 \x03(\rR\x06groups\x12\x12\n" +
-	"\x04user\x18\x04 \x01(\tR\x04user\"`\n" +
+	"\x04user\x18\x04 \x01(\tR\x04user\"\x80\x01\n" +
 	"\aStopJob\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12&\n" +
-	"\x0fkill_timeout_ms\x18\x03 \x01(\x03R\rkillTimeoutMs\"h\n" +
+	"\x0fkill_timeout_ms\x18\x03 \x01(\x03R\rkillTimeoutMs\x12\x1e\n" +
+	"\n" +
+	"restarting\x18\x04 \x01(\bR\n" +
+	"restarting\"h\n" +
 	"\rWorkerStarted\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x1d\n" +
 	"\n" +
