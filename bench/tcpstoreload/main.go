@@ -18,6 +18,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"slices"
@@ -186,4 +187,4 @@ func join(ctx context.Context, addr string, sem chan struct{}, n int, count, las
 	return c.Wait(ctx, last)
 }
 
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())/100) / 10 }
