@@ -5,11 +5,23 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf8"
 )
 
-// Bounds on what workers may keep: every network input is bounded.
+// Limits bound what a Memory keeps: every network input is bounded.
+type Limits struct {
+	KeyBytes   int // longest key
+	ValueBytes int // largest value, and largest queue
+	Keys       int // keys and non-empty queues, in every space together
+	TotalBytes int // bytes of values and queued items, in every space together
+	// BinaryKeys lets keys be any bytes, empty included, as PyTorch's
+	// TCPStore allows; otherwise they are non-empty UTF-8 without NUL.
+	BinaryKeys bool
+}
+
+// The default bounds, for the store's KV service and PMI.
 const (
 	MaxKeyBytes     = 512
 	MaxValueBytes   = 1 << 20
@@ -17,6 +29,9 @@ const (
 	maxTotalBytes   = 256 << 20
 	maxBarrierCount = 1 << 20
 )
+
+// DefaultLimits are NewMemory's.
+var DefaultLimits = Limits{KeyBytes: MaxKeyBytes, ValueBytes: MaxValueBytes, Keys: maxKeys, TotalBytes: maxTotalBytes}
 
 type entry struct {
 	value   []byte
@@ -29,8 +44,15 @@ type barrier struct {
 	done    chan struct{}
 }
 
+// keyWaiters is how waiters learn a key came: ready is closed when it does.
+type keyWaiters struct {
+	ready chan struct{}
+	n     int // waiters holding ready; the entry goes when the last leaves
+}
+
 // Memory keeps every space in memory, bounded in keys and bytes in all.
 type Memory struct {
+	limits  Limits
 	mu      sync.Mutex
 	spaces  map[string]*space
 	keys    int
@@ -38,15 +60,19 @@ type Memory struct {
 	version uint64
 }
 
-// NewMemory returns an empty store.
-func NewMemory() *Memory { return &Memory{spaces: map[string]*space{}} }
+// NewMemory returns an empty store with DefaultLimits.
+func NewMemory() *Memory { return NewMemoryWith(DefaultLimits) }
+
+// NewMemoryWith returns an empty store with limits l.
+func NewMemoryWith(l Limits) *Memory { return &Memory{limits: l, spaces: map[string]*space{}} }
 
 type space struct {
 	m        *Memory
 	scope    string
 	entries  map[string]entry
+	queues   map[string]*queue
 	barriers map[string]*barrier
-	wake     chan struct{} // closed and replaced on every change
+	waiters  map[string]*keyWaiters // by key not yet there
 	dropped  chan struct{}
 }
 
@@ -57,9 +83,9 @@ func (m *Memory) Space(scope string) Space {
 	defer m.mu.Unlock()
 	sp := m.spaces[scope]
 	if sp == nil {
-		sp = &space{m: m, scope: scope, entries: map[string]entry{}, barriers: map[string]*barrier{},
-			wake: make(chan struct{}), dropped: make(chan struct{})}
-		if checkName("scope", scope) == nil {
+		sp = &space{m: m, scope: scope, entries: map[string]entry{}, queues: map[string]*queue{},
+			barriers: map[string]*barrier{}, waiters: map[string]*keyWaiters{}, dropped: make(chan struct{})}
+		if checkName("scope", scope, DefaultLimits) == nil {
 			m.spaces[scope] = sp
 		}
 	}
@@ -77,31 +103,35 @@ func (m *Memory) Drop(scope string) {
 	for _, e := range sp.entries {
 		m.bytes -= len(e.value)
 	}
-	m.keys -= len(sp.entries)
+	for _, q := range sp.queues {
+		m.bytes -= q.bytes
+	}
+	m.keys -= len(sp.entries) + len(sp.queues)
 	delete(m.spaces, scope)
 	close(sp.dropped)
 }
 
-func checkName(what, s string) error {
+func checkName(what, s string, l Limits) error {
 	switch {
+	case len(s) > l.KeyBytes:
+		return fmt.Errorf("%s is %d bytes, more than %d", what, len(s), l.KeyBytes)
+	case l.BinaryKeys:
+		return nil
 	case s == "":
 		return fmt.Errorf("%s is empty", what)
-	case len(s) > MaxKeyBytes:
-		return fmt.Errorf("%s is %d bytes, more than %d", what, len(s), MaxKeyBytes)
 	case !utf8.ValidString(s):
 		return fmt.Errorf("%s is not valid UTF-8", what)
-	}
-	for _, r := range s {
-		if r == 0 {
-			return fmt.Errorf("%s holds a NUL byte", what)
-		}
+	case strings.IndexByte(s, 0) >= 0:
+		return fmt.Errorf("%s holds a NUL byte", what)
 	}
 	return nil
 }
 
+func (sp *space) checkKey(key string) error { return checkName("key", key, sp.m.limits) }
+
 // live checks the space may be used; m.mu is held.
 func (sp *space) live() error {
-	if err := checkName("scope", sp.scope); err != nil {
+	if err := checkName("scope", sp.scope, DefaultLimits); err != nil {
 		return err
 	}
 	select {
@@ -112,18 +142,41 @@ func (sp *space) live() error {
 	}
 }
 
+// lockLive locks the store for an operation on key, or says why it may not
+// run; the caller unlocks when it is nil.
+func (sp *space) lockLive(key string) error {
+	if err := sp.checkKey(key); err != nil {
+		return err
+	}
+	sp.m.mu.Lock()
+	if err := sp.live(); err != nil {
+		sp.m.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// reserveLocked checks that the store may grow by one key (when newKey) and
+// by grow bytes; m.mu is held.
+func (m *Memory) reserveLocked(newKey bool, grow int) error {
+	if newKey && m.keys >= m.limits.Keys {
+		return fmt.Errorf("store holds %d keys, its limit", m.limits.Keys)
+	}
+	if m.bytes+grow > m.limits.TotalBytes {
+		return fmt.Errorf("store holds %d bytes of values, its limit", m.limits.TotalBytes)
+	}
+	return nil
+}
+
 // putLocked stores value under key within the bounds; m.mu is held.
 func (sp *space) putLocked(key string, value []byte) (uint64, error) {
-	if len(value) > MaxValueBytes {
-		return 0, fmt.Errorf("value of %q is %d bytes, more than %d", key, len(value), MaxValueBytes)
-	}
 	m := sp.m
-	old, exists := sp.entries[key]
-	if !exists && m.keys >= maxKeys {
-		return 0, fmt.Errorf("store holds %d keys, its limit", maxKeys)
+	if len(value) > m.limits.ValueBytes {
+		return 0, fmt.Errorf("value of %q is %d bytes, more than %d", key, len(value), m.limits.ValueBytes)
 	}
-	if m.bytes-len(old.value)+len(value) > maxTotalBytes {
-		return 0, fmt.Errorf("store holds %d bytes of values, its limit", maxTotalBytes)
+	old, exists := sp.entries[key]
+	if err := m.reserveLocked(!exists, len(value)-len(old.value)); err != nil {
+		return 0, err
 	}
 	if !exists {
 		m.keys++
@@ -131,35 +184,38 @@ func (sp *space) putLocked(key string, value []byte) (uint64, error) {
 	m.version++
 	m.bytes += len(value) - len(old.value)
 	sp.entries[key] = entry{value: bytes.Clone(value), version: m.version}
-	sp.changedLocked()
+	sp.cameLocked(key)
 	return m.version, nil
 }
 
-func (sp *space) changedLocked() {
-	close(sp.wake)
-	sp.wake = make(chan struct{})
+// cameLocked wakes those waiting for key; m.mu is held.
+func (sp *space) cameLocked(key string) {
+	if w := sp.waiters[key]; w != nil {
+		close(w.ready)
+		delete(sp.waiters, key)
+	}
+}
+
+// presentLocked says whether key is set or its queue holds an item, which
+// is what waiters wait for; m.mu is held.
+func (sp *space) presentLocked(key string) bool {
+	if _, ok := sp.entries[key]; ok {
+		return true
+	}
+	return sp.queues[key] != nil
 }
 
 func (sp *space) Set(key string, value []byte) (uint64, error) {
-	if err := checkName("key", key); err != nil {
+	if err := sp.lockLive(key); err != nil {
 		return 0, err
 	}
-	sp.m.mu.Lock()
 	defer sp.m.mu.Unlock()
-	if err := sp.live(); err != nil {
-		return 0, err
-	}
 	return sp.putLocked(key, value)
 }
 
 func (sp *space) Get(ctx context.Context, key string, wait bool) ([]byte, uint64, error) {
-	if err := checkName("key", key); err != nil {
-		return nil, 0, err
-	}
 	for {
-		sp.m.mu.Lock()
-		if err := sp.live(); err != nil {
-			sp.m.mu.Unlock()
+		if err := sp.lockLive(key); err != nil {
 			return nil, 0, err
 		}
 		e, ok := sp.entries[key]
@@ -178,14 +234,10 @@ func (sp *space) Get(ctx context.Context, key string, wait bool) ([]byte, uint64
 }
 
 func (sp *space) Add(key string, delta int64) (int64, error) {
-	if err := checkName("key", key); err != nil {
+	if err := sp.lockLive(key); err != nil {
 		return 0, err
 	}
-	sp.m.mu.Lock()
 	defer sp.m.mu.Unlock()
-	if err := sp.live(); err != nil {
-		return 0, err
-	}
 	var n int64
 	if e, ok := sp.entries[key]; ok {
 		v, err := strconv.ParseInt(string(e.value), 10, 64)
@@ -204,47 +256,70 @@ func (sp *space) Add(key string, delta int64) (int64, error) {
 	return sum, nil
 }
 
-func (sp *space) CompareAndSwap(key string, old, next []byte) ([]byte, error) {
-	if err := checkName("key", key); err != nil {
-		return nil, err
+func (sp *space) Append(key string, value []byte) error {
+	if err := sp.lockLive(key); err != nil {
+		return err
 	}
-	sp.m.mu.Lock()
 	defer sp.m.mu.Unlock()
-	if err := sp.live(); err != nil {
-		return nil, err
+	old := sp.entries[key].value
+	if len(old)+len(value) > sp.m.limits.ValueBytes {
+		return fmt.Errorf("value of %q would be %d bytes, more than %d", key, len(old)+len(value), sp.m.limits.ValueBytes)
 	}
+	_, err := sp.putLocked(key, append(bytes.Clone(old), value...))
+	return err
+}
+
+func (sp *space) CompareAndSwap(key string, old, next []byte) ([]byte, bool, error) {
+	if err := sp.lockLive(key); err != nil {
+		return nil, false, err
+	}
+	defer sp.m.mu.Unlock()
 	e, ok := sp.entries[key]
-	if (!ok && old == nil) || (ok && old != nil && bytes.Equal(e.value, old)) {
+	if (!ok && len(old) == 0) || (ok && bytes.Equal(e.value, old)) {
 		if _, err := sp.putLocked(key, next); err != nil {
-			return nil, err
+			return nil, ok, err
 		}
-		return bytes.Clone(next), nil
+		return bytes.Clone(next), true, nil
 	}
-	return e.value, nil
+	return e.value, ok, nil
 }
 
 func (sp *space) Delete(key string) (bool, error) {
-	if err := checkName("key", key); err != nil {
+	if err := sp.lockLive(key); err != nil {
 		return false, err
 	}
-	sp.m.mu.Lock()
 	defer sp.m.mu.Unlock()
-	if err := sp.live(); err != nil {
-		return false, err
-	}
 	e, ok := sp.entries[key]
 	if ok {
 		sp.m.bytes -= len(e.value)
 		sp.m.keys--
 		delete(sp.entries, key)
-		sp.changedLocked()
 	}
 	return ok, nil
 }
 
+func (sp *space) Has(keys ...string) (bool, error) {
+	for _, k := range keys {
+		if err := sp.checkKey(k); err != nil {
+			return false, err
+		}
+	}
+	sp.m.mu.Lock()
+	defer sp.m.mu.Unlock()
+	if err := sp.live(); err != nil {
+		return false, err
+	}
+	for _, k := range keys {
+		if !sp.presentLocked(k) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 func (sp *space) Wait(ctx context.Context, keys ...string) error {
 	for _, k := range keys {
-		if err := checkName("key", k); err != nil {
+		if err := sp.checkKey(k); err != nil {
 			return err
 		}
 	}
@@ -254,32 +329,46 @@ func (sp *space) Wait(ctx context.Context, keys ...string) error {
 			sp.m.mu.Unlock()
 			return err
 		}
-		missing := ""
+		missing, found := "", false
 		for _, k := range keys {
-			if _, ok := sp.entries[k]; !ok {
-				missing = k
+			if !sp.presentLocked(k) {
+				missing, found = k, true
 				break
 			}
 		}
-		wake := sp.wake
-		sp.m.mu.Unlock()
-		if missing == "" {
+		if !found {
+			sp.m.mu.Unlock()
 			return nil
 		}
+		// Waiting on one missing key at a time wakes a waiter once per key
+		// it needs, not on every change: thousands wait at once.
+		w := sp.waiters[missing]
+		if w == nil {
+			w = &keyWaiters{ready: make(chan struct{})}
+			sp.waiters[missing] = w
+		}
+		w.n++
+		sp.m.mu.Unlock()
 		select {
-		case <-wake:
+		case <-w.ready:
 		case <-sp.dropped:
+			// live reports it on the next turn.
 		case <-ctx.Done():
+			sp.m.mu.Lock()
+			if w.n--; w.n == 0 && sp.waiters[missing] == w {
+				delete(sp.waiters, missing)
+			}
+			sp.m.mu.Unlock()
 			return fmt.Errorf("waiting for key %q: %w", missing, ctx.Err())
 		}
 	}
 }
 
 func (sp *space) Barrier(ctx context.Context, name, participant string, count int) error {
-	if err := checkName("barrier name", name); err != nil {
+	if err := checkName("barrier name", name, DefaultLimits); err != nil {
 		return err
 	}
-	if err := checkName("participant", participant); err != nil {
+	if err := checkName("participant", participant, DefaultLimits); err != nil {
 		return err
 	}
 	if count < 1 || count > maxBarrierCount {
@@ -292,7 +381,7 @@ func (sp *space) Barrier(ctx context.Context, name, participant string, count in
 	}
 	b := sp.barriers[name]
 	if b == nil {
-		if len(sp.barriers) >= maxKeys {
+		if len(sp.barriers) >= sp.m.limits.Keys {
 			sp.m.mu.Unlock()
 			return fmt.Errorf("barrier %q: too many barriers", name)
 		}

@@ -61,15 +61,32 @@ func TestAddCompareAndSwapDelete(t *testing.T) {
 	}{
 		{"add to missing", func() (string, error) { n, err := sp.Add("n", 3); return itoa(n), err }, "3"},
 		{"add negative", func() (string, error) { n, err := sp.Add("n", -5); return itoa(n), err }, "-2"},
-		{"cas on missing with nil", func() (string, error) { v, err := sp.CompareAndSwap("c", nil, []byte("a")); return string(v), err }, "a"},
+		{"cas on missing with nil", func() (string, error) { v, _, err := sp.CompareAndSwap("c", nil, []byte("a")); return string(v), err }, "a"},
 		{"cas mismatch keeps", func() (string, error) {
-			v, err := sp.CompareAndSwap("c", []byte("x"), []byte("b"))
+			v, _, err := sp.CompareAndSwap("c", []byte("x"), []byte("b"))
 			return string(v), err
 		}, "a"},
 		{"cas match swaps", func() (string, error) {
-			v, err := sp.CompareAndSwap("c", []byte("a"), []byte("b"))
+			v, _, err := sp.CompareAndSwap("c", []byte("a"), []byte("b"))
 			return string(v), err
 		}, "b"},
+		{"cas on missing with non-empty old", func() (string, error) {
+			v, had, err := sp.CompareAndSwap("gone", []byte("x"), []byte("b"))
+			return string(v) + boolS(had), err
+		}, "false"},
+		{"append to missing", func() (string, error) { err := sp.Append("ap", []byte("ab")); return "", err }, ""},
+		{"append to present", func() (string, error) {
+			err := sp.Append("ap", []byte("cd"))
+			v, _, _ := sp.Get(context.Background(), "ap", false)
+			return string(v), err
+		}, "abcd"},
+		{"append over the value limit", func() (string, error) {
+			err := sp.Append("ap", make([]byte, MaxValueBytes))
+			return boolS(err != nil), nil
+		}, "true"},
+		{"has present", func() (string, error) { ok, err := sp.Has("ap", "n"); return boolS(ok), err }, "true"},
+		{"has one missing", func() (string, error) { ok, err := sp.Has("ap", "zz"); return boolS(ok), err }, "false"},
+		{"delete appended", func() (string, error) { ok, err := sp.Delete("ap"); return boolS(ok), err }, "true"},
 		{"delete present", func() (string, error) { ok, err := sp.Delete("c"); return boolS(ok), err }, "true"},
 		{"delete absent", func() (string, error) { ok, err := sp.Delete("c"); return boolS(ok), err }, "false"},
 		{"len", func() (string, error) { return itoa(int64(sp.Len())), nil }, "1"},
@@ -166,10 +183,16 @@ func FuzzSpace(f *testing.F) {
 		sp.Set(key, value)
 		sp.Add(key, delta)
 		sp.CompareAndSwap(key, old, value)
+		sp.Append(key, old)
+		sp.Push(key, value)
 		sp.Get(context.Background(), key, false)
 		sp.Delete(key)
+		sp.Pop(key)
 		if sp.Len() != 0 {
 			t.Fatalf("a key is left after Delete")
+		}
+		if n, _ := sp.QueueLen(key); n != 0 {
+			t.Fatalf("an item is left after Pop")
 		}
 	})
 }
