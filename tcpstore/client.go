@@ -17,7 +17,7 @@ import (
 type Client struct {
 	conn net.Conn
 	r    *bufio.Reader
-	buf  request
+	buf  query
 	err  error
 }
 
@@ -50,7 +50,7 @@ func dialOnce(ctx context.Context, addr string) (*Client, error) {
 	}
 	c := &Client{conn: conn, r: bufio.NewReader(conn)}
 	stop := c.interruptOn(ctx)
-	err = c.send(c.begin(opValidate).u32(validateMagic))
+	err = c.send(c.begin(queryValidate).u32(validationMagic))
 	if err == nil {
 		err = c.Ping(rand.Uint32())
 	}
@@ -63,7 +63,7 @@ func dialOnce(ctx context.Context, addr string) (*Client, error) {
 }
 
 // interruptOn makes a blocked read or write fail once ctx ends; the
-// returned func undoes that and must run before the next request.
+// returned func undoes that and must run before the next query.
 func (c *Client) interruptOn(ctx context.Context) (stop func()) {
 	done := make(chan struct{})
 	cancel := context.AfterFunc(ctx, func() {
@@ -78,10 +78,10 @@ func (c *Client) interruptOn(ctx context.Context) (stop func()) {
 	}
 }
 
-func (c *Client) begin(op byte) request { return c.buf[:0].op(op) }
+func (c *Client) begin(q byte) query { return c.buf[:0].op(q) }
 
-// send writes a whole request with one write.
-func (c *Client) send(b request) error {
+// send writes a whole query with one write.
+func (c *Client) send(b query) error {
 	if c.err != nil {
 		return c.err
 	}
@@ -120,7 +120,7 @@ func (c *Client) readU8() (byte, error) {
 
 // Ping sends nonce and checks that it comes back.
 func (c *Client) Ping(nonce uint32) error {
-	if err := c.send(c.begin(opPing).u32(nonce)); err != nil {
+	if err := c.send(c.begin(queryPing).u32(nonce)); err != nil {
 		return err
 	}
 	got, err := readU32(c.r)
@@ -134,13 +134,13 @@ func (c *Client) Ping(nonce uint32) error {
 }
 
 func (c *Client) Set(key string, value []byte) error {
-	return c.send(c.begin(opSet).str(key).bytes(value))
+	return c.send(c.begin(querySet).str(key).bytes(value))
 }
 
 // CompareSet stores desired if key holds expected (or is missing and
 // expected is empty) and returns what the server reports key holds.
 func (c *Client) CompareSet(key string, expected, desired []byte) ([]byte, error) {
-	if err := c.send(c.begin(opCompareSet).str(key).bytes(expected).bytes(desired)); err != nil {
+	if err := c.send(c.begin(queryCompareSet).str(key).bytes(expected).bytes(desired)); err != nil {
 		return nil, err
 	}
 	return c.readBytes()
@@ -149,14 +149,14 @@ func (c *Client) CompareSet(key string, expected, desired []byte) ([]byte, error
 // Get is the raw GET: it does not wait, and torch's server answers a
 // missing key with an empty value.
 func (c *Client) Get(key string) ([]byte, error) {
-	if err := c.send(c.begin(opGet).str(key)); err != nil {
+	if err := c.send(c.begin(queryGet).str(key)); err != nil {
 		return nil, err
 	}
 	return c.readBytes()
 }
 
 func (c *Client) Add(key string, delta int64) (int64, error) {
-	if err := c.send(c.begin(opAdd).str(key).i64(delta)); err != nil {
+	if err := c.send(c.begin(queryAdd).str(key).i64(delta)); err != nil {
 		return 0, err
 	}
 	return c.readI64()
@@ -164,7 +164,7 @@ func (c *Client) Add(key string, delta int64) (int64, error) {
 
 // Check reports whether every key exists.
 func (c *Client) Check(keys ...string) (bool, error) {
-	if err := c.send(c.begin(opCheck).keys(keys)); err != nil {
+	if err := c.send(c.begin(queryCheck).keys(keys)); err != nil {
 		return false, err
 	}
 	b, err := c.readU8()
@@ -182,7 +182,7 @@ func (c *Client) Check(keys ...string) (bool, error) {
 // Wait blocks until every key exists. If ctx ends first it cancels the
 // wait, which leaves the connection usable, and returns ctx's error.
 func (c *Client) Wait(ctx context.Context, keys ...string) error {
-	if err := c.send(c.begin(opWait).keys(keys)); err != nil {
+	if err := c.send(c.begin(queryWait).keys(keys)); err != nil {
 		return err
 	}
 	stop := c.interruptOn(ctx)
@@ -197,7 +197,7 @@ func (c *Client) Wait(ctx context.Context, keys ...string) error {
 	if ctx.Err() == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
 		return c.fail(err)
 	}
-	if err := c.send(c.begin(opCancelWait)); err != nil {
+	if err := c.send(c.begin(queryCancelWait)); err != nil {
 		return err
 	}
 	// The keys may have arrived just as we gave up: then STOP_WAITING
@@ -216,7 +216,7 @@ func (c *Client) Wait(ctx context.Context, keys ...string) error {
 }
 
 func (c *Client) NumKeys() (int64, error) {
-	if err := c.send(c.begin(opNumKeys)); err != nil {
+	if err := c.send(c.begin(queryNumKeys)); err != nil {
 		return 0, err
 	}
 	return c.readI64()
@@ -224,7 +224,7 @@ func (c *Client) NumKeys() (int64, error) {
 
 // Delete removes key and reports whether it was there.
 func (c *Client) Delete(key string) (bool, error) {
-	if err := c.send(c.begin(opDelete).str(key)); err != nil {
+	if err := c.send(c.begin(queryDelete).str(key)); err != nil {
 		return false, err
 	}
 	n, err := c.readI64()
@@ -232,7 +232,7 @@ func (c *Client) Delete(key string) (bool, error) {
 }
 
 func (c *Client) Append(key string, value []byte) error {
-	return c.send(c.begin(opAppend).str(key).bytes(value))
+	return c.send(c.begin(queryAppend).str(key).bytes(value))
 }
 
 // MultiGet is the raw MULTI_GET: like Get it does not wait for the keys.
@@ -240,7 +240,7 @@ func (c *Client) MultiGet(keys ...string) ([][]byte, error) {
 	if len(keys) > maxReplyValues {
 		return nil, fmt.Errorf("tcpstore: MULTI_GET of %d keys is over the %d-key bound", len(keys), maxReplyValues)
 	}
-	if err := c.send(c.begin(opMultiGet).keys(keys)); err != nil {
+	if err := c.send(c.begin(queryMultiGet).keys(keys)); err != nil {
 		return nil, err
 	}
 	values := make([][]byte, len(keys))
@@ -258,7 +258,7 @@ func (c *Client) MultiSet(keys []string, values [][]byte) error {
 	if len(keys) != len(values) {
 		return fmt.Errorf("tcpstore: MULTI_SET of %d keys and %d values", len(keys), len(values))
 	}
-	b := c.begin(opMultiSet).i64(int64(len(keys)))
+	b := c.begin(queryMultiSet).i64(int64(len(keys)))
 	for i, k := range keys {
 		b = b.str(k).bytes(values[i])
 	}
@@ -266,13 +266,13 @@ func (c *Client) MultiSet(keys []string, values [][]byte) error {
 }
 
 func (c *Client) QueuePush(key string, value []byte) error {
-	return c.send(c.begin(opQueuePush).str(key).bytes(value))
+	return c.send(c.begin(queryQueuePush).str(key).bytes(value))
 }
 
 // QueuePop does not wait: length is the queue's length before the pop, and
 // value is the popped item when length > 0.
 func (c *Client) QueuePop(key string) (length int64, value []byte, err error) {
-	if err := c.send(c.begin(opQueuePop).str(key)); err != nil {
+	if err := c.send(c.begin(queryQueuePop).str(key)); err != nil {
 		return 0, nil, err
 	}
 	if length, err = c.readI64(); err != nil || length == 0 {
@@ -286,7 +286,7 @@ func (c *Client) QueuePop(key string) (length int64, value []byte, err error) {
 }
 
 func (c *Client) QueueLen(key string) (int64, error) {
-	if err := c.send(c.begin(opQueueLen).str(key)); err != nil {
+	if err := c.send(c.begin(queryQueueLen).str(key)); err != nil {
 		return 0, err
 	}
 	return c.readI64()

@@ -7,28 +7,28 @@ import (
 	"io"
 )
 
-// Opcodes and reply codes of PyTorch's TCPStore, in the layout that begins
-// with VALIDATE (torch 2.4 and later).
+// PyTorch's QueryType and reply codes, as a client sees them, in the layout
+// that begins with VALIDATE (torch 2.4 and later).
 const (
-	opValidate   = 0
-	opSet        = 1
-	opCompareSet = 2
-	opGet        = 3
-	opAdd        = 4
-	opCheck      = 5
-	opWait       = 6
-	opNumKeys    = 7
-	opDelete     = 8
-	opAppend     = 9
-	opMultiGet   = 10
-	opMultiSet   = 11
-	opCancelWait = 12
-	opPing       = 13
-	opQueuePush  = 14
-	opQueuePop   = 15
-	opQueueLen   = 16
+	queryValidate   = 0
+	querySet        = 1
+	queryCompareSet = 2
+	queryGet        = 3
+	queryAdd        = 4
+	queryCheck      = 5
+	queryWait       = 6
+	queryNumKeys    = 7
+	queryDelete     = 8
+	queryAppend     = 9
+	queryMultiGet   = 10
+	queryMultiSet   = 11
+	queryCancelWait = 12
+	queryPing       = 13
+	queryQueuePush  = 14
+	queryQueuePop   = 15
+	queryQueueLen   = 16
 
-	validateMagic = 0x3C85F7CE
+	validationMagic = 0x3C85F7CE
 
 	replyReady        = 0 // CHECK
 	replyNotReady     = 1 // CHECK
@@ -43,16 +43,16 @@ const (
 	maxReplyValues = 131072
 )
 
-// request builds one request in memory so that it goes out in one write.
-type request []byte
+// query builds one request in memory so that it goes out in one write.
+type query []byte
 
-func (b request) op(op byte) request     { return append(b, op) }
-func (b request) u32(v uint32) request   { return binary.LittleEndian.AppendUint32(b, v) }
-func (b request) u64(v uint64) request   { return binary.LittleEndian.AppendUint64(b, v) }
-func (b request) i64(v int64) request    { return b.u64(uint64(v)) }
-func (b request) str(s string) request   { return append(b.u64(uint64(len(s))), s...) }
-func (b request) bytes(v []byte) request { return append(b.u64(uint64(len(v))), v...) }
-func (b request) keys(ks []string) request {
+func (b query) op(op byte) query     { return append(b, op) }
+func (b query) u32(v uint32) query   { return binary.LittleEndian.AppendUint32(b, v) }
+func (b query) u64(v uint64) query   { return binary.LittleEndian.AppendUint64(b, v) }
+func (b query) i64(v int64) query    { return b.u64(uint64(v)) }
+func (b query) str(s string) query   { return append(b.u64(uint64(len(s))), s...) }
+func (b query) bytes(v []byte) query { return append(b.u64(uint64(len(v))), v...) }
+func (b query) keys(ks []string) query {
 	b = b.u64(uint64(len(ks)))
 	for _, k := range ks {
 		b = b.str(k)
