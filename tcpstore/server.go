@@ -1,0 +1,138 @@
+package tcpstore
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/musterhq/muster/kv"
+)
+
+// closeWait bounds how long Close waits for its connections to end.
+const closeWait = 5 * time.Second
+
+// Server serves the TCPStore protocol on a listener. Each connection works
+// on the space in use when it was accepted: a new round's space leaves the
+// last round's connections on theirs.
+type Server struct {
+	l   net.Listener
+	log *zap.Logger
+
+	mu     sync.Mutex
+	space  kv.Space
+	conns  map[*conn]struct{}
+	closed bool
+
+	wg        sync.WaitGroup // the accept loop and every connection
+	ready     chan struct{}
+	closeOnce sync.Once
+}
+
+// NewServer serves l once started; until Use, connections are refused.
+func NewServer(l net.Listener, log *zap.Logger) *Server {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Server{l: l, log: log, conns: map[*conn]struct{}{}, ready: make(chan struct{})}
+}
+
+// Use makes sp the space of connections accepted from now on.
+func (s *Server) Use(sp kv.Space) {
+	s.mu.Lock()
+	s.space = sp
+	s.mu.Unlock()
+}
+
+// Addr is where the server listens.
+func (s *Server) Addr() net.Addr { return s.l.Addr() }
+
+// Start accepts connections in the background.
+func (s *Server) Start() {
+	s.wg.Add(1)
+	go s.accept()
+	close(s.ready)
+}
+
+// ReadyNotify is closed once the server accepts connections.
+func (s *Server) ReadyNotify() <-chan struct{} { return s.ready }
+
+func (s *Server) accept() {
+	defer s.wg.Done()
+	var backoff time.Duration
+	for {
+		nc, err := s.l.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors, say: wait, as net/http does.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn("TCPStore accept failed", zap.Error(err), zap.Duration("retry-in", backoff))
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		c := s.add(nc)
+		if c == nil {
+			nc.Close()
+			continue
+		}
+		go c.serve()
+	}
+}
+
+// add admits a connection, or says no (nil): closed, full, or no space yet.
+func (s *Server) add(nc net.Conn) *conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed || s.space == nil:
+		return nil
+	case len(s.conns) >= MaxConnections:
+		s.log.Warn("TCPStore connection refused: too many", zap.Int("limit", MaxConnections),
+			zap.Stringer("from", nc.RemoteAddr()))
+		return nil
+	}
+	c := newConn(s, nc, s.space)
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	return c
+}
+
+func (s *Server) remove(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+// Close stops the server, in order: (1) it accepts no more; (2) it closes
+// every connection, which ends their waits; (3) it waits for them, at most
+// closeWait.
+func (s *Server) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		conns := make([]*conn, 0, len(s.conns))
+		for c := range s.conns {
+			conns = append(conns, c)
+		}
+		s.mu.Unlock()
+		err = s.l.Close()
+		for _, c := range conns {
+			c.close()
+		}
+		done := make(chan struct{})
+		go func() { s.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(closeWait):
+			err = errors.Join(err, errors.New("tcpstore: connections did not end"))
+		}
+	})
+	return err
+}
