@@ -87,7 +87,7 @@ say "# $(date -u +%FT%TZ) $(hostname) $(nvidia-smi -L 2>/dev/null | tr '\n' ';')
 say "# NGPU=$NGPU AGENTS=$AGENTS GPUS_PER_AGENT=$GPA MAXBYTES=$MAXBYTES ITERS=$ITERS WARMUP=$WARMUP CHECK=$CHECK TRIALS=$TRIALS SKIP=$SKIP"
 say "# torch $($PY -c 'import torch; print(torch.__version__, "nccl", ".".join(map(str, torch.cuda.nccl.version())))' 2>&1 | tail -1)"
 say "# MUSTER_NCCL_LIBRARY=$MUSTER_NCCL_LIBRARY"
-say "# $(mpirun --version 2>&1 | head -1)"
+say "# $(mpirun --version 2>/dev/null | head -1)"
 say "# launcher $($L --version 2>&1 | head -1)"
 
 # busbw_table LABEL_A FILE_A LABEL_B FILE_B: out-of-place busbw per size from two
@@ -121,7 +121,7 @@ build_nccl_tests() {
   # The wheel has libnccl.so.2 but no libnccl.so to link with: a NCCL_HOME of links.
   nh=$b/nccl-home
   mkdir -p "$nh/lib" && ln -sfn "$NV/include" "$nh/include" && ln -sf "$NV/lib/libnccl.so.2" "$nh/lib/libnccl.so"
-  say "nccl-tests $(grep -ho 'NCCL_TESTS_VERSION [0-9.]*' "$src/src/"*.h "$src/src/"*.cu 2>/dev/null | head -1) from $src, CUDA_HOME=$cuda NVCC_GENCODE=$gencode"
+  say "nccl-tests $(sed -n 's/^#define NCCL_TESTS_VERSION "\(.*\)"/\1/p' "$src/src/common.h") from $src, CUDA_HOME=$cuda NVCC_GENCODE=$gencode"
   local t0 j
   t0=$(date +%s%N)
   j=$(nproc)
@@ -139,7 +139,7 @@ build_nccl_tests() {
   for p in "${pids[@]}"; do wait "$p"; code=$?; [ "$code" = 0 ] || say "a nccl-tests build failed (exit $code): see $OUT_DIR/build-nccl-tests*.txt"; done
   [ -x "$b/plain/all_reduce_perf" ] && PERF=$b/plain
   [ -x "$b/mpi/all_reduce_perf" ] && PERF_MPI=$b/mpi
-  say "build: $(ms "$t0") ms; plain: ${PERF:-none}; MPI=1: ${PERF_MPI:-none}"
+  say "build: $(( $(ms "$t0") / 1000 )) s; plain: ${PERF:-none}; MPI=1: ${PERF_MPI:-none}"
 }
 if ! skipped bench || ! skipped mpi; then
   say "## nccl-tests build"
@@ -238,9 +238,13 @@ if ! skipped cluster || ! skipped mpi || ! skipped kill; then
       say "## 3. allreduce: launcher run --cluster ... -n $AGENTS --gpus $GPA --no-tag-output -- launcher bench allreduce $SWEEP"
       # shellcheck disable=SC2086
       tmo 300 "${RUNC[@]}" --no-tag-output -- "$L" bench allreduce $SWEEP >"$OUT_DIR/cluster_bench_allreduce.txt" 2>&1
-      say "exit $? (avg busbw $(avgbw "$OUT_DIR/cluster_bench_allreduce.txt")); next to the one-node run of 1 ($NGPU GPUs):"
-      [ -f "$OUT_DIR/bench_allreduce_muster.txt" ] || : >"$OUT_DIR/bench_allreduce_muster.txt"
-      busbw_table "1node" "$OUT_DIR/bench_allreduce_muster.txt" "${AGENTS}agents" "$OUT_DIR/cluster_bench_allreduce.txt"
+      say "exit $? (avg busbw $(avgbw "$OUT_DIR/cluster_bench_allreduce.txt"))"
+      if skipped bench; then
+        busbw_table "-" /dev/null "${AGENTS}agents" "$OUT_DIR/cluster_bench_allreduce.txt"
+      else
+        say "next to the one-node run of 1 ($NGPU GPUs):"
+        busbw_table "1node" "$OUT_DIR/bench_allreduce_muster.txt" "${AGENTS}agents" "$OUT_DIR/cluster_bench_allreduce.txt"
+      fi
     fi
 
     if ! skipped mpi; then
@@ -362,4 +366,4 @@ if ! skipped trivial; then
   done
 fi
 say ""
-say "# done $(date -u +%FT%TZ); outputs in $OUT_DIR"
+say "# done $(date -u +%FT%TZ) after $SECONDS s; outputs in $OUT_DIR"
