@@ -198,15 +198,22 @@ stop_agents() {
 trap 'stop_agents; rm -rf "$D"' EXIT
 C=(--cluster "unix://$D/sock")
 # start_agent I: agent nI on 127.0.0.(I+1) with GPUs I*GPA ..; n0 hosts the store.
+# Each "node" has a session directory of its own for Open MPI's daemons (in the
+# agent's environment, which its workers inherit): on one host they would all
+# make the same one at once, and Open MPI 4.1 fails on that race ("A call to
+# mkdir was unable to create the desired directory ... File exists").
 start_agent() {
   local i=$1 devs
   devs=$(seq -s, $(( i * GPA )) $(( i * GPA + GPA - 1 )))
+  mkdir -p "$D/ompi-n$i"
+  export OMPI_MCA_orte_tmpdir_base=$D/ompi-n$i
   if [ "$i" = 0 ]; then
     "$A" --listen "127.0.0.1:$STORE_PORT" --bind 127.0.0.1 --name n0 --gpu-devices "$devs" --socket "$D/sock" --token-file "$D/token" >>"$OUT_DIR/agent-0.log" 2>&1 &
   else
     "$A" --join 127.0.0.1 --bind "127.0.0.$(( i + 1 ))" --name "n$i" --gpu-devices "$devs" --token-file "$D/token" >>"$OUT_DIR/agent-$i.log" 2>&1 &
   fi
   APID[i]=$!
+  unset OMPI_MCA_orte_tmpdir_base
 }
 # all_alive: every agent alive in gossip with all its GPUs free.
 all_alive() { [ "$("$L" nodes "${C[@]}" 2>/dev/null | awk -v g="$GPA" '$4 == "alive" && $6 == g' | wc -l)" = "$AGENTS" ]; }
@@ -312,7 +319,7 @@ PY
         exit_ms=NA
         [ -e "$D/end" ] && exit_ms=$(( ($(cat "$D/end") - t0) / 1000000 ))
         say "trial $t: $looping/$NCL looping; launcher exit $(cat "$D/code" 2>/dev/null || echo NA) after $exit_ms ms; no worker left after ${gone:-NA(>60 s)} ms; now $(workers) left; $(grep -m1 'muster: job' "$log")"
-        pkill -9 -f "^[^ ]*python[^ ]* $D/kill_loop.py" 2>/dev/null
+        pgrep -f "^[^ ]*python[^ ]* $D/kill_loop.py" | xargs -r kill -9 2>/dev/null
         start_agent "$V"
         wait_all || break
       done
