@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/musterhq/muster/gpu"
+	"github.com/musterhq/muster/kv"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
 )
@@ -68,8 +69,12 @@ type Agent struct {
 	closing bool                      // Close began: no job starts
 	jobs    map[string]*jobRun        // by job ID
 	ports   map[string][]net.Listener // by round
-	wg      sync.WaitGroup            // jobs; Add under mu, never once closing
-	loops   sync.WaitGroup            // the session loop
+	// torchStores are the jobs' TCPStores this node serves, by job, on
+	// torchKV's spaces (torchstore.go).
+	torchStores map[string]*torchStore
+	torchKV     *kv.Memory
+	wg          sync.WaitGroup // jobs; Add under mu, never once closing
+	loops       sync.WaitGroup // the session loop
 
 	ncclOnce    sync.Once
 	ncclVersion int
@@ -130,6 +135,8 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 		cfg: cfg, log: cfg.Logger, client: c, node: node, key: newNodeKey(), ctx: actx, cancel: cancel,
 		jobs:        map[string]*jobRun{},
 		ports:       map[string][]net.Listener{},
+		torchStores: map[string]*torchStore{},
+		torchKV:     newTorchKV(),
 		ready:       make(chan struct{}),
 		gpusChanged: make(chan struct{}, 1),
 		errc:        make(chan error),
@@ -175,6 +182,8 @@ func (a *Agent) serve(watch musterv1.Agents_WatchClient) error {
 			a.startJob(a.ctx, c.Start)
 		case *musterv1.AgentCommand_Stop:
 			a.stopJob(c.Stop)
+		case *musterv1.AgentCommand_ReleaseStore:
+			a.releaseTorchStore(c.ReleaseStore.GetJobId())
 		}
 	}
 }
@@ -262,6 +271,7 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 		a.mu.Lock()
 		delete(a.jobs, asg.GetJobId())
 		a.mu.Unlock()
+		a.torchStoreIdle(asg)
 		close(run.ended)
 		a.signalGPUs()
 	}()
@@ -277,8 +287,8 @@ const closeJoinTimeout = 5 * time.Second
 // for them and for their last events to reach the store, at most
 // ShutdownTimeout past the grace; (4) it
 // drops what is still unsent, ends its session and waits for its
-// goroutines, at most closeJoinTimeout; (5) it releases held ports and
-// closes its connection. Calling it again does nothing.
+// goroutines, at most closeJoinTimeout; (5) it releases held ports, closes
+// the jobs' TCPStores and closes its connection. Calling it again does nothing.
 func (a *Agent) Close(grace time.Duration) error {
 	var err error
 	a.closeOnce.Do(func() {
@@ -302,6 +312,7 @@ func (a *Agent) Close(grace time.Duration) error {
 		for _, round := range rounds {
 			a.releasePorts(round)
 		}
+		a.releaseTorchStores()
 		a.client.Close()
 		close(a.errc)
 	})

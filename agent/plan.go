@@ -127,10 +127,11 @@ func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
 		NCCLCommID: asg.GetNcclCommId(), UniqueIDHex: id.Hex(),
 		IsolateGPUs:  spec.GetIsolateGpus(),
 		RestartCount: int(asg.GetRestartCount()), MaxRestarts: int(asg.GetMaxRestarts()),
-		NCCLVars: net.Vars(),
-		MPI:      spec.GetMpi() == rendezvous.MPICH,
-		OpenMPI:  spec.GetMpi() == rendezvous.OpenMPI,
-		NodeName: a.cfg.Name, RoundID: asg.GetRoundId(),
+		AgentStore: !spec.GetNoAgentStore(),
+		NCCLVars:   net.Vars(),
+		MPI:        spec.GetMpi() == rendezvous.MPICH,
+		OpenMPI:    spec.GetMpi() == rendezvous.OpenMPI,
+		NodeName:   a.cfg.Name, RoundID: asg.GetRoundId(),
 	}
 	for _, g := range asg.GetGpus() {
 		in.GPUs = append(in.GPUs, int(g))

@@ -10,11 +10,23 @@ import (
 )
 
 // reservePorts binds free ports on the node's address and holds them until
-// the round's workers start, so that no other program takes them meanwhile.
+// the round's workers start, so that no other program takes them meanwhile;
+// the first is the job's TCPStore when the agent serves it.
 func (a *Agent) reservePorts(ctx context.Context, r *musterv1.ReservePorts) {
 	req := &musterv1.PortsReservedRequest{Session: a.sessionID(), RoundId: r.GetRoundId()}
+	count := r.GetCount()
+	if r.GetAgentStore() && count > 0 {
+		// MASTER_PORT is the job's TCPStore here, held for the job's life.
+		port, err := a.torchStorePort(r.GetJobId(), r.GetRoundId())
+		if err != nil {
+			req.Error = "the job's TCPStore: " + err.Error()
+			count = 0
+		}
+		req.Ports = append(req.Ports, port)
+		count--
+	}
 	var held []net.Listener
-	for i := int32(0); i < r.GetCount() && i < 16; i++ {
+	for i := int32(0); i < count && i < 16; i++ {
 		l, err := net.Listen("tcp", net.JoinHostPort(a.cfg.Addr, "0"))
 		if err != nil {
 			req.Error = err.Error()

@@ -99,29 +99,42 @@ func TestClusterRunWaitsForNodes(t *testing.T) {
 	})
 }
 
-// --max-restarts starts a failed job again on new ports, as torchrun
-// does, up to its count for the whole job; the failure after the last
-// restart fails the job with that worker's code.
+// --max-restarts starts a failed job again, as torchrun does, up to its
+// count for the whole job; the failure after the last restart fails the job
+// with that worker's code. MASTER_PORT is the agent's TCPStore, the same in
+// every round; with --no-agent-store each round has a port of its own.
 func TestLauncherMaxRestarts(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
 		restarts string
 		code     int
+		noStore  bool
 	}{
-		{"succeeds on the last restart", "2", 0},
-		{"fails past the last restart", "1", 5},
+		{"succeeds on the last restart", "2", 0, false},
+		{"fails past the last restart", "1", 5, false},
+		{"no agent store", "2", 0, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r := runLauncher(t, "run", "--nproc", "2", "--max-restarts", tt.restarts, "--", "sh", "-c",
-				`echo "rank $RANK restart $TORCHELASTIC_RESTART_COUNT of $TORCHELASTIC_MAX_RESTARTS port $MASTER_PORT"; [ "$TORCHELASTIC_RESTART_COUNT" = 2 ] || { [ $RANK = 1 ] && exit 5; sleep 30; }`)
+			args := []string{"run", "--nproc", "2", "--max-restarts", tt.restarts}
+			if tt.noStore {
+				args = append(args, "--no-agent-store")
+			}
+			r := runLauncher(t, append(args, "--", "sh", "-c",
+				`echo "rank $RANK restart $TORCHELASTIC_RESTART_COUNT of $TORCHELASTIC_MAX_RESTARTS port $MASTER_PORT"; [ "$TORCHELASTIC_RESTART_COUNT" = 2 ] || { [ $RANK = 1 ] && exit 5; sleep 30; }`)...)
 			if r.code != tt.code {
 				t.Fatalf("exit code %d, want %d\n%s\n%s", r.code, tt.code, r.stdout, r.stderr)
 			}
-			ports := map[string]bool{}
+			portOf := map[string]string{} // by restart count
 			for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-				if f := strings.Fields(l); len(f) == 9 && f[1] == "rank" {
-					ports[f[3]+" "+f[8]] = true
+				// [R] rank R restart K of M port P
+				f := strings.Fields(l)
+				if len(f) != 9 || f[1] != "rank" || f[3] != "restart" {
+					t.Fatalf("unexpected line %q", l)
 				}
+				if p, ok := portOf[f[4]]; ok && p != f[8] {
+					t.Fatalf("round %s has two MASTER_PORTs: %s and %s", f[4], p, f[8])
+				}
+				portOf[f[4]] = f[8]
 			}
 			want := tt.restarts
 			if tt.code != 0 {
@@ -130,14 +143,12 @@ func TestLauncherMaxRestarts(t *testing.T) {
 			if !strings.Contains(r.stderr, "restart "+want+" of "+tt.restarts+" (--max-restarts)") {
 				t.Errorf("no restart line in:\n%s", r.stderr)
 			}
-			// Each round has a port of its own.
-			seen := map[string]string{}
-			for k := range ports {
-				restart, port, _ := strings.Cut(k, " ")
-				if other, ok := seen[port]; ok && other != restart {
-					t.Errorf("rounds %s and %s share MASTER_PORT %s", other, restart, port)
-				}
-				seen[port] = restart
+			distinct := map[string]bool{}
+			for _, p := range portOf {
+				distinct[p] = true
+			}
+			if wantPorts := map[bool]int{false: 1, true: len(portOf)}[tt.noStore]; len(portOf) < 2 || len(distinct) != wantPorts {
+				t.Errorf("rounds' MASTER_PORTs %v, want %d distinct", portOf, wantPorts)
 			}
 			if tt.code == 0 && !strings.Contains(r.stdout, "[1] rank 1 restart 2 of 2 port") {
 				t.Errorf("the last round did not run rank 1:\n%s", r.stdout)

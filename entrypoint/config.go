@@ -45,6 +45,8 @@ type Config struct {
 	Argv        []string
 	// MPI is the job's --mpi: "" or "mpich".
 	MPI string
+	// NoAgentStore leaves PyTorch's TCPStore to rank 0 (--no-agent-store).
+	NoAgentStore bool
 	// Token is the cluster token every node shares.
 	Token string
 	// Name and Addr are this node's name (default: the host name) and its

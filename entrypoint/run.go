@@ -131,6 +131,7 @@ func runHost(ctx context.Context, p *Plan, role Role, dir string) (int, error) {
 		InheritEnv:     true,
 		Workdir:        workdir,
 		Mpi:            p.MPI,
+		NoAgentStore:   p.NoAgentStore,
 	}
 	for _, a := range p.Argv {
 		spec.Argv = append(spec.Argv, []byte(a))

@@ -59,6 +59,9 @@ type Input struct {
 
 	RestartCount int
 	MaxRestarts  int
+	// AgentStore says node rank 0's agent serves PyTorch's TCPStore on
+	// MasterPort: ranks connect as clients, and none binds the port.
+	AgentStore bool
 
 	// NCCLVars is what NCCL network detection (ncclnet) found on this node,
 	// name and value; each is set unless the user set it.
@@ -171,6 +174,7 @@ func Build(in Input) []string {
 		TorchelasticRunID:        in.JobID,
 		TorchelasticRestartCount: itoa(in.RestartCount),
 		TorchelasticMaxRestarts:  itoa(in.MaxRestarts),
+		TorchelasticAgentStore:   pythonBool(in.AgentStore),
 
 		OMPIRank:      itoa(rank),
 		OMPISize:      itoa(world),
@@ -281,4 +285,13 @@ func Lookup(env []string, name string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// pythonBool is b as Python's str(bool) writes it, which is what torch
+// compares TORCHELASTIC_USE_AGENT_STORE with.
+func pythonBool(b bool) string {
+	if b {
+		return "True"
+	}
+	return "False"
 }

@@ -18,6 +18,7 @@ const (
 	TorchelasticRunID        = "TORCHELASTIC_RUN_ID"
 	TorchelasticRestartCount = "TORCHELASTIC_RESTART_COUNT"
 	TorchelasticMaxRestarts  = "TORCHELASTIC_MAX_RESTARTS"
+	TorchelasticAgentStore   = "TORCHELASTIC_USE_AGENT_STORE"
 	TorchNCCLAsyncErrors     = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
 
 	// Open MPI's, which many tools read without MPI

@@ -30,6 +30,9 @@ type job struct {
 	token    string             // the job's credential for its workers
 	place    *placement         // see placementOf
 	restarts int32              // rounds begun after a failure (elastic.go)
+	// storeNode serves the job's TCPStore: its last node rank 0 that was
+	// asked to, until told to release it.
+	storeNode *node
 }
 
 func (j *job) finished() bool {
@@ -392,6 +395,7 @@ func (s *Store) finishLocked(j *job) {
 		j.stdin.close()
 	}
 	s.kv.Drop(j.id)
+	s.releaseStoreLocked(j)
 	s.pruneLocked()
 	s.log.Info("job finished", zap.String("job", j.id), zap.Stringer("state", fin.State),
 		zap.Int32("exit-code", fin.ExitCode), zap.String("summary", fin.Summary))

@@ -269,9 +269,35 @@ func (s *Store) formLocked(j *job, picked []*node) {
 	}
 	s.log.Info("round formed", zap.String("job", j.id), zap.String("round", r.id), zap.Int32("number", r.number),
 		zap.Int("nodes", len(picked)), zap.Duration("waited", time.Since(r.since)))
-	// Two ports on node rank 0: MASTER_PORT and the NCCL bootstrap root.
-	s.sendLocked(r.nodes[0], &musterv1.AgentCommand{Command: &musterv1.AgentCommand_ReservePorts{
-		ReservePorts: &musterv1.ReservePorts{RoundId: r.id, Count: 2}}})
+	s.reservePortsLocked(j)
+}
+
+// reservePortsLocked asks node rank 0 of j's round for two ports:
+// MASTER_PORT, where its agent serves the job's TCPStore (one port for every
+// round it is node rank 0 in) unless the job opted out, and the NCCL
+// bootstrap root.
+func (s *Store) reservePortsLocked(j *job) {
+	n := j.round.nodes[0]
+	agentStore := !j.spec.GetNoAgentStore()
+	if agentStore && j.storeNode != n {
+		s.releaseStoreLocked(j)
+		j.storeNode = n
+	}
+	s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_ReservePorts{
+		ReservePorts: &musterv1.ReservePorts{RoundId: j.round.id, Count: 2, JobId: j.id, AgentStore: agentStore}}})
+}
+
+// releaseStoreLocked tells the node that served j's TCPStore to close it.
+func (s *Store) releaseStoreLocked(j *job) {
+	n := j.storeNode
+	j.storeNode = nil
+	if n == nil {
+		return
+	}
+	if _, live := s.nodes[n.session]; live {
+		s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_ReleaseStore{
+			ReleaseStore: &musterv1.ReleaseStore{JobId: j.id}}})
+	}
 }
 
 // unwaitLocked ends what a waiting round keeps going: its timers, its place

@@ -265,3 +265,58 @@ func TestRestartIsANewRound(t *testing.T) {
 		t.Error("an ended job restarted")
 	}
 }
+
+// TestAgentStore checks who serves a job's TCPStore: node rank 0's agent,
+// asked with its ports and told to release it when the job ends, unless the
+// job opted out.
+func TestAgentStore(t *testing.T) {
+	tests := []struct {
+		name         string
+		noAgentStore bool
+	}{
+		{"agent store", false},
+		{"no agent store", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := rendezvoustest.NewStore(t, nil)
+			c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+			a := newTestAgent(t, c, "a", "10.0.0.2", -1, 0)
+			ctx := context.Background()
+			spec := &musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 1, Nproc: 1, WaitTimeoutMs: 60_000, NoAgentStore: tt.noAgentStore}
+			job, err := c.Submit(ctx, &musterv1.SubmitRequest{Spec: spec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := reservePorts(t, c, a, 1000, 1001)
+			if res.GetAgentStore() == tt.noAgentStore || res.GetJobId() != job.JobId {
+				t.Fatalf("reserve ports %v for job %s", res, job.JobId)
+			}
+			if asg := a.next().GetStart(); asg.GetMasterPort() != 1000 {
+				t.Fatalf("assignment %v", asg)
+			}
+			if err := a.publish(exited(job.JobId, 0, 0, 0, false)); err != nil {
+				t.Fatal(err)
+			}
+			if fin := finalEvent(t, c, job.JobId); fin.GetExitCode() != 0 {
+				t.Fatalf("job ended %v", fin)
+			}
+			// The next command is the release, or, without an agent store,
+			// the next job's ports.
+			next, err := c.Submit(ctx, &musterv1.SubmitRequest{Spec: spec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := a.nextAny()
+			if tt.noAgentStore {
+				if cmd.GetReservePorts().GetJobId() != next.JobId {
+					t.Fatalf("command %v, want the next job's ports", cmd)
+				}
+				return
+			}
+			if cmd.GetReleaseStore().GetJobId() != job.JobId {
+				t.Fatalf("command %v, want the job's TCPStore released", cmd)
+			}
+		})
+	}
+}

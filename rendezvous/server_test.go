@@ -23,6 +23,8 @@ type testAgent struct {
 	session string
 	cmds    musterv1.Agents_WatchClient
 	cancel  context.CancelFunc
+	// released are the jobs whose TCPStore next was told to release.
+	released []string
 }
 
 // byteStrings is ss as a JobSpec's byte fields hold them.
@@ -53,7 +55,20 @@ func newTestAgent(t *testing.T, c *rendezvous.Client, name, addr string, rank in
 	return &testAgent{t: t, c: c, session: resp.Session, cmds: w, cancel: cancel}
 }
 
+// next is the next command but ReleaseStore, which it records.
 func (a *testAgent) next() *musterv1.AgentCommand {
+	a.t.Helper()
+	for {
+		cmd := a.nextAny()
+		if rs := cmd.GetReleaseStore(); rs != nil {
+			a.released = append(a.released, rs.GetJobId())
+			continue
+		}
+		return cmd
+	}
+}
+
+func (a *testAgent) nextAny() *musterv1.AgentCommand {
 	a.t.Helper()
 	cmd, err := a.cmds.Recv()
 	if err != nil {

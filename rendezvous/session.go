@@ -185,8 +185,7 @@ func (s *Store) resumeLocked(n *node, info *musterv1.Node, reports []*musterv1.R
 		case j.state == musterv1.JobState_JOB_STATE_PENDING:
 			if j.round.nodes[0] == n {
 				// The request for ports may have been lost with the stream.
-				s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_ReservePorts{
-					ReservePorts: &musterv1.ReservePorts{RoundId: j.round.id, Count: 2}}})
+				s.reservePortsLocked(j)
 			}
 		case !s.allExitedLocked(j, n):
 			s.nodeLostLocked(j, n, "its agent registered again without the job (its assignment was lost)")

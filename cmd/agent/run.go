@@ -56,6 +56,7 @@ func runCommand() *cli.Command {
 			cmdline.WithEnv(cmdline.Flag(f.lastCall, "last-call", nil, "with --nnodes MIN:MAX, how long a round waits for more nodes once MIN are in (`DURATION`)"), "MUSTER_LAST_CALL"),
 			cmdline.WithEnv(cmdline.Flag(f.killTimeout, "kill-timeout", nil, "grace between SIGTERM and SIGKILL for the workers (`DURATION`); keep it below the container's stop grace"), "MUSTER_KILL_TIMEOUT"),
 			&cli.StringFlag{Name: "mpi", EnvVars: []string{"MUSTER_MPI"}, Usage: "the agents serve `MPI`'s process manager interface, so its programs start without mpiexec: mpich (MPICH, Intel MPI), or openmpi (mpirun on node rank 0, the agents its remote shell)"},
+			&cli.BoolFlag{Name: "no-agent-store", EnvVars: []string{"MUSTER_NO_AGENT_STORE"}, Usage: "rank 0 hosts PyTorch's TCPStore on MASTER_PORT (by default node rank 0's agent serves it, and workers get TORCHELASTIC_USE_AGENT_STORE=True)"},
 			&cli.StringFlag{Name: "token-file", EnvVars: []string{"MUSTER_TOKEN_FILE"}, Usage: "file holding the cluster token (or set MUSTER_TOKEN); the same on every node"},
 			&cli.StringFlag{Name: "name", EnvVars: []string{"MUSTER_NAME"}, Usage: "this node's name (default: the host name)"},
 			&cli.StringFlag{Name: "addr", EnvVars: []string{"MUSTER_ADDR"}, Usage: "this node's `IP` for workers (default: its gossip address)"},
@@ -84,7 +85,7 @@ func run(c *cli.Context, f runFlags) error {
 		Rdzv: c.String("rdzv"), Host: c.Bool("rdzv-host"), NNodes: nnodes, MinNodes: minNodes,
 		GPUs: int(f.gpus.Int32()), NProc: int(f.nproc.Int32()), NodeRank: int(f.nodeRank.Int32()),
 		MaxRestarts: int(f.maxRestarts.Int32()), JoinTimeout: f.joinTimeout.Value(), LastCall: f.lastCall.Value(),
-		KillTimeout: f.killTimeout.Value(), Argv: c.Args().Slice(), MPI: c.String("mpi"), Token: token, Name: name, Addr: c.String("addr"),
+		KillTimeout: f.killTimeout.Value(), Argv: c.Args().Slice(), MPI: c.String("mpi"), NoAgentStore: c.Bool("no-agent-store"), Token: token, Name: name, Addr: c.String("addr"),
 		Environ: os.Environ(), Stdout: os.Stdout, Stderr: os.Stderr,
 	}
 	det, err := platform.DetectFrom(platform.OSSources())

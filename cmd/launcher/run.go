@@ -61,6 +61,7 @@ func runCommand() *cli.Command {
 			&cli.BoolFlag{Name: "no-tag-output", Usage: "print output lines as they are"},
 			&cli.BoolFlag{Name: "isolate-gpus", Usage: "show each worker only its own GPUs"},
 			&cli.StringFlag{Name: "mpi", Usage: "the agents serve `MPI`'s process manager interface, so its programs start without mpiexec: mpich (MPICH, Intel MPI), or openmpi (mpirun on node rank 0, the agents its remote shell)"},
+			&cli.BoolFlag{Name: "no-agent-store", Usage: "rank 0 hosts PyTorch's TCPStore on MASTER_PORT, as without an agent (by default node rank 0's agent serves it for the job's life, and workers get TORCHELASTIC_USE_AGENT_STORE=True)"},
 			&cli.BoolFlag{Name: "no-nccl-autodetect", Usage: "do not set NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_IB_GID_INDEX"},
 			&cli.StringFlag{Name: "workdir", Usage: "workers' working `DIR` (default: the current one on the embedded default, the agent's on a cluster)"},
 			&cli.BoolFlag{Name: "embedded", Usage: "run the store and an agent inside the launcher even when an agent serves this machine"},
@@ -94,6 +95,7 @@ func run(c *cli.Context, f runFlags) error {
 		InheritEnv:     true,
 		Workdir:        []byte(c.String("workdir")),
 		Mpi:            c.String("mpi"),
+		NoAgentStore:   c.Bool("no-agent-store"),
 	}
 	for _, a := range argv {
 		spec.Argv = append(spec.Argv, []byte(a))

@@ -28,7 +28,12 @@ def main() -> int:
             print(f"{name} is not set: run this under `launcher run` or torchrun", file=sys.stderr)
             return 2
     local_rank = int(os.environ["LOCAL_RANK"])
-    # CUDA_VISIBLE_DEVICES lists the job's GPUs; this worker's is the LOCAL_RANK-th.
+    # CUDA_VISIBLE_DEVICES lists the job's GPUs; this worker's is the LOCAL_RANK-th,
+    # or, with several GPUs a worker (muster's --nproc below --gpus), the first of
+    # MUSTER_LOCAL_GPUS.
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
+    first = os.environ.get("MUSTER_LOCAL_GPUS", "").split(",")[0]
+    local_rank = visible.index(first) if first and first in visible else local_rank
     torch.cuda.set_device(local_rank)
     dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
     rank, world = dist.get_rank(), dist.get_world_size()

@@ -1,0 +1,127 @@
+package agent
+
+import (
+	"errors"
+	"net"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/musterhq/muster/kv"
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/tcpstore"
+)
+
+// torchStore is a job's PyTorch TCPStore, served by this agent while the
+// node is the job's node rank 0: on one port for every such round, each
+// round on a fresh space, so that no rank binds MASTER_PORT and the store
+// outlives a restart.
+type torchStore struct {
+	srv    *tcpstore.Server
+	port   int32
+	round  string      // whose space it serves
+	linger *time.Timer // after a round, in case no release comes
+}
+
+var errClosing = errors.New("the agent is closing")
+
+// storeLinger is how long a job's TCPStore stays after a round ends here
+// beyond the job's wait for its next round, should the store's word that
+// the job needs it no more be lost.
+const storeLinger = time.Minute
+
+// torchStorePort serves job's TCPStore for round, opening it on the job's
+// first round here, and returns its port.
+func (a *Agent) torchStorePort(job, round string) (int32, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closing {
+		return 0, errClosing
+	}
+	ts := a.torchStores[job]
+	if ts == nil {
+		l, err := net.Listen("tcp", net.JoinHostPort(a.cfg.Addr, "0"))
+		if err != nil {
+			return 0, err
+		}
+		ts = &torchStore{srv: tcpstore.NewServer(l, a.log.With(zap.String("job", job))),
+			port: int32(l.Addr().(*net.TCPAddr).Port)}
+		ts.srv.Start()
+		a.torchStores[job] = ts
+		a.log.Info("serving the job's TCPStore", zap.String("job", job), zap.Int32("port", ts.port))
+	}
+	if ts.linger != nil {
+		ts.linger.Stop()
+		ts.linger = nil
+	}
+	if ts.round != round {
+		// A new round starts on an empty store; the last round's clients
+		// are closed as their space goes.
+		ts.srv.Use(a.torchKV.Space(round))
+		if ts.round != "" {
+			a.torchKV.Drop(ts.round)
+		}
+		ts.round = round
+	}
+	return ts.port, nil
+}
+
+// torchStoreIdle starts the countdown to closing job's TCPStore once a round
+// of it ended here, for the job's wait for its next round and storeLinger.
+func (a *Agent) torchStoreIdle(asg *musterv1.Assignment) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ts := a.torchStores[asg.GetJobId()]
+	if ts == nil || ts.round != asg.GetRoundId() || ts.linger != nil {
+		return
+	}
+	job := asg.GetJobId()
+	d := time.Duration(asg.GetSpec().GetWaitTimeoutMs())*time.Millisecond + storeLinger
+	ts.linger = time.AfterFunc(d, func() {
+		a.mu.Lock()
+		idle := a.torchStores[job] == ts && ts.linger != nil
+		a.mu.Unlock()
+		if idle {
+			a.log.Info("no next round came for the job's TCPStore", zap.String("job", job), zap.Duration("after", d))
+			a.releaseTorchStore(job)
+		}
+	})
+}
+
+// releaseTorchStore closes job's TCPStore, if this agent serves it.
+func (a *Agent) releaseTorchStore(job string) {
+	a.mu.Lock()
+	ts := a.torchStores[job]
+	delete(a.torchStores, job)
+	a.mu.Unlock()
+	if ts == nil {
+		return
+	}
+	if ts.linger != nil {
+		ts.linger.Stop()
+	}
+	if err := ts.srv.Close(); err != nil {
+		a.log.Warn("closing the job's TCPStore", zap.String("job", job), zap.Error(err))
+	}
+	if ts.round != "" {
+		a.torchKV.Drop(ts.round)
+	}
+	a.log.Info("the job's TCPStore closed", zap.String("job", job))
+}
+
+// releaseTorchStores closes every TCPStore, when the agent closes.
+func (a *Agent) releaseTorchStores() {
+	a.mu.Lock()
+	jobs := make([]string, 0, len(a.torchStores))
+	for job := range a.torchStores {
+		jobs = append(jobs, job)
+	}
+	a.mu.Unlock()
+	for _, job := range jobs {
+		a.releaseTorchStore(job)
+	}
+}
+
+// newTorchKV is where every TCPStore of this agent keeps its keys, within
+// PyTorch's own server's bounds.
+func newTorchKV() *kv.Memory { return kv.NewMemoryWith(tcpstore.Limits) }
