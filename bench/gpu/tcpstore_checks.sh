@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# PyTorch against the TCPStore muster's agent serves: every TCPStore client
+# method (tcpstore_client_check.py); init_process_group("nccl") and the DDP
+# example under `launcher run --gpus 2`, on the embedded default and across
+# two agents, with who listens on MASTER_PORT seen from a rank before
+# init_process_group, after it and after the job; the DDP example again
+# with --no-agent-store.
+#
+#   go build -o bin/ ./cmd/... && BIN=bin PYTHON=/opt/torch/.venv/bin/python bench/gpu/tcpstore_checks.sh   # writes under ${OUT:-/tmp/muster-tcpstore-checks}
+set -u -o pipefail
+cd "$(dirname "$0")/../.."
+BIN=$(cd "${BIN:-bin}" && pwd)
+L=$BIN/launcher A=$BIN/agent
+PY=${PYTHON:-python3}
+OUT_DIR=${OUT:-/tmp/muster-tcpstore-checks}
+mkdir -p "$OUT_DIR"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+NV=$($PY -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null || true)
+[ -n "$NV" ] && [ -e "$NV/lib/libnccl.so.2" ] && export MUSTER_NCCL_LIBRARY="$NV/lib/libnccl.so.2"
+summary="$OUT_DIR/summary.txt"
+: >"$summary"
+say() { echo "$*" | tee -a "$summary"; }
+say "# $(date -u +%FT%TZ) $(nvidia-smi -L 2>/dev/null | tr '\n' ';') torch $($PY -c 'import torch; print(torch.__version__)')"
+
+say "## every TCPStore client method against the agent's store"
+timeout 120 "$L" run --nproc 1 -- "$PY" bench/gpu/tcpstore_client_check.py >"$OUT_DIR/client.txt" 2>&1
+say "exit $?"
+tee -a "$summary" <"$OUT_DIR/client.txt"
+
+# who.py: rank 0 names who listens on MASTER_PORT before init_process_group,
+# after it and after an all_reduce; every rank checks the variable.
+cat >"$OUT_DIR/who.py" <<'PY'
+import os, subprocess, torch, torch.distributed as dist
+port = os.environ["MASTER_PORT"]
+def who(when):
+    if os.environ["RANK"] != "0":
+        return
+    out = subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True).stdout.strip()
+    print(f"MASTER_PORT {port} {when}: {out or 'nobody listens'}", flush=True)
+who("before init_process_group")
+assert os.environ["TORCHELASTIC_USE_AGENT_STORE"] == "True", os.environ.get("TORCHELASTIC_USE_AGENT_STORE")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+dist.init_process_group("nccl")
+who("after init_process_group")
+x = torch.ones(1 << 20, device="cuda")
+dist.all_reduce(x)
+torch.cuda.synchronize()
+who("after all_reduce")
+print(f"rank {dist.get_rank()}: all_reduce {x[0].item():.0f} (world {dist.get_world_size()})", flush=True)
+dist.destroy_process_group()
+PY
+say "## init_process_group(nccl) on the embedded default, --gpus 2"
+timeout 120 "$L" run --gpus 2 -- "$PY" "$OUT_DIR/who.py" 2>&1 | tee "$OUT_DIR/who-embedded.txt" | tee -a "$summary"
+say "exit ${PIPESTATUS[0]}"
+port=$(sed -n 's/.*MASTER_PORT \([0-9]*\) before.*/\1/p' "$OUT_DIR/who-embedded.txt" | head -1)
+say "after the job, MASTER_PORT $port: $(ss -Hltn "sport = :${port:-0}" | grep -q . && echo 'still listened on' || echo 'nobody listens')"
+
+say "## the DDP example, --gpus 2, agent store"
+timeout 180 "$L" run --gpus 2 -- "$PY" examples/ddp/train.py --steps 20 >"$OUT_DIR/ddp.txt" 2>&1
+say "exit $?"; tail -3 "$OUT_DIR/ddp.txt" | tee -a "$summary"
+say "## the DDP example, --gpus 2, --no-agent-store"
+timeout 180 "$L" run --gpus 2 --no-agent-store -- "$PY" examples/ddp/train.py --steps 20 >"$OUT_DIR/ddp-no-agent-store.txt" 2>&1
+say "exit $?"; tail -3 "$OUT_DIR/ddp-no-agent-store.txt" | tee -a "$summary"
+
+say "## two agents, one GPU each: the store is node rank 0's agent's"
+D=$(mktemp -d)
+head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$D/token" && chmod 600 "$D/token"
+C="--cluster unix://$D/sock"
+$A --listen 127.0.0.1:29400 --bind 127.0.0.1 --name a --gpu-devices 0 --socket "$D/sock" --token-file "$D/token" >"$OUT_DIR/agent-a.log" 2>&1 &
+PID_A=$!
+sleep 0.5
+$A --join 127.0.0.1 --bind 127.0.0.2 --name b --gpu-devices 1 --token-file "$D/token" >"$OUT_DIR/agent-b.log" 2>&1 &
+PID_B=$!
+trap 'kill $PID_A $PID_B 2>/dev/null; wait $PID_A $PID_B 2>/dev/null; rm -rf "$D"' EXIT
+for _ in $(seq 100); do [ "$($L nodes $C 2>/dev/null | awk '$4 == "alive"' | wc -l)" = 2 ] && break; sleep 0.1; done
+say "agent pids: a=$PID_A b=$PID_B"
+timeout 120 "$L" run $C -n 2 --gpus 1 -- "$PY" "$OUT_DIR/who.py" 2>&1 | tee "$OUT_DIR/who-cluster.txt" | tee -a "$summary"
+say "exit ${PIPESTATUS[0]}"
+timeout 180 "$L" run $C -n 2 --gpus 1 -- "$PY" examples/ddp/train.py --steps 20 >"$OUT_DIR/ddp-cluster.txt" 2>&1
+say "DDP example on two agents: exit $?"; tail -3 "$OUT_DIR/ddp-cluster.txt" | tee -a "$summary"
