@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"fmt"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 var (
@@ -117,5 +119,34 @@ func TestTorchStoreAcrossRestarts(t *testing.T) {
 	}
 	if rounds["0"] != 4 || rounds["1"] != 4 || len(ports) != 1 {
 		t.Fatalf("rounds %v, MASTER_PORTs %v:\n%s", rounds, ports, r.stdout)
+	}
+}
+
+// TestAgentReleasesTorchStore: an agent that stays up serves a job's
+// TCPStore for the job only; once the job ends, MASTER_PORT is free.
+func TestAgentReleasesTorchStore(t *testing.T) {
+	worker := torchClient(t)
+	addr := startAgent(t)
+	r := runLauncher(t, "run", "--cluster", addr, "--nproc", "4", "--", worker)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	lines := torchLines(t, r.stdout)
+	if len(lines) != 4 || lines[0].bind != "held" {
+		t.Fatalf("lines %v", lines)
+	}
+	port := lines[0].port
+	// The release reaches the agent just after the job's end.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", port))
+		if err == nil {
+			l.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("MASTER_PORT %s still held 10s after the job ended: %v", port, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

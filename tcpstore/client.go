@@ -50,7 +50,7 @@ func dialOnce(ctx context.Context, addr string) (*Client, error) {
 	}
 	c := &Client{conn: conn, r: bufio.NewReader(conn)}
 	stop := c.interruptOn(ctx)
-	err = c.send(c.begin(queryValidate).u32(validationMagic))
+	err = c.send(c.begin(opValidate).u32(validateMagic))
 	if err == nil {
 		err = c.Ping(rand.Uint32())
 	}
@@ -120,7 +120,7 @@ func (c *Client) readU8() (byte, error) {
 
 // Ping sends nonce and checks that it comes back.
 func (c *Client) Ping(nonce uint32) error {
-	if err := c.send(c.begin(queryPing).u32(nonce)); err != nil {
+	if err := c.send(c.begin(opPing).u32(nonce)); err != nil {
 		return err
 	}
 	got, err := readU32(c.r)
@@ -134,13 +134,13 @@ func (c *Client) Ping(nonce uint32) error {
 }
 
 func (c *Client) Set(key string, value []byte) error {
-	return c.send(c.begin(querySet).str(key).bytes(value))
+	return c.send(c.begin(opSet).str(key).bytes(value))
 }
 
 // CompareSet stores desired if key holds expected (or is missing and
 // expected is empty) and returns what the server reports key holds.
 func (c *Client) CompareSet(key string, expected, desired []byte) ([]byte, error) {
-	if err := c.send(c.begin(queryCompareSet).str(key).bytes(expected).bytes(desired)); err != nil {
+	if err := c.send(c.begin(opCompareSet).str(key).bytes(expected).bytes(desired)); err != nil {
 		return nil, err
 	}
 	return c.readBytes()
@@ -149,14 +149,14 @@ func (c *Client) CompareSet(key string, expected, desired []byte) ([]byte, error
 // Get is the raw GET: it does not wait, and torch's server answers a
 // missing key with an empty value.
 func (c *Client) Get(key string) ([]byte, error) {
-	if err := c.send(c.begin(queryGet).str(key)); err != nil {
+	if err := c.send(c.begin(opGet).str(key)); err != nil {
 		return nil, err
 	}
 	return c.readBytes()
 }
 
 func (c *Client) Add(key string, delta int64) (int64, error) {
-	if err := c.send(c.begin(queryAdd).str(key).i64(delta)); err != nil {
+	if err := c.send(c.begin(opAdd).str(key).i64(delta)); err != nil {
 		return 0, err
 	}
 	return c.readI64()
@@ -164,16 +164,16 @@ func (c *Client) Add(key string, delta int64) (int64, error) {
 
 // Check reports whether every key exists.
 func (c *Client) Check(keys ...string) (bool, error) {
-	if err := c.send(c.begin(queryCheck).keys(keys)); err != nil {
+	if err := c.send(c.begin(opCheck).keys(keys)); err != nil {
 		return false, err
 	}
 	b, err := c.readU8()
 	switch {
 	case err != nil:
 		return false, err
-	case b == replyReady:
+	case b == checkReady:
 		return true, nil
-	case b == replyNotReady:
+	case b == checkNotReady:
 		return false, nil
 	}
 	return false, c.fail(fmt.Errorf("CHECK answered %d", b))
@@ -182,14 +182,14 @@ func (c *Client) Check(keys ...string) (bool, error) {
 // Wait blocks until every key exists. If ctx ends first it cancels the
 // wait, which leaves the connection usable, and returns ctx's error.
 func (c *Client) Wait(ctx context.Context, keys ...string) error {
-	if err := c.send(c.begin(queryWait).keys(keys)); err != nil {
+	if err := c.send(c.begin(opWait).keys(keys)); err != nil {
 		return err
 	}
 	stop := c.interruptOn(ctx)
 	b, err := readU8(c.r)
 	stop()
 	if err == nil {
-		if b != replyStopWaiting {
+		if b != stopWaiting {
 			return c.fail(fmt.Errorf("WAIT answered %d", b))
 		}
 		return nil
@@ -197,26 +197,26 @@ func (c *Client) Wait(ctx context.Context, keys ...string) error {
 	if ctx.Err() == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
 		return c.fail(err)
 	}
-	if err := c.send(c.begin(queryCancelWait)); err != nil {
+	if err := c.send(c.begin(opCancelWait)); err != nil {
 		return err
 	}
 	// The keys may have arrived just as we gave up: then STOP_WAITING
 	// comes before WAIT_CANCELED, as torch's client expects too.
 	b, err = c.readU8()
-	if err == nil && b == replyStopWaiting {
+	if err == nil && b == stopWaiting {
 		b, err = c.readU8()
 	}
 	if err != nil {
 		return err
 	}
-	if b != replyWaitCanceled {
+	if b != waitCanceled {
 		return c.fail(fmt.Errorf("CANCEL_WAIT answered %d", b))
 	}
 	return fmt.Errorf("tcpstore: wait for %q: %w", keys, ctx.Err())
 }
 
 func (c *Client) NumKeys() (int64, error) {
-	if err := c.send(c.begin(queryNumKeys)); err != nil {
+	if err := c.send(c.begin(opNumKeys)); err != nil {
 		return 0, err
 	}
 	return c.readI64()
@@ -224,7 +224,7 @@ func (c *Client) NumKeys() (int64, error) {
 
 // Delete removes key and reports whether it was there.
 func (c *Client) Delete(key string) (bool, error) {
-	if err := c.send(c.begin(queryDelete).str(key)); err != nil {
+	if err := c.send(c.begin(opDeleteKey).str(key)); err != nil {
 		return false, err
 	}
 	n, err := c.readI64()
@@ -232,7 +232,7 @@ func (c *Client) Delete(key string) (bool, error) {
 }
 
 func (c *Client) Append(key string, value []byte) error {
-	return c.send(c.begin(queryAppend).str(key).bytes(value))
+	return c.send(c.begin(opAppend).str(key).bytes(value))
 }
 
 // MultiGet is the raw MULTI_GET: like Get it does not wait for the keys.
@@ -240,7 +240,7 @@ func (c *Client) MultiGet(keys ...string) ([][]byte, error) {
 	if len(keys) > maxReplyValues {
 		return nil, fmt.Errorf("tcpstore: MULTI_GET of %d keys is over the %d-key bound", len(keys), maxReplyValues)
 	}
-	if err := c.send(c.begin(queryMultiGet).keys(keys)); err != nil {
+	if err := c.send(c.begin(opMultiGet).keys(keys)); err != nil {
 		return nil, err
 	}
 	values := make([][]byte, len(keys))
@@ -258,7 +258,7 @@ func (c *Client) MultiSet(keys []string, values [][]byte) error {
 	if len(keys) != len(values) {
 		return fmt.Errorf("tcpstore: MULTI_SET of %d keys and %d values", len(keys), len(values))
 	}
-	b := c.begin(queryMultiSet).i64(int64(len(keys)))
+	b := c.begin(opMultiSet).i64(int64(len(keys)))
 	for i, k := range keys {
 		b = b.str(k).bytes(values[i])
 	}
@@ -266,13 +266,13 @@ func (c *Client) MultiSet(keys []string, values [][]byte) error {
 }
 
 func (c *Client) QueuePush(key string, value []byte) error {
-	return c.send(c.begin(queryQueuePush).str(key).bytes(value))
+	return c.send(c.begin(opQueuePush).str(key).bytes(value))
 }
 
 // QueuePop does not wait: length is the queue's length before the pop, and
 // value is the popped item when length > 0.
 func (c *Client) QueuePop(key string) (length int64, value []byte, err error) {
-	if err := c.send(c.begin(queryQueuePop).str(key)); err != nil {
+	if err := c.send(c.begin(opQueuePop).str(key)); err != nil {
 		return 0, nil, err
 	}
 	if length, err = c.readI64(); err != nil || length == 0 {
@@ -286,7 +286,7 @@ func (c *Client) QueuePop(key string) (length int64, value []byte, err error) {
 }
 
 func (c *Client) QueueLen(key string) (int64, error) {
-	if err := c.send(c.begin(queryQueueLen).str(key)); err != nil {
+	if err := c.send(c.begin(opQueueLen).str(key)); err != nil {
 		return 0, err
 	}
 	return c.readI64()

@@ -7,35 +7,6 @@ import (
 	"io"
 )
 
-// PyTorch's QueryType and reply codes, as a client sees them, in the layout
-// that begins with VALIDATE (torch 2.4 and later).
-const (
-	queryValidate   = 0
-	querySet        = 1
-	queryCompareSet = 2
-	queryGet        = 3
-	queryAdd        = 4
-	queryCheck      = 5
-	queryWait       = 6
-	queryNumKeys    = 7
-	queryDelete     = 8
-	queryAppend     = 9
-	queryMultiGet   = 10
-	queryMultiSet   = 11
-	queryCancelWait = 12
-	queryPing       = 13
-	queryQueuePush  = 14
-	queryQueuePop   = 15
-	queryQueueLen   = 16
-
-	validationMagic = 0x3C85F7CE
-
-	replyReady        = 0 // CHECK
-	replyNotReady     = 1 // CHECK
-	replyStopWaiting  = 0 // WAIT
-	replyWaitCanceled = 1 // CANCEL_WAIT
-)
-
 // Reply bounds: torch's own server takes payloads up to 8 MiB and 128 Ki
 // keys a request, so anything longer is a broken or hostile peer.
 const (

@@ -1,6 +1,8 @@
 package tcpstore
 
 import (
+	"bufio"
+	"context"
 	"encoding/binary"
 	"io"
 	"net"
@@ -8,48 +10,36 @@ import (
 	"time"
 )
 
-// wire builds raw requests for tests: an opcode, then fields as the
-// protocol lays them out.
-type wire []byte
+func validated() query { return query{}.op(opValidate).u32(validateMagic) }
 
-func (w wire) op(op byte) wire   { return append(w, op) }
-func (w wire) u32(v uint32) wire { return binary.LittleEndian.AppendUint32(w, v) }
-func (w wire) u64(v uint64) wire { return binary.LittleEndian.AppendUint64(w, v) }
-func (w wire) str(s string) wire { return append(w.u64(uint64(len(s))), s...) }
-func validated() wire            { return wire{}.op(opValidate).u32(validateMagic) }
-func (w wire) keys(ks ...string) wire {
-	w = w.u64(uint64(len(ks)))
-	for _, k := range ks {
-		w = w.str(k)
-	}
-	return w
-}
+// append adds raw bytes, for requests cut short.
+func (b query) append(s string) query { return append(b, s...) }
 
 // FuzzServer sends any bytes after VALIDATE: the server may close that
 // connection, and must still serve the next one.
 func FuzzServer(f *testing.F) {
-	_, addr := startServer(f)
-	seeds := []wire{
-		wire{}.op(opPing).u32(7),
-		wire{}.op(opSet).str("k").str("v"),
-		wire{}.op(opCompareSet).str("k").str("").str("x"),
-		wire{}.op(opGet).str("k"),
-		wire{}.op(opAdd).str("n").u64(3),
-		wire{}.op(opAdd).str("k").u64(1),
-		wire{}.op(opCheck).keys("k", "n"),
-		wire{}.op(opWait).keys("never"),
-		wire{}.op(opWait).keys("never").op(opCancelWait),
-		wire{}.op(opNumKeys),
-		wire{}.op(opDeleteKey).str("k"),
-		wire{}.op(opAppend).str("a").str("xy"),
-		wire{}.op(opMultiGet).keys("a", "k"),
-		wire{}.op(opMultiSet).u64(2).str("a").str("1").str("b").str("2"),
-		wire{}.op(opQueuePush).str("q").str("item"),
-		wire{}.op(opQueuePop).str("q"),
-		wire{}.op(opQueueLen).str("q"),
-		wire{}.op(opSet).u64(1 << 62),
-		wire{}.op(opMultiGet).u64(1 << 40),
-		wire{}.op(17),
+	addr := startServer(f).Addr().String()
+	seeds := []query{
+		query{}.op(opPing).u32(7),
+		query{}.op(opSet).str("k").str("v"),
+		query{}.op(opCompareSet).str("k").str("").str("x"),
+		query{}.op(opGet).str("k"),
+		query{}.op(opAdd).str("n").u64(3),
+		query{}.op(opAdd).str("k").u64(1),
+		query{}.op(opCheck).keys([]string{"k", "n"}),
+		query{}.op(opWait).keys([]string{"never"}),
+		query{}.op(opWait).keys([]string{"never"}).op(opCancelWait),
+		query{}.op(opNumKeys),
+		query{}.op(opDeleteKey).str("k"),
+		query{}.op(opAppend).str("a").str("xy"),
+		query{}.op(opMultiGet).keys([]string{"a", "k"}),
+		query{}.op(opMultiSet).u64(2).str("a").str("1").str("b").str("2"),
+		query{}.op(opQueuePush).str("q").str("item"),
+		query{}.op(opQueuePop).str("q"),
+		query{}.op(opQueueLen).str("q"),
+		query{}.op(opSet).u64(1 << 62),
+		query{}.op(opMultiGet).u64(1 << 40),
+		query{}.op(17),
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s))
@@ -87,4 +77,35 @@ func ping(t testing.TB, addr string) {
 	if _, err := io.ReadFull(nc, b[:]); err != nil || binary.LittleEndian.Uint32(b[:]) != 0xabcd {
 		t.Fatalf("ping: %x, %v", b, err)
 	}
+}
+
+// FuzzClientReplies has a server answer anything: every client call returns
+// a value or an error, and none hangs.
+func FuzzClientReplies(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte(query{}.u64(3).append("abc").u64(7).append("\x00").u64(1 << 40)))
+	f.Add([]byte(query{}.u64(2).u64(1).append("a").u64(1).append("b").append("\x01\x00\x01")))
+	f.Fuzz(func(t *testing.T, replies []byte) {
+		cli, srv := net.Pipe()
+		go io.Copy(io.Discard, srv)
+		go func() {
+			srv.Write(replies)
+			srv.Close()
+		}()
+		c := &Client{conn: cli, r: bufio.NewReader(cli)}
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c.Get("k")
+		c.Add("n", 1)
+		c.CompareSet("k", []byte("a"), []byte("b"))
+		c.Check("a", "b")
+		c.MultiGet("a", "b")
+		c.QueuePop("q")
+		c.QueueLen("q")
+		c.NumKeys()
+		c.Delete("k")
+		c.Wait(ctx, "w")
+		c.Ping(1)
+	})
 }

@@ -18,8 +18,9 @@ const closeWait = 5 * time.Second
 // on the space in use when it was accepted: a new round's space leaves the
 // last round's connections on theirs.
 type Server struct {
-	l   net.Listener
-	log *zap.Logger
+	l        net.Listener
+	log      *zap.Logger
+	maxConns int
 
 	mu     sync.Mutex
 	space  kv.Space
@@ -36,7 +37,7 @@ func NewServer(l net.Listener, log *zap.Logger) *Server {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Server{l: l, log: log, conns: map[*conn]struct{}{}, ready: make(chan struct{})}
+	return &Server{l: l, log: log, maxConns: MaxConnections, conns: map[*conn]struct{}{}, ready: make(chan struct{})}
 }
 
 // Use makes sp the space of connections accepted from now on.
@@ -91,8 +92,8 @@ func (s *Server) add(nc net.Conn) *conn {
 	switch {
 	case s.closed || s.space == nil:
 		return nil
-	case len(s.conns) >= MaxConnections:
-		s.log.Warn("TCPStore connection refused: too many", zap.Int("limit", MaxConnections),
+	case len(s.conns) >= s.maxConns:
+		s.log.Warn("TCPStore connection refused: too many", zap.Int("limit", s.maxConns),
 			zap.Stringer("from", nc.RemoteAddr()))
 		return nil
 	}

@@ -1,8 +1,12 @@
 package tcpstore
 
 import (
+	"context"
+	"io"
 	"net"
+	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -10,20 +14,20 @@ import (
 	"github.com/musterhq/muster/kv"
 )
 
-// startServer serves a fresh space on 127.0.0.1 until the test ends.
-func startServer(t testing.TB) (*kv.Memory, string) {
+// startServer serves a fresh space, "round-1" of the server's Memory, on
+// 127.0.0.1 until the test ends.
+func startServer(t testing.TB) *Server {
 	t.Helper()
-	log := zap.NewNop()
-	if _, fuzz := t.(*testing.F); !fuzz {
-		log = zaptest.NewLogger(t)
-	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := kv.NewMemoryWith(Limits)
+	log := zap.NewNop()
+	if _, fuzz := t.(*testing.F); !fuzz {
+		log = zaptest.NewLogger(t)
+	}
 	s := NewServer(l, log)
-	s.Use(m.Space("round-1"))
+	s.Use(testMemory(s).Space("round-1"))
 	s.Start()
 	<-s.ReadyNotify()
 	t.Cleanup(func() {
@@ -31,5 +35,242 @@ func startServer(t testing.TB) (*kv.Memory, string) {
 			t.Error(err)
 		}
 	})
-	return m, l.Addr().String()
+	return s
+}
+
+var memories sync.Map // *Server → *kv.Memory, for tests that drop rounds
+
+func testMemory(s *Server) *kv.Memory {
+	m, _ := memories.LoadOrStore(s, kv.NewMemoryWith(Limits))
+	return m.(*kv.Memory)
+}
+
+func dial(t *testing.T, s *Server) *Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// connections waits until the server holds n connections.
+func connections(t *testing.T, s *Server, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.mu.Lock()
+		got := len(s.conns)
+		s.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server holds %d connections, want %d", got, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestManyWaiters has thousands of clients wait for one key, as ranks wait
+// for the last to join; one SET releases them all.
+func TestManyWaiters(t *testing.T) {
+	s := startServer(t)
+	const n = 2000
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	errs := make(chan error, 2*n)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var clients []*Client
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := Dial(ctx, s.Addr().String())
+			if err != nil {
+				errs <- err
+				return
+			}
+			mu.Lock()
+			clients = append(clients, c)
+			mu.Unlock()
+			if joined, err := c.Add("joined", 1); err != nil {
+				errs <- err
+			} else if joined == n {
+				errs <- c.Set("last", []byte("1"))
+			}
+			errs <- c.Wait(ctx, "last")
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	connections(t, s, n)
+	for _, c := range clients {
+		c.Close()
+	}
+	connections(t, s, 0)
+}
+
+// TestDroppedMidRequest: a client that goes in the middle of a request, or
+// while it waits, costs the server that connection and nothing else.
+func TestDroppedMidRequest(t *testing.T) {
+	s := startServer(t)
+	other := dial(t, s)
+	if err := other.Set("k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		sent query
+	}{
+		{"inside VALIDATE", query{}.op(opValidate).u32(validateMagic)[:3]},
+		{"inside a key's length", validated().op(opSet).u64(5)[:8]},
+		{"inside a key", validated().op(opSet).u64(5).append("ab")},
+		{"before a value", validated().op(opSet).str("k2")},
+		{"inside a value", validated().op(opSet).str("k2").u64(1 << 20).append("xyz")},
+		{"inside MULTI_SET", validated().op(opMultiSet).u64(3).str("m1").str("1").str("m2")},
+		{"inside WAIT's keys", validated().op(opWait).u64(2).str("a")},
+		{"while waiting", validated().op(opWait).keys([]string{"never"})},
+		{"after CANCEL_WAIT", validated().op(opWait).keys([]string{"never"}).op(opCancelWait)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			nc, err := net.Dial("tcp", s.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			connections(t, s, 2)
+			if _, err := nc.Write(tt.sent); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
+			nc.Close()
+			connections(t, s, 1)
+			if v, err := other.Get("k"); err != nil || string(v) != "v" {
+				t.Fatalf("the other client after the drop: %q, %v", v, err)
+			}
+			if ok, err := other.Check("k2", "m1"); err != nil || ok {
+				t.Fatalf("a dropped request's keys were set: %v, %v", ok, err)
+			}
+		})
+	}
+}
+
+// TestBadInputClosesThatConnection: input that is not the protocol, or
+// over its bounds, closes that one connection.
+func TestBadInputClosesThatConnection(t *testing.T) {
+	s := startServer(t)
+	other := dial(t, s)
+	tests := []struct {
+		name string
+		sent query
+	}{
+		{"no VALIDATE", query{}.op(opPing).u32(1)},
+		{"wrong magic", query{}.op(opValidate).u32(0x12345678)},
+		{"unknown opcode", validated().op(17)},
+		{"key over 8 KiB", validated().op(opGet).u64(MaxKeyBytes + 1)},
+		{"value over 8 MiB", validated().op(opSet).str("k").u64(MaxValueBytes + 1)},
+		{"too many keys", validated().op(opCheck).u64(MaxRequestKeys + 1)},
+		{"ADD to a value not a number", validated().op(opSet).str("text").str("abc").op(opAdd).str("text").u64(1)},
+		{"a second WAIT while one waits", validated().op(opWait).keys([]string{"x"}).op(opWait).keys([]string{"y"})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			nc, err := net.Dial("tcp", s.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			nc.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := nc.Write(tt.sent); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.Copy(io.Discard, nc); err != nil {
+				t.Fatalf("the connection was not closed: %v", err)
+			}
+			if err := other.Ping(7); err != nil {
+				t.Fatalf("another client: %v", err)
+			}
+		})
+	}
+}
+
+// TestNewRound: connections stay with the round they came in; a dropped
+// round's waiters are let go, and the next round starts empty.
+func TestNewRound(t *testing.T) {
+	s := startServer(t)
+	old := dial(t, s)
+	if err := old.Set("from-round-1", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- old.Wait(context.Background(), "never") }()
+	connections(t, s, 1)
+	m := testMemory(s)
+	s.Use(m.Space("round-2"))
+	m.Drop("round-1")
+	select {
+	case err := <-waited:
+		if err == nil {
+			t.Fatal("a wait of a dropped round returned nil")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a wait of a dropped round still waits")
+	}
+	next := dial(t, s)
+	if ok, err := next.Check("from-round-1"); err != nil || ok {
+		t.Fatalf("round 2 sees round 1's key: %v, %v", ok, err)
+	}
+}
+
+// TestConnectionLimit: past the limit, new connections are closed at once.
+func TestConnectionLimit(t *testing.T) {
+	s := startServer(t)
+	s.mu.Lock()
+	s.maxConns = 3
+	s.mu.Unlock()
+	for range 3 {
+		dial(t, s)
+	}
+	nc, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if n, err := nc.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("connection past the limit: read %d, %v", n, err)
+	}
+}
+
+// TestCloseEndsWaits: Close lets every waiting client go, promptly.
+func TestCloseEndsWaits(t *testing.T) {
+	s := startServer(t)
+	var wg sync.WaitGroup
+	for range 50 {
+		c := dial(t, s)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Wait(context.Background(), "never")
+		}()
+	}
+	connections(t, s, 50)
+	start := time.Now()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if d := time.Since(start); d > closeWait {
+		t.Fatalf("Close took %s", d)
+	}
 }

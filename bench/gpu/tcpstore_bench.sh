@@ -18,6 +18,7 @@ BIN=$(cd "${BIN:-bin}" && pwd)
 PY=${PYTHON:-/opt/torch/.venv/bin/python}
 CLIENTS=${CLIENTS:-"1000 10000"}
 RUNS=${RUNS:-5}
+DIALERS=${DIALERS:-256}
 OUT_DIR=${OUT:-/tmp/muster-tcpstore}
 mkdir -p "$OUT_DIR"
 summary="$OUT_DIR/summary.txt"
@@ -61,16 +62,16 @@ run_torch() { # N I LOG
   if [ -z "$port" ]; then
     echo "torch server did not come up" >"$3"; cat "$3.server" >>"$3"
   else
-    "$BIN/tcpstoreload" -addr "127.0.0.1:$port" -clients "$1" -key "run$2" >"$3" 2>&1
+    "$BIN/tcpstoreload" -addr "127.0.0.1:$port" -clients "$1" -dialers "$DIALERS" -key "run$2" >"$3" 2>&1
   fi
   kill $TPID 2>/dev/null; wait $TPID 2>/dev/null; TPID=
 }
 
 run_muster() { # N I LOG
-  "$BIN/launcher" run --nproc 1 -- "$BIN/tcpstoreload" -clients "$1" -key "run$2" >"$3" 2>&1
+  "$BIN/launcher" run --nproc 1 -- "$BIN/tcpstoreload" -clients "$1" -dialers "$DIALERS" -key "run$2" >"$3" 2>&1
 }
 
-say "# $(date -u +%FT%TZ) $(nproc) cores, ulimit -n $(ulimit -n), torch $("$PY" -c 'import torch; print(torch.__version__)' 2>&1 | tail -1)"
+say "# $(date -u +%FT%TZ) $(nproc) cores, ulimit -n $(ulimit -n), somaxconn $(cat /proc/sys/net/core/somaxconn), $DIALERS dialers, torch $("$PY" -c 'import torch; print(torch.__version__)' 2>&1 | tail -1)"
 for n in $CLIENTS; do
   : >"$OUT_DIR/torch-$n.totals"; : >"$OUT_DIR/muster-$n.totals"
   for i in $(seq "$RUNS"); do

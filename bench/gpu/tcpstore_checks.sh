@@ -30,13 +30,30 @@ tee -a "$summary" <"$OUT_DIR/client.txt"
 # who.py: rank 0 names who listens on MASTER_PORT before init_process_group,
 # after it and after an all_reduce; every rank checks the variable.
 cat >"$OUT_DIR/who.py" <<'PY'
-import os, subprocess, torch, torch.distributed as dist
-port = os.environ["MASTER_PORT"]
+import glob, os, torch, torch.distributed as dist
+port = int(os.environ["MASTER_PORT"])
+def listeners(port):
+    """The processes listening on TCP port, from /proc (no ss needed)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in open(table).readlines()[1:]:
+            f = line.split()
+            if int(f[1].rsplit(":", 1)[1], 16) == port and f[3] == "0A":  # 0A: LISTEN
+                inodes.add(f[9])
+    who = set()
+    for fd in glob.glob("/proc/[0-9]*/fd/*"):
+        try:
+            link = os.readlink(fd)
+        except OSError:
+            continue
+        if link.startswith("socket:[") and link[8:-1] in inodes:
+            pid = fd.split("/")[2]
+            name = open(f"/proc/{pid}/comm").read().strip()
+            who.add(f"pid {pid} ({name})" + (" - this rank" if int(pid) == os.getpid() else ""))
+    return ", ".join(sorted(who)) or "nobody listens"
 def who(when):
-    if os.environ["RANK"] != "0":
-        return
-    out = subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True).stdout.strip()
-    print(f"MASTER_PORT {port} {when}: {out or 'nobody listens'}", flush=True)
+    if os.environ["RANK"] == "0":
+        print(f"MASTER_PORT {port} {when}: {listeners(port)}", flush=True)
 who("before init_process_group")
 assert os.environ["TORCHELASTIC_USE_AGENT_STORE"] == "True", os.environ.get("TORCHELASTIC_USE_AGENT_STORE")
 torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
@@ -53,7 +70,8 @@ say "## init_process_group(nccl) on the embedded default, --gpus 2"
 timeout 120 "$L" run --gpus 2 -- "$PY" "$OUT_DIR/who.py" 2>&1 | tee "$OUT_DIR/who-embedded.txt" | tee -a "$summary"
 say "exit ${PIPESTATUS[0]}"
 port=$(sed -n 's/.*MASTER_PORT \([0-9]*\) before.*/\1/p' "$OUT_DIR/who-embedded.txt" | head -1)
-say "after the job, MASTER_PORT $port: $(ss -Hltn "sport = :${port:-0}" | grep -q . && echo 'still listened on' || echo 'nobody listens')"
+hexport=$(printf '%04X' "${port:-0}")
+say "after the job, MASTER_PORT $port: $(awk -v p=":$hexport" '$2 ~ p"$" && $4 == "0A"' /proc/net/tcp /proc/net/tcp6 | grep -q . && echo 'still listened on' || echo 'nobody listens')"
 
 say "## the DDP example, --gpus 2, agent store"
 timeout 180 "$L" run --gpus 2 -- "$PY" examples/ddp/train.py --steps 20 >"$OUT_DIR/ddp.txt" 2>&1
@@ -73,7 +91,7 @@ $A --join 127.0.0.1 --bind 127.0.0.2 --name b --gpu-devices 1 --token-file "$D/t
 PID_B=$!
 trap 'kill $PID_A $PID_B 2>/dev/null; wait $PID_A $PID_B 2>/dev/null; rm -rf "$D"' EXIT
 for _ in $(seq 100); do [ "$($L nodes $C 2>/dev/null | awk '$4 == "alive"' | wc -l)" = 2 ] && break; sleep 0.1; done
-say "agent pids: a=$PID_A b=$PID_B"
+say "agent pids: a=$PID_A b=$PID_B; launcher runs as its own process"
 timeout 120 "$L" run $C -n 2 --gpus 1 -- "$PY" "$OUT_DIR/who.py" 2>&1 | tee "$OUT_DIR/who-cluster.txt" | tee -a "$summary"
 say "exit ${PIPESTATUS[0]}"
 timeout 180 "$L" run $C -n 2 --gpus 1 -- "$PY" examples/ddp/train.py --steps 20 >"$OUT_DIR/ddp-cluster.txt" 2>&1

@@ -3,35 +3,17 @@ package tcpstore
 import (
 	"context"
 	"errors"
-	"net"
 	"reflect"
 	"testing"
 	"time"
-
-	"go.uber.org/zap"
-
-	"github.com/musterhq/muster/kv"
 )
-
-// serve starts a server on a fresh space and returns its address.
-func serve(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := NewServer(l, zap.NewNop())
-	s.Use(kv.NewMemoryWith(Limits).Space("job"))
-	s.Start()
-	t.Cleanup(func() { s.Close() })
-	return l.Addr().String()
-}
 
 // TestClientRoundTrips runs every request once, in an order where each step
 // sees what the earlier ones left.
 func TestClientRoundTrips(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, serve(t))
+	c, err := Dial(ctx, startServer(t).Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +67,7 @@ func TestClientRoundTrips(t *testing.T) {
 func TestWaitWoken(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	addr := serve(t)
+	addr := startServer(t).Addr().String()
 	w, err := Dial(ctx, addr)
 	if err != nil {
 		t.Fatal(err)
