@@ -20,7 +20,8 @@ import (
 // A job runs in numbered rounds. A round is one attempt at running it: its
 // nodes in node rank order, their GPUs, two ports reserved on node rank 0
 // and an NCCL unique ID. A restart is a new round of the same job with a new
-// round ID, new ports and a new unique ID. Every round goes through these
+// round ID, a new NCCL root port and a new unique ID (MASTER_PORT, the job's
+// TCPStore, stays while node rank 0 does). Every round goes through these
 // states, and roundTransitions is the one place that allows a step:
 //
 //	waiting ──enough nodes──► reserving ──ports reserved──► running ──a worker failed, cancel,──► stopping

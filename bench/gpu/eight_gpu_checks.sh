@@ -281,9 +281,11 @@ if ! skipped cluster || ! skipped mpi || ! skipped kill; then
     if ! skipped kill; then
       V=$(( AGENTS - 1 ))
       say "## 3. agent n$V killed (SIGKILL) while all $NCL ranks loop in all_reduce: launcher run --cluster ... -n $AGENTS --gpus $GPA --kill-timeout 2s"
-      say "##    ms from the kill to the launcher's exit, and to no worker left (pgrep)"
+      say "##    ms from the kill to the launcher's exit, and to no worker left (each worker's pid)"
+      mkdir -p "$D/pids"
       cat >"$D/kill_loop.py" <<'PY'
-import os, torch, torch.distributed as dist
+import os, sys, torch, torch.distributed as dist
+open(os.path.join(sys.argv[1], os.environ["RANK"]), "w").write(str(os.getpid()))
 dist.init_process_group("nccl")
 torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
 x = torch.ones(1 << 20, device="cuda")
@@ -295,13 +297,13 @@ while True:
         torch.cuda.synchronize()
         print("looping", flush=True)
 PY
-      # Workers' command lines start with python; the launcher's and timeout's do not.
-      workers() { pgrep -f "^[^ ]*python[^ ]* $D/kill_loop.py" | wc -l; }
+      # Each worker wrote its pid: those still alive.
+      workers() { local n=0 p; for p in $(cat "$D"/pids/* 2>/dev/null); do kill -0 "$p" 2>/dev/null && n=$((n + 1)); done; echo $n; }
       for t in $(seq "$TRIALS"); do
         wait_all || break
         log="$OUT_DIR/kill-$t.txt"
-        rm -f "$D/end" "$D/code"
-        ( tmo 120 "${RUNC[@]}" --kill-timeout 2s -- "$PY" "$D/kill_loop.py" >"$log" 2>&1
+        rm -f "$D/end" "$D/code" "$D"/pids/*
+        ( tmo 120 "${RUNC[@]}" --kill-timeout 2s -- "$PY" "$D/kill_loop.py" "$D/pids" >"$log" 2>&1
           echo $? >"$D/code"; date +%s%N >"$D/end" ) &
         sub=$!
         for _ in $(seq 1200); do [ "$(grep -c looping "$log")" -ge "$NCL" ] && break; [ -e "$D/end" ] && break; sleep 0.05; done
@@ -318,8 +320,8 @@ PY
         wait "${APID[V]}" 2>/dev/null
         exit_ms=NA
         [ -e "$D/end" ] && exit_ms=$(( ($(cat "$D/end") - t0) / 1000000 ))
-        say "trial $t: $looping/$NCL looping; launcher exit $(cat "$D/code" 2>/dev/null || echo NA) after $exit_ms ms; no worker left after ${gone:-NA(>60 s)} ms; now $(workers) left; $(grep -m1 'muster: job' "$log")"
-        pgrep -f "^[^ ]*python[^ ]* $D/kill_loop.py" | xargs -r kill -9 2>/dev/null
+        say "trial $t: $looping/$NCL looping, $(ls "$D/pids" | wc -l) pids; launcher exit $(cat "$D/code" 2>/dev/null || echo NA) after $exit_ms ms; no worker left after ${gone:-NA(>60 s)} ms; now $(workers) left; $(grep -m1 'muster: job' "$log")"
+        for p in $(cat "$D"/pids/* 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
         start_agent "$V"
         wait_all || break
       done

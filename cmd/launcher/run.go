@@ -52,7 +52,7 @@ func runCommand() *cli.Command {
 			cmdline.Flag(f.nproc, "nproc", []string{"np", "nproc-per-node", "nproc_per_node"}, "`WORKERS` per node (without --gpus: workers with no GPU); also -np, --nproc-per-node, --nproc_per_node"),
 			cmdline.Flag(f.env, "env", []string{"x"}, "`VAR` passes the launcher's value of VAR, VAR=value sets it (commas and spaces kept); never overwritten"),
 			&cli.StringFlag{Name: "log-dir", Usage: "write each rank's output to `DIR`/JOB-ID/rank-N.log (each job a directory of its own)"},
-			cmdline.Flag(f.maxRestarts, "max-restarts", nil, "after a failed worker or a lost node, start the job again on new ports, up to `K` times in all (TORCHELASTIC_RESTART_COUNT counts them)"),
+			cmdline.Flag(f.maxRestarts, "max-restarts", nil, "after a failed worker or a lost node, start the job again (a new unique ID, an empty TCPStore), up to `K` times in all (TORCHELASTIC_RESTART_COUNT counts them)"),
 			cmdline.Flag(f.killTimeout, "kill-timeout", nil, "grace between SIGTERM and SIGKILL when stopping workers (`DURATION`: 30s, 2m, or seconds)"),
 			cmdline.Flag(f.timeout, "timeout", nil, "wall-clock limit for the job (`DURATION`: 30s, 2h, or seconds; 0 for none); exit code 124 when reached"),
 			cmdline.Flag(f.waitTimeout, "wait-timeout", nil, "on a cluster, how long the job waits for --nnodes nodes with --gpus free GPUs, printing progress (`DURATION`; 0 fails at once)"),
