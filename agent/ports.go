@@ -21,9 +21,10 @@ func (a *Agent) reservePorts(ctx context.Context, r *musterv1.ReservePorts) {
 		if err != nil {
 			req.Error = "the job's TCPStore: " + err.Error()
 			count = 0
+		} else {
+			req.Ports = append(req.Ports, port)
+			count--
 		}
-		req.Ports = append(req.Ports, port)
-		count--
 	}
 	var held []net.Listener
 	for i := int32(0); i < count && i < 16; i++ {

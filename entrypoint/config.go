@@ -190,6 +190,10 @@ func (p *Plan) Describe(role string) []string {
 	if p.NodeRank >= 0 {
 		rank = strconv.Itoa(p.NodeRank)
 	}
+	store := "served on MASTER_PORT by node rank 0's agent (TORCHELASTIC_USE_AGENT_STORE=True)"
+	if p.NoAgentStore {
+		store = "hosted by rank 0 (--no-agent-store)"
+	}
 	per := fmt.Sprintf("%d GPUs", p.GPUs)
 	switch {
 	case p.NProc > 0:
@@ -207,6 +211,7 @@ func (p *Plan) Describe(role string) []string {
 		"node rank: " + rank + src("NodeRank"),
 		"per node: " + per + src("GPUsPerNode"),
 		fmt.Sprintf("restarts: at most %d, job-wide; join timeout %s; last call %s", p.MaxRestarts, p.JoinTimeout, p.LastCall),
+		"PyTorch's TCPStore: " + store,
 		"command: " + strings.Join(p.Argv, " "),
 	}
 }
