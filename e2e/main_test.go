@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -220,4 +221,31 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// testPrograms are the worker programs of testdata/, built once each.
+var testPrograms sync.Map // name → *testProgramBuild
+
+type testProgramBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// testProgram builds testdata/NAME, the first time it is asked for, beside
+// the binaries, and returns its path.
+func testProgram(t *testing.T, name string) string {
+	t.Helper()
+	v, _ := testPrograms.LoadOrStore(name, &testProgramBuild{})
+	b := v.(*testProgramBuild)
+	b.once.Do(func() {
+		b.path = filepath.Join(filepath.Dir(launcherBin), name)
+		if out, err := exec.Command("go", "build", "-o", b.path, "./testdata/"+name).CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build ./testdata/%s: %v\n%s", name, err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
 }

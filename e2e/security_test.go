@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -209,30 +208,8 @@ func TestTokenMinimumLengthInBothBinaries(t *testing.T) {
 	}
 }
 
-var (
-	kvWorkerOnce sync.Once
-	kvWorkerBin  string
-	kvWorkerErr  error
-)
-
-// kvWorker builds the worker program that uses its job's KV and barrier.
-func kvWorker(t *testing.T) string {
-	t.Helper()
-	kvWorkerOnce.Do(func() {
-		kvWorkerBin = filepath.Join(filepath.Dir(launcherBin), "kvworker")
-		var out []byte
-		if out, kvWorkerErr = exec.Command("go", "build", "-o", kvWorkerBin, "./testdata/kvworker").CombinedOutput(); kvWorkerErr != nil {
-			kvWorkerErr = fmt.Errorf("%v\n%s", kvWorkerErr, out)
-		}
-	})
-	if kvWorkerErr != nil {
-		t.Fatal(kvWorkerErr)
-	}
-	return kvWorkerBin
-}
-
 func TestWorkersUseTheirJobsKV(t *testing.T) {
-	worker := kvWorker(t)
+	worker := testProgram(t, "kvworker")
 	for _, tt := range []struct {
 		name    string
 		cluster func(t *testing.T) []string

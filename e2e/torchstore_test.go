@@ -1,37 +1,11 @@
 package e2e
 
 import (
-	"fmt"
 	"net"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
-
-var (
-	torchClientOnce sync.Once
-	torchClientBin  string
-	torchClientErr  error
-)
-
-// torchClient builds the worker that uses its job's TCPStore as torch does.
-func torchClient(t *testing.T) string {
-	t.Helper()
-	torchClientOnce.Do(func() {
-		torchClientBin = filepath.Join(filepath.Dir(launcherBin), "torchclient")
-		var out []byte
-		if out, torchClientErr = exec.Command("go", "build", "-o", torchClientBin, "./testdata/torchclient").CombinedOutput(); torchClientErr != nil {
-			torchClientErr = fmt.Errorf("%v\n%s", torchClientErr, out)
-		}
-	})
-	if torchClientErr != nil {
-		t.Fatal(torchClientErr)
-	}
-	return torchClientBin
-}
 
 // torchLine is one torchclient's report.
 type torchLine struct {
@@ -58,7 +32,7 @@ func torchLines(t *testing.T, stdout string) []torchLine {
 // rank 0's agent holds on MASTER_PORT (no rank can bind it); with
 // --no-agent-store rank 0 binds and hosts it, as before.
 func TestAgentServesTorchStore(t *testing.T) {
-	worker := torchClient(t)
+	worker := testProgram(t, "torchclient")
 	for _, tt := range []struct {
 		name    string
 		args    []string
@@ -102,7 +76,7 @@ func TestAgentServesTorchStore(t *testing.T) {
 // TestTorchStoreAcrossRestarts: a restarted job keeps its MASTER_PORT, and
 // its new round starts on an empty store.
 func TestTorchStoreAcrossRestarts(t *testing.T) {
-	worker := torchClient(t)
+	worker := testProgram(t, "torchclient")
 	cmd, out, errb := launcher(t, []string{"FAIL_RANK=1"}, "run", "--nproc", "4", "--max-restarts", "1", "--", worker)
 	r := wait(t, cmd, out, errb)
 	if r.code != 0 {
@@ -125,7 +99,7 @@ func TestTorchStoreAcrossRestarts(t *testing.T) {
 // TestAgentReleasesTorchStore: an agent that stays up serves a job's
 // TCPStore for the job only; once the job ends, MASTER_PORT is free.
 func TestAgentReleasesTorchStore(t *testing.T) {
-	worker := torchClient(t)
+	worker := testProgram(t, "torchclient")
 	addr := startAgent(t)
 	r := runLauncher(t, "run", "--cluster", addr, "--nproc", "4", "--", worker)
 	if r.code != 0 {
