@@ -285,7 +285,7 @@ if ! skipped cluster || ! skipped mpi || ! skipped kill; then
       mkdir -p "$D/pids"
       cat >"$D/kill_loop.py" <<'PY'
 import os, sys, torch, torch.distributed as dist
-open(os.path.join(sys.argv[1], os.environ["RANK"]), "w").write(str(os.getpid()))
+open(os.path.join(sys.argv[1], os.environ["RANK"]), "w").write(f"{os.getpid()}\n")
 dist.init_process_group("nccl")
 torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
 x = torch.ones(1 << 20, device="cuda")
@@ -298,7 +298,8 @@ while True:
         print("looping", flush=True)
 PY
       # Each worker wrote its pid: those still alive.
-      workers() { local n=0 p; for p in $(cat "$D"/pids/* 2>/dev/null); do kill -0 "$p" 2>/dev/null && n=$((n + 1)); done; echo $n; }
+      pids() { local f; for f in "$D"/pids/*; do [ -e "$f" ] && head -1 "$f"; done; }
+      workers() { local n=0 p; for p in $(pids); do kill -0 "$p" 2>/dev/null && n=$((n + 1)); done; echo $n; }
       for t in $(seq "$TRIALS"); do
         wait_all || break
         log="$OUT_DIR/kill-$t.txt"
@@ -321,7 +322,7 @@ PY
         exit_ms=NA
         [ -e "$D/end" ] && exit_ms=$(( ($(cat "$D/end") - t0) / 1000000 ))
         say "trial $t: $looping/$NCL looping, $(ls "$D/pids" | wc -l) pids; launcher exit $(cat "$D/code" 2>/dev/null || echo NA) after $exit_ms ms; no worker left after ${gone:-NA(>60 s)} ms; now $(workers) left; $(grep -m1 'muster: job' "$log")"
-        for p in $(cat "$D"/pids/* 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+        for p in $(pids); do kill -9 "$p" 2>/dev/null; done
         start_agent "$V"
         wait_all || break
       done
