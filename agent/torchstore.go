@@ -40,7 +40,7 @@ func (a *Agent) torchStorePort(job, round string) (int32, error) {
 	}
 	ts := a.torchStores[job]
 	if ts == nil {
-		l, err := net.Listen("tcp", net.JoinHostPort(a.cfg.Addr, "0"))
+		l, err := tcpstore.Listen(net.JoinHostPort(a.cfg.Addr, "0"))
 		if err != nil {
 			return 0, err
 		}

@@ -1,6 +1,7 @@
 package tcpstore
 
 import (
+	"context"
 	"errors"
 	"net"
 	"sync"
@@ -50,6 +51,14 @@ func (s *Server) Use(sp kv.Space) {
 // Addr is where the server listens.
 func (s *Server) Addr() net.Addr { return s.l.Addr() }
 
+// Listen listens on addr for a Server. Its connections do without TCP
+// keep-alive, whose set-up would cost the accepting loop four system calls
+// a connection; ranks close their own, and the job's end closes the rest.
+func Listen(addr string) (net.Listener, error) {
+	lc := net.ListenConfig{KeepAlive: -1}
+	return lc.Listen(context.Background(), "tcp", addr)
+}
+
 // Start accepts connections in the background.
 func (s *Server) Start() {
 	s.wg.Add(1)
@@ -76,12 +85,17 @@ func (s *Server) accept() {
 			continue
 		}
 		backoff = 0
-		c := s.add(nc)
-		if c == nil {
-			nc.Close()
-			continue
-		}
-		go c.serve()
+		// Thousands of ranks connect at once: the loop only accepts, so the
+		// listen queue drains fast; each connection is set up on its own.
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if c := s.add(nc); c != nil {
+				c.serve()
+			} else {
+				nc.Close()
+			}
+		}()
 	}
 }
 
@@ -99,7 +113,6 @@ func (s *Server) add(nc net.Conn) *conn {
 	}
 	c := newConn(s, nc, s.space)
 	s.conns[c] = struct{}{}
-	s.wg.Add(1)
 	return c
 }
 
@@ -107,7 +120,6 @@ func (s *Server) remove(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
-	s.wg.Done()
 }
 
 // Close stops the server, in order: (1) it accepts no more; (2) it closes
