@@ -18,9 +18,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/musterhq/muster/gpu"
-	"github.com/musterhq/muster/kv"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/tcpstore"
 )
 
 // Config configures an Agent.
@@ -69,10 +69,10 @@ type Agent struct {
 	closing bool                      // Close began: no job starts
 	jobs    map[string]*jobRun        // by job ID
 	ports   map[string][]net.Listener // by round
-	// torchStores are the jobs' TCPStores this node serves, by job, on
-	// torchKV's spaces (torchstore.go).
+	// torchStores are the jobs' TCPStores this node serves, by job, all
+	// within torchConns (torchstore.go).
 	torchStores map[string]*torchStore
-	torchKV     *kv.Memory
+	torchConns  *tcpstore.ConnLimit
 	wg          sync.WaitGroup // jobs; Add under mu, never once closing
 	loops       sync.WaitGroup // the session loop
 
@@ -136,7 +136,7 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 		jobs:        map[string]*jobRun{},
 		ports:       map[string][]net.Listener{},
 		torchStores: map[string]*torchStore{},
-		torchKV:     newTorchKV(),
+		torchConns:  torchConnLimit(),
 		ready:       make(chan struct{}),
 		gpusChanged: make(chan struct{}, 1),
 		errc:        make(chan error),

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/musterhq/muster/kv"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
@@ -18,6 +19,7 @@ import (
 // outlives a restart.
 type torchStore struct {
 	srv    *tcpstore.Server
+	kv     *kv.Memory // its own, so that its bounds are the job's alone
 	port   int32
 	round  string      // whose space it serves
 	linger *time.Timer // after a round, in case no release comes
@@ -44,8 +46,8 @@ func (a *Agent) torchStorePort(job, round string) (int32, error) {
 		if err != nil {
 			return 0, err
 		}
-		ts = &torchStore{srv: tcpstore.NewServer(l, a.log.With(zap.String("job", job))),
-			port: int32(l.Addr().(*net.TCPAddr).Port)}
+		ts = &torchStore{srv: tcpstore.NewServer(l, a.torchConns, a.log.With(zap.String("job", job))),
+			kv: kv.NewMemoryWith(tcpstore.Limits), port: int32(l.Addr().(*net.TCPAddr).Port)}
 		ts.srv.Start()
 		a.torchStores[job] = ts
 		a.log.Info("serving the job's TCPStore", zap.String("job", job), zap.Int32("port", ts.port))
@@ -57,9 +59,9 @@ func (a *Agent) torchStorePort(job, round string) (int32, error) {
 	if ts.round != round {
 		// A new round starts on an empty store; the last round's clients
 		// are closed as their space goes.
-		ts.srv.Use(a.torchKV.Space(round))
+		ts.srv.Use(ts.kv.Space(round))
 		if ts.round != "" {
-			a.torchKV.Drop(ts.round)
+			ts.kv.Drop(ts.round)
 		}
 		ts.round = round
 	}
@@ -104,7 +106,7 @@ func (a *Agent) releaseTorchStore(job string) {
 		a.log.Warn("closing the job's TCPStore", zap.String("job", job), zap.Error(err))
 	}
 	if ts.round != "" {
-		a.torchKV.Drop(ts.round)
+		ts.kv.Drop(ts.round)
 	}
 	a.log.Info("the job's TCPStore closed", zap.String("job", job))
 }
@@ -122,6 +124,13 @@ func (a *Agent) releaseTorchStores() {
 	}
 }
 
-// newTorchKV is where every TCPStore of this agent keeps its keys, within
-// PyTorch's own server's bounds.
-func newTorchKV() *kv.Memory { return kv.NewMemoryWith(tcpstore.Limits) }
+// torchConnLimit bounds the connections of all of an agent's TCPStores
+// together: below its file descriptors, with room for its other work.
+func torchConnLimit() *tcpstore.ConnLimit {
+	n := uint64(tcpstore.MaxConnections)
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil {
+		n = min(n, max(rl.Cur/2, rl.Cur-min(rl.Cur, 4096)))
+	}
+	return tcpstore.NewConnLimit(int(n))
+}

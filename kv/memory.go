@@ -15,7 +15,7 @@ type Limits struct {
 	KeyBytes   int // longest key
 	ValueBytes int // largest value, and largest queue
 	Keys       int // keys and non-empty queues, in every space together
-	TotalBytes int // bytes of values and queued items, in every space together
+	TotalBytes int // bytes of keys, values and queued items, in every space together
 	// BinaryKeys lets keys be any bytes, empty included, as PyTorch's
 	// TCPStore allows; otherwise they are non-empty UTF-8 without NUL.
 	BinaryKeys bool
@@ -100,11 +100,11 @@ func (m *Memory) Drop(scope string) {
 	if sp == nil {
 		return
 	}
-	for _, e := range sp.entries {
-		m.bytes -= len(e.value)
+	for k, e := range sp.entries {
+		m.bytes -= len(k) + len(e.value)
 	}
-	for _, q := range sp.queues {
-		m.bytes -= q.bytes
+	for k, q := range sp.queues {
+		m.bytes -= len(k) + q.bytes
 	}
 	m.keys -= len(sp.entries) + len(sp.queues)
 	delete(m.spaces, scope)
@@ -163,7 +163,7 @@ func (m *Memory) reserveLocked(newKey bool, grow int) error {
 		return fmt.Errorf("store holds %d keys, its limit", m.limits.Keys)
 	}
 	if m.bytes+grow > m.limits.TotalBytes {
-		return fmt.Errorf("store holds %d bytes of values, its limit", m.limits.TotalBytes)
+		return fmt.Errorf("store holds %d bytes of keys and values, its limit", m.limits.TotalBytes)
 	}
 	return nil
 }
@@ -175,14 +175,18 @@ func (sp *space) putLocked(key string, value []byte) (uint64, error) {
 		return 0, fmt.Errorf("value of %q is %d bytes, more than %d", key, len(value), m.limits.ValueBytes)
 	}
 	old, exists := sp.entries[key]
-	if err := m.reserveLocked(!exists, len(value)-len(old.value)); err != nil {
+	grow := len(value) - len(old.value)
+	if !exists {
+		grow += len(key)
+	}
+	if err := m.reserveLocked(!exists, grow); err != nil {
 		return 0, err
 	}
 	if !exists {
 		m.keys++
 	}
 	m.version++
-	m.bytes += len(value) - len(old.value)
+	m.bytes += grow
 	sp.entries[key] = entry{value: bytes.Clone(value), version: m.version}
 	sp.cameLocked(key)
 	return m.version, nil
@@ -291,7 +295,7 @@ func (sp *space) Delete(key string) (bool, error) {
 	defer sp.m.mu.Unlock()
 	e, ok := sp.entries[key]
 	if ok {
-		sp.m.bytes -= len(e.value)
+		sp.m.bytes -= len(key) + len(e.value)
 		sp.m.keys--
 		delete(sp.entries, key)
 	}

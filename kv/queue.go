@@ -23,13 +23,18 @@ func (sp *space) Push(key string, value []byte) error {
 	if held+len(value) > m.limits.ValueBytes {
 		return fmt.Errorf("queue %q would hold %d bytes, more than %d", key, held+len(value), m.limits.ValueBytes)
 	}
-	if err := m.reserveLocked(q == nil, len(value)); err != nil {
+	grow := len(value)
+	if q == nil {
+		grow += len(key)
+	}
+	if err := m.reserveLocked(q == nil, grow); err != nil {
 		return err
 	}
 	if q == nil {
 		q = &queue{}
 		sp.queues[key] = q
 		m.keys++
+		m.bytes += len(key)
 	}
 	q.items = append(q.items, append([]byte(nil), value...))
 	q.bytes += len(value)
@@ -56,6 +61,7 @@ func (sp *space) Pop(key string) ([]byte, int, error) {
 	if len(q.items) == 0 {
 		delete(sp.queues, key)
 		sp.m.keys--
+		sp.m.bytes -= len(key)
 	}
 	return v, n, nil
 }

@@ -55,7 +55,7 @@ func TestQueue(t *testing.T) {
 }
 
 func TestLimits(t *testing.T) {
-	l := Limits{KeyBytes: 8, ValueBytes: 4, Keys: 2, TotalBytes: 6, BinaryKeys: true}
+	l := Limits{KeyBytes: 8, ValueBytes: 4, Keys: 2, TotalBytes: 8, BinaryKeys: true}
 	sp := NewMemoryWith(l).Space("job")
 	steps := []struct {
 		name    string
@@ -68,7 +68,7 @@ func TestLimits(t *testing.T) {
 		{"long key", set(sp, "123456789", "a"), "more than 8"},
 		{"big value", set(sp, "", "abcde"), "more than 4"},
 		{"total bytes", set(sp, "", "abcd"), ""},
-		{"over total", set(sp, "\x00\xff", "abc"), "bytes of values"},
+		{"over total", set(sp, "\x00\xff", "abc"), "bytes of keys and values"},
 	}
 	for _, st := range steps {
 		if (st.err == nil) != (st.wantErr == "") || (st.err != nil && !strings.Contains(st.err.Error(), st.wantErr)) {

@@ -202,3 +202,44 @@ func TestElasticSpecBounds(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestTCPStoreMovesWithNodeRankZero: when node rank 0 is lost, the next
+// round's node rank 0 serves the job's TCPStore; the lost node, which may
+// still hold the old one, is told to release it when it registers again.
+func TestTCPStoreMovesWithNodeRankZero(t *testing.T) {
+	s := rendezvoustest.NewStore(t, nil)
+	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	a := newTestAgent(t, c, "a", "10.0.0.1", 0, 0)
+	b := newTestAgent(t, c, "b", "10.0.0.2", 1, 0)
+	sub, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"),
+		Nnodes: 2, MinNodes: 1, Nproc: 1, MaxRestarts: 1, WaitTimeoutMs: 10_000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := reservePorts(t, c, a, 1000, 1001); !res.GetAgentStore() {
+		t.Fatalf("node rank 0 not asked for the TCPStore: %v", res)
+	}
+	startsOf(t, a, b)
+	rendezvous.ServerStore(s).SetLiveness("a", rendezvous.Liveness{State: rendezvous.GossipDead, Reason: "no gossip ack for 1.2 s"})
+	stopsOf(t, b)
+	if err := b.publish(exited(sub.JobId, 1, 0, 15, true)); err != nil {
+		t.Fatal(err)
+	}
+	if res := reservePorts(t, c, b, 2000, 2001); !res.GetAgentStore() {
+		t.Fatalf("the new node rank 0 not asked for the TCPStore: %v", res)
+	}
+	startsOf(t, b)
+	if err := b.publish(exited(sub.JobId, 0, 0, 0, false)); err != nil {
+		t.Fatal(err)
+	}
+	if fin := finalEvent(t, c, sub.JobId); fin.GetExitCode() != 0 {
+		t.Fatalf("job ended %v", fin)
+	}
+	if cmd := b.nextAny(); cmd.GetReleaseStore().GetJobId() != sub.JobId {
+		t.Fatalf("b: %v, want its TCPStore released", cmd)
+	}
+	back := newTestAgent(t, c, "a", "10.0.0.1", 0, 0)
+	if cmd := back.nextAny(); cmd.GetReleaseStore().GetJobId() != sub.JobId {
+		t.Fatalf("a, back: %v, want the old TCPStore released", cmd)
+	}
+}

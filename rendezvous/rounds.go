@@ -288,17 +288,47 @@ func (s *Store) reservePortsLocked(j *job) {
 		ReservePorts: &musterv1.ReservePorts{RoundId: j.round.id, Count: 2, JobId: j.id, AgentStore: agentStore}}})
 }
 
-// releaseStoreLocked tells the node that served j's TCPStore to close it.
+// releaseStoreLocked tells the node that served j's TCPStore to close it;
+// a node that is gone is told if it registers again.
 func (s *Store) releaseStoreLocked(j *job) {
 	n := j.storeNode
 	j.storeNode = nil
 	if n == nil {
 		return
 	}
-	if _, live := s.nodes[n.session]; live {
-		s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_ReleaseStore{
-			ReleaseStore: &musterv1.ReleaseStore{JobId: j.id}}})
+	if _, registered := s.nodes[n.session]; registered {
+		s.sendReleaseLocked(n, j.id)
+		return
 	}
+	name := n.info.GetName()
+	if _, known := s.releases[name]; !known && len(s.releases) >= maxPendingReleaseNodes {
+		return // the agent's own timer closes it (agent/torchstore.go)
+	}
+	s.releases[name] = append(s.releases[name], j.id)
+	if len(s.releases[name]) > maxPendingReleases {
+		s.releases[name] = s.releases[name][1:]
+	}
+}
+
+// Bounds on the releases kept for nodes that are gone.
+const (
+	maxPendingReleaseNodes = 4096
+	maxPendingReleases     = 256
+)
+
+// sendPendingReleasesLocked tells a node that registers what it still
+// serves for jobs that no longer need it.
+func (s *Store) sendPendingReleasesLocked(n *node) {
+	name := n.info.GetName()
+	for _, id := range s.releases[name] {
+		s.sendReleaseLocked(n, id)
+	}
+	delete(s.releases, name)
+}
+
+func (s *Store) sendReleaseLocked(n *node, job string) {
+	s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_ReleaseStore{
+		ReleaseStore: &musterv1.ReleaseStore{JobId: job}}})
 }
 
 // unwaitLocked ends what a waiting round keeps going: its timers, its place

@@ -96,6 +96,7 @@ func (s *Store) Register(info *musterv1.Node, key string, jobs []*musterv1.Runni
 		switch {
 		case same:
 			s.resumeLocked(old, info, jobs)
+			s.sendPendingReleasesLocked(old)
 			return old.session, nil
 		case len(old.jobs) > 0 || len(jobs) > 0:
 			return "", fmt.Errorf("node %s: %w, which holds its jobs: only that agent may register it again", info.GetName(), ErrNodeTaken)
@@ -113,6 +114,7 @@ func (s *Store) Register(info *musterv1.Node, key string, jobs []*musterv1.Runni
 	for _, rj := range jobs {
 		s.adoptLocked(n, rj)
 	}
+	s.sendPendingReleasesLocked(n)
 	// A round waiting for nodes may form now, and an elastic job grow.
 	s.retryWaitingLocked()
 	s.growLocked(n)

@@ -58,6 +58,9 @@ type Store struct {
 	waiting []*job            // jobs whose round waits for nodes, oldest first
 	// liveness is what gossip says of nodes, by name (liveness.go).
 	liveness map[string]Liveness
+	// releases are the TCPStores to release on nodes that were gone when
+	// their jobs no longer needed them, by node name, for their return.
+	releases map[string][]string
 	closed   bool
 }
 
@@ -98,7 +101,7 @@ func NewStore(cfg StoreConfig) *Store {
 		cfg.SessionGrace = defaultSessionGrace
 	}
 	return &Store{cfg: cfg, log: cfg.Logger, kv: kv.NewMemory(), id: newID("st-"), nodes: map[string]*node{},
-		byName: map[string]*node{}, jobs: map[string]*job{}, rounds: map[string]*round{},
+		byName: map[string]*node{}, jobs: map[string]*job{}, rounds: map[string]*round{}, releases: map[string][]string{},
 		liveness: map[string]Liveness{}}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -63,6 +64,7 @@ func (c *conn) serve() {
 
 // validate reads the VALIDATE every client opens with.
 func (c *conn) validate() error {
+	c.nc.SetReadDeadline(time.Now().Add(c.s.validateWait))
 	q := c.request()
 	op, err := c.r.ReadByte()
 	if err != nil {
@@ -75,7 +77,7 @@ func (c *conn) validate() error {
 	if op != opValidate || magic != validateMagic {
 		return fmt.Errorf("%w: the first command is not VALIDATE (a PyTorch client older than VALIDATE?)", errProtocol)
 	}
-	return nil
+	return c.nc.SetReadDeadline(time.Time{})
 }
 
 func (c *conn) request() *request { return &request{r: c.r, budget: MaxRequestBytes} }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -15,13 +16,36 @@ import (
 // closeWait bounds how long Close waits for its connections to end.
 const closeWait = 5 * time.Second
 
+// ConnLimit bounds the connections of every Server that shares it, so that
+// the servers of one process together stay within its file descriptors.
+type ConnLimit struct {
+	max  int64
+	held atomic.Int64
+}
+
+// NewConnLimit allows max connections at once.
+func NewConnLimit(max int) *ConnLimit { return &ConnLimit{max: int64(max)} }
+
+func (cl *ConnLimit) take() bool {
+	if cl.held.Add(1) > cl.max {
+		cl.held.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (cl *ConnLimit) give() { cl.held.Add(-1) }
+
 // Server serves the TCPStore protocol on a listener. Each connection works
 // on the space in use when it was accepted: a new round's space leaves the
 // last round's connections on theirs.
 type Server struct {
-	l        net.Listener
-	log      *zap.Logger
-	maxConns int
+	l     net.Listener
+	log   *zap.Logger
+	limit *ConnLimit
+	// validateWait bounds how long a connection may keep a place before
+	// its VALIDATE, which torch sends as soon as it connects.
+	validateWait time.Duration
 
 	mu     sync.Mutex
 	space  kv.Space
@@ -33,12 +57,16 @@ type Server struct {
 	closeOnce sync.Once
 }
 
-// NewServer serves l once started; until Use, connections are refused.
-func NewServer(l net.Listener, log *zap.Logger) *Server {
+// NewServer serves l once started, within limit (nil: MaxConnections of its
+// own); until Use, connections are refused.
+func NewServer(l net.Listener, limit *ConnLimit, log *zap.Logger) *Server {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Server{l: l, log: log, maxConns: MaxConnections, conns: map[*conn]struct{}{}, ready: make(chan struct{})}
+	if limit == nil {
+		limit = NewConnLimit(MaxConnections)
+	}
+	return &Server{l: l, log: log, limit: limit, validateWait: 30 * time.Second, conns: map[*conn]struct{}{}, ready: make(chan struct{})}
 }
 
 // Use makes sp the space of connections accepted from now on.
@@ -106,8 +134,8 @@ func (s *Server) add(nc net.Conn) *conn {
 	switch {
 	case s.closed || s.space == nil:
 		return nil
-	case len(s.conns) >= s.maxConns:
-		s.log.Warn("TCPStore connection refused: too many", zap.Int("limit", s.maxConns),
+	case !s.limit.take():
+		s.log.Warn("TCPStore connection refused: too many", zap.Int64("limit", s.limit.max),
 			zap.Stringer("from", nc.RemoteAddr()))
 		return nil
 	}
@@ -120,6 +148,7 @@ func (s *Server) remove(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+	s.limit.give()
 }
 
 // Close stops the server, in order: (1) it accepts no more; (2) it closes

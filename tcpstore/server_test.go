@@ -26,7 +26,7 @@ func startServer(t testing.TB) *Server {
 	if _, fuzz := t.(*testing.F); !fuzz {
 		log = zaptest.NewLogger(t)
 	}
-	s := NewServer(l, log)
+	s := NewServer(l, nil, log)
 	s.Use(testMemory(s).Space("round-1"))
 	s.Start()
 	<-s.ReadyNotify()
@@ -232,23 +232,54 @@ func TestNewRound(t *testing.T) {
 	}
 }
 
-// TestConnectionLimit: past the limit, new connections are closed at once.
+// TestConnectionLimit: past the limit that servers share, new connections
+// are closed at once, on every server; a closed one frees its place.
 func TestConnectionLimit(t *testing.T) {
+	a, b := startServer(t), startServer(t)
+	limit := NewConnLimit(3)
+	for _, s := range []*Server{a, b} {
+		s.mu.Lock()
+		s.limit = limit
+		s.mu.Unlock()
+	}
+	dial(t, a)
+	dial(t, b)
+	last := dial(t, a)
+	refused := func(s *Server) {
+		t.Helper()
+		nc, err := net.Dial("tcp", s.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		nc.SetDeadline(time.Now().Add(10 * time.Second))
+		if n, err := nc.Read(make([]byte, 1)); err != io.EOF {
+			t.Fatalf("connection past the limit: read %d, %v", n, err)
+		}
+	}
+	refused(a)
+	refused(b)
+	last.Close()
+	connections(t, a, 1)
+	dial(t, b)
+}
+
+// TestSilentConnection: a connection that never validates is closed once
+// validateWait has passed.
+func TestSilentConnection(t *testing.T) {
 	s := startServer(t)
 	s.mu.Lock()
-	s.maxConns = 3
+	s.validateWait = 200 * time.Millisecond
 	s.mu.Unlock()
-	for range 3 {
-		dial(t, s)
-	}
 	nc, err := net.Dial("tcp", s.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
 	nc.SetDeadline(time.Now().Add(10 * time.Second))
-	if n, err := nc.Read(make([]byte, 1)); err != io.EOF {
-		t.Fatalf("connection past the limit: read %d, %v", n, err)
+	start := time.Now()
+	if n, err := nc.Read(make([]byte, 1)); err != io.EOF || time.Since(start) < 150*time.Millisecond {
+		t.Fatalf("silent connection: read %d, %v after %s", n, err, time.Since(start))
 	}
 }
 

@@ -7,6 +7,7 @@ package tcpstore
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -58,8 +59,9 @@ const (
 )
 
 // Limits are what the key space behind a Server should enforce: PyTorch's
-// per-key bounds, and at most 1 GiB and a million keys a store.
-var Limits = kv.Limits{KeyBytes: MaxKeyBytes, ValueBytes: MaxValueBytes, Keys: 1 << 20, TotalBytes: 1 << 30, BinaryKeys: true}
+// per-key bounds, and at most 256 MiB and 256 Ki keys a store, far above
+// what ranks keep (unique IDs, counters), far below what would starve a node.
+var Limits = kv.Limits{KeyBytes: MaxKeyBytes, ValueBytes: MaxValueBytes, Keys: 256 << 10, TotalBytes: 256 << 20, BinaryKeys: true}
 
 // request reads one command's fields, within its byte budget.
 type request struct {
@@ -122,15 +124,16 @@ func (q *request) bytes(what string, limit int) ([]byte, error) {
 		return nil, fmt.Errorf("request of more than %d bytes", MaxRequestBytes)
 	}
 	q.budget -= int(n)
-	b := make([]byte, 0, min(int(n), 64<<10))
-	for len(b) < int(n) {
-		chunk := min(int(n)-len(b), 64<<10)
-		b = append(b, make([]byte, chunk)...)
-		if _, err := io.ReadFull(q.r, b[len(b)-chunk:]); err != nil {
-			return nil, err
-		}
+	if n <= 512 {
+		b := make([]byte, n)
+		_, err := io.ReadFull(q.r, b)
+		return b, err
 	}
-	return b, nil
+	var b bytes.Buffer
+	if _, err := io.CopyN(&b, q.r, int64(n)); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 func (q *request) key() (string, error) {

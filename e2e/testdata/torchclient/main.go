@@ -33,7 +33,7 @@ func main() {
 		bind = "held"
 	} else if os.Getenv("TORCHELASTIC_USE_AGENT_STORE") != "True" && rank == "0" {
 		// No agent store: rank 0 hosts one, as torch's rank 0 does.
-		srv := tcpstore.NewServer(l, nil)
+		srv := tcpstore.NewServer(l, nil, nil)
 		srv.Use(kv.NewMemoryWith(tcpstore.Limits).Space("job"))
 		srv.Start()
 		defer srv.Close()
