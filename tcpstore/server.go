@@ -23,8 +23,8 @@ type ConnLimit struct {
 	held atomic.Int64
 }
 
-// NewConnLimit allows max connections at once.
-func NewConnLimit(max int) *ConnLimit { return &ConnLimit{max: int64(max)} }
+// NewConnLimit allows n connections at once.
+func NewConnLimit(n int) *ConnLimit { return &ConnLimit{max: int64(n)} }
 
 func (cl *ConnLimit) take() bool {
 	if cl.held.Add(1) > cl.max {
@@ -66,7 +66,8 @@ func NewServer(l net.Listener, limit *ConnLimit, log *zap.Logger) *Server {
 	if limit == nil {
 		limit = NewConnLimit(MaxConnections)
 	}
-	return &Server{l: l, log: log, limit: limit, validateWait: 30 * time.Second, conns: map[*conn]struct{}{}, ready: make(chan struct{})}
+	return &Server{l: l, log: log, limit: limit, validateWait: 30 * time.Second,
+		conns: map[*conn]struct{}{}, ready: make(chan struct{})}
 }
 
 // Use makes sp the space of connections accepted from now on.
