@@ -17,14 +17,19 @@ import (
 const closeWait = 5 * time.Second
 
 // ConnLimit bounds the connections of every Server that shares it, so that
-// the servers of one process together stay within its file descriptors.
+// the servers of one process together stay within its file descriptors; and
+// one server's, so that one job's clients cannot take the others' share.
 type ConnLimit struct {
-	max  int64
-	held atomic.Int64
+	max       int64
+	perServer int
+	held      atomic.Int64
 }
 
-// NewConnLimit allows n connections at once.
-func NewConnLimit(n int) *ConnLimit { return &ConnLimit{max: int64(n)} }
+// NewConnLimit allows n connections at once, and a server all of them but a
+// quarter, at most 4,096, kept for the others.
+func NewConnLimit(n int) *ConnLimit {
+	return &ConnLimit{max: int64(n), perServer: n - min(n/4, 4096)}
+}
 
 func (cl *ConnLimit) take() bool {
 	if cl.held.Add(1) > cl.max {
@@ -47,10 +52,12 @@ type Server struct {
 	// its VALIDATE, which torch sends as soon as it connects.
 	validateWait time.Duration
 
-	mu     sync.Mutex
-	space  kv.Space
-	conns  map[*conn]struct{}
-	closed bool
+	mu      sync.Mutex
+	space   kv.Space
+	conns   map[*conn]struct{}
+	closed  bool
+	refused int       // connections refused for the limit since the last warning
+	warned  time.Time // when that was
 
 	wg        sync.WaitGroup // the accept loop and every connection
 	ready     chan struct{}
@@ -135,9 +142,14 @@ func (s *Server) add(nc net.Conn) *conn {
 	switch {
 	case s.closed || s.space == nil:
 		return nil
-	case !s.limit.take():
-		s.log.Warn("TCPStore connection refused: too many", zap.Int64("limit", s.limit.max),
-			zap.Stringer("from", nc.RemoteAddr()))
+	case len(s.conns) >= s.limit.perServer || !s.limit.take():
+		// A flood of connections must not flood the log too.
+		if s.refused++; time.Since(s.warned) > 10*time.Second {
+			s.log.Warn("TCPStore connections refused: too many", zap.Int("refused", s.refused),
+				zap.Int("held", len(s.conns)), zap.Int("limit", s.limit.perServer), zap.Int64("all-stores-limit", s.limit.max),
+				zap.Stringer("last-from", nc.RemoteAddr()))
+			s.refused, s.warned = 0, time.Now()
+		}
 		return nil
 	}
 	c := newConn(s, nc, s.space)

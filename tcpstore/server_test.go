@@ -264,6 +264,37 @@ func TestConnectionLimit(t *testing.T) {
 	dial(t, b)
 }
 
+// TestOneServerLeavesTheOthersTheirShare: one job's clients cannot take
+// every connection the servers share.
+func TestOneServerLeavesTheOthersTheirShare(t *testing.T) {
+	a, b := startServer(t), startServer(t)
+	limit := NewConnLimit(8) // a server may hold 6
+	for _, s := range []*Server{a, b} {
+		s.mu.Lock()
+		s.limit = limit
+		s.mu.Unlock()
+	}
+	for range 6 {
+		dial(t, a)
+	}
+	refused := func(s *Server) {
+		t.Helper()
+		nc, err := net.Dial("tcp", s.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		nc.SetDeadline(time.Now().Add(10 * time.Second))
+		if n, err := nc.Read(make([]byte, 1)); err != io.EOF {
+			t.Fatalf("connection past the limit: read %d, %v", n, err)
+		}
+	}
+	refused(a)
+	dial(t, b)
+	dial(t, b)
+	refused(b)
+}
+
 // TestSilentConnection: a connection that never validates is closed once
 // validateWait has passed.
 func TestSilentConnection(t *testing.T) {

@@ -7,7 +7,6 @@ package tcpstore
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -124,16 +123,22 @@ func (q *request) bytes(what string, limit int) ([]byte, error) {
 		return nil, fmt.Errorf("request of more than %d bytes", MaxRequestBytes)
 	}
 	q.budget -= int(n)
-	if n <= 512 {
-		b := make([]byte, n)
-		_, err := io.ReadFull(q.r, b)
-		return b, err
+	b := make([]byte, 0, min(int(n), 4<<10))
+	for len(b) < int(n) {
+		if len(b) == cap(b) {
+			// Twice as much each time, and never past the length.
+			b = append(make([]byte, 0, min(int(n), 2*cap(b))), b...)
+		}
+		m, err := q.r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err != nil && len(b) < int(n) {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
 	}
-	var b bytes.Buffer
-	if _, err := io.CopyN(&b, q.r, int64(n)); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
+	return b, nil
 }
 
 func (q *request) key() (string, error) {
