@@ -262,7 +262,11 @@ func (s *Store) adoptLocked(n *node, rj *musterv1.RunningJob) {
 		}
 		j = s.rebuildLocked(rj)
 	case j.finished():
-		s.stopReportedLocked(n, rj, "the job already ended: "+j.reason)
+		reason := "the job already ended"
+		if j.reason != "" {
+			reason += ": " + j.reason
+		}
+		s.stopReportedLocked(n, rj, reason)
 		return
 	}
 	rank := rj.GetNodeRank()
