@@ -232,6 +232,20 @@ func TestNewRound(t *testing.T) {
 	}
 }
 
+// refused checks that s closes a new connection at once.
+func refused(t *testing.T, s *Server) {
+	t.Helper()
+	nc, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if n, err := nc.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("connection past the limit: read %d, %v", n, err)
+	}
+}
+
 // TestConnectionLimit: past the limit that servers share, new connections
 // are closed at once, on every server; a closed one frees its place.
 func TestConnectionLimit(t *testing.T) {
@@ -245,20 +259,8 @@ func TestConnectionLimit(t *testing.T) {
 	dial(t, a)
 	dial(t, b)
 	last := dial(t, a)
-	refused := func(s *Server) {
-		t.Helper()
-		nc, err := net.Dial("tcp", s.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		nc.SetDeadline(time.Now().Add(10 * time.Second))
-		if n, err := nc.Read(make([]byte, 1)); err != io.EOF {
-			t.Fatalf("connection past the limit: read %d, %v", n, err)
-		}
-	}
-	refused(a)
-	refused(b)
+	refused(t, a)
+	refused(t, b)
 	last.Close()
 	connections(t, a, 1)
 	dial(t, b)
@@ -277,22 +279,10 @@ func TestOneServerLeavesTheOthersTheirShare(t *testing.T) {
 	for range 6 {
 		dial(t, a)
 	}
-	refused := func(s *Server) {
-		t.Helper()
-		nc, err := net.Dial("tcp", s.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		nc.SetDeadline(time.Now().Add(10 * time.Second))
-		if n, err := nc.Read(make([]byte, 1)); err != io.EOF {
-			t.Fatalf("connection past the limit: read %d, %v", n, err)
-		}
-	}
-	refused(a)
+	refused(t, a)
 	dial(t, b)
 	dial(t, b)
-	refused(b)
+	refused(t, b)
 }
 
 // TestSilentConnection: a connection that never validates is closed once
