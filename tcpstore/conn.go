@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/musterhq/muster/kv"
 )
 
@@ -58,7 +56,7 @@ func (c *conn) serve() {
 		<-c.waitDone
 	}
 	if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.ctx.Err() == nil {
-		c.s.log.Info("TCPStore connection closed", zap.Stringer("from", c.nc.RemoteAddr()), zap.Error(err))
+		c.s.closedOnError(c.nc.RemoteAddr(), err)
 	}
 }
 
@@ -314,7 +312,7 @@ func (c *conn) wait(q *request) error {
 		if err := c.sp.Wait(ctx, keys...); err != nil {
 			if ctx.Err() == nil {
 				// The space went with its round: so does the connection.
-				c.s.log.Info("TCPStore wait ended", zap.Stringer("from", c.nc.RemoteAddr()), zap.Error(err))
+				c.s.closedOnError(c.nc.RemoteAddr(), err)
 				c.close()
 			}
 			return

@@ -58,6 +58,8 @@ type Server struct {
 	closed  bool
 	refused int       // connections refused for the limit since the last warning
 	warned  time.Time // when that was
+	failed  int       // connections closed on bad input since the last log line
+	logged  time.Time // when that was
 
 	wg        sync.WaitGroup // the accept loop and every connection
 	ready     chan struct{}
@@ -155,6 +157,17 @@ func (s *Server) add(nc net.Conn) *conn {
 	c := newConn(s, nc, s.space)
 	s.conns[c] = struct{}{}
 	return c
+}
+
+// closedOnError logs a connection closed for its input or its round, at
+// most once in 10 s with the count since: bad clients must not flood the log.
+func (s *Server) closedOnError(from net.Addr, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed++; time.Since(s.logged) > 10*time.Second {
+		s.log.Info("TCPStore connection closed", zap.Stringer("from", from), zap.Error(err), zap.Int("closed-since-last-line", s.failed))
+		s.failed, s.logged = 0, time.Now()
+	}
 }
 
 func (s *Server) remove(c *conn) {
