@@ -133,6 +133,22 @@ func TestRestartsAfterFailureAreJobWide(t *testing.T) {
 	}
 }
 
+// elasticPair registers nodes a (node rank 0) and b and submits a job of
+// one or two nodes, one worker each, with one restart.
+func elasticPair(t *testing.T) (*rendezvous.Server, *rendezvous.Client, *testAgent, *testAgent, *musterv1.SubmitResponse) {
+	t.Helper()
+	s := rendezvoustest.NewStore(t, nil)
+	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	a := newTestAgent(t, c, "a", "10.0.0.1", 0, 0)
+	b := newTestAgent(t, c, "b", "10.0.0.2", 1, 0)
+	sub, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"),
+		Nnodes: 2, MinNodes: 1, Nproc: 1, MaxRestarts: 1, WaitTimeoutMs: 10_000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, c, a, b, sub
+}
+
 // A lost node starts a new round without it while restarts are left, also
 // when one of its peers heard of the loss first and the node is still
 // registered; the new round does not take that node.
@@ -152,15 +168,7 @@ func TestLostNodeStartsANewRound(t *testing.T) {
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s := rendezvoustest.NewStore(t, nil)
-			c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
-			a := newTestAgent(t, c, "a", "10.0.0.1", 0, 0)
-			b := newTestAgent(t, c, "b", "10.0.0.2", 1, 0)
-			sub, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"),
-				Nnodes: 2, MinNodes: 1, Nproc: 1, MaxRestarts: 1, WaitTimeoutMs: 10_000}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s, c, a, b, sub := elasticPair(t)
 			reservePorts(t, c, a, 1000, 1001)
 			startsOf(t, a, b)
 			tt.lose(t, s, a, sub.JobId)
@@ -207,15 +215,7 @@ func ptr[T any](v T) *T { return &v }
 // round's node rank 0 serves the job's TCPStore; the lost node, which may
 // still hold the old one, is told to release it when it registers again.
 func TestTCPStoreMovesWithNodeRankZero(t *testing.T) {
-	s := rendezvoustest.NewStore(t, nil)
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
-	a := newTestAgent(t, c, "a", "10.0.0.1", 0, 0)
-	b := newTestAgent(t, c, "b", "10.0.0.2", 1, 0)
-	sub, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"),
-		Nnodes: 2, MinNodes: 1, Nproc: 1, MaxRestarts: 1, WaitTimeoutMs: 10_000}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, c, a, b, sub := elasticPair(t)
 	if res := reservePorts(t, c, a, 1000, 1001); !res.GetAgentStore() {
 		t.Fatalf("node rank 0 not asked for the TCPStore: %v", res)
 	}

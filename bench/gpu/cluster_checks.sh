@@ -23,14 +23,7 @@ summary="$OUT_DIR/summary.txt"
 say() { echo "$*" | tee -a "$summary"; }
 ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
-D=$(mktemp -d)
-$PY -c 'import secrets; print(secrets.token_hex(16))' >"$D/token" && chmod 600 "$D/token"
-C="--cluster unix://$D/sock"
-start_a() { $A --listen 127.0.0.1:29400 --bind 127.0.0.1 --name a --gpu-devices 0 --socket "$D/sock" --token-file "$D/token" >>"$OUT_DIR/agent-a.log" 2>&1 & PID_A=$!; }
-start_b() { $A --join 127.0.0.1 --bind 127.0.0.2 --name b --gpu-devices 1 --token-file "$D/token" >>"$OUT_DIR/agent-b.log" 2>&1 & PID_B=$!; }
-both_alive() { [ "$($L nodes $C 2>/dev/null | awk '$4 == "alive" && $5 == 1' | wc -l)" = 2 ]; }
-wait_both() { for _ in $(seq 100); do both_alive && return 0; sleep 0.1; done; say "agents did not come up"; return 1; }
-trap 'kill $PID_A $PID_B 2>/dev/null; rm -rf "$D"' EXIT
+. bench/gpu/two_agents.sh
 
 say "# $(date -u +%FT%TZ) $(nvidia-smi -L 2>/dev/null | tr '\n' ';')"
 say "# MUSTER_NCCL_LIBRARY=${MUSTER_NCCL_LIBRARY:-<search>}"
@@ -62,22 +55,9 @@ for s in sorted(one):
 PY
 
 say "## agent b killed while both ranks loop in all_reduce: time until the launcher exits"
-cat >"$D/loop.py" <<'PY'
-import os, torch, torch.distributed as dist
-dist.init_process_group("nccl")
-torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-x = torch.ones(1 << 20, device="cuda")
-n = 0
-while True:
-    dist.all_reduce(x)
-    n += 1
-    if n == 50:
-        torch.cuda.synchronize()
-        print("looping", flush=True)
-PY
 for t in $(seq "$TRIALS"); do
   both_alive || { start_b; wait_both || break; }
-  $L run $C -n 2 --gpus 1 --kill-timeout 2s -- $PY "$D/loop.py" >"$OUT_DIR/kill-$t.txt" 2>&1 &
+  $L run $C -n 2 --gpus 1 --kill-timeout 2s -- $PY "$PWD/bench/gpu/allreduce_loop.py" >"$OUT_DIR/kill-$t.txt" 2>&1 &
   LPID=$!
   for _ in $(seq 600); do [ "$(grep -c looping "$OUT_DIR/kill-$t.txt")" = 2 ] && break; sleep 0.05; done
   t0=$(date +%s%N)

@@ -283,20 +283,6 @@ if ! skipped cluster || ! skipped mpi || ! skipped kill; then
       say "## 3. agent n$V killed (SIGKILL) while all $NCL ranks loop in all_reduce: launcher run --cluster ... -n $AGENTS --gpus $GPA --kill-timeout 2s"
       say "##    ms from the kill to the launcher's exit, and to no worker left (each worker's pid)"
       mkdir -p "$D/pids"
-      cat >"$D/kill_loop.py" <<'PY'
-import os, sys, torch, torch.distributed as dist
-open(os.path.join(sys.argv[1], os.environ["RANK"]), "w").write(f"{os.getpid()}\n")
-dist.init_process_group("nccl")
-torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-x = torch.ones(1 << 20, device="cuda")
-n = 0
-while True:
-    dist.all_reduce(x)
-    n += 1
-    if n == 50:
-        torch.cuda.synchronize()
-        print("looping", flush=True)
-PY
       # Each worker wrote its pid: those still alive.
       pids() { local f; for f in "$D"/pids/*; do [ -e "$f" ] && head -1 "$f"; done; }
       workers() { local n=0 p; for p in $(pids); do kill -0 "$p" 2>/dev/null && n=$((n + 1)); done; echo $n; }
@@ -304,7 +290,7 @@ PY
         wait_all || break
         log="$OUT_DIR/kill-$t.txt"
         rm -f "$D/end" "$D/code" "$D"/pids/*
-        ( tmo 120 "${RUNC[@]}" --kill-timeout 2s -- "$PY" "$D/kill_loop.py" "$D/pids" >"$log" 2>&1
+        ( tmo 120 "${RUNC[@]}" --kill-timeout 2s -- "$PY" "$PWD/bench/gpu/allreduce_loop.py" "$D/pids" >"$log" 2>&1
           echo $? >"$D/code"; date +%s%N >"$D/end" ) &
         sub=$!
         for _ in $(seq 1200); do [ "$(grep -c looping "$log")" -ge "$NCL" ] && break; [ -e "$D/end" ] && break; sleep 0.05; done

@@ -18,17 +18,8 @@ summary="$OUT_DIR/summary.txt"
 : >"$summary"
 say() { echo "$*" | tee -a "$summary"; }
 
-D=$(mktemp -d)
-head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$D/token" && chmod 600 "$D/token"
-C="--cluster unix://$D/sock"
-$A --listen 127.0.0.1:29400 --bind 127.0.0.1 --name a --gpu-devices 0 --socket "$D/sock" --token-file "$D/token" >"$OUT_DIR/agent-a.log" 2>&1 &
-PID_A=$!
-sleep 0.5
-$A --join 127.0.0.1 --bind 127.0.0.2 --name b --gpu-devices 1 --token-file "$D/token" >"$OUT_DIR/agent-b.log" 2>&1 &
-PID_B=$!
-# The agents are waited for: a next run takes the same ports.
-trap 'kill $PID_A $PID_B 2>/dev/null; wait $PID_A $PID_B 2>/dev/null; rm -rf "$D"' EXIT
-for _ in $(seq 100); do [ "$($L nodes $C 2>/dev/null | awk '$4 == "alive"' | wc -l)" = 2 ] && break; sleep 0.1; done
+. bench/gpu/two_agents.sh
+start_a; sleep 0.5; start_b; wait_both || exit 1
 
 say "# $(date -u +%FT%TZ) $(nvidia-smi -L 2>/dev/null | tr '\n' ';') $(mpirun --version 2>&1 | head -1)"
 # Both "nodes" share this host's name: Open MPI's shared-memory transport would

@@ -81,16 +81,8 @@ timeout 180 "$L" run --gpus 2 --no-agent-store -- "$PY" examples/ddp/train.py --
 say "exit $?"; tail -3 "$OUT_DIR/ddp-no-agent-store.txt" | tee -a "$summary"
 
 say "## two agents, one GPU each: the store is node rank 0's agent's"
-D=$(mktemp -d)
-head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$D/token" && chmod 600 "$D/token"
-C="--cluster unix://$D/sock"
-$A --listen 127.0.0.1:29400 --bind 127.0.0.1 --name a --gpu-devices 0 --socket "$D/sock" --token-file "$D/token" >"$OUT_DIR/agent-a.log" 2>&1 &
-PID_A=$!
-sleep 0.5
-$A --join 127.0.0.1 --bind 127.0.0.2 --name b --gpu-devices 1 --token-file "$D/token" >"$OUT_DIR/agent-b.log" 2>&1 &
-PID_B=$!
-trap 'kill $PID_A $PID_B 2>/dev/null; wait $PID_A $PID_B 2>/dev/null; rm -rf "$D"' EXIT
-for _ in $(seq 100); do [ "$($L nodes $C 2>/dev/null | awk '$4 == "alive"' | wc -l)" = 2 ] && break; sleep 0.1; done
+. bench/gpu/two_agents.sh
+start_a; sleep 0.5; start_b; wait_both || exit 1
 say "agent pids: a=$PID_A b=$PID_B; launcher runs as its own process"
 timeout 120 "$L" run $C -n 2 --gpus 1 -- "$PY" "$OUT_DIR/who.py" 2>&1 | tee "$OUT_DIR/who-cluster.txt" | tee -a "$summary"
 say "exit ${PIPESTATUS[0]}"
