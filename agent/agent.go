@@ -7,9 +7,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -304,15 +306,15 @@ func (a *Agent) Close(grace time.Duration) error {
 			err = errors.Join(err, errors.New("agent: its goroutines did not end"))
 		}
 		a.mu.Lock()
-		rounds := make([]string, 0, len(a.ports))
-		for round := range a.ports {
-			rounds = append(rounds, round)
-		}
+		rounds := slices.Collect(maps.Keys(a.ports))
+		jobs := slices.Collect(maps.Keys(a.torchStores))
 		a.mu.Unlock()
 		for _, round := range rounds {
 			a.releasePorts(round)
 		}
-		a.releaseTorchStores()
+		for _, job := range jobs {
+			a.releaseTorchStore(job)
+		}
 		a.client.Close()
 		close(a.errc)
 	})

@@ -111,19 +111,6 @@ func (a *Agent) releaseTorchStore(job string) {
 	a.log.Info("the job's TCPStore closed", zap.String("job", job))
 }
 
-// releaseTorchStores closes every TCPStore, when the agent closes.
-func (a *Agent) releaseTorchStores() {
-	a.mu.Lock()
-	jobs := make([]string, 0, len(a.torchStores))
-	for job := range a.torchStores {
-		jobs = append(jobs, job)
-	}
-	a.mu.Unlock()
-	for _, job := range jobs {
-		a.releaseTorchStore(job)
-	}
-}
-
 // torchConnLimit bounds the connections of all of an agent's TCPStores
 // together: below its file descriptors, with room for its other work.
 func torchConnLimit() *tcpstore.ConnLimit {

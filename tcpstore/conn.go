@@ -20,6 +20,7 @@ type conn struct {
 	s   *Server
 	nc  net.Conn
 	r   *bufio.Reader
+	req request // the command being read
 	sp  kv.Space
 	ctx context.Context // ends with the connection
 	end context.CancelFunc
@@ -78,7 +79,11 @@ func (c *conn) validate() error {
 	return c.nc.SetReadDeadline(time.Time{})
 }
 
-func (c *conn) request() *request { return &request{r: c.r, budget: MaxRequestBytes} }
+// request begins reading the next command, within a fresh budget.
+func (c *conn) request() *request {
+	c.req = request{r: c.r, budget: MaxRequestBytes}
+	return &c.req
+}
 
 func (c *conn) reply(b []byte) error {
 	c.wmu.Lock()
