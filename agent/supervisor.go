@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/musterhq/muster/failure"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/supervise"
 )
@@ -37,7 +38,7 @@ type Supervisor struct {
 	// shutdown says why this agent itself stopped the job (it is shutting
 	// down); its workers then count as failed, not as stopped by the store.
 	shutdown string
-	lostNode string // the node whose loss is the shutdown's reason, if it is
+	lostNode *musterv1.NodeLoss // the loss that is the shutdown's reason, if it is
 	done     chan struct{}
 	// exits are this node's ended workers, by rank, as reported.
 	exits map[int32]*exitRecord
@@ -298,7 +299,7 @@ func (s *Supervisor) exited(pl workerPlan, st exitStatus, stderrTail []string) {
 	lostNode := s.lostNode
 	s.mu.Unlock()
 	ev := &musterv1.WorkerExited{Rank: int32(pl.rank), LocalRank: int32(pl.localRank), Node: s.node,
-		ExitCode: int32(st.code), Signal: int32(st.signal), StderrTail: stderrTail, Stopped: stopped, Error: st.err, LostNode: lostNode}
+		ExitCode: int32(st.code), Signal: int32(st.signal), StderrTail: stderrTail, Stopped: stopped, Error: st.err, NodeLoss: lostNode}
 	s.log.Info("worker exited", zap.String("job", s.job), zap.Int("rank", pl.rank), zap.Int("exit-code", st.code),
 		zap.Int("signal", st.signal), zap.Bool("stopped", stopped), zap.String("error", st.err))
 	// Recorded before it is queued: a report never says a worker runs once
@@ -311,7 +312,7 @@ func (s *Supervisor) exited(pl workerPlan, st exitStatus, stderrTail []string) {
 	s.mu.Lock()
 	rec.seq = seq
 	s.mu.Unlock()
-	if !stopped && st.failed() {
+	if failure.Failed(ev) {
 		s.Stop(s.killAt)
 	}
 }
@@ -341,15 +342,15 @@ func (s *Supervisor) Stop(grace time.Duration) { s.stop(grace, "") }
 // job was lost; its workers are reported as failed, for reason.
 func (s *Supervisor) Shutdown(grace time.Duration, reason string) { s.stop(grace, reason) }
 
-// PeerLost stops the job because gossip said node, one of the job's, died:
-// its workers are reported as failed, for reason, naming the node.
-func (s *Supervisor) PeerLost(grace time.Duration, node, reason string) {
+// PeerLost stops the job because gossip said a node of the job died: its
+// workers are reported as failed for that loss.
+func (s *Supervisor) PeerLost(grace time.Duration, loss *musterv1.NodeLoss) {
 	s.mu.Lock()
 	if s.shutdown == "" {
-		s.lostNode = node
+		s.lostNode = loss
 	}
 	s.mu.Unlock()
-	s.stop(grace, reason)
+	s.stop(grace, failure.DescribeLoss(loss))
 }
 
 func (s *Supervisor) stop(grace time.Duration, shutdown string) {

@@ -32,4 +32,6 @@ type exitStatus struct {
 	aborted bool
 }
 
+// failed says whether the worker did not end well, stopped or not; whether
+// that fails the job is failure.Failed's to say.
 func (st exitStatus) failed() bool { return st.code != 0 || st.signal != 0 || st.err != "" }

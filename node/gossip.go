@@ -14,6 +14,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/musterhq/muster/cluster"
+	"github.com/musterhq/muster/failure"
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/version"
 )
@@ -230,16 +232,12 @@ func (n *Node) handleGossip(ev cluster.Event) {
 	case cluster.EventLeave:
 		l.State = rendezvous.GossipLeft
 	case cluster.EventDead:
-		l.State = rendezvous.GossipDead
-		l.Reason = "no gossip ack"
-		if m.SinceAck > 0 {
-			l.Reason = fmt.Sprintf("no gossip ack for %.1f s", m.SinceAck.Seconds())
-		}
+		l.State, l.Silent = rendezvous.GossipDead, m.SinceAck
 	}
 	if n.store != nil {
 		n.store.SetLiveness(m.Name, l)
 	}
 	if ev.Type == cluster.EventDead && n.agent != nil {
-		n.agent.PeerLost(m.Name, l.Reason)
+		n.agent.PeerLost(failure.Loss(m.Name, musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD, "", m.SinceAck, ""))
 	}
 }

@@ -38,10 +38,8 @@ func (s *Store) lastCallLocked(j *job) bool {
 		return true
 	}
 	if r.lastCall == nil {
-		r.lastCall = time.AfterFunc(d, func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if j.round != r || r.state != roundWaiting || j.finished() || s.closed {
+		r.lastCall = s.afterLocked(d, j, r, func() {
+			if r.state != roundWaiting {
 				return
 			}
 			r.lastCall = nil

@@ -158,11 +158,12 @@ func TestLostNodeStartsANewRound(t *testing.T) {
 		lose func(t *testing.T, s *rendezvous.Server, a *testAgent, job string)
 	}{
 		{"gossip says it died", func(t *testing.T, s *rendezvous.Server, _ *testAgent, _ string) {
-			rendezvous.ServerStore(s).SetLiveness("b", rendezvous.Liveness{State: rendezvous.GossipDead, Reason: "no gossip ack for 1.2 s"})
+			rendezvous.ServerStore(s).SetLiveness("b", rendezvous.Liveness{State: rendezvous.GossipDead, Silent: 1200 * time.Millisecond})
 		}},
 		{"a peer's agent heard first", func(t *testing.T, _ *rendezvous.Server, a *testAgent, job string) {
 			if err := a.publish(&musterv1.JobEvent{JobId: job, Event: &musterv1.JobEvent_Exited{Exited: &musterv1.WorkerExited{
-				Rank: 0, Node: "a", Signal: 15, Error: "node b lost: no gossip ack for 1.2 s", LostNode: "b"}}}); err != nil {
+				Rank: 0, Node: "a", Signal: 15, Error: "node b lost: no gossip ack for 1.2 s", NodeLoss: &musterv1.NodeLoss{
+					Node: "b", Observer: "a", Signal: musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD, SilentMs: 1200}}}}); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -220,7 +221,7 @@ func TestTCPStoreMovesWithNodeRankZero(t *testing.T) {
 		t.Fatalf("node rank 0 not asked for the TCPStore: %v", res)
 	}
 	startsOf(t, a, b)
-	rendezvous.ServerStore(s).SetLiveness("a", rendezvous.Liveness{State: rendezvous.GossipDead, Reason: "no gossip ack for 1.2 s"})
+	rendezvous.ServerStore(s).SetLiveness("a", rendezvous.Liveness{State: rendezvous.GossipDead, Silent: 1200 * time.Millisecond})
 	stopsOf(t, b)
 	if err := b.publish(exited(sub.JobId, 1, 0, 15, true)); err != nil {
 		t.Fatal(err)
@@ -238,8 +239,23 @@ func TestTCPStoreMovesWithNodeRankZero(t *testing.T) {
 	if cmd := b.nextAny(); cmd.GetReleaseStore().GetJobId() != sub.JobId {
 		t.Fatalf("b: %v, want its TCPStore released", cmd)
 	}
-	back := newTestAgent(t, c, "a", "10.0.0.1", 0, 0)
+	// Back, a reports the TCPStore it still serves, and is told to close it.
+	back := registerTestAgent(t, c, &musterv1.RegisterRequest{Node: &musterv1.Node{Name: "a", Addr: "10.0.0.1"},
+		TorchStores: []string{sub.JobId}})
 	if cmd := back.nextAny(); cmd.GetReleaseStore().GetJobId() != sub.JobId {
 		t.Fatalf("a, back: %v, want the old TCPStore released", cmd)
+	}
+}
+
+// A registration that reports a TCPStore for a job the store does not run
+// (it ended, or a restarted store never saw it) is told to close it; one
+// for a job that still needs it there is not.
+func TestRegistrationReleasesUnneededTCPStores(t *testing.T) {
+	s := rendezvoustest.NewStore(t, nil)
+	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	a := registerTestAgent(t, c, &musterv1.RegisterRequest{Node: &musterv1.Node{Name: "a", Addr: "10.0.0.1", Rank: -1},
+		TorchStores: []string{"j-000000000000"}})
+	if cmd := a.nextAny(); cmd.GetReleaseStore().GetJobId() != "j-000000000000" {
+		t.Fatalf("%v, want the TCPStore of an unknown job released", cmd)
 	}
 }

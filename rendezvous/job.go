@@ -3,12 +3,11 @@ package rendezvous
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 
+	"github.com/musterhq/muster/failure"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
@@ -18,11 +17,8 @@ type job struct {
 	spec     *musterv1.JobSpec
 	state    musterv1.JobState
 	events   *eventLog
-	round    *round // the current round
-	failure  *musterv1.WorkerExited
-	code     int32  // exit code asked for by a cancel, when no worker failed first
-	failed   bool   // the store itself failed the job (with code): no round could run
-	reason   string // why the job was stopped, if it was
+	round    *round  // the current round
+	outcome  outcome // how it ends, once decided (lifecycle.go)
 	timer    *time.Timer
 	attached int
 	stdin    *stdinRelay        // nil when no rank reads the launcher's stdin
@@ -66,7 +62,6 @@ func (s *Store) Submit(spec *musterv1.JobSpec, owner *musterv1.Identity) (string
 		id:     newID("j-"),
 		spec:   spec,
 		place:  place,
-		state:  musterv1.JobState_JOB_STATE_PENDING,
 		events: newEventLog(s.cfg.EventCount, s.cfg.EventBytes),
 		owner:  owner,
 	}
@@ -77,7 +72,7 @@ func (s *Store) Submit(spec *musterv1.JobSpec, owner *musterv1.Identity) (string
 	}
 	s.jobs[j.id] = j
 	s.order = append(s.order, j.id)
-	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_State{State: j.state}})
+	s.setJobStateLocked(j, musterv1.JobState_JOB_STATE_PENDING)
 	j.events.expectFollower(firstFollowerWait)
 	s.log.Info("job submitted", zap.String("job", j.id), zap.ByteStrings("argv", spec.Argv),
 		zap.Int32("nnodes", spec.Nnodes), zap.Int32("gpus", spec.Gpus), zap.Int32("nproc", spec.Nproc),
@@ -215,61 +210,33 @@ func (s *Store) workerExitedLocked(j *job, ex *musterv1.WorkerExited) {
 	r := j.round
 	r.exited[ex.GetRank()] = true
 	// A worker that fails while its round stops for a restart fails nothing.
-	if failed(ex) && j.failure == nil && j.code == 0 && !r.restart {
-		if lost := s.byName[ex.GetLostNode()]; lost != nil && ex.GetLostNode() != ex.GetNode() {
-			if _, ofJob := r.rank[lost]; ofJob {
-				// The worker's agent heard of the node's loss before the store:
-				// the job fails for that loss.
-				s.nodeLostLocked(j, lost, strings.TrimPrefix(ex.GetError(), "node "+ex.GetLostNode()+" lost: "))
-				return
+	if failure.Failed(ex) && !j.decided() && !r.restart {
+		if loss := ex.GetNodeLoss(); loss != nil && loss.GetNode() != ex.GetNode() {
+			if lost := s.byName[loss.GetNode()]; lost != nil {
+				if _, ofJob := r.rank[lost]; ofJob {
+					// The worker's agent heard of the node's loss before the
+					// store: the job fails for that loss.
+					s.nodeLostLocked(j, lost, loss)
+					return
+				}
 			}
 		}
 		if restartsLeft(j) {
-			s.restartLocked(j, describeExit(j.spec, ex), true)
+			s.restartLocked(j, failure.Describe(j.spec, ex), true)
 			return
 		}
-		j.failure = ex
-		j.reason = describeExit(j.spec, ex)
+		s.decideLocked(j, outcome{kind: workerFailed, failure: ex, reason: failure.Describe(j.spec, ex)})
 		s.stopLocked(j, j.spec.KillTimeoutMs)
 	}
+	s.roundOverIfDoneLocked(j, r)
+}
+
+// roundOverIfDoneLocked ends round r once every one of its workers is
+// accounted for, if it is still j's round.
+func (s *Store) roundOverIfDoneLocked(j *job, r *round) {
 	if !j.finished() && j.round == r && int32(len(r.exited)) == r.worldSize {
 		s.roundOverLocked(j)
 	}
-}
-
-func failed(ex *musterv1.WorkerExited) bool {
-	return !ex.GetStopped() && (ex.GetExitCode() != 0 || ex.GetSignal() != 0 || ex.GetError() != "")
-}
-
-// ExitCode is the shell's code for a worker's end: its exit status, or
-// 128+signal.
-func ExitCode(ex *musterv1.WorkerExited) int32 {
-	if ex.GetSignal() != 0 {
-		return 128 + ex.GetSignal()
-	}
-	if ex.GetExitCode() == 0 && ex.GetError() != "" {
-		return 1
-	}
-	return ex.GetExitCode()
-}
-
-func describeExit(spec *musterv1.JobSpec, ex *musterv1.WorkerExited) string {
-	who := fmt.Sprintf("rank %d (node %s, local rank %d)", ex.GetRank(), ex.GetNode(), ex.GetLocalRank())
-	if spec.GetMpi() == "openmpi" {
-		// The workers of an Open MPI job are mpirun and the nodes' daemons,
-		// not MPI ranks: mpirun's own message names the rank.
-		who = "mpirun (node " + ex.GetNode() + ")"
-		if ex.GetRank() != 0 {
-			who = "the Open MPI daemon on node " + ex.GetNode()
-		}
-	}
-	switch {
-	case ex.GetError() != "":
-		return who + ": " + ex.GetError()
-	case ex.GetSignal() != 0:
-		return fmt.Sprintf("%s was killed by signal %d (%s)", who, ex.GetSignal(), unix.SignalName(unix.Signal(ex.GetSignal())))
-	}
-	return fmt.Sprintf("%s exited with code %d", who, ex.GetExitCode())
 }
 
 // stopLocked stops the job: a round without workers yet ends with it, a
@@ -285,7 +252,7 @@ func (s *Store) stopLocked(j *job, killTimeoutMs int64) {
 	case roundRunning:
 		s.setRoundStateLocked(j, roundStopping)
 	}
-	s.sendStopLocked(j, j.reason, killTimeoutMs)
+	s.sendStopLocked(j, j.outcome.reason, killTimeoutMs)
 }
 
 // sendStopLocked asks every live node of the job's round to stop its
@@ -314,74 +281,63 @@ func (s *Store) Cancel(jobID string, force bool, reason string, code int32) erro
 	if j == nil {
 		return fmt.Errorf("job %q: %w", jobID, ErrNotFound)
 	}
+	s.cancelLocked(j, force, reason, code)
+	return nil
+}
+
+func (s *Store) cancelLocked(j *job, force bool, reason string, code int32) {
 	if j.finished() {
-		return nil
+		return
 	}
-	if j.failure == nil && j.code == 0 {
-		j.code = max(code, 1)
-		j.reason = reason
-	}
+	s.decideLocked(j, outcome{kind: cancelled, code: max(code, 1), reason: reason})
 	grace := j.spec.KillTimeoutMs
 	if force {
 		grace = 0
 	}
-	s.log.Info("job cancelled", zap.String("job", jobID), zap.String("reason", reason), zap.Bool("force", force))
+	s.log.Info("job cancelled", zap.String("job", j.id), zap.String("reason", reason), zap.Bool("force", force))
 	s.stopLocked(j, grace)
-	return nil
 }
 
-// nodeLostLocked counts a lost node's workers as ended and fails the job.
-func (s *Store) nodeLostLocked(j *job, n *node, reason string) {
-	if j.finished() {
+// nodeLostLocked counts a lost node's workers of j's round as ended, and
+// restarts or fails the job for the loss.
+func (s *Store) nodeLostLocked(j *job, n *node, loss *musterv1.NodeLoss) {
+	r := j.round
+	rank, ofRound := r.rank[n]
+	if j.finished() || !ofRound {
 		return
 	}
-	r := j.round
-	if rank, ok := r.rank[n]; ok {
-		for l := int32(0); l < r.nproc; l++ {
-			r.exited[globalRank(int32(rank), r.nproc, l)] = true
-		}
+	for l := int32(0); l < r.nproc; l++ {
+		r.exited[globalRank(rank, r.nproc, l)] = true
+	}
+	switch {
+	case r.restart:
 		// A node lost while its round stops for a restart fails nothing:
 		// the next round waits for nodes.
-		if j.failure == nil && j.code == 0 && !r.restart && restartsLeft(j) {
-			// The node's agent may still be registered when one of its peers
-			// heard of its loss first: the next round must not take it.
-			if _, live := s.nodes[n.session]; live {
-				s.removeNodeLocked(n, reason)
-				return
-			}
-			s.restartLocked(j, fmt.Sprintf("node %s lost: %s", n.info.GetName(), reason), true)
+	case !j.decided() && restartsLeft(j):
+		// The node's agent may still be registered when one of its peers
+		// heard of its loss first: the next round must not take it.
+		if _, live := s.nodes[n.session]; live {
+			s.removeNodeLocked(n, loss)
 			return
 		}
-		if j.failure == nil && j.code == 0 && !r.restart {
-			j.failure = &musterv1.WorkerExited{Rank: globalRank(int32(rank), r.nproc, 0), Node: n.info.GetName(),
-				Error: "node lost: " + reason}
-			j.reason = fmt.Sprintf("node %s lost: %s", n.info.GetName(), reason)
-		}
-	}
-	if !r.restart {
+		s.restartLocked(j, failure.DescribeLoss(loss), true)
+		return
+	default:
+		s.decideLocked(j, outcome{kind: nodeLost, loss: loss, reason: failure.DescribeLoss(loss),
+			failure: &musterv1.WorkerExited{Rank: globalRank(rank, r.nproc, 0), Node: n.info.GetName(),
+				Error: "node lost: " + failure.Cause(loss), NodeLoss: loss}})
 		s.stopLocked(j, j.spec.KillTimeoutMs)
 	}
-	if !j.finished() && j.round == r && int32(len(r.exited)) == r.worldSize {
-		s.roundOverLocked(j)
-	}
+	s.roundOverIfDoneLocked(j, r)
 }
 
 // finishLocked records the job's end, releases its GPUs and keys, and
 // closes its event log.
 func (s *Store) finishLocked(j *job) {
-	fin := &musterv1.JobFinished{Failure: j.failure, Summary: j.reason}
-	switch {
-	case j.failure != nil:
-		fin.State, fin.ExitCode = musterv1.JobState_JOB_STATE_FAILED, ExitCode(j.failure)
-	case j.failed:
-		fin.State, fin.ExitCode = musterv1.JobState_JOB_STATE_FAILED, j.code
-	case j.code != 0:
-		fin.State, fin.ExitCode = musterv1.JobState_JOB_STATE_CANCELLED, j.code
-	default:
-		fin.State = musterv1.JobState_JOB_STATE_SUCCEEDED
-	}
+	fin := &musterv1.JobFinished{Failure: j.outcome.failure, Summary: j.outcome.reason,
+		State: j.outcome.state(), ExitCode: j.outcome.exitCode()}
 	s.endRoundLocked(j)
-	j.state = fin.State
+	s.setJobStateLocked(j, fin.State)
 	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_Finished{Finished: fin}})
 	j.events.close()
 	if j.attached == 0 {

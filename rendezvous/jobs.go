@@ -22,12 +22,7 @@ func (s *Store) Jobs() []*musterv1.JobStatus {
 	var out []*musterv1.JobStatus
 	for _, id := range s.order {
 		j := s.jobs[id]
-		st := &musterv1.JobStatus{JobId: j.id, Spec: j.spec, State: j.state, Owner: j.owner}
-		if j.failure != nil {
-			st.ExitCode = ExitCode(j.failure)
-		} else {
-			st.ExitCode = j.code
-		}
+		st := &musterv1.JobStatus{JobId: j.id, Spec: j.spec, State: j.state, Owner: j.owner, ExitCode: j.outcome.exitCode()}
 		for _, n := range j.round.nodes {
 			st.Nodes = append(st.Nodes, n.info.GetName())
 		}
@@ -115,16 +110,12 @@ func (s *Store) detach(j *job) {
 	if j.attached == 0 && !j.finished() {
 		// A launcher that lost its connection follows again within moments:
 		// only one that stays away has its job stopped.
-		time.AfterFunc(detachGrace, func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if j.attached > 0 || j.finished() || s.closed {
+		s.afterLocked(detachGrace, j, nil, func() {
+			if j.attached > 0 {
 				return
 			}
-			if j.failure == nil && j.code == 0 {
-				j.code = 129 // as if the launcher's terminal hung up
-				j.reason = "stopped: the launcher that submitted it went away"
-			}
+			// 129, as if the launcher's terminal hung up.
+			s.decideLocked(j, outcome{kind: cancelled, code: 129, reason: "stopped: the launcher that submitted it went away"})
 			s.stopLocked(j, j.spec.KillTimeoutMs)
 		})
 	}

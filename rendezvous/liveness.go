@@ -1,11 +1,14 @@
 package rendezvous
 
 import (
+	"fmt"
 	"net"
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/musterhq/muster/failure"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
@@ -24,8 +27,8 @@ const (
 type Liveness struct {
 	State string // GossipAlive, GossipDead or GossipLeft
 	Addr  string // the node's gossip host:port
-	// Reason, for a dead node, says why: "no gossip ack for 1.3 s".
-	Reason string
+	// Silent, for a dead node, is how long gossip had no ack from it.
+	Silent time.Duration
 }
 
 // maxLiveness bounds the gossip view: nodes known only to gossip, past that
@@ -47,19 +50,48 @@ func (s *Store) SetLiveness(name string, l Liveness) {
 		s.forgetOneLocked()
 	}
 	if old, ok := s.liveness[name]; !ok || old.State != l.State {
-		s.log.Info("gossip", zap.String("node", name), zap.String("state", l.State), zap.String("reason", l.Reason))
+		s.log.Info("gossip", zap.String("node", name), zap.String("state", l.State), zap.Duration("silent", l.Silent))
 	}
 	s.liveness[name] = l
 	if l.State != GossipDead {
 		return
 	}
 	if n := s.byName[name]; n != nil && !n.placeholder {
-		reason := l.Reason
-		if reason == "" {
-			reason = "declared dead by gossip"
-		}
-		s.removeNodeLocked(n, reason)
+		s.removeNodeLocked(n, failure.Loss(name, musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD, "", l.Silent, ""))
 	}
+}
+
+// maxLossDetail bounds the free text of a reported loss.
+const maxLossDetail = 1024
+
+// ReportLoss applies an agent's word that gossip found a node lost to every
+// job of the agent's node that has the lost node in its round: the agent
+// stopped only the jobs whose nodes it knows, the store knows them all. The
+// observer is the reporting node, whatever the report says.
+func (s *Store) ReportLoss(session string, loss *musterv1.NodeLoss) error {
+	if !nodeName.MatchString(loss.GetNode()) || len(loss.GetDetail()) > maxLossDetail {
+		return fmt.Errorf("report of a loss: node name %q or its detail of %d bytes: %w", loss.GetNode(), len(loss.GetDetail()), ErrBadEvents)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.nodes[session]
+	if n == nil {
+		return fmt.Errorf("session %q: %w", session, ErrNoSession)
+	}
+	lost := s.byName[loss.GetNode()]
+	if s.closed || lost == nil || lost == n {
+		return nil
+	}
+	loss = proto.Clone(loss).(*musterv1.NodeLoss)
+	loss.Observer = n.info.GetName()
+	s.log.Info("node loss reported", zap.String("node", loss.GetNode()), zap.String("observer", loss.GetObserver()),
+		zap.String("cause", failure.Cause(loss)))
+	for id := range n.jobs {
+		if j := s.jobs[id]; j != nil {
+			s.nodeLostLocked(j, lost, loss)
+		}
+	}
+	return nil
 }
 
 // forgetOneLocked drops one gossip entry, a departed node's if there is one.
@@ -93,7 +125,7 @@ func (s *Store) checkAgentGone(n *node, stream <-chan struct{}) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if !s.closed && s.byName[name] == n && !n.connected && n.gone == stream {
-			s.removeNodeLocked(n, "agent connection closed")
+			s.removeNodeLocked(n, failure.Loss(name, musterv1.LossSignal_LOSS_SIGNAL_AGENT_GONE, "", 0, ""))
 		}
 	}()
 }

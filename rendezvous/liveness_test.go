@@ -23,7 +23,7 @@ func TestNodeLossSignals(t *testing.T) {
 	}{
 		{name: "agent gone", agentGone: true, breakConn: true, want: "node a lost: agent connection closed"},
 		{name: "agent alive keeps its grace", breakConn: true, want: "node a lost: watch stream ended, and its agent did not come back within 300ms"},
-		{name: "gossip dead", gossip: &rendezvous.Liveness{State: rendezvous.GossipDead, Addr: "127.0.0.1:7946", Reason: "no gossip ack for 1.3 s"},
+		{name: "gossip dead", gossip: &rendezvous.Liveness{State: rendezvous.GossipDead, Addr: "127.0.0.1:7946", Silent: 1300 * time.Millisecond},
 			want: "node a lost: no gossip ack for 1.3 s"},
 	}
 	for _, tt := range tests {
@@ -64,7 +64,7 @@ func TestNodesShowGossipState(t *testing.T) {
 	keyedAgent(t, c, "a", "k")
 	s.SetLiveness("a", rendezvous.Liveness{State: rendezvous.GossipAlive, Addr: "10.0.0.1:7946"})
 	s.SetLiveness("z", rendezvous.Liveness{State: rendezvous.GossipLeft, Addr: "10.0.0.9:7946"})
-	s.SetLiveness("y", rendezvous.Liveness{State: rendezvous.GossipDead, Addr: "10.0.0.8:7946", Reason: "no gossip ack"})
+	s.SetLiveness("y", rendezvous.Liveness{State: rendezvous.GossipDead, Addr: "10.0.0.8:7946"})
 	resp, err := c.ListNodes(context.Background(), &musterv1.ListNodesRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -97,12 +97,13 @@ func TestPeerLossHeardFirstByAnAgent(t *testing.T) {
 	a.next()
 	b.next()
 	stop := &musterv1.JobEvent{JobId: resp.JobId, Event: &musterv1.JobEvent_Exited{Exited: &musterv1.WorkerExited{
-		Rank: 0, Node: "a", Signal: 15, Error: "node b lost: no gossip ack for 1.2 s", LostNode: "b"}}}
+		Rank: 0, Node: "a", Signal: 15, Error: "node b lost: no gossip ack for 1.2 s", NodeLoss: &musterv1.NodeLoss{
+			Node: "b", Observer: "a", Signal: musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD, SilentMs: 1200}}}}
 	if err := a.publish(stop); err != nil {
 		t.Fatal(err)
 	}
 	fin := finalEvent(t, c, resp.JobId)
-	if fin.Summary != "node b lost: no gossip ack for 1.2 s" || fin.ExitCode != 1 {
+	if fin.Summary != "node b lost: no gossip ack for 1.2 s (seen by node a)" || fin.ExitCode != 1 {
 		t.Fatalf("final: %v", fin)
 	}
 }

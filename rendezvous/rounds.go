@@ -132,13 +132,11 @@ type round struct {
 
 // setRoundStateLocked moves j's current round to next: the one place where a
 // round's state changes. A step the diagram does not draw is a bug: it is
-// refused and logged.
-func (s *Store) setRoundStateLocked(j *job, next roundState) bool {
+// refused (refusedLocked).
+func (s *Store) setRoundStateLocked(j *job, next roundState) error {
 	r := j.round
 	if !slices.Contains(roundTransitions[r.state], next) {
-		s.log.Error("round state change refused", zap.String("job", j.id), zap.String("round", r.id),
-			zap.Stringer("from", r.state), zap.Stringer("to", next))
-		return false
+		return s.refusedLocked(fmt.Errorf("job %s: round %s (%d): state %s to %s refused", j.id, r.id, r.number, r.state, next))
 	}
 	s.log.Debug("round state", zap.String("job", j.id), zap.String("round", r.id), zap.Int32("number", r.number),
 		zap.Stringer("from", r.state), zap.Stringer("to", next))
@@ -146,14 +144,7 @@ func (s *Store) setRoundStateLocked(j *job, next roundState) bool {
 	if next != roundEnded {
 		s.setJobStateLocked(j, next.jobState())
 	}
-	return true
-}
-
-func (s *Store) setJobStateLocked(j *job, st musterv1.JobState) {
-	if j.state != st {
-		j.state = st
-		s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_State{State: st}})
-	}
+	return nil
 }
 
 // startRoundLocked begins j's next round (its first when it has none): the
@@ -171,7 +162,7 @@ func (s *Store) startRoundLocked(j *job) {
 	s.setJobStateLocked(j, roundWaiting.jobState())
 	s.waiting = append(s.waiting, j)
 	if d := time.Duration(spec.WaitTimeoutMs) * time.Millisecond; d > 0 {
-		r.deadline = time.AfterFunc(d, func() { s.waitExpired(j, r, d) })
+		r.deadline = s.afterLocked(d, j, r, func() { s.waitExpiredLocked(j, r, d) })
 	}
 	s.tryFormLocked(j)
 }
@@ -196,8 +187,7 @@ func (s *Store) tryFormLocked(j *job) {
 	}
 	if spec.WaitTimeoutMs <= 0 && count < leastNodes(spec) {
 		picked, unusable := s.pickLocked(place)
-		j.code, j.failed = 1, true
-		j.reason = formError(spec, len(s.nodes), picked, unusable).Error()
+		s.decideLocked(j, outcome{kind: notRun, code: 1, reason: formError(spec, len(s.nodes), picked, unusable).Error()})
 		s.finishLocked(j)
 		return
 	}
@@ -288,8 +278,13 @@ func (s *Store) reservePortsLocked(j *job) {
 		ReservePorts: &musterv1.ReservePorts{RoundId: j.round.id, Count: 2, JobId: j.id, AgentStore: agentStore}}})
 }
 
-// releaseStoreLocked tells the node that served j's TCPStore to close it;
-// a node that is gone is told if it registers again.
+// A job's TCPStore has one owner, the store: it asks node rank 0's agent to
+// serve it, and tells that agent when no round needs it any more. A node
+// gone at that moment reports what it still serves when it registers again
+// (to this store or to one restarted), and is told then.
+
+// releaseStoreLocked tells the node that served j's TCPStore to close it,
+// if it is registered; otherwise its registration will.
 func (s *Store) releaseStoreLocked(j *job) {
 	n := j.storeNode
 	j.storeNode = nil
@@ -298,32 +293,25 @@ func (s *Store) releaseStoreLocked(j *job) {
 	}
 	if _, registered := s.nodes[n.session]; registered {
 		s.sendReleaseLocked(n, j.id)
-		return
-	}
-	name := n.info.GetName()
-	if _, known := s.releases[name]; !known && len(s.releases) >= maxPendingReleaseNodes {
-		return // the agent's own timer closes it (agent/torchstore.go)
-	}
-	s.releases[name] = append(s.releases[name], j.id)
-	if len(s.releases[name]) > maxPendingReleases {
-		s.releases[name] = s.releases[name][1:]
 	}
 }
 
-// Bounds on the releases kept for nodes that are gone.
-const (
-	maxPendingReleaseNodes = 4096
-	maxPendingReleases     = 256
-)
-
-// sendPendingReleasesLocked tells a node that registers what it still
-// serves for jobs that no longer need it.
-func (s *Store) sendPendingReleasesLocked(n *node) {
-	name := n.info.GetName()
-	for _, id := range s.releases[name] {
+// releaseUnneededLocked tells a node that registers to close the TCPStores
+// it reports that no job needs from it, and takes the others back as the
+// jobs' stores (a restarted store learns them so).
+func (s *Store) releaseUnneededLocked(n *node, torchStores []string) {
+	for _, id := range torchStores {
+		j := s.jobs[id]
+		switch {
+		case j == nil || j.finished() || j.spec.GetNoAgentStore():
+		case j.storeNode == n:
+			continue
+		case j.storeNode == nil && len(j.round.nodes) > 0 && j.round.nodes[0] == n:
+			j.storeNode = n
+			continue
+		}
 		s.sendReleaseLocked(n, id)
 	}
-	delete(s.releases, name)
 }
 
 func (s *Store) sendReleaseLocked(n *node, job string) {
@@ -349,12 +337,10 @@ func (s *Store) progressLocked(j *job) {
 	r := j.round
 	if wait := progressEvery - time.Since(r.progressAt); wait > 0 {
 		if r.progressTimer == nil {
-			r.progressTimer = time.AfterFunc(wait, func() {
-				s.mu.Lock()
-				defer s.mu.Unlock()
-				if j.round == r && r.progressTimer != nil {
+			r.progressTimer = s.afterLocked(wait, j, r, func() {
+				if r.progressTimer != nil {
 					r.progressTimer = nil
-					if r.state == roundWaiting && !j.finished() {
+					if r.state == roundWaiting {
 						s.progressLocked(j)
 					}
 				}
@@ -381,20 +367,18 @@ func firstNames(nodes []*node, limit int) []string {
 	return names
 }
 
-// waitExpired fails a job whose round r waited d for nodes in vain, naming
-// the nodes there are and how many are missing.
-func (s *Store) waitExpired(j *job, r *round, d time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed || j.round != r || r.state != roundWaiting || j.finished() {
+// waitExpiredLocked fails a job whose round r waited d for nodes in vain,
+// naming the nodes there are and how many are missing.
+func (s *Store) waitExpiredLocked(j *job, r *round, d time.Duration) {
+	if r.state != roundWaiting {
 		return
 	}
 	picked, unusable := s.pickLocked(j.placementOf())
-	j.code, j.failed = 1, true
-	j.reason = fmt.Sprintf("waited %s for nodes: %s", d, DescribeWaiting(&musterv1.WaitingForNodes{
+	reason := fmt.Sprintf("waited %s for nodes: %s", d, DescribeWaiting(&musterv1.WaitingForNodes{
 		Wanted: j.spec.Nnodes, Ready: int32(len(picked)), ReadyNodes: firstNames(picked, progressNames), Unusable: unusable,
 		Least: j.spec.MinNodes}))
-	s.log.Info("round wait timed out", zap.String("job", j.id), zap.String("round", r.id), zap.String("reason", j.reason))
+	s.log.Info("round wait timed out", zap.String("job", j.id), zap.String("round", r.id), zap.String("reason", reason))
+	s.decideLocked(j, outcome{kind: notRun, code: 1, reason: reason})
 	s.finishLocked(j)
 }
 
@@ -446,7 +430,7 @@ func (s *Store) endRoundLocked(j *job) {
 // for: the job's next round begins if the round was restarted, and the job
 // ends otherwise.
 func (s *Store) roundOverLocked(j *job) {
-	if j.round.restart && j.failure == nil && j.code == 0 && !s.closed {
+	if j.round.restart && !j.decided() {
 		s.endRoundLocked(j)
 		s.startRoundLocked(j)
 		s.retryWaitingLocked()
@@ -478,7 +462,7 @@ func (s *Store) Restart(jobID, reason string) (int32, error) {
 	case roundWaiting:
 		return 0, fmt.Errorf("job %s: round %d is still waiting for nodes: nothing to restart", jobID, r.number)
 	case roundStopping:
-		return 0, fmt.Errorf("job %s is stopping: %s", jobID, j.reason)
+		return 0, fmt.Errorf("job %s is stopping: %s", jobID, j.outcome.reason)
 	}
 	s.restartLocked(j, reason, false)
 	return r.number + 1, nil
@@ -527,8 +511,7 @@ func (s *Store) PortsReserved(session, roundID string, ports []int32, errText st
 		errText = fmt.Sprintf("agent returned ports %v, want two in 1..65535", ports)
 	}
 	if errText != "" {
-		j.reason = "could not reserve ports on node " + r.nodes[0].info.GetName() + ": " + errText
-		j.code, j.failed = 1, true
+		s.decideLocked(j, outcome{kind: notRun, code: 1, reason: "could not reserve ports on node " + r.nodes[0].info.GetName() + ": " + errText})
 		s.finishLocked(j)
 		return nil
 	}
@@ -584,9 +567,8 @@ func (s *Store) PortsReserved(session, roundID string, ports []int32, errText st
 	if spec.TimeoutMs > 0 && j.timer == nil {
 		// The job's wall-clock limit counts from its first round's start.
 		d := time.Duration(spec.TimeoutMs) * time.Millisecond
-		jobID := j.id
-		j.timer = time.AfterFunc(d, func() {
-			s.Cancel(jobID, false, fmt.Sprintf("timed out after %s", d), 124)
+		j.timer = s.afterLocked(d, j, nil, func() {
+			s.cancelLocked(j, false, fmt.Sprintf("timed out after %s", d), 124)
 		})
 	}
 	return nil

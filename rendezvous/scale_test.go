@@ -18,7 +18,7 @@ func registerMany(t *testing.T, s *Store, n int) []string {
 	sessions := make([]string, n)
 	for i := range sessions {
 		sess, err := s.Register(&musterv1.Node{Name: fmt.Sprintf("node-%05d", i),
-			Addr: fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255), Rank: -1}, "", nil)
+			Addr: fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255), Rank: -1}, "", nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,8 +57,7 @@ func startRound(t *testing.T, s *Store, sessions []string) string {
 // carries the roster; every worker can read the addresses from its KV.
 func TestLargeRoundAssignmentsStaySmall(t *testing.T) {
 	const n = 2000
-	s := NewStore(StoreConfig{})
-	defer s.Close()
+	s := newStrictStore(t)
 	sessions := registerMany(t, s, n)
 	id := startRound(t, s, sessions)
 	var largest int
@@ -94,8 +93,7 @@ func TestLargeRoundAssignmentsStaySmall(t *testing.T) {
 // A small job's assignments all carry the roster, for MUSTER_NODE_ADDRS and
 // the hostfile on every node.
 func TestSmallRoundAssignmentsCarryTheRoster(t *testing.T) {
-	s := NewStore(StoreConfig{})
-	defer s.Close()
+	s := newStrictStore(t)
 	sessions := registerMany(t, s, 3)
 	startRound(t, s, sessions)
 	for rank, sess := range sessions {
@@ -109,8 +107,7 @@ func TestSmallRoundAssignmentsCarryTheRoster(t *testing.T) {
 // Stop, not one per lost node, and no healthy node is removed.
 func TestLostNodesStopAJobOnce(t *testing.T) {
 	const n, lost = 500, 200
-	s := NewStore(StoreConfig{})
-	defer s.Close()
+	s := newStrictStore(t)
 	sessions := registerMany(t, s, n)
 	startRound(t, s, sessions)
 	for _, sess := range sessions {
@@ -118,7 +115,7 @@ func TestLostNodesStopAJobOnce(t *testing.T) {
 	}
 	for _, sess := range sessions[:lost] {
 		s.mu.Lock()
-		s.removeNodeLocked(s.nodes[sess], "test")
+		s.removeNodeLocked(s.nodes[sess], testLoss)
 		s.mu.Unlock()
 	}
 	for rank, sess := range sessions[lost:] {
@@ -135,8 +132,7 @@ func TestLostNodesStopAJobOnce(t *testing.T) {
 // Cancels repeated while an agent reads nothing coalesce: its queue holds
 // one Stop with the shortest grace, and the agent is not removed.
 func TestStopsCoalesceForASlowAgent(t *testing.T) {
-	s := NewStore(StoreConfig{})
-	defer s.Close()
+	s := newStrictStore(t)
 	sessions := registerMany(t, s, 2)
 	id := startRound(t, s, sessions)
 	for i := 0; i < 3*maxPending; i++ {
@@ -164,12 +160,11 @@ func TestStopsCoalesceForASlowAgent(t *testing.T) {
 
 // Registering again under a name replaces the earlier node, found by name.
 func TestRegisterAgainReplaces(t *testing.T) {
-	s := NewStore(StoreConfig{})
-	defer s.Close()
+	s := newStrictStore(t)
 	sessions := registerMany(t, s, 3)
 	// Another agent under a connected node's name is refused: two live
 	// agents of one name would evict each other forever.
-	if _, err := s.Register(&musterv1.Node{Name: "node-00001", Addr: "10.9.9.9", Rank: -1}, "other", nil); !errors.Is(err, ErrNodeTaken) {
+	if _, err := s.Register(&musterv1.Node{Name: "node-00001", Addr: "10.9.9.9", Rank: -1}, "other", nil, nil); !errors.Is(err, ErrNodeTaken) {
 		t.Fatalf("a second live agent of node-00001: %v, want ErrNodeTaken", err)
 	}
 	_, gone, err := s.Commands(sessions[1])
@@ -177,7 +172,7 @@ func TestRegisterAgainReplaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Disconnected(sessions[1], gone, "test")
-	again, err := s.Register(&musterv1.Node{Name: "node-00001", Addr: "10.9.9.9", Rank: -1}, "", nil)
+	again, err := s.Register(&musterv1.Node{Name: "node-00001", Addr: "10.9.9.9", Rank: -1}, "", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,9 +184,9 @@ func TestRegisterAgainReplaces(t *testing.T) {
 		t.Fatalf("nodes %v", nodes)
 	}
 	s.mu.Lock()
-	s.removeNodeLocked(s.nodes[again], "test")
+	s.removeNodeLocked(s.nodes[again], testLoss)
 	s.mu.Unlock()
-	if _, err := s.Register(&musterv1.Node{Name: "node-00001", Addr: "10.9.9.8", Rank: -1}, "", nil); err != nil || len(s.Nodes()) != 3 {
+	if _, err := s.Register(&musterv1.Node{Name: "node-00001", Addr: "10.9.9.8", Rank: -1}, "", nil, nil); err != nil || len(s.Nodes()) != 3 {
 		t.Fatalf("register after removal: %v, %d nodes", err, len(s.Nodes()))
 	}
 }

@@ -66,6 +66,9 @@ type Config struct {
 	// AgentGone, when set, says whether a node's agent is gone once its
 	// stream broke, so that its node is lost at once (liveness.go).
 	AgentGone func(name string, timeout time.Duration) bool
+	// Refused, when set, hears of every state change the store refuses (a
+	// bug; tests fail on it).
+	Refused func(error)
 	// StatsHandler, when set, sees every RPC's traffic (the scale benchmark
 	// counts the store's bytes with it).
 	StatsHandler stats.Handler
@@ -141,7 +144,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cfg: cfg,
 		log: cfg.Logger,
 		store: NewStore(StoreConfig{Logger: cfg.Logger, Addr: addr, SessionGrace: cfg.SessionGrace,
-			AgentGone: cfg.AgentGone}),
+			AgentGone: cfg.AgentGone, Refused: cfg.Refused}),
 		lis:   lis,
 		sock:  sock,
 		uid:   uint32(os.Geteuid()),
@@ -270,7 +273,7 @@ func rpcError(err error) error {
 }
 
 func (s *Server) Register(_ context.Context, req *musterv1.RegisterRequest) (*musterv1.RegisterResponse, error) {
-	session, err := s.store.Register(req.GetNode(), req.GetNodeKey(), req.GetJobs())
+	session, err := s.store.Register(req.GetNode(), req.GetNodeKey(), req.GetJobs(), req.GetTorchStores())
 	switch {
 	case errors.Is(err, ErrNodeTaken):
 		return nil, rpcError(err)
@@ -308,6 +311,10 @@ func (s *Server) Watch(req *musterv1.WatchRequest, stream musterv1.Agents_WatchS
 			return ctx.Err()
 		}
 	}
+}
+
+func (s *Server) ReportLoss(_ context.Context, req *musterv1.ReportLossRequest) (*musterv1.ReportLossResponse, error) {
+	return &musterv1.ReportLossResponse{}, rpcError(s.store.ReportLoss(req.GetSession(), req.GetLoss()))
 }
 
 func (s *Server) PortsReserved(_ context.Context, req *musterv1.PortsReservedRequest) (*musterv1.PortsReservedResponse, error) {

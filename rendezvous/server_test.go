@@ -42,7 +42,13 @@ func newTestAgent(t *testing.T, c *rendezvous.Client, name, addr string, rank in
 	for i := 0; i < gpus; i++ {
 		n.Gpus = append(n.Gpus, &musterv1.GPU{Index: int32(i), Name: "Test GPU"})
 	}
-	resp, err := c.Register(context.Background(), &musterv1.RegisterRequest{Node: n})
+	return registerTestAgent(t, c, &musterv1.RegisterRequest{Node: n})
+}
+
+// registerTestAgent registers an agent with req and watches its commands.
+func registerTestAgent(t *testing.T, c *rendezvous.Client, req *musterv1.RegisterRequest) *testAgent {
+	t.Helper()
+	resp, err := c.Register(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/musterhq/muster/failure"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
@@ -76,15 +77,17 @@ func newNode(info *musterv1.Node, key string) *node {
 // another agent may take over the name only while the node holds no jobs
 // (it replaces the registration, as a restarted agent does). Jobs the store
 // does not know are rebuilt from the report (the store restarted).
-func (s *Store) Register(info *musterv1.Node, key string, jobs []*musterv1.RunningJob) (string, error) {
+// torchStores are the jobs whose TCPStore the agent serves: those no job
+// needs from it are released.
+func (s *Store) Register(info *musterv1.Node, key string, jobs []*musterv1.RunningJob, torchStores []string) (string, error) {
 	if err := validateNode(info); err != nil {
 		return "", err
 	}
 	if len(key) > maxNodeKeyBytes {
 		return "", fmt.Errorf("register: node key of %d bytes, more than %d", len(key), maxNodeKeyBytes)
 	}
-	if len(jobs) > maxReportedJobs {
-		return "", fmt.Errorf("register: %d jobs reported, more than %d", len(jobs), maxReportedJobs)
+	if len(jobs) > maxReportedJobs || len(torchStores) > maxReportedJobs {
+		return "", fmt.Errorf("register: %d jobs and %d TCPStores reported, more than %d", len(jobs), len(torchStores), maxReportedJobs)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -96,7 +99,7 @@ func (s *Store) Register(info *musterv1.Node, key string, jobs []*musterv1.Runni
 		switch {
 		case same:
 			s.resumeLocked(old, info, jobs)
-			s.sendPendingReleasesLocked(old)
+			s.releaseUnneededLocked(old, torchStores)
 			return old.session, nil
 		case len(old.jobs) > 0 || len(jobs) > 0:
 			return "", fmt.Errorf("node %s: %w, which holds its jobs: only that agent may register it again", info.GetName(), ErrNodeTaken)
@@ -104,7 +107,7 @@ func (s *Store) Register(info *musterv1.Node, key string, jobs []*musterv1.Runni
 			// Two live agents under one name would evict each other forever.
 			return "", fmt.Errorf("node %s: %w, which is connected: give this agent another --name", info.GetName(), ErrNodeTaken)
 		}
-		s.removeNodeLocked(old, "registered again")
+		s.removeNodeLocked(old, failure.Loss(old.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_REPLACED, "", 0, ""))
 	}
 	n := newNode(info, key)
 	s.nodes[n.session] = n
@@ -114,7 +117,7 @@ func (s *Store) Register(info *musterv1.Node, key string, jobs []*musterv1.Runni
 	for _, rj := range jobs {
 		s.adoptLocked(n, rj)
 	}
-	s.sendPendingReleasesLocked(n)
+	s.releaseUnneededLocked(n, torchStores)
 	// A round waiting for nodes may form now, and an elastic job grow.
 	s.retryWaitingLocked()
 	s.growLocked(n)
@@ -138,7 +141,7 @@ func (s *Store) Disconnected(session string, gone <-chan struct{}, reason string
 		}
 	}
 	if !busy {
-		s.removeNodeLocked(n, reason)
+		s.removeNodeLocked(n, failure.Loss(n.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_SESSION_EXPIRED, "", 0, reason))
 		return
 	}
 	n.connected = false
@@ -151,7 +154,7 @@ func (s *Store) Disconnected(session string, gone <-chan struct{}, reason string
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if !s.closed && s.nodes[session] == n && !n.connected && n.gone == gone {
-			s.removeNodeLocked(n, fmt.Sprintf("%s, and its agent did not come back within %s", reason, grace))
+			s.removeNodeLocked(n, failure.Loss(n.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_SESSION_EXPIRED, "", grace, reason))
 		}
 	})
 }
@@ -190,7 +193,7 @@ func (s *Store) resumeLocked(n *node, info *musterv1.Node, reports []*musterv1.R
 				s.reservePortsLocked(j)
 			}
 		case !s.allExitedLocked(j, n):
-			s.nodeLostLocked(j, n, "its agent registered again without the job (its assignment was lost)")
+			s.nodeLostLocked(j, n, failure.Loss(n.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_JOB_FORGOTTEN, "", 0, ""))
 		}
 	}
 	for _, rj := range reports {
@@ -263,8 +266,8 @@ func (s *Store) adoptLocked(n *node, rj *musterv1.RunningJob) {
 		j = s.rebuildLocked(rj)
 	case j.finished():
 		reason := "the job already ended"
-		if j.reason != "" {
-			reason += ": " + j.reason
+		if j.outcome.reason != "" {
+			reason += ": " + j.outcome.reason
 		}
 		s.stopReportedLocked(n, rj, reason)
 		return
@@ -310,7 +313,6 @@ func (s *Store) rebuildLocked(rj *musterv1.RunningJob) *job {
 	j := &job{
 		id:       rj.GetJobId(),
 		spec:     rj.GetSpec(),
-		state:    musterv1.JobState_JOB_STATE_RUNNING,
 		events:   newEventLog(s.cfg.EventCount, s.cfg.EventBytes),
 		owner:    rj.GetRunAs(),
 		token:    rj.GetJobToken(),
@@ -330,32 +332,23 @@ func (s *Store) rebuildLocked(rj *musterv1.RunningJob) *job {
 	s.rounds[r.id] = r
 	s.jobs[j.id] = j
 	s.order = append(s.order, j.id)
-	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_State{State: j.state}})
+	s.setJobStateLocked(j, musterv1.JobState_JOB_STATE_RUNNING)
 	// Output waits for the launcher to follow again, as for a new job.
 	j.events.expectFollower(firstFollowerWait)
 	s.log.Warn("job taken over from its agents", zap.String("job", j.id), zap.Int32("nnodes", rj.GetNnodes()),
 		zap.Int32("world-size", rj.GetWorldSize()))
 	grace := s.cfg.SessionGrace
-	time.AfterFunc(grace, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.closed {
-			return
-		}
+	s.afterLocked(grace, j, r, func() {
 		for _, m := range r.nodes {
 			if m.placeholder {
-				s.nodeLostLocked(j, m, fmt.Sprintf("its agent did not register within %s of the store's restart", grace))
+				s.nodeLostLocked(j, m, failure.Loss(m.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_NOT_BACK, "", grace, ""))
 			}
 		}
 	})
-	time.AfterFunc(adoptedAttachWait, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if !s.closed && j.attached == 0 && !j.finished() {
-			if j.failure == nil && j.code == 0 {
-				j.code = 129
-				j.reason = fmt.Sprintf("stopped: no launcher followed the job within %s of the store's restart", adoptedAttachWait)
-			}
+	s.afterLocked(adoptedAttachWait, j, nil, func() {
+		if j.attached == 0 {
+			s.decideLocked(j, outcome{kind: cancelled, code: 129,
+				reason: fmt.Sprintf("stopped: no launcher followed the job within %s of the store's restart", adoptedAttachWait)})
 			s.stopLocked(j, j.spec.GetKillTimeoutMs())
 		}
 	})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"runtime"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -24,7 +25,14 @@ const token = "muster-test-cluster-token"
 // may change the configuration first.
 func NewStore(t testing.TB, edit func(*rendezvous.Config)) *rendezvous.Server {
 	t.Helper()
-	cfg := rendezvous.Config{Logger: zaptest.NewLogger(t), ListenAddr: "127.0.0.1:0", Security: rendezvous.Security{Token: token}}
+	var mu sync.Mutex
+	var refused []error
+	cfg := rendezvous.Config{Logger: zaptest.NewLogger(t), ListenAddr: "127.0.0.1:0", Security: rendezvous.Security{Token: token},
+		Refused: func(err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			refused = append(refused, err)
+		}}
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -32,6 +40,15 @@ func NewStore(t testing.TB, edit func(*rendezvous.Config)) *rendezvous.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A state change the store's tables refuse is a bug: it fails the test.
+	// Registered first, this check runs after Close.
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, err := range refused {
+			t.Errorf("store refused a state change: %v", err)
+		}
+	})
 	t.Cleanup(s.Close)
 	<-s.ReadyNotify()
 	return s

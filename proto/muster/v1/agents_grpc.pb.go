@@ -22,6 +22,7 @@ const (
 	Agents_Register_FullMethodName      = "/muster.v1.Agents/Register"
 	Agents_Watch_FullMethodName         = "/muster.v1.Agents/Watch"
 	Agents_PortsReserved_FullMethodName = "/muster.v1.Agents/PortsReserved"
+	Agents_ReportLoss_FullMethodName    = "/muster.v1.Agents/ReportLoss"
 	Agents_Publish_FullMethodName       = "/muster.v1.Agents/Publish"
 	Agents_ReadStdin_FullMethodName     = "/muster.v1.Agents/ReadStdin"
 )
@@ -40,6 +41,8 @@ type AgentsClient interface {
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AgentCommand], error)
 	// PortsReserved answers a ReservePorts command.
 	PortsReserved(ctx context.Context, in *PortsReservedRequest, opts ...grpc.CallOption) (*PortsReservedResponse, error)
+	// ReportLoss carries an agent's word that gossip found a node lost.
+	ReportLoss(ctx context.Context, in *ReportLossRequest, opts ...grpc.CallOption) (*ReportLossResponse, error)
 	// Publish carries job events from an agent: worker starts, output, exits.
 	Publish(ctx context.Context, in *PublishRequest, opts ...grpc.CallOption) (*PublishResponse, error)
 	// ReadStdin streams the launcher's stdin to an agent that runs a stdin
@@ -94,6 +97,16 @@ func (c *agentsClient) PortsReserved(ctx context.Context, in *PortsReservedReque
 	return out, nil
 }
 
+func (c *agentsClient) ReportLoss(ctx context.Context, in *ReportLossRequest, opts ...grpc.CallOption) (*ReportLossResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportLossResponse)
+	err := c.cc.Invoke(ctx, Agents_ReportLoss_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *agentsClient) Publish(ctx context.Context, in *PublishRequest, opts ...grpc.CallOption) (*PublishResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(PublishResponse)
@@ -137,6 +150,8 @@ type AgentsServer interface {
 	Watch(*WatchRequest, grpc.ServerStreamingServer[AgentCommand]) error
 	// PortsReserved answers a ReservePorts command.
 	PortsReserved(context.Context, *PortsReservedRequest) (*PortsReservedResponse, error)
+	// ReportLoss carries an agent's word that gossip found a node lost.
+	ReportLoss(context.Context, *ReportLossRequest) (*ReportLossResponse, error)
 	// Publish carries job events from an agent: worker starts, output, exits.
 	Publish(context.Context, *PublishRequest) (*PublishResponse, error)
 	// ReadStdin streams the launcher's stdin to an agent that runs a stdin
@@ -160,6 +175,9 @@ func (UnimplementedAgentsServer) Watch(*WatchRequest, grpc.ServerStreamingServer
 }
 func (UnimplementedAgentsServer) PortsReserved(context.Context, *PortsReservedRequest) (*PortsReservedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PortsReserved not implemented")
+}
+func (UnimplementedAgentsServer) ReportLoss(context.Context, *ReportLossRequest) (*ReportLossResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportLoss not implemented")
 }
 func (UnimplementedAgentsServer) Publish(context.Context, *PublishRequest) (*PublishResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Publish not implemented")
@@ -235,6 +253,24 @@ func _Agents_PortsReserved_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Agents_ReportLoss_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportLossRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentsServer).ReportLoss(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Agents_ReportLoss_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentsServer).ReportLoss(ctx, req.(*ReportLossRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Agents_Publish_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(PublishRequest)
 	if err := dec(in); err != nil {
@@ -278,6 +314,10 @@ var Agents_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PortsReserved",
 			Handler:    _Agents_PortsReserved_Handler,
+		},
+		{
+			MethodName: "ReportLoss",
+			Handler:    _Agents_ReportLoss_Handler,
 		},
 		{
 			MethodName: "Publish",

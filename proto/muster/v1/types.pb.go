@@ -131,6 +131,88 @@ func (Stream) EnumDescriptor() ([]byte, []int) {
 	return file_muster_v1_types_proto_rawDescGZIP(), []int{1}
 }
 
+// LossSignal is what told that a node was lost.
+type LossSignal int32
+
+const (
+	LossSignal_LOSS_SIGNAL_UNSPECIFIED LossSignal = 0
+	// LOSS_SIGNAL_GOSSIP_DEAD: gossip's failure detector declared it dead.
+	LossSignal_LOSS_SIGNAL_GOSSIP_DEAD LossSignal = 1
+	// LOSS_SIGNAL_AGENT_GONE: its agent's connection closed and its process is gone.
+	LossSignal_LOSS_SIGNAL_AGENT_GONE LossSignal = 2
+	// LOSS_SIGNAL_SESSION_EXPIRED: its connection broke and its agent did not
+	// register again within the session grace.
+	LossSignal_LOSS_SIGNAL_SESSION_EXPIRED LossSignal = 3
+	// LOSS_SIGNAL_JOB_FORGOTTEN: its agent registered again without the job.
+	LossSignal_LOSS_SIGNAL_JOB_FORGOTTEN LossSignal = 4
+	// LOSS_SIGNAL_UNREAD_COMMANDS: it left too many of the store's commands unread.
+	LossSignal_LOSS_SIGNAL_UNREAD_COMMANDS LossSignal = 5
+	// LOSS_SIGNAL_REPLACED: another registration took its name.
+	LossSignal_LOSS_SIGNAL_REPLACED LossSignal = 6
+	// LOSS_SIGNAL_NOT_BACK: it did not register within the session grace of
+	// the store's restart.
+	LossSignal_LOSS_SIGNAL_NOT_BACK LossSignal = 7
+	// LOSS_SIGNAL_LEFT: it left the cluster.
+	LossSignal_LOSS_SIGNAL_LEFT LossSignal = 8
+	// LOSS_SIGNAL_STORE_CLOSING: the store is shutting down.
+	LossSignal_LOSS_SIGNAL_STORE_CLOSING LossSignal = 9
+)
+
+// Enum value maps for LossSignal.
+var (
+	LossSignal_name = map[int32]string{
+		0: "LOSS_SIGNAL_UNSPECIFIED",
+		1: "LOSS_SIGNAL_GOSSIP_DEAD",
+		2: "LOSS_SIGNAL_AGENT_GONE",
+		3: "LOSS_SIGNAL_SESSION_EXPIRED",
+		4: "LOSS_SIGNAL_JOB_FORGOTTEN",
+		5: "LOSS_SIGNAL_UNREAD_COMMANDS",
+		6: "LOSS_SIGNAL_REPLACED",
+		7: "LOSS_SIGNAL_NOT_BACK",
+		8: "LOSS_SIGNAL_LEFT",
+		9: "LOSS_SIGNAL_STORE_CLOSING",
+	}
+	LossSignal_value = map[string]int32{
+		"LOSS_SIGNAL_UNSPECIFIED":     0,
+		"LOSS_SIGNAL_GOSSIP_DEAD":     1,
+		"LOSS_SIGNAL_AGENT_GONE":      2,
+		"LOSS_SIGNAL_SESSION_EXPIRED": 3,
+		"LOSS_SIGNAL_JOB_FORGOTTEN":   4,
+		"LOSS_SIGNAL_UNREAD_COMMANDS": 5,
+		"LOSS_SIGNAL_REPLACED":        6,
+		"LOSS_SIGNAL_NOT_BACK":        7,
+		"LOSS_SIGNAL_LEFT":            8,
+		"LOSS_SIGNAL_STORE_CLOSING":   9,
+	}
+)
+
+func (x LossSignal) Enum() *LossSignal {
+	p := new(LossSignal)
+	*p = x
+	return p
+}
+
+func (x LossSignal) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LossSignal) Descriptor() protoreflect.EnumDescriptor {
+	return file_muster_v1_types_proto_enumTypes[2].Descriptor()
+}
+
+func (LossSignal) Type() protoreflect.EnumType {
+	return &file_muster_v1_types_proto_enumTypes[2]
+}
+
+func (x LossSignal) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LossSignal.Descriptor instead.
+func (LossSignal) EnumDescriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{2}
+}
+
 type GPU struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Index         int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
@@ -296,7 +378,11 @@ type RegisterRequest struct {
 	// jobs are the jobs the agent still runs, or still reports on, so that
 	// the store keeps them across a lost connection, and a restarted store
 	// rebuilds them (soft state).
-	Jobs          []*RunningJob `protobuf:"bytes,3,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	Jobs []*RunningJob `protobuf:"bytes,3,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// torch_stores are the jobs whose PyTorch TCPStore the agent serves: the
+	// store alone decides when each is no longer needed, and tells the agent
+	// (ReleaseStore), also after a restart of its own.
+	TorchStores   []string `protobuf:"bytes,4,rep,name=torch_stores,json=torchStores,proto3" json:"torch_stores,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -348,6 +434,13 @@ func (x *RegisterRequest) GetNodeKey() string {
 func (x *RegisterRequest) GetJobs() []*RunningJob {
 	if x != nil {
 		return x.Jobs
+	}
+	return nil
+}
+
+func (x *RegisterRequest) GetTorchStores() []string {
+	if x != nil {
+		return x.TorchStores
 	}
 	return nil
 }
@@ -1013,6 +1106,97 @@ func (*PortsReservedResponse) Descriptor() ([]byte, []int) {
 	return file_muster_v1_types_proto_rawDescGZIP(), []int{11}
 }
 
+// ReportLossRequest is an agent's word that gossip found another node lost.
+// The store applies it to every job of both nodes, so that an agent that
+// does not know all of a job's nodes still stops the job.
+type ReportLossRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Loss          *NodeLoss              `protobuf:"bytes,2,opt,name=loss,proto3" json:"loss,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportLossRequest) Reset() {
+	*x = ReportLossRequest{}
+	mi := &file_muster_v1_types_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportLossRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportLossRequest) ProtoMessage() {}
+
+func (x *ReportLossRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportLossRequest.ProtoReflect.Descriptor instead.
+func (*ReportLossRequest) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ReportLossRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *ReportLossRequest) GetLoss() *NodeLoss {
+	if x != nil {
+		return x.Loss
+	}
+	return nil
+}
+
+type ReportLossResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportLossResponse) Reset() {
+	*x = ReportLossResponse{}
+	mi := &file_muster_v1_types_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportLossResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportLossResponse) ProtoMessage() {}
+
+func (x *ReportLossResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportLossResponse.ProtoReflect.Descriptor instead.
+func (*ReportLossResponse) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{13}
+}
+
 // JobSpec is what a launcher asks for. The command, environment and
 // directories are bytes: Unix passes them as bytes, not always UTF-8.
 type JobSpec struct {
@@ -1072,7 +1256,7 @@ type JobSpec struct {
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_muster_v1_types_proto_msgTypes[12]
+	mi := &file_muster_v1_types_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +1268,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[12]
+	mi := &file_muster_v1_types_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +1281,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{12}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *JobSpec) GetArgv() [][]byte {
@@ -1270,7 +1454,7 @@ type SubmitRequest struct {
 
 func (x *SubmitRequest) Reset() {
 	*x = SubmitRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[13]
+	mi := &file_muster_v1_types_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1282,7 +1466,7 @@ func (x *SubmitRequest) String() string {
 func (*SubmitRequest) ProtoMessage() {}
 
 func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[13]
+	mi := &file_muster_v1_types_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1295,7 +1479,7 @@ func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitRequest.ProtoReflect.Descriptor instead.
 func (*SubmitRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{13}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SubmitRequest) GetSpec() *JobSpec {
@@ -1316,7 +1500,7 @@ type SubmitResponse struct {
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[14]
+	mi := &file_muster_v1_types_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1328,7 +1512,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[14]
+	mi := &file_muster_v1_types_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +1525,7 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SubmitResponse) GetJobId() string {
@@ -1401,7 +1585,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_muster_v1_types_proto_msgTypes[15]
+	mi := &file_muster_v1_types_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1597,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[15]
+	mi := &file_muster_v1_types_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1610,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{15}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Assignment) GetJobId() string {
@@ -1593,7 +1777,7 @@ type Identity struct {
 
 func (x *Identity) Reset() {
 	*x = Identity{}
-	mi := &file_muster_v1_types_proto_msgTypes[16]
+	mi := &file_muster_v1_types_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1605,7 +1789,7 @@ func (x *Identity) String() string {
 func (*Identity) ProtoMessage() {}
 
 func (x *Identity) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[16]
+	mi := &file_muster_v1_types_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1618,7 +1802,7 @@ func (x *Identity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Identity.ProtoReflect.Descriptor instead.
 func (*Identity) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{16}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Identity) GetUid() uint32 {
@@ -1661,7 +1845,7 @@ type StopJob struct {
 
 func (x *StopJob) Reset() {
 	*x = StopJob{}
-	mi := &file_muster_v1_types_proto_msgTypes[17]
+	mi := &file_muster_v1_types_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1673,7 +1857,7 @@ func (x *StopJob) String() string {
 func (*StopJob) ProtoMessage() {}
 
 func (x *StopJob) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[17]
+	mi := &file_muster_v1_types_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1686,7 +1870,7 @@ func (x *StopJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopJob.ProtoReflect.Descriptor instead.
 func (*StopJob) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{17}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StopJob) GetJobId() string {
@@ -1722,7 +1906,7 @@ type WorkerStarted struct {
 
 func (x *WorkerStarted) Reset() {
 	*x = WorkerStarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[18]
+	mi := &file_muster_v1_types_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1734,7 +1918,7 @@ func (x *WorkerStarted) String() string {
 func (*WorkerStarted) ProtoMessage() {}
 
 func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[18]
+	mi := &file_muster_v1_types_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1747,7 +1931,7 @@ func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStarted.ProtoReflect.Descriptor instead.
 func (*WorkerStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{18}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WorkerStarted) GetRank() int32 {
@@ -1794,7 +1978,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_muster_v1_types_proto_msgTypes[19]
+	mi := &file_muster_v1_types_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +1990,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[19]
+	mi := &file_muster_v1_types_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +2003,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{19}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Output) GetRank() int32 {
@@ -1862,17 +2046,18 @@ type WorkerExited struct {
 	// stopped is set when muster itself stopped the worker.
 	Stopped bool   `protobuf:"varint,7,opt,name=stopped,proto3" json:"stopped,omitempty"`
 	Error   string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
-	// lost_node names the node of the job whose loss made this worker's agent
-	// stop it (gossip said it died): the store then fails the job for that
-	// node's loss, whichever of the two signals reached it first.
-	LostNode      string `protobuf:"bytes,9,opt,name=lost_node,json=lostNode,proto3" json:"lost_node,omitempty"`
+	// node_loss, when set, is the loss of another node of the job that made
+	// this worker's agent stop it (gossip said it died): the store then fails
+	// the job for that node's loss, whichever of the two signals reached it
+	// first.
+	NodeLoss      *NodeLoss `protobuf:"bytes,10,opt,name=node_loss,json=nodeLoss,proto3" json:"node_loss,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkerExited) Reset() {
 	*x = WorkerExited{}
-	mi := &file_muster_v1_types_proto_msgTypes[20]
+	mi := &file_muster_v1_types_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1884,7 +2069,7 @@ func (x *WorkerExited) String() string {
 func (*WorkerExited) ProtoMessage() {}
 
 func (x *WorkerExited) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[20]
+	mi := &file_muster_v1_types_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1897,7 +2082,7 @@ func (x *WorkerExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerExited.ProtoReflect.Descriptor instead.
 func (*WorkerExited) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{20}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WorkerExited) GetRank() int32 {
@@ -1956,9 +2141,93 @@ func (x *WorkerExited) GetError() string {
 	return ""
 }
 
-func (x *WorkerExited) GetLostNode() string {
+func (x *WorkerExited) GetNodeLoss() *NodeLoss {
 	if x != nil {
-		return x.LostNode
+		return x.NodeLoss
+	}
+	return nil
+}
+
+// NodeLoss says how a node was found lost: which node, who saw it, by which
+// signal, and how long it had been silent. It crosses the wire as fields,
+// so that store and agents never parse each other's messages.
+type NodeLoss struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node is the name of the node lost.
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// observer is the node whose agent saw the loss; empty for the store.
+	Observer string     `protobuf:"bytes,2,opt,name=observer,proto3" json:"observer,omitempty"`
+	Signal   LossSignal `protobuf:"varint,3,opt,name=signal,proto3,enum=muster.v1.LossSignal" json:"signal,omitempty"`
+	// silent_ms is how long nothing had been heard from the node when its
+	// loss was decided; 0 when the signal does not measure it.
+	SilentMs int64 `protobuf:"varint,4,opt,name=silent_ms,json=silentMs,proto3" json:"silent_ms,omitempty"`
+	// detail says what the signal alone does not, for people; never parsed.
+	Detail        string `protobuf:"bytes,5,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeLoss) Reset() {
+	*x = NodeLoss{}
+	mi := &file_muster_v1_types_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeLoss) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeLoss) ProtoMessage() {}
+
+func (x *NodeLoss) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeLoss.ProtoReflect.Descriptor instead.
+func (*NodeLoss) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *NodeLoss) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *NodeLoss) GetObserver() string {
+	if x != nil {
+		return x.Observer
+	}
+	return ""
+}
+
+func (x *NodeLoss) GetSignal() LossSignal {
+	if x != nil {
+		return x.Signal
+	}
+	return LossSignal_LOSS_SIGNAL_UNSPECIFIED
+}
+
+func (x *NodeLoss) GetSilentMs() int64 {
+	if x != nil {
+		return x.SilentMs
+	}
+	return 0
+}
+
+func (x *NodeLoss) GetDetail() string {
+	if x != nil {
+		return x.Detail
 	}
 	return ""
 }
@@ -1976,7 +2245,7 @@ type JobFinished struct {
 
 func (x *JobFinished) Reset() {
 	*x = JobFinished{}
-	mi := &file_muster_v1_types_proto_msgTypes[21]
+	mi := &file_muster_v1_types_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1988,7 +2257,7 @@ func (x *JobFinished) String() string {
 func (*JobFinished) ProtoMessage() {}
 
 func (x *JobFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[21]
+	mi := &file_muster_v1_types_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2001,7 +2270,7 @@ func (x *JobFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFinished.ProtoReflect.Descriptor instead.
 func (*JobFinished) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{21}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *JobFinished) GetState() JobState {
@@ -2044,7 +2313,7 @@ type OutputLost struct {
 
 func (x *OutputLost) Reset() {
 	*x = OutputLost{}
-	mi := &file_muster_v1_types_proto_msgTypes[22]
+	mi := &file_muster_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2056,7 +2325,7 @@ func (x *OutputLost) String() string {
 func (*OutputLost) ProtoMessage() {}
 
 func (x *OutputLost) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[22]
+	mi := &file_muster_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2069,7 +2338,7 @@ func (x *OutputLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLost.ProtoReflect.Descriptor instead.
 func (*OutputLost) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{22}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *OutputLost) GetEvents() uint64 {
@@ -2111,7 +2380,7 @@ type WaitingForNodes struct {
 
 func (x *WaitingForNodes) Reset() {
 	*x = WaitingForNodes{}
-	mi := &file_muster_v1_types_proto_msgTypes[23]
+	mi := &file_muster_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2123,7 +2392,7 @@ func (x *WaitingForNodes) String() string {
 func (*WaitingForNodes) ProtoMessage() {}
 
 func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[23]
+	mi := &file_muster_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2136,7 +2405,7 @@ func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitingForNodes.ProtoReflect.Descriptor instead.
 func (*WaitingForNodes) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{23}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WaitingForNodes) GetRound() int32 {
@@ -2211,7 +2480,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_muster_v1_types_proto_msgTypes[24]
+	mi := &file_muster_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2223,7 +2492,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[24]
+	mi := &file_muster_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2236,7 +2505,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{24}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -2417,7 +2686,7 @@ type RoundRestarting struct {
 
 func (x *RoundRestarting) Reset() {
 	*x = RoundRestarting{}
-	mi := &file_muster_v1_types_proto_msgTypes[25]
+	mi := &file_muster_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2429,7 +2698,7 @@ func (x *RoundRestarting) String() string {
 func (*RoundRestarting) ProtoMessage() {}
 
 func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[25]
+	mi := &file_muster_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2442,7 +2711,7 @@ func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundRestarting.ProtoReflect.Descriptor instead.
 func (*RoundRestarting) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RoundRestarting) GetRound() int32 {
@@ -2492,7 +2761,7 @@ type StoreRestarted struct {
 
 func (x *StoreRestarted) Reset() {
 	*x = StoreRestarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[26]
+	mi := &file_muster_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2504,7 +2773,7 @@ func (x *StoreRestarted) String() string {
 func (*StoreRestarted) ProtoMessage() {}
 
 func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[26]
+	mi := &file_muster_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2517,7 +2786,7 @@ func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreRestarted.ProtoReflect.Descriptor instead.
 func (*StoreRestarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StoreRestarted) GetStoreId() string {
@@ -2543,7 +2812,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[27]
+	mi := &file_muster_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2555,7 +2824,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[27]
+	mi := &file_muster_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2568,7 +2837,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PublishRequest) GetSession() string {
@@ -2603,7 +2872,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[28]
+	mi := &file_muster_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2615,7 +2884,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[28]
+	mi := &file_muster_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2628,7 +2897,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PublishResponse) GetAckedSeq() uint64 {
@@ -2657,7 +2926,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[29]
+	mi := &file_muster_v1_types_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2669,7 +2938,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[29]
+	mi := &file_muster_v1_types_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2682,7 +2951,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -2734,7 +3003,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[30]
+	mi := &file_muster_v1_types_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2746,7 +3015,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[30]
+	mi := &file_muster_v1_types_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2759,7 +3028,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CancelRequest) GetJobId() string {
@@ -2798,7 +3067,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[31]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2810,7 +3079,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[31]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2823,7 +3092,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
 }
 
 type ListNodesRequest struct {
@@ -2834,7 +3103,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[32]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2846,7 +3115,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[32]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2859,7 +3128,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{32}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
 }
 
 type NodeStatus struct {
@@ -2877,7 +3146,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2889,7 +3158,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2902,7 +3171,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *NodeStatus) GetNode() *Node {
@@ -2942,7 +3211,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2954,7 +3223,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2967,7 +3236,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeStatus {
@@ -2985,7 +3254,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2997,7 +3266,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3010,7 +3279,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 type JobStatus struct {
@@ -3028,7 +3297,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3040,7 +3309,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3053,7 +3322,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *JobStatus) GetJobId() string {
@@ -3107,7 +3376,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3119,7 +3388,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3132,7 +3401,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobStatus {
@@ -3153,7 +3422,7 @@ type StdinChunk struct {
 
 func (x *StdinChunk) Reset() {
 	*x = StdinChunk{}
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3165,7 +3434,7 @@ func (x *StdinChunk) String() string {
 func (*StdinChunk) ProtoMessage() {}
 
 func (x *StdinChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3178,7 +3447,7 @@ func (x *StdinChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdinChunk.ProtoReflect.Descriptor instead.
 func (*StdinChunk) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StdinChunk) GetJobId() string {
@@ -3203,7 +3472,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3215,7 +3484,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3228,7 +3497,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
 }
 
 type ReadStdinRequest struct {
@@ -3241,7 +3510,7 @@ type ReadStdinRequest struct {
 
 func (x *ReadStdinRequest) Reset() {
 	*x = ReadStdinRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3253,7 +3522,7 @@ func (x *ReadStdinRequest) String() string {
 func (*ReadStdinRequest) ProtoMessage() {}
 
 func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3266,7 +3535,7 @@ func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStdinRequest.ProtoReflect.Descriptor instead.
 func (*ReadStdinRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ReadStdinRequest) GetSession() string {
@@ -3297,7 +3566,7 @@ type KVSetRequest struct {
 
 func (x *KVSetRequest) Reset() {
 	*x = KVSetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3309,7 +3578,7 @@ func (x *KVSetRequest) String() string {
 func (*KVSetRequest) ProtoMessage() {}
 
 func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3322,7 +3591,7 @@ func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetRequest.ProtoReflect.Descriptor instead.
 func (*KVSetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *KVSetRequest) GetScope() string {
@@ -3355,7 +3624,7 @@ type KVSetResponse struct {
 
 func (x *KVSetResponse) Reset() {
 	*x = KVSetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3367,7 +3636,7 @@ func (x *KVSetResponse) String() string {
 func (*KVSetResponse) ProtoMessage() {}
 
 func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3380,7 +3649,7 @@ func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetResponse.ProtoReflect.Descriptor instead.
 func (*KVSetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *KVSetResponse) GetVersion() uint64 {
@@ -3402,7 +3671,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3414,7 +3683,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3427,7 +3696,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *KVGetRequest) GetScope() string {
@@ -3468,7 +3737,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3480,7 +3749,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3493,7 +3762,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *KVGetResponse) GetValue() []byte {
@@ -3524,7 +3793,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3536,7 +3805,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3549,7 +3818,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *BarrierRequest) GetScope() string {
@@ -3595,7 +3864,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3607,7 +3876,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3620,7 +3889,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
 }
 
 var File_muster_v1_types_proto protoreflect.FileDescriptor
@@ -3639,11 +3908,12 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x04gpus\x18\x03 \x03(\v2\x0e.muster.v1.GPUR\x04gpus\x12\x12\n" +
 	"\x04rank\x18\x04 \x01(\x05R\x04rank\x12\x18\n" +
 	"\aversion\x18\x05 \x01(\tR\aversion\x12\x1b\n" +
-	"\tgpu_error\x18\x06 \x01(\tR\bgpuError\"|\n" +
+	"\tgpu_error\x18\x06 \x01(\tR\bgpuError\"\x9f\x01\n" +
 	"\x0fRegisterRequest\x12#\n" +
 	"\x04node\x18\x01 \x01(\v2\x0f.muster.v1.NodeR\x04node\x12\x19\n" +
 	"\bnode_key\x18\x02 \x01(\tR\anodeKey\x12)\n" +
-	"\x04jobs\x18\x03 \x03(\v2\x15.muster.v1.RunningJobR\x04jobs\"G\n" +
+	"\x04jobs\x18\x03 \x03(\v2\x15.muster.v1.RunningJobR\x04jobs\x12!\n" +
+	"\ftorch_stores\x18\x04 \x03(\tR\vtorchStores\"G\n" +
 	"\x10RegisterResponse\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x19\n" +
 	"\bstore_id\x18\x02 \x01(\tR\astoreId\"\xd9\x03\n" +
@@ -3691,7 +3961,11 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\bround_id\x18\x02 \x01(\tR\aroundId\x12\x14\n" +
 	"\x05ports\x18\x03 \x03(\x05R\x05ports\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\"\x17\n" +
-	"\x15PortsReservedResponse\"\xae\x05\n" +
+	"\x15PortsReservedResponse\"V\n" +
+	"\x11ReportLossRequest\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12'\n" +
+	"\x04loss\x18\x02 \x01(\v2\x13.muster.v1.NodeLossR\x04loss\"\x14\n" +
+	"\x12ReportLossResponse\"\xae\x05\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\fR\x04argv\x12\x16\n" +
 	"\x06nnodes\x18\x02 \x01(\x05R\x06nnodes\x12\x12\n" +
@@ -3778,7 +4052,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12)\n" +
 	"\x06stream\x18\x02 \x01(\x0e2\x11.muster.v1.StreamR\x06stream\x12\x12\n" +
 	"\x04data\x18\x05 \x01(\fR\x04data\x12\x16\n" +
-	"\x06paused\x18\x06 \x01(\bR\x06pausedJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"\xf8\x01\n" +
+	"\x06paused\x18\x06 \x01(\bR\x06pausedJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"\x93\x02\n" +
 	"\fWorkerExited\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x1d\n" +
 	"\n" +
@@ -3789,8 +4063,16 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\vstderr_tail\x18\x06 \x03(\tR\n" +
 	"stderrTail\x12\x18\n" +
 	"\astopped\x18\a \x01(\bR\astopped\x12\x14\n" +
-	"\x05error\x18\b \x01(\tR\x05error\x12\x1b\n" +
-	"\tlost_node\x18\t \x01(\tR\blostNode\"\xa2\x01\n" +
+	"\x05error\x18\b \x01(\tR\x05error\x120\n" +
+	"\tnode_loss\x18\n" +
+	" \x01(\v2\x13.muster.v1.NodeLossR\bnodeLossJ\x04\b\t\x10\n" +
+	"\"\x9e\x01\n" +
+	"\bNodeLoss\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
+	"\bobserver\x18\x02 \x01(\tR\bobserver\x12-\n" +
+	"\x06signal\x18\x03 \x01(\x0e2\x15.muster.v1.LossSignalR\x06signal\x12\x1b\n" +
+	"\tsilent_ms\x18\x04 \x01(\x03R\bsilentMs\x12\x16\n" +
+	"\x06detail\x18\x05 \x01(\tR\x06detail\"\xa2\x01\n" +
 	"\vJobFinished\x12)\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x13.muster.v1.JobStateR\x05state\x12\x1b\n" +
 	"\texit_code\x18\x02 \x01(\x05R\bexitCode\x12\x18\n" +
@@ -3914,7 +4196,19 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x06Stream\x12\x16\n" +
 	"\x12STREAM_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTREAM_STDOUT\x10\x01\x12\x11\n" +
-	"\rSTREAM_STDERR\x10\x02B5Z3github.com/musterhq/muster/proto/muster/v1;musterv1b\x06proto3"
+	"\rSTREAM_STDERR\x10\x02*\xac\x02\n" +
+	"\n" +
+	"LossSignal\x12\x1b\n" +
+	"\x17LOSS_SIGNAL_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17LOSS_SIGNAL_GOSSIP_DEAD\x10\x01\x12\x1a\n" +
+	"\x16LOSS_SIGNAL_AGENT_GONE\x10\x02\x12\x1f\n" +
+	"\x1bLOSS_SIGNAL_SESSION_EXPIRED\x10\x03\x12\x1d\n" +
+	"\x19LOSS_SIGNAL_JOB_FORGOTTEN\x10\x04\x12\x1f\n" +
+	"\x1bLOSS_SIGNAL_UNREAD_COMMANDS\x10\x05\x12\x18\n" +
+	"\x14LOSS_SIGNAL_REPLACED\x10\x06\x12\x18\n" +
+	"\x14LOSS_SIGNAL_NOT_BACK\x10\a\x12\x14\n" +
+	"\x10LOSS_SIGNAL_LEFT\x10\b\x12\x1d\n" +
+	"\x19LOSS_SIGNAL_STORE_CLOSING\x10\tB5Z3github.com/musterhq/muster/proto/muster/v1;musterv1b\x06proto3"
 
 var (
 	file_muster_v1_types_proto_rawDescOnce sync.Once
@@ -3928,98 +4222,105 @@ func file_muster_v1_types_proto_rawDescGZIP() []byte {
 	return file_muster_v1_types_proto_rawDescData
 }
 
-var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_muster_v1_types_proto_goTypes = []any{
 	(JobState)(0),                 // 0: muster.v1.JobState
 	(Stream)(0),                   // 1: muster.v1.Stream
-	(*GPU)(nil),                   // 2: muster.v1.GPU
-	(*Node)(nil),                  // 3: muster.v1.Node
-	(*RegisterRequest)(nil),       // 4: muster.v1.RegisterRequest
-	(*RegisterResponse)(nil),      // 5: muster.v1.RegisterResponse
-	(*RunningJob)(nil),            // 6: muster.v1.RunningJob
-	(*RankState)(nil),             // 7: muster.v1.RankState
-	(*WatchRequest)(nil),          // 8: muster.v1.WatchRequest
-	(*AgentCommand)(nil),          // 9: muster.v1.AgentCommand
-	(*ReleaseStore)(nil),          // 10: muster.v1.ReleaseStore
-	(*ReservePorts)(nil),          // 11: muster.v1.ReservePorts
-	(*PortsReservedRequest)(nil),  // 12: muster.v1.PortsReservedRequest
-	(*PortsReservedResponse)(nil), // 13: muster.v1.PortsReservedResponse
-	(*JobSpec)(nil),               // 14: muster.v1.JobSpec
-	(*SubmitRequest)(nil),         // 15: muster.v1.SubmitRequest
-	(*SubmitResponse)(nil),        // 16: muster.v1.SubmitResponse
-	(*Assignment)(nil),            // 17: muster.v1.Assignment
-	(*Identity)(nil),              // 18: muster.v1.Identity
-	(*StopJob)(nil),               // 19: muster.v1.StopJob
-	(*WorkerStarted)(nil),         // 20: muster.v1.WorkerStarted
-	(*Output)(nil),                // 21: muster.v1.Output
-	(*WorkerExited)(nil),          // 22: muster.v1.WorkerExited
-	(*JobFinished)(nil),           // 23: muster.v1.JobFinished
-	(*OutputLost)(nil),            // 24: muster.v1.OutputLost
-	(*WaitingForNodes)(nil),       // 25: muster.v1.WaitingForNodes
-	(*JobEvent)(nil),              // 26: muster.v1.JobEvent
-	(*RoundRestarting)(nil),       // 27: muster.v1.RoundRestarting
-	(*StoreRestarted)(nil),        // 28: muster.v1.StoreRestarted
-	(*PublishRequest)(nil),        // 29: muster.v1.PublishRequest
-	(*PublishResponse)(nil),       // 30: muster.v1.PublishResponse
-	(*WatchJobRequest)(nil),       // 31: muster.v1.WatchJobRequest
-	(*CancelRequest)(nil),         // 32: muster.v1.CancelRequest
-	(*CancelResponse)(nil),        // 33: muster.v1.CancelResponse
-	(*ListNodesRequest)(nil),      // 34: muster.v1.ListNodesRequest
-	(*NodeStatus)(nil),            // 35: muster.v1.NodeStatus
-	(*ListNodesResponse)(nil),     // 36: muster.v1.ListNodesResponse
-	(*ListJobsRequest)(nil),       // 37: muster.v1.ListJobsRequest
-	(*JobStatus)(nil),             // 38: muster.v1.JobStatus
-	(*ListJobsResponse)(nil),      // 39: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),            // 40: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),    // 41: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),      // 42: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),          // 43: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),         // 44: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),          // 45: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),         // 46: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),        // 47: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),       // 48: muster.v1.BarrierResponse
+	(LossSignal)(0),               // 2: muster.v1.LossSignal
+	(*GPU)(nil),                   // 3: muster.v1.GPU
+	(*Node)(nil),                  // 4: muster.v1.Node
+	(*RegisterRequest)(nil),       // 5: muster.v1.RegisterRequest
+	(*RegisterResponse)(nil),      // 6: muster.v1.RegisterResponse
+	(*RunningJob)(nil),            // 7: muster.v1.RunningJob
+	(*RankState)(nil),             // 8: muster.v1.RankState
+	(*WatchRequest)(nil),          // 9: muster.v1.WatchRequest
+	(*AgentCommand)(nil),          // 10: muster.v1.AgentCommand
+	(*ReleaseStore)(nil),          // 11: muster.v1.ReleaseStore
+	(*ReservePorts)(nil),          // 12: muster.v1.ReservePorts
+	(*PortsReservedRequest)(nil),  // 13: muster.v1.PortsReservedRequest
+	(*PortsReservedResponse)(nil), // 14: muster.v1.PortsReservedResponse
+	(*ReportLossRequest)(nil),     // 15: muster.v1.ReportLossRequest
+	(*ReportLossResponse)(nil),    // 16: muster.v1.ReportLossResponse
+	(*JobSpec)(nil),               // 17: muster.v1.JobSpec
+	(*SubmitRequest)(nil),         // 18: muster.v1.SubmitRequest
+	(*SubmitResponse)(nil),        // 19: muster.v1.SubmitResponse
+	(*Assignment)(nil),            // 20: muster.v1.Assignment
+	(*Identity)(nil),              // 21: muster.v1.Identity
+	(*StopJob)(nil),               // 22: muster.v1.StopJob
+	(*WorkerStarted)(nil),         // 23: muster.v1.WorkerStarted
+	(*Output)(nil),                // 24: muster.v1.Output
+	(*WorkerExited)(nil),          // 25: muster.v1.WorkerExited
+	(*NodeLoss)(nil),              // 26: muster.v1.NodeLoss
+	(*JobFinished)(nil),           // 27: muster.v1.JobFinished
+	(*OutputLost)(nil),            // 28: muster.v1.OutputLost
+	(*WaitingForNodes)(nil),       // 29: muster.v1.WaitingForNodes
+	(*JobEvent)(nil),              // 30: muster.v1.JobEvent
+	(*RoundRestarting)(nil),       // 31: muster.v1.RoundRestarting
+	(*StoreRestarted)(nil),        // 32: muster.v1.StoreRestarted
+	(*PublishRequest)(nil),        // 33: muster.v1.PublishRequest
+	(*PublishResponse)(nil),       // 34: muster.v1.PublishResponse
+	(*WatchJobRequest)(nil),       // 35: muster.v1.WatchJobRequest
+	(*CancelRequest)(nil),         // 36: muster.v1.CancelRequest
+	(*CancelResponse)(nil),        // 37: muster.v1.CancelResponse
+	(*ListNodesRequest)(nil),      // 38: muster.v1.ListNodesRequest
+	(*NodeStatus)(nil),            // 39: muster.v1.NodeStatus
+	(*ListNodesResponse)(nil),     // 40: muster.v1.ListNodesResponse
+	(*ListJobsRequest)(nil),       // 41: muster.v1.ListJobsRequest
+	(*JobStatus)(nil),             // 42: muster.v1.JobStatus
+	(*ListJobsResponse)(nil),      // 43: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),            // 44: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),    // 45: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),      // 46: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),          // 47: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),         // 48: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),          // 49: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),         // 50: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),        // 51: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),       // 52: muster.v1.BarrierResponse
 }
 var file_muster_v1_types_proto_depIdxs = []int32{
-	2,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
-	3,  // 1: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
-	6,  // 2: muster.v1.RegisterRequest.jobs:type_name -> muster.v1.RunningJob
-	14, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
-	18, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
-	7,  // 5: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
-	22, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
-	11, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
-	17, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
-	19, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
-	10, // 10: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
-	14, // 11: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
-	14, // 12: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
-	18, // 13: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
-	1,  // 14: muster.v1.Output.stream:type_name -> muster.v1.Stream
-	0,  // 15: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
-	22, // 16: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
-	0,  // 17: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
-	20, // 18: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
-	21, // 19: muster.v1.JobEvent.output:type_name -> muster.v1.Output
-	22, // 20: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
-	23, // 21: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
-	24, // 22: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
-	25, // 23: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
-	28, // 24: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
-	27, // 25: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
-	26, // 26: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
-	3,  // 27: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
-	35, // 28: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
-	14, // 29: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
-	0,  // 30: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
-	18, // 31: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	38, // 32: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	3,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
+	4,  // 1: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
+	7,  // 2: muster.v1.RegisterRequest.jobs:type_name -> muster.v1.RunningJob
+	17, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
+	21, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
+	8,  // 5: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
+	25, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
+	12, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
+	20, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
+	22, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
+	11, // 10: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
+	26, // 11: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
+	17, // 12: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
+	17, // 13: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
+	21, // 14: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
+	1,  // 15: muster.v1.Output.stream:type_name -> muster.v1.Stream
+	26, // 16: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
+	2,  // 17: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
+	0,  // 18: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
+	25, // 19: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
+	0,  // 20: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
+	23, // 21: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
+	24, // 22: muster.v1.JobEvent.output:type_name -> muster.v1.Output
+	25, // 23: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
+	27, // 24: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
+	28, // 25: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
+	29, // 26: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
+	32, // 27: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
+	31, // 28: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
+	30, // 29: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
+	4,  // 30: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
+	39, // 31: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
+	17, // 32: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
+	0,  // 33: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
+	21, // 34: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
+	42, // 35: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_types_proto_init() }
@@ -4033,8 +4334,8 @@ func file_muster_v1_types_proto_init() {
 		(*AgentCommand_Stop)(nil),
 		(*AgentCommand_ReleaseStore)(nil),
 	}
-	file_muster_v1_types_proto_msgTypes[12].OneofWrappers = []any{}
-	file_muster_v1_types_proto_msgTypes[24].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[14].OneofWrappers = []any{}
+	file_muster_v1_types_proto_msgTypes[27].OneofWrappers = []any{
 		(*JobEvent_State)(nil),
 		(*JobEvent_Started)(nil),
 		(*JobEvent_Output)(nil),
@@ -4050,8 +4351,8 @@ func file_muster_v1_types_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_types_proto_rawDesc), len(file_muster_v1_types_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   47,
+			NumEnums:      3,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

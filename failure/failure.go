@@ -1,0 +1,117 @@
+// Package failure is the one meaning of "a worker failed" and "a node was
+// lost", shared by the store, which ends jobs for them, and the agents,
+// which stop their own workers at once for them: what counts as a failure,
+// the exit code it gives a job, and the words that describe it.
+package failure
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+)
+
+// Failed says whether a worker's end fails its job: it exited non-zero, a
+// signal killed it, or it could not be started or reaped, and muster itself
+// did not stop it. The first failed worker stops the job everywhere.
+func Failed(ex *musterv1.WorkerExited) bool {
+	return !ex.GetStopped() && (ex.GetExitCode() != 0 || ex.GetSignal() != 0 || ex.GetError() != "")
+}
+
+// ExitCode is the shell's code for a worker's end: its exit status, or
+// 128+signal; 1 for a worker that could not be run.
+func ExitCode(ex *musterv1.WorkerExited) int32 {
+	if ex.GetSignal() != 0 {
+		return 128 + ex.GetSignal()
+	}
+	if ex.GetExitCode() == 0 && ex.GetError() != "" {
+		return 1
+	}
+	return ex.GetExitCode()
+}
+
+// Describe says in one line how a failed worker of a job of spec ended,
+// naming its rank, node and local rank.
+func Describe(spec *musterv1.JobSpec, ex *musterv1.WorkerExited) string {
+	who := fmt.Sprintf("rank %d (node %s, local rank %d)", ex.GetRank(), ex.GetNode(), ex.GetLocalRank())
+	if spec.GetMpi() == "openmpi" {
+		// The workers of an Open MPI job are mpirun and the nodes' daemons,
+		// not MPI ranks: mpirun's own message names the rank.
+		who = "mpirun (node " + ex.GetNode() + ")"
+		if ex.GetRank() != 0 {
+			who = "the Open MPI daemon on node " + ex.GetNode()
+		}
+	}
+	switch {
+	case ex.GetError() != "":
+		return who + ": " + ex.GetError()
+	case ex.GetSignal() != 0:
+		return fmt.Sprintf("%s was killed by signal %d (%s)", who, ex.GetSignal(), unix.SignalName(unix.Signal(ex.GetSignal())))
+	}
+	return fmt.Sprintf("%s exited with code %d", who, ex.GetExitCode())
+}
+
+// Loss builds a NodeLoss: node lost by signal, as seen by observer (""
+// for the store), silent for silent.
+func Loss(node string, signal musterv1.LossSignal, observer string, silent time.Duration, detail string) *musterv1.NodeLoss {
+	return &musterv1.NodeLoss{Node: node, Observer: observer, Signal: signal, SilentMs: silent.Milliseconds(), Detail: detail}
+}
+
+// DescribeLoss says in one line how a node was lost:
+// "node b lost: no gossip ack for 1.2 s (seen by node a)".
+func DescribeLoss(l *musterv1.NodeLoss) string {
+	s := "node " + l.GetNode() + " lost: " + Cause(l)
+	if o := l.GetObserver(); o != "" && o != l.GetNode() {
+		s += " (seen by node " + o + ")"
+	}
+	return s
+}
+
+// Cause says what told of the loss, without the node's name.
+func Cause(l *musterv1.NodeLoss) string {
+	silent := time.Duration(l.GetSilentMs()) * time.Millisecond
+	var s string
+	switch l.GetSignal() {
+	case musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD:
+		s = "no gossip ack"
+		if silent > 0 {
+			s += " for " + strconv.FormatFloat(silent.Seconds(), 'f', 1, 64) + " s"
+		}
+	case musterv1.LossSignal_LOSS_SIGNAL_AGENT_GONE:
+		s = "agent connection closed"
+	case musterv1.LossSignal_LOSS_SIGNAL_SESSION_EXPIRED:
+		s = "its agent's connection broke and it did not come back"
+		if l.GetDetail() != "" {
+			s = l.GetDetail() + ", and its agent did not come back"
+		}
+		if silent > 0 {
+			s += " within " + silent.String()
+		}
+		return s
+	case musterv1.LossSignal_LOSS_SIGNAL_JOB_FORGOTTEN:
+		s = "its agent registered again without the job (its assignment was lost)"
+	case musterv1.LossSignal_LOSS_SIGNAL_UNREAD_COMMANDS:
+		s = "it left the store's commands unread"
+	case musterv1.LossSignal_LOSS_SIGNAL_REPLACED:
+		s = "registered again"
+	case musterv1.LossSignal_LOSS_SIGNAL_NOT_BACK:
+		s = "its agent did not register"
+		if silent > 0 {
+			s += " within " + silent.String()
+		}
+		s += " of the store's restart"
+	case musterv1.LossSignal_LOSS_SIGNAL_LEFT:
+		s = "it left the cluster"
+	case musterv1.LossSignal_LOSS_SIGNAL_STORE_CLOSING:
+		s = "store closing"
+	default:
+		s = "lost"
+	}
+	if d := l.GetDetail(); d != "" {
+		s += " (" + d + ")"
+	}
+	return s
+}
