@@ -37,6 +37,35 @@ func WithEnv(f cli.Flag, env string) cli.Flag {
 	return f
 }
 
+// InCategory puts flags under category in their command's help, so that a
+// command with many flags shows them in groups.
+func InCategory(category string, flags ...cli.Flag) []cli.Flag {
+	for _, f := range flags {
+		switch f := f.(type) {
+		case aliased:
+			f.Category = category
+		case *cli.GenericFlag:
+			f.Category = category
+		case *cli.StringFlag:
+			f.Category = category
+		case *cli.BoolFlag:
+			f.Category = category
+		default:
+			panic(fmt.Sprintf("cmdline.InCategory: flag %s of type %T", f.Names()[0], f))
+		}
+	}
+	return flags
+}
+
+// WithDefaultText makes help show text as the default of a flag made by
+// Flag, where the zero value stands for a default that other flags decide.
+func WithDefaultText(f cli.Flag, text string) cli.Flag {
+	if a, ok := f.(aliased); ok {
+		a.DefaultText = text
+	}
+	return f
+}
+
 type aliased struct{ *cli.GenericFlag }
 
 // Names is the first name only, so that urfave/cli copies nothing between
@@ -90,7 +119,14 @@ func prepare(app *cli.App, args []string) {
 			if c.NArg() > 0 {
 				return Usagef(c, "unknown command %s", showArg(c.Args().First()))
 			}
-			return cli.ShowAppHelp(c)
+			// No command is a usage error too: the usage goes to stderr.
+			w := c.App.Writer
+			c.App.Writer = c.App.ErrWriter
+			defer func() { c.App.Writer = w }()
+			if err := cli.ShowAppHelp(c); err != nil {
+				return err
+			}
+			return cli.Exit("", UsageExitCode)
 		}
 	}
 	app.OnUsageError = onUsageError(app.HelpName, args)

@@ -156,3 +156,36 @@ func TestHelpNamesShortAliasesOnly(t *testing.T) {
 		t.Fatalf("help:\n%s", help)
 	}
 }
+
+// A bare command line names no command: its usage goes to stderr, as a
+// usage error's line does, with exit code 2.
+func TestNoCommandIsAUsageError(t *testing.T) {
+	ta := newTestApp()
+	code := Run(ta.app, []string{"launcher"})
+	if code != UsageExitCode || ta.out.Len() != 0 || !strings.Contains(ta.err.String(), "USAGE:") || !strings.Contains(ta.err.String(), "hostlist") {
+		t.Fatalf("exit %d\nstdout %q\nstderr %q\nwant exit 2 and the usage on stderr only", code, ta.out.String(), ta.err.String())
+	}
+	ta = newTestApp()
+	if code := Run(ta.app, []string{"launcher", "--help"}); code != 0 || !strings.Contains(ta.out.String(), "USAGE:") || ta.err.Len() != 0 {
+		t.Fatalf("--help: exit %d\nstdout %q\nstderr %q\nwant exit 0 and the usage on stdout", code, ta.out.String(), ta.err.String())
+	}
+}
+
+func TestInCategoryAndDefaultText(t *testing.T) {
+	n := NewCount(0, 1, 8)
+	cmd := &cli.Command{Name: "run", Flags: append(
+		InCategory("Placement", WithDefaultText(Flag(n, "nproc", []string{"np"}, "workers"), "one per GPU")),
+		InCategory("Output", &cli.StringFlag{Name: "log-dir"}, &cli.BoolFlag{Name: "tag-output"})...)}
+	var got []string
+	for _, c := range cmd.VisibleFlagCategories() {
+		for _, f := range c.Flags() {
+			got = append(got, c.Name()+": "+f.Names()[0])
+		}
+	}
+	if want := "Output: log-dir|Output: tag-output|Placement: nproc"; strings.Join(got, "|") != want {
+		t.Errorf("categories %q; want %q", strings.Join(got, "|"), want)
+	}
+	if s := cmd.Flags[0].String(); !strings.Contains(s, "(default: one per GPU)") {
+		t.Errorf("help line %q does not show the default text", s)
+	}
+}

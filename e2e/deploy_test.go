@@ -263,8 +263,8 @@ func strs(v any) []string {
 }
 
 // The Dockerfile's base images are build arguments, its final stage has
-// both binaries in /usr/local/bin, and it and the README say how to add
-// them to one's own image.
+// both binaries in /usr/local/bin, and it, the README and the containers
+// page say how to add them to one's own image.
 func TestDeployDockerfile(t *testing.T) {
 	data, err := os.ReadFile("../deploy/docker/Dockerfile")
 	if err != nil {
@@ -272,11 +272,15 @@ func TestDeployDockerfile(t *testing.T) {
 	}
 	df := string(data)
 	copyLine := "COPY --from=muster /usr/local/bin/agent /usr/local/bin/launcher /usr/local/bin/"
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
+	texts := map[string]string{"the Dockerfile": df}
+	for _, doc := range []string{"README.md", "docs/containers.md"} {
+		text, err := os.ReadFile("../" + doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts[doc] = string(text)
 	}
-	for what, text := range map[string]string{"the Dockerfile": df, "README.md": string(readme)} {
+	for what, text := range texts {
 		if !strings.Contains(text, copyLine) {
 			t.Errorf("%s does not show %q", what, copyLine)
 		}

@@ -117,6 +117,8 @@ func TestUsageErrorIsOneLine(t *testing.T) {
 		{"below a millisecond", []string{"run", "--timeout", "500us", "--", "true"}, "launcher: --timeout 500us: below a millisecond"},
 		{"kill timeout below a millisecond", []string{"run", "--kill-timeout", "10ns", "--", "true"}, "launcher: --kill-timeout 10ns: below a millisecond"},
 		{"missing command", []string{"run", "--nproc", "2"}, "launcher: no command given"},
+		{"no workers", []string{"run", "--nproc", "0", "--", "true"}, "launcher: --nproc 0: at least 1"},
+		{"negative workers", []string{"run", "-np", "-1", "--", "true"}, "launcher: -np -1: at least 1"},
 		{"nproc overflow", []string{"run", "--nproc", "4294967298", "--", "true"}, "launcher: --nproc 4294967298: at most 4096"},
 		{"nnodes overflow", []string{"run", "--nnodes", "4294967297", "--", "true"}, "launcher: --nnodes 4294967297: at most 10000"},
 		{"gpus overflow", []string{"run", "--gpus", "4294967297", "--", "true"}, "launcher: --gpus 4294967297: at most 1024"},
@@ -139,6 +141,55 @@ func TestUsageErrorIsOneLine(t *testing.T) {
 	out, err := runAgentOnce(t, "--node-rank", "4294967296")
 	if err == nil || out != "agent: --node-rank 4294967296: at most 9999; see agent --help\n" {
 		t.Fatalf("agent: %v, %q", err, out)
+	}
+}
+
+// A bare launcher is a usage error: the usage on stderr, exit status 2.
+func TestBareLauncherPrintsUsage(t *testing.T) {
+	r := runLauncher(t)
+	if r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, "USAGE:\n   launcher [global options] command") ||
+		!strings.Contains(r.stderr, "\n   run ") {
+		t.Fatalf("exit %d\nstdout %q\nstderr %q\nwant exit 2 and the usage on stderr", r.code, r.stdout, r.stderr)
+	}
+}
+
+// run's help shows its flags in groups, in the order a user decides them,
+// and ends with examples.
+func TestRunHelpGroupsFlags(t *testing.T) {
+	r := runLauncher(t, "run", "--help")
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	groups := []struct {
+		heading string
+		flags   []string
+	}{
+		{"Placement", []string{"--nnodes", "--gpus", "--nproc", "--host", "--hostfile", "--exclude"}},
+		{"Environment", []string{"--env", "--workdir", "--isolate-gpus", "--no-nccl-autodetect", "--no-agent-store"}},
+		{"Output", []string{"--stdin", "--tag-output", "--no-tag-output", "--log-dir", "--verbose"}},
+		{"Failure handling", []string{"--timeout", "--kill-timeout", "--max-restarts"}},
+		{"MPI", []string{"--mpi"}},
+		{"Cluster", []string{"--cluster", "--token-file", "--tls-ca", "--wait-timeout", "--embedded"}},
+	}
+	// Each group's block: its heading, then its flags up to a blank line.
+	rest := r.stdout
+	for _, g := range groups {
+		i := strings.Index(rest, "\n   "+g.heading+":\n")
+		if i < 0 {
+			t.Fatalf("no group %q after the previous one in:\n%s", g.heading, r.stdout)
+		}
+		rest = rest[i+len(g.heading)+6:]
+		block, _, _ := strings.Cut(rest, "\n\n")
+		var got []string
+		for _, line := range strings.Split(block, "\n") {
+			got = append(got, strings.TrimSuffix(strings.Fields(line)[0], ","))
+		}
+		if strings.Join(got, " ") != strings.Join(g.flags, " ") {
+			t.Errorf("group %s has %q; want %q", g.heading, got, g.flags)
+		}
+	}
+	if !regexp.MustCompile(`\nEXAMPLES:\n   launcher run --gpus 2 -- python train.py +one worker per GPU, on this machine\n(?:   .*\n|\n)+$`).MatchString(r.stdout) {
+		t.Errorf("help does not end with examples:\n%s", r.stdout)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -34,7 +35,7 @@ func runCommand() *cli.Command {
 	f := runFlags{
 		nnodes:      cmdline.NewCount(1, 1, rendezvous.MaxNodes),
 		gpus:        cmdline.NewCount(0, 0, rendezvous.MaxGPUs),
-		nproc:       cmdline.NewCount(0, 0, rendezvous.MaxNProc),
+		nproc:       cmdline.NewCount(0, 1, rendezvous.MaxNProc), // 0, the default: one per GPU, else 1
 		maxRestarts: cmdline.NewCount(0, 0, rendezvous.MaxRestarts),
 		env:         &cmdline.List{},
 		killTimeout: cmdline.NewDuration(10 * time.Second),
@@ -43,31 +44,46 @@ func runCommand() *cli.Command {
 		stdin:       &launch.Stdin{},
 	}
 	return &cli.Command{
-		Name:      "run",
-		Usage:     "run a job: on this machine (the embedded default) or on a cluster (--cluster)",
-		ArgsUsage: "[--] COMMAND [ARGS...]",
-		Flags: append([]cli.Flag{
-			cmdline.Flag(f.nnodes, "nnodes", []string{"n"}, "number of `NODES`"),
-			cmdline.Flag(f.gpus, "gpus", nil, "`GPUS` per node; one worker per GPU unless --nproc says otherwise"),
-			cmdline.Flag(f.nproc, "nproc", []string{"np", "nproc-per-node", "nproc_per_node"}, "`WORKERS` per node (without --gpus: workers with no GPU); also -np, --nproc-per-node, --nproc_per_node"),
-			cmdline.Flag(f.env, "env", []string{"x"}, "`VAR` passes the launcher's value of VAR, VAR=value sets it (commas and spaces kept); never overwritten"),
-			&cli.StringFlag{Name: "log-dir", Usage: "write each rank's output to `DIR`/JOB-ID/rank-N.log (each job a directory of its own)"},
-			cmdline.Flag(f.maxRestarts, "max-restarts", nil, "after a failed worker or a lost node, start the job again (a new unique ID, an empty TCPStore), up to `K` times in all (TORCHELASTIC_RESTART_COUNT counts them)"),
-			cmdline.Flag(f.killTimeout, "kill-timeout", nil, "grace between SIGTERM and SIGKILL when stopping workers (`DURATION`: 30s, 2m, or seconds)"),
-			cmdline.Flag(f.timeout, "timeout", nil, "wall-clock limit for the job (`DURATION`: 30s, 2h, or seconds; 0 for none); exit code 124 when reached"),
-			cmdline.Flag(f.waitTimeout, "wait-timeout", nil, "on a cluster, how long the job waits for --nnodes nodes with --gpus free GPUs, printing progress (`DURATION`; 0 fails at once)"),
-			cmdline.Flag(f.stdin, "stdin", nil, "which rank reads the launcher's stdin: a `RANK`, all (a copy each) or none; the others get /dev/null"),
-			&cli.BoolFlag{Name: "tag-output", Value: true, Usage: "prefix each output line with [rank] (--no-tag-output turns it off)"},
-			&cli.BoolFlag{Name: "no-tag-output", Usage: "print output lines as they are"},
-			&cli.BoolFlag{Name: "isolate-gpus", Usage: "show each worker only its own GPUs"},
-			&cli.StringFlag{Name: "mpi", Usage: "the agents serve `MPI`'s process manager interface, so its programs start without mpiexec: mpich (MPICH, Intel MPI), or openmpi (mpirun on node rank 0, the agents its remote shell)"},
-			&cli.BoolFlag{Name: "no-agent-store", Usage: "rank 0 hosts PyTorch's TCPStore on MASTER_PORT, as without an agent (by default node rank 0's agent serves it for the job's life, and workers get TORCHELASTIC_USE_AGENT_STORE=True)"},
-			&cli.BoolFlag{Name: "no-nccl-autodetect", Usage: "do not set NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_IB_GID_INDEX"},
-			&cli.StringFlag{Name: "workdir", Usage: "workers' working `DIR` (default: the current one on the embedded default, the agent's on a cluster)"},
-			&cli.BoolFlag{Name: "embedded", Usage: "run the store and an agent inside the launcher even when an agent serves this machine"},
-			&cli.StringFlag{Name: "gpu-devices", Usage: "declare this machine's GPUs (`LIST` of indices) instead of asking NVML; embedded default only", Hidden: true},
-			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log what the store and agent do"},
-		}, append(placementFlags(), clusterFlags(false)...)...),
+		Name:               "run",
+		Usage:              "run a job: on this machine (the embedded default) or on a cluster (--cluster)",
+		ArgsUsage:          "[--] COMMAND [ARGS...]",
+		CustomHelpTemplate: runHelpTemplate(),
+		Flags: slices.Concat(
+			cmdline.InCategory(catPlacement, append([]cli.Flag{
+				cmdline.Flag(f.nnodes, "nnodes", []string{"n"}, "number of `NODES`"),
+				cmdline.Flag(f.gpus, "gpus", nil, "`GPUS` per node; one worker per GPU unless --nproc says otherwise"),
+				cmdline.WithDefaultText(cmdline.Flag(f.nproc, "nproc", []string{"np", "nproc-per-node", "nproc_per_node"},
+					"`WORKERS` per node, 1 or more (without --gpus: workers with no GPU); also -np, --nproc-per-node, --nproc_per_node"),
+					"one per GPU, else 1"),
+			}, placementFlags()...)...),
+			cmdline.InCategory(catEnvironment,
+				cmdline.Flag(f.env, "env", []string{"x"}, "`VAR` passes the launcher's value of VAR, VAR=value sets it (commas and spaces kept); never overwritten"),
+				&cli.StringFlag{Name: "workdir", Usage: "workers' working `DIR` (default: the current one on the embedded default, the agent's on a cluster)"},
+				&cli.BoolFlag{Name: "isolate-gpus", Usage: "show each worker only its own GPUs"},
+				&cli.BoolFlag{Name: "no-nccl-autodetect", Usage: "do not set NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_IB_GID_INDEX"},
+				&cli.BoolFlag{Name: "no-agent-store", Usage: "rank 0 hosts PyTorch's TCPStore on MASTER_PORT, as without an agent (by default node rank 0's agent serves it for the job's life, and workers get TORCHELASTIC_USE_AGENT_STORE=True)"},
+			),
+			cmdline.InCategory(catOutput,
+				cmdline.Flag(f.stdin, "stdin", nil, "which rank reads the launcher's stdin: a `RANK`, all (a copy each) or none; the others get /dev/null"),
+				&cli.BoolFlag{Name: "tag-output", Value: true, Usage: "prefix each output line with [rank] (--no-tag-output turns it off)"},
+				&cli.BoolFlag{Name: "no-tag-output", Usage: "print output lines as they are"},
+				&cli.StringFlag{Name: "log-dir", Usage: "write each rank's output to `DIR`/JOB-ID/rank-N.log (each job a directory of its own)"},
+				&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log what the store and agent do"},
+			),
+			cmdline.InCategory(catFailures,
+				cmdline.Flag(f.timeout, "timeout", nil, "wall-clock limit for the job (`DURATION`: 30s, 2h, or seconds; 0 for none); exit code 124 when reached"),
+				cmdline.Flag(f.killTimeout, "kill-timeout", nil, "grace between SIGTERM and SIGKILL when stopping workers (`DURATION`: 30s, 2m, or seconds)"),
+				cmdline.Flag(f.maxRestarts, "max-restarts", nil, "after a failed worker or a lost node, start the job again (a new unique ID, an empty TCPStore), up to `K` times in all (TORCHELASTIC_RESTART_COUNT counts them)"),
+			),
+			cmdline.InCategory(catMPI,
+				&cli.StringFlag{Name: "mpi", Usage: "the agents serve `MPI`'s process manager interface, so its programs start without mpiexec: mpich (MPICH, Intel MPI), or openmpi (mpirun on node rank 0, the agents its remote shell)"},
+			),
+			cmdline.InCategory(catCluster, append(clusterFlags(false),
+				cmdline.Flag(f.waitTimeout, "wait-timeout", nil, "on a cluster, how long the job waits for --nnodes nodes with --gpus free GPUs, printing progress (`DURATION`; 0 fails at once)"),
+				&cli.BoolFlag{Name: "embedded", Usage: "run the store and an agent inside the launcher even when an agent serves this machine"},
+				&cli.StringFlag{Name: "gpu-devices", Usage: "declare this machine's GPUs (`LIST` of indices) instead of asking NVML; embedded default only", Hidden: true},
+			)...),
+		),
 		Action: func(c *cli.Context) error { return run(c, f) },
 	}
 }
@@ -157,7 +173,7 @@ func run(c *cli.Context, f runFlags) error {
 			}
 			return cli.Exit(fmt.Sprintf("--nnodes %d needs a cluster: without --cluster the launcher runs one node, this one%s, "+
 				"and no agent's socket answers here (%s). On a cluster's head node its agent's socket takes the job; "+
-				"elsewhere pass --cluster HOST:PORT (or set MUSTER_CLUSTER); see README.md",
+				"elsewhere pass --cluster HOST:PORT (or set MUSTER_CLUSTER); see docs/cluster.md",
 				spec.Nnodes, hint, strings.Join(rendezvous.LocalAgentSockets(), ", ")), cmdline.UsageExitCode)
 		}
 		if len(spec.Workdir) == 0 {

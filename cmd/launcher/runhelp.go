@@ -1,0 +1,55 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The groups of run's flags, in the order its help shows them: where the
+// job runs, what its workers get, its output, what happens when it fails,
+// MPI, and how the launcher reaches a cluster.
+const (
+	catPlacement   = "Placement"
+	catEnvironment = "Environment"
+	catOutput      = "Output"
+	catFailures    = "Failure handling"
+	catMPI         = "MPI"
+	catCluster     = "Cluster"
+)
+
+var runCategories = []string{catPlacement, catEnvironment, catOutput, catFailures, catMPI, catCluster}
+
+// runExamples end run's help: one line for each common way to run.
+const runExamples = `   launcher run --gpus 2 -- python train.py                  one worker per GPU, on this machine
+   launcher run --nproc 4 -- ./cpu_job                       four workers without GPUs
+   launcher run --gpus 4 --nproc 2 -- python train.py        two workers with two GPUs each
+   launcher run --nproc 4 --mpi mpich -- ./hello             an MPICH program, no mpiexec
+   launcher run -n 2 --gpus 8 -- python train.py             two nodes, through this machine's agent
+   launcher run --cluster head:29400 --tls-ca ca.pem -n 2 --gpus 8 -- python train.py
+                                                             the same from another machine
+   launcher run --timeout 2h --max-restarts 3 --log-dir logs -- python train.py
+
+   Every flag, durations and exit statuses: docs/flags.md in muster's source.`
+
+// runHelpTemplate is urfave/cli's command help with the flags in groups,
+// in runCategories' order and each in the order run declares them (the
+// default template sorts both by name), then examples.
+func runHelpTemplate() string {
+	var b strings.Builder
+	b.WriteString(`NAME:
+   {{template "helpNameTemplate" .}}
+
+USAGE:
+   {{template "usageTemplate" .}}
+
+OPTIONS:`)
+	for _, cat := range append(runCategories, "") {
+		title := cat
+		if title == "" {
+			title = "Help"
+		}
+		fmt.Fprintf(&b, "\n   %s:{{range .VisibleFlags}}{{if eq .GetCategory %q}}\n     {{.String}}{{end}}{{end}}\n", title, cat)
+	}
+	b.WriteString("\nEXAMPLES:\n" + runExamples + "\n")
+	return b.String()
+}
