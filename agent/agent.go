@@ -77,7 +77,8 @@ type Agent struct {
 	torchStores map[string]*torchStore
 	torchConns  *tcpstore.ConnLimit
 	wg          sync.WaitGroup // jobs; Add under mu, never once closing
-	loops       sync.WaitGroup // the session loop and the command queues
+	loops       sync.WaitGroup // the session loop
+	cmds        sync.WaitGroup // the command queues' goroutines; Add by the session loop only
 	// stepHook, when set, is called ahead of each step of a job's start:
 	// tests hold a start there.
 	stepHook func(job, step string)
@@ -208,15 +209,14 @@ func (a *Agent) queue(job string, fn func()) {
 	a.queues[job] = append(q, fn)
 	a.qmu.Unlock()
 	if !running {
-		// Called from the session loop, which Close waits for first.
-		a.loops.Add(1)
+		a.cmds.Add(1)
 		go a.drain(job)
 	}
 }
 
 // drain runs the job's queued commands until none is left.
 func (a *Agent) drain(job string) {
-	defer a.loops.Done()
+	defer a.cmds.Done()
 	for {
 		a.qmu.Lock()
 		q := a.queues[job]
