@@ -13,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -77,6 +78,13 @@ type Agent struct {
 	torchConns  *tcpstore.ConnLimit
 	wg          sync.WaitGroup // jobs; Add under mu, never once closing
 	loops       sync.WaitGroup // the session loop
+	cmds        sync.WaitGroup // the command queues' goroutines; Add by the session loop only
+	// stepHook, when set, is called ahead of each step of a job's start:
+	// tests hold a start there.
+	stepHook func(job, step string)
+
+	qmu    sync.Mutex
+	queues map[string][]func() // each job's commands not yet run, while it has any
 
 	ncclOnce    sync.Once
 	ncclVersion int
@@ -138,6 +146,7 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 		jobs:        map[string]*jobRun{},
 		ports:       map[string][]net.Listener{},
 		torchStores: map[string]*torchStore{},
+		queues:      map[string][]func(){},
 		torchConns:  torchConnLimit(),
 		ready:       make(chan struct{}),
 		gpusChanged: make(chan struct{}, 1),
@@ -170,7 +179,9 @@ func (a *Agent) ReadyNotify() <-chan struct{} { return a.ready }
 // agent: it keeps its jobs and reconnects.
 func (a *Agent) Err() <-chan error { return a.errc }
 
-// serve carries out the commands of one Watch stream until it ends.
+// serve carries out the commands of one Watch stream until it ends: each
+// job's in order, apart from other jobs', so that a slow start or a slow
+// store holds up no other job's stop.
 func (a *Agent) serve(watch musterv1.Agents_WatchClient) error {
 	for {
 		cmd, err := watch.Recv()
@@ -179,14 +190,54 @@ func (a *Agent) serve(watch musterv1.Agents_WatchClient) error {
 		}
 		switch c := cmd.GetCommand().(type) {
 		case *musterv1.AgentCommand_ReservePorts:
-			a.reservePorts(a.ctx, c.ReservePorts)
+			a.queue(c.ReservePorts.GetJobId(), func() { a.reservePorts(a.ctx, c.ReservePorts) })
 		case *musterv1.AgentCommand_Start:
-			a.startJob(a.ctx, c.Start)
+			a.queue(c.Start.GetJobId(), func() { a.startJob(a.ctx, c.Start) })
 		case *musterv1.AgentCommand_Stop:
-			a.stopJob(c.Stop)
+			a.queue(c.Stop.GetJobId(), func() { a.stopJob(c.Stop) })
 		case *musterv1.AgentCommand_ReleaseStore:
-			a.releaseTorchStore(c.ReleaseStore.GetJobId())
+			a.queue(c.ReleaseStore.GetJobId(), func() { a.releaseTorchStore(c.ReleaseStore.GetJobId()) })
 		}
+	}
+}
+
+// queue runs fn after the job's commands queued before it, in a goroutine
+// of the job's own while it has commands to run.
+func (a *Agent) queue(job string, fn func()) {
+	a.qmu.Lock()
+	q, running := a.queues[job]
+	a.queues[job] = append(q, fn)
+	a.qmu.Unlock()
+	if !running {
+		a.cmds.Add(1)
+		go a.drain(job)
+	}
+}
+
+// drain runs the job's queued commands until none is left.
+func (a *Agent) drain(job string) {
+	defer a.cmds.Done()
+	for {
+		a.qmu.Lock()
+		q := a.queues[job]
+		if len(q) == 0 {
+			delete(a.queues, job)
+			a.qmu.Unlock()
+			return
+		}
+		a.queues[job] = q[1:]
+		a.qmu.Unlock()
+		q[0]()
+	}
+}
+
+// beforeStep calls the step hook, if any, ahead of step of job's start.
+func (a *Agent) beforeStep(job, step string) {
+	a.mu.Lock()
+	hook := a.stepHook
+	a.mu.Unlock()
+	if hook != nil {
+		hook(job, step)
 	}
 }
 
@@ -246,28 +297,25 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 	a.mu.Unlock()
 	a.signalGPUs()
 	go pub.run()
-	plans, files, err := a.plan(asg)
-	var mpi *pmiService
-	if err == nil {
-		if mpi, err = a.startPMI(asg); err != nil {
-			os.RemoveAll(files.dir)
-			files.lock.Close()
-		}
-	}
-	a.releasePorts(asg.GetRoundId())
+	js := &jobStart{a: a, asg: asg, sup: sup}
+	err := runSteps(js.startSteps(), func(name string) { a.beforeStep(asg.GetJobId(), name) })
 	go func() {
 		defer a.wg.Done()
 		if err != nil {
 			a.log.Warn("job cannot start", zap.String("job", asg.GetJobId()), zap.Error(err))
 			// Report every local worker as failed to start, so the job ends.
+			st := exitStatus{code: 1, err: validText(err.Error())}
+			if errors.Is(err, errStopping) {
+				st = exitStatus{signal: int(syscall.SIGTERM)}
+			}
 			for _, pl := range unplannedWorkers(asg) {
-				sup.exited(pl, exitStatus{code: 1, err: validText(err.Error())}, nil)
+				sup.exited(pl, st, nil)
 			}
 		} else {
-			sup.Run(ctx, plans, files, mpi)
-			mpi.close()
+			sup.run(ctx, js)
+			js.mpi.close()
+			js.files.feed.close()
 		}
-		files.feed.close()
 		// The job's last events reach the store before it counts as ended here.
 		pub.close()
 		a.mu.Lock()

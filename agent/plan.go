@@ -2,25 +2,21 @@ package agent
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"syscall"
 
 	"go.uber.org/zap"
 
 	"github.com/musterhq/muster/engine"
 	"github.com/musterhq/muster/envprop"
-	"github.com/musterhq/muster/hostfile"
 	"github.com/musterhq/muster/ncclnet"
 	"github.com/musterhq/muster/openmpi"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
 )
 
 // jobFiles is what a job has on this node besides its processes: its
@@ -30,140 +26,6 @@ type jobFiles struct {
 	lock   *os.File
 	logDir string
 	feed   *stdinFeed
-}
-
-// plan computes each local worker's command and environment and writes the
-// job's hostfile.
-func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
-	var files jobFiles
-	if err := checkAssignment(asg); err != nil {
-		return nil, files, fmt.Errorf("the store's assignment does not add up: %w", err)
-	}
-	spec := asg.GetSpec()
-	// Everything below that touches files does so as the job's user: a user
-	// must not use muster to write where they cannot.
-	cred, err := a.credential(asg.GetJobId(), asg.GetRunAs())
-	if err != nil {
-		return nil, files, err
-	}
-	if dir := string(spec.GetLogDir()); dir != "" {
-		// Each job's logs go to a directory of their own: two jobs never
-		// write over each other's files.
-		files.logDir = filepath.Join(dir, asg.GetJobId())
-		if err := asUser(cred, func() error { return os.MkdirAll(files.logDir, 0o755) }); err != nil {
-			// The error names the directory, which may be any bytes.
-			return nil, files, errors.New(validText("--log-dir: " + err.Error()))
-		}
-	}
-	workdir := string(spec.GetWorkdir())
-	if err := asUser(cred, func() error { return checkWorkdir(workdir) }); err != nil {
-		return nil, files, err
-	}
-	var jobDir string
-	var lock *os.File
-	err = asUser(cred, func() (err error) {
-		jobDir, lock, err = makeJobDir(a.cfg.TempDir, asg.GetJobId(), asg.GetNodeRank())
-		return err
-	})
-	if err != nil {
-		return nil, files, fmt.Errorf("job directory: %w", err)
-	}
-	files.dir, files.lock = jobDir, lock
-	cleanup := func() {
-		os.RemoveAll(jobDir)
-		lock.Close()
-	}
-	// The roster's files are written only on nodes whose assignment carries
-	// it: every node of a small job, node rank 0 of a large one.
-	var hf, addrsFile string
-	addrs := asg.GetNodeAddrs()
-	if hasRoster(asg) {
-		hosts := make([]hostfile.Host, len(addrs))
-		for i, addr := range addrs {
-			hosts[i] = hostfile.Host{Name: addr, Slots: int(asg.GetNodeSlots()[i])}
-		}
-		hf = filepath.Join(jobDir, "hostfile")
-		err = asUser(cred, func() error {
-			return writeFile(hf, func(w io.Writer) error { return hostfile.Emit(w, hostfile.OpenMPI, hosts) })
-		})
-		if err == nil && !envprop.NodeAddrsFit(addrs) {
-			addrsFile = filepath.Join(jobDir, "node_addrs")
-			err = asUser(cred, func() error {
-				return writeFile(addrsFile, func(w io.Writer) error {
-					_, err := io.WriteString(w, envprop.JoinNodeAddrs(addrs)+"\n")
-					return err
-				})
-			})
-			addrs = nil
-		}
-		if err != nil {
-			cleanup()
-			return nil, jobFiles{}, fmt.Errorf("job hostfile: %w", err)
-		}
-	} else {
-		addrs = nil
-	}
-
-	base := minimalEnviron(a.cfg.Environ)
-	switch {
-	case cred != nil:
-		base = userEnviron(a.cfg.Environ, cred.Uid)
-	case spec.GetInheritEnv():
-		base = a.cfg.Environ
-	}
-	user := byteStrings(spec.GetEnv())
-	var net ncclnet.Result
-	if spec.GetNcclAutodetect() {
-		net = a.detectNCCLNet(asg, base, user)
-	}
-	id := engine.UniqueID(asg.GetNcclUniqueId())
-	in := envprop.Input{
-		Base: base, User: user,
-		JobID: asg.GetJobId(), StoreAddr: asg.GetStoreAddr(), Hostfile: hf,
-		JobToken: asg.GetJobToken(), StoreCA: a.cfg.StoreCA,
-		NodeRank: int(asg.GetNodeRank()), NNodes: int(asg.GetNnodes()), NProc: int(asg.GetNproc()),
-		NodeAddrs: addrs, NodeAddrsFile: addrsFile,
-		MasterAddr: asg.GetMasterAddr(), MasterPort: int(asg.GetMasterPort()),
-		NCCLCommID: asg.GetNcclCommId(), UniqueIDHex: id.Hex(),
-		IsolateGPUs:  spec.GetIsolateGpus(),
-		RestartCount: int(asg.GetRestartCount()), MaxRestarts: int(asg.GetMaxRestarts()),
-		AgentStore: !spec.GetNoAgentStore(),
-		NCCLVars:   net.Vars(),
-		MPI:        spec.GetMpi() == rendezvous.MPICH,
-		OpenMPI:    spec.GetMpi() == rendezvous.OpenMPI,
-		NodeName:   a.cfg.Name, RoundID: asg.GetRoundId(),
-	}
-	for _, g := range asg.GetGpus() {
-		in.GPUs = append(in.GPUs, int(g))
-	}
-	ranks := map[int]int{}
-	for l := 0; l < int(asg.GetNproc()); l++ {
-		in.LocalRank = l
-		ranks[l] = in.Rank()
-	}
-	feed, err := newStdinFeed(a.log, spec, ranks)
-	if err != nil {
-		cleanup()
-		return nil, jobFiles{}, fmt.Errorf("stdin pipes: %w", err)
-	}
-	files.feed = feed
-	argv := byteStrings(spec.GetArgv())
-	if in.OpenMPI {
-		if argv, err = a.openMPIArgv(asg, in, jobDir, cred, argv); err != nil {
-			cleanup()
-			return nil, jobFiles{}, err
-		}
-	}
-	var plans []workerPlan
-	for l := 0; l < int(asg.GetNproc()); l++ {
-		in.LocalRank = l
-		plans = append(plans, workerPlan{rank: in.Rank(), localRank: l, spec: workerSpec{
-			argv: argv, env: envprop.Build(in), dir: workdir, cred: cred, stdin: feed.reader(l)}})
-	}
-	feed.start(func(ctx context.Context) (musterv1.Agents_ReadStdinClient, error) {
-		return a.client.ReadStdin(ctx, &musterv1.ReadStdinRequest{Session: a.sessionID(), JobId: asg.GetJobId()})
-	})
-	return plans, files, nil
 }
 
 // openMPIArgv is the command of an Open MPI job's one worker on this node:

@@ -86,3 +86,12 @@ func TestMinimalEnviron(t *testing.T) {
 		t.Fatal("leaked")
 	}
 }
+
+// plan runs the planning steps of asg's start, as the job's start does.
+func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
+	js := &jobStart{a: a, asg: asg}
+	if err := runSteps(js.planSteps(), nil); err != nil {
+		return nil, jobFiles{}, err
+	}
+	return js.plans, js.files, nil
+}

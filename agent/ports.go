@@ -3,11 +3,15 @@ package agent
 import (
 	"context"
 	"net"
+	"time"
 
 	"go.uber.org/zap"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
+
+// portsReportTimeout bounds telling the store which ports are reserved.
+const portsReportTimeout = 10 * time.Second
 
 // reservePorts binds free ports on the node's address and holds them until
 // the round's workers start, so that no other program takes them meanwhile;
@@ -39,6 +43,9 @@ func (a *Agent) reservePorts(ctx context.Context, r *musterv1.ReservePorts) {
 	a.mu.Lock()
 	a.ports[r.GetRoundId()] = held
 	a.mu.Unlock()
+	// A store that does not answer must not hold the job's commands forever.
+	ctx, cancel := context.WithTimeout(ctx, portsReportTimeout)
+	defer cancel()
 	if _, err := a.client.PortsReserved(ctx, req); err != nil {
 		a.log.Warn("reporting reserved ports failed", zap.Error(err))
 		a.releasePorts(r.GetRoundId())

@@ -94,6 +94,9 @@ func (a *Agent) sessionLoop(watch musterv1.Agents_WatchClient, stop context.Canc
 	for {
 		err := a.serve(watch)
 		stop()
+		// A stream's commands are done before the agent registers again,
+		// reporting its jobs, or ends.
+		a.cmds.Wait()
 		if a.ctx.Err() != nil {
 			return
 		}

@@ -3,12 +3,12 @@ package agent
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -39,7 +39,6 @@ type Supervisor struct {
 	// down); its workers then count as failed, not as stopped by the store.
 	shutdown string
 	lostNode *musterv1.NodeLoss // the loss that is the shutdown's reason, if it is
-	done     chan struct{}
 	// exits are this node's ended workers, by rank, as reported.
 	exits map[int32]*exitRecord
 }
@@ -58,7 +57,7 @@ type workerPlan struct {
 }
 
 func newSupervisor(log *zap.Logger, job, node string, killTimeout time.Duration, pub *jobPublisher) *Supervisor {
-	return &Supervisor{log: log, job: job, node: node, killAt: killTimeout, pub: pub, done: make(chan struct{}),
+	return &Supervisor{log: log, job: job, node: node, killAt: killTimeout, pub: pub,
 		exits: map[int32]*exitRecord{}}
 }
 
@@ -74,62 +73,53 @@ type worker struct {
 	pmi     *pmiConn // an MPI worker's PMI connection
 }
 
-// Run starts the workers and returns once every one has ended and been
-// reported, and every process they started is gone. files.logDir, when
-// set, gets one file per rank; files.dir is removed at the end, even if the
-// agent dies first. With mpi, each worker speaks PMI to it on fd 3.
-func (s *Supervisor) Run(ctx context.Context, plans []workerPlan, files jobFiles, mpi *pmiService) {
-	defer close(s.done)
-	logDir, jobDir := files.logDir, files.dir
-	defer files.lock.Close()
-	workers := make([]*worker, len(plans))
-	for i, pl := range plans {
-		workers[i] = &worker{plan: pl, exit: make(chan exitStatus, 1)}
+// openLogs opens each worker's log file, when the job has a log directory.
+func (js *jobStart) openLogs() error {
+	if js.files.logDir == "" {
+		return nil
 	}
-	defer func() {
-		for _, w := range workers {
-			if w.log != nil {
-				if err := w.log.Close(); err != nil {
-					s.log.Warn("log file incomplete", zap.String("job", s.job), zap.Int("rank", w.plan.rank), zap.Error(err))
-				}
-			}
+	for _, w := range js.workers {
+		lf, err := openLogFile(filepath.Join(js.files.logDir, fmt.Sprintf("rank-%d.log", w.plan.rank)), w.plan.spec.cred)
+		if err != nil {
+			return errors.New(validText(fmt.Sprintf("--log-dir: %v", err)))
 		}
-	}()
-	if logDir != "" {
-		for _, w := range workers {
-			lf, err := openLogFile(filepath.Join(logDir, fmt.Sprintf("rank-%d.log", w.plan.rank)), w.plan.spec.cred)
-			if err != nil {
-				s.failAll(workers, exitStatus{code: 1, err: validText(fmt.Sprintf("--log-dir: %v", err))})
-				os.RemoveAll(jobDir)
-				return
+		w.log = lf
+	}
+	return nil
+}
+
+// closeLogs closes the workers' log files, once the job is over or will
+// not start.
+func (js *jobStart) closeLogs() {
+	for _, w := range js.workers {
+		if w.log != nil {
+			if err := w.log.Close(); err != nil {
+				js.sup.log.Warn("log file incomplete", zap.String("job", js.sup.job), zap.Int("rank", w.plan.rank), zap.Error(err))
 			}
-			w.log = lf
+			w.log = nil
 		}
 	}
-	spec := supervise.Spec{Grace: s.killAt, Unkillable: unkillableAfter, JobDir: jobDir, Lock: files.lock}
-	var started []*worker // the shim's workers, in its order
-	for _, w := range workers {
+}
+
+// makePipes makes each worker's output pipes and, with an MPI job's PMI
+// service, its PMI socket, and finds its program. A worker whose program is
+// not found never starts: its exit is queued, its pipes end at once.
+func (js *jobStart) makePipes() error {
+	for _, w := range js.workers {
 		outR, outW, err := os.Pipe()
 		if err != nil {
-			abandon(workers, spec)
-			s.failAll(workers, exitStatus{code: 1, err: err.Error()})
-			os.RemoveAll(jobDir)
-			return
+			return err
 		}
 		errR, errW, err := os.Pipe()
 		if err != nil {
 			outR.Close()
 			outW.Close()
-			abandon(workers, spec)
-			s.failAll(workers, exitStatus{code: 1, err: err.Error()})
-			os.RemoveAll(jobDir)
-			return
+			return err
 		}
 		w.readers = [2]*supervise.Reader{supervise.NewReader(outR), supervise.NewReader(errR)}
 		ws := w.plan.spec
 		path, err := lookPath(ws.argv[0], ws.dir, ws.env)
 		if err != nil {
-			// It never starts; its pipes end at once.
 			w.exit <- startError(ws.argv[0], err)
 			outW.Close()
 			errW.Close()
@@ -139,43 +129,70 @@ func (s *Supervisor) Run(ctx context.Context, plans []workerPlan, files jobFiles
 			continue
 		}
 		w.path = path
-		started = append(started, w)
+		js.started = append(js.started, w)
 		sw := supervise.Worker{Path: path, Argv: ws.argv, Env: ws.env, Dir: ws.dir, Cred: ws.cred, Stdin: ws.stdin, Stdout: outW, Stderr: errW}
-		if mpi != nil {
+		js.spec.Workers = append(js.spec.Workers, sw)
+		if js.mpi != nil {
 			if w.pmi, err = newPMIConn(); err != nil {
-				spec.Workers = append(spec.Workers, sw)
-				abandon(workers, spec)
-				s.failAll(workers, exitStatus{code: 1, err: err.Error()})
-				os.RemoveAll(jobDir)
-				return
+				return err
 			}
-			sw.PMI = w.pmi.worker
+			js.spec.Workers[len(js.spec.Workers)-1].PMI = w.pmi.worker
 		}
-		spec.Workers = append(spec.Workers, sw)
 	}
+	return nil
+}
 
+// abandon closes the pipes and PMI sockets of workers that will not start.
+func (js *jobStart) abandon() {
+	for _, w := range js.workers {
+		for _, r := range w.readers {
+			if r != nil {
+				r.Close()
+			}
+		}
+		if w.pmi != nil {
+			w.pmi.close()
+			w.pmi = nil
+		}
+	}
+	for _, w := range js.spec.Workers {
+		w.Stdout.Close()
+		w.Stderr.Close()
+	}
+}
+
+// startWorkers gives back the round's ports, for the workers to bind, and
+// starts the workers, unless a stop came first.
+func (js *jobStart) startWorkers() error {
+	s := js.sup
+	js.releasePorts()
+	js.spec.Grace, js.spec.Unkillable = s.killAt, unkillableAfter
+	js.spec.JobDir, js.spec.Lock = js.files.dir, js.files.lock
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.stopping {
-		s.mu.Unlock()
-		abandon(workers, spec)
-		s.failAll(workers, exitStatus{signal: int(syscall.SIGTERM)})
-		os.RemoveAll(jobDir)
-		return
+		return errStopping
 	}
-	g, err := supervise.Start(spec)
-	s.group = g
-	s.mu.Unlock()
+	g, err := supervise.Start(js.spec)
 	if err != nil {
-		abandon(workers, supervise.Spec{})
-		s.failAll(workers, exitStatus{code: 1, err: err.Error()})
-		os.RemoveAll(jobDir)
-		return
+		return err
 	}
+	s.group, js.group = g, g
+	return nil
+}
 
+// run reports the started workers' output and exits and returns once every
+// one has ended and been reported, and every process they started is gone.
+// The job directory goes with the last of them, even if the agent dies
+// first. With an MPI job, each worker speaks PMI to its service on fd 3.
+func (s *Supervisor) run(ctx context.Context, js *jobStart) {
+	defer js.files.lock.Close()
+	defer js.closeLogs()
+	workers, started, g := js.workers, js.started, js.group
 	var reported sync.WaitGroup
 	for _, w := range workers {
 		if w.pmi != nil {
-			s.servePMI(ctx, mpi.job, w.pmi, w.plan.rank)
+			s.servePMI(ctx, js.mpi.job, w.pmi, w.plan.rank)
 		}
 		w.read.Add(2)
 		go func() { defer w.read.Done(); s.readOutput(w, 0) }()
@@ -258,34 +275,6 @@ func execError(argv0, path string, err error) exitStatus {
 	return startError(argv0, &fs.PathError{Op: "fork/exec", Path: path, Err: err})
 }
 
-// abandon closes the pipes of workers that will not start.
-func abandon(workers []*worker, spec supervise.Spec) {
-	for _, w := range workers {
-		for _, r := range w.readers {
-			if r != nil {
-				r.Close()
-			}
-		}
-	}
-	for _, w := range spec.Workers {
-		w.Stdout.Close()
-		w.Stderr.Close()
-	}
-	for _, w := range workers {
-		if w.pmi != nil {
-			w.pmi.close()
-			w.pmi = nil
-		}
-	}
-}
-
-// failAll reports every worker as ended with st, for a job that could not start.
-func (s *Supervisor) failAll(workers []*worker, st exitStatus) {
-	for _, w := range workers {
-		s.exited(w.plan, st, nil)
-	}
-}
-
 // exited reports a worker's end; a failure stops the rest of the job here at
 // once, before the store tells every node.
 func (s *Supervisor) exited(pl workerPlan, st exitStatus, stderrTail []string) {
@@ -362,7 +351,7 @@ func (s *Supervisor) stop(grace time.Duration, shutdown string) {
 	g := s.group
 	s.mu.Unlock()
 	if g == nil {
-		return // Run has not started the workers, and now will not
+		return // the workers have not started, and now will not
 	}
 	g.Stop(grace)
 }

@@ -80,6 +80,8 @@ type Group struct {
 	conn     *os.File
 	mu       sync.Mutex
 	stopping bool
+	killAt   time.Time     // when a stop under way sends SIGKILL
+	sooner   chan struct{} // tells that stop's timer that killAt moved earlier
 	enc      *gob.Encoder
 	events   chan Event
 	done     chan struct{}
@@ -135,7 +137,7 @@ func Start(spec Spec) (*Group, error) {
 		conn.Close()
 		return nil, fmt.Errorf("supervise: start shim: %w", err)
 	}
-	g := &Group{cmd: cmd, conn: conn, enc: gob.NewEncoder(conn),
+	g := &Group{cmd: cmd, conn: conn, enc: gob.NewEncoder(conn), sooner: make(chan struct{}, 1),
 		events: make(chan Event, 2*len(spec.Workers)+1), done: make(chan struct{})}
 	if err := g.enc.Encode(ss); err != nil {
 		cmd.Process.Kill()
@@ -206,27 +208,50 @@ func (g *Group) Note() string {
 // Calling it again with a shorter grace kills sooner; a longer one changes
 // nothing.
 func (g *Group) Stop(grace time.Duration) {
+	grace = max(grace, 0)
+	at := time.Now().Add(grace)
 	g.mu.Lock()
 	first := !g.stopping
+	sooner := first || at.Before(g.killAt)
 	g.stopping = true
+	if sooner {
+		g.killAt = at
+	}
 	g.mu.Unlock()
-	if grace <= 0 {
+	switch {
+	case !sooner:
+	case grace == 0:
 		g.SignalAll(syscall.SIGKILL)
-		return
+	case first:
+		g.SignalAll(syscall.SIGTERM)
+		go g.killAfterGrace()
+	default:
+		select {
+		case g.sooner <- struct{}{}:
+		default: // the timer has word already, and reads killAt afresh
+		}
 	}
-	if !first {
-		return
-	}
-	g.SignalAll(syscall.SIGTERM)
-	go func() {
-		t := time.NewTimer(grace)
-		defer t.Stop()
+}
+
+// killAfterGrace sends SIGKILL at killAt, which a later Stop may bring
+// forward, unless every process ended first.
+func (g *Group) killAfterGrace() {
+	for {
+		g.mu.Lock()
+		at := g.killAt
+		g.mu.Unlock()
+		t := time.NewTimer(time.Until(at))
 		select {
 		case <-g.done:
+			t.Stop()
+			return
+		case <-g.sooner:
+			t.Stop()
 		case <-t.C:
 			g.SignalAll(syscall.SIGKILL)
+			return
 		}
-	}()
+	}
 }
 
 // Wait returns once every process of the job has ended (or was given up

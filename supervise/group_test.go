@@ -1,6 +1,7 @@
 package supervise
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -56,11 +57,12 @@ type testJob struct {
 	g      *Group
 	marker string
 	out    []*bytes.Buffer
+	lines  []chan string // each worker's lines as they come
 	read   chan struct{}
 }
 
 // startShell runs one sh -c script per worker, its stdout and stderr read
-// into a buffer.
+// into a buffer, line by line.
 func startShell(t *testing.T, grace time.Duration, scripts ...string) *testJob {
 	t.Helper()
 	j := &testJob{marker: fmt.Sprintf("MUSTER_TEST_MARK=%d", time.Now().UnixNano()), read: make(chan struct{}, 2*len(scripts))}
@@ -71,9 +73,20 @@ func startShell(t *testing.T, grace time.Duration, scripts ...string) *testJob {
 		if err != nil {
 			t.Fatal(err)
 		}
-		buf := &bytes.Buffer{}
-		j.out = append(j.out, buf)
-		go func() { io.Copy(buf, r); r.Close(); j.read <- struct{}{} }()
+		buf, lines := &bytes.Buffer{}, make(chan string, 64)
+		j.out, j.lines = append(j.out, buf), append(j.lines, lines)
+		go func() {
+			sc := bufio.NewScanner(r)
+			for sc.Scan() {
+				buf.WriteString(sc.Text() + "\n")
+				select {
+				case lines <- sc.Text():
+				default: // nobody waits for this many
+				}
+			}
+			r.Close()
+			j.read <- struct{}{}
+		}()
 		w2, err := dupFile(w)
 		if err != nil {
 			t.Fatal(err)
@@ -91,6 +104,22 @@ func startShell(t *testing.T, grace time.Duration, scripts ...string) *testJob {
 		<-g.Done()
 	})
 	return j
+}
+
+// waitLine waits for worker i to print line.
+func (j *testJob) waitLine(t *testing.T, i int, line string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case got := <-j.lines[i]:
+			if got == line {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("worker %d did not print %q", i, line)
+		}
+	}
 }
 
 func dupFile(f *os.File) (*os.File, error) {
@@ -232,15 +261,14 @@ func TestStopWithGrace(t *testing.T) {
 		grace  time.Duration
 		want   syscall.Signal // what ended the worker
 	}{
-		{"SIGTERM suffices", `sleep 1000`, time.Second, syscall.SIGTERM},
-		{"SIGKILL after the grace", `trap "" TERM; sleep 1000 & wait; sleep 1000`, 200 * time.Millisecond, syscall.SIGKILL},
-		{"no grace kills at once", `trap "" TERM; sleep 1000`, 0, syscall.SIGKILL},
+		{"SIGTERM suffices", `echo ready; sleep 1000`, time.Second, syscall.SIGTERM},
+		{"SIGKILL after the grace", `trap "" TERM; echo ready; sleep 1000 & wait; sleep 1000`, 200 * time.Millisecond, syscall.SIGKILL},
+		{"no grace kills at once", `trap "" TERM; echo ready; sleep 1000`, 0, syscall.SIGKILL},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			j := startShell(t, time.Minute, tt.script)
-			eventually(t, "the worker", 5*time.Second, func() bool { return len(marked(j.marker)) >= 1 })
-			time.Sleep(50 * time.Millisecond) // let the trap be set
+			j.waitLine(t, 0, "ready")
 			j.g.Stop(tt.grace)
 			exits := j.events(t)
 			if exits[0].Signal != int(tt.want) {
@@ -258,13 +286,40 @@ func TestStopWithGrace(t *testing.T) {
 	}
 }
 
+// A second Stop with a shorter grace kills sooner: a job already stopping
+// with a long kill timeout is killed when its agent goes away.
+func TestStopAgainWithShorterGrace(t *testing.T) {
+	tests := []struct {
+		name   string
+		graces []time.Duration
+	}{
+		{"shorter", []time.Duration{time.Minute, 200 * time.Millisecond}},
+		{"none", []time.Duration{time.Minute, 0}},
+		{"longer changes nothing", []time.Duration{200 * time.Millisecond, time.Minute}},
+		{"shorter after longer", []time.Duration{time.Minute, 2 * time.Minute, 100 * time.Millisecond}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j := startShell(t, time.Minute, `trap "" TERM; echo ready; sleep 1000 & wait; sleep 1000`)
+			j.waitLine(t, 0, "ready")
+			for _, g := range tt.graces {
+				j.g.Stop(g)
+			}
+			select {
+			case <-j.g.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the worker outlived a stop with graces %v", tt.graces)
+			}
+		})
+	}
+}
+
 // A stop gives each worker one SIGTERM: many programs take a second one as
 // "quit now, skip the graceful part".
 func TestStopSignalsEachWorkerOnce(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "terms")
-	j := startShell(t, 5*time.Second, fmt.Sprintf(`trap 'echo term >> %s; sleep 0.3; exit 0' TERM; while :; do sleep 0.05; done`, f))
-	eventually(t, "the worker", 5*time.Second, func() bool { return len(marked(j.marker)) >= 1 })
-	time.Sleep(100 * time.Millisecond)
+	j := startShell(t, 5*time.Second, fmt.Sprintf(`trap 'echo term >> %s; sleep 0.3; exit 0' TERM; echo ready; while :; do sleep 0.05; done`, f))
+	j.waitLine(t, 0, "ready")
 	j.g.Stop(5 * time.Second)
 	j.events(t)
 	if b, _ := os.ReadFile(f); strings.Count(string(b), "term") != 1 {
