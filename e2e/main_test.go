@@ -87,6 +87,7 @@ func isolate(dir string) error {
 	}
 	os.Setenv("MUSTER_SOCKET", noAgentSocket)
 	os.Setenv("MUSTER_TOKEN_FILE", token)
+	pointUCXAtLoopback()
 	return nil
 }
 
