@@ -48,13 +48,19 @@ func makeJobDir(tempDir, jobID string, nodeRank int32) (string, *os.File, error)
 // removeStaleJobDirs removes job directories whose lock nobody holds: what
 // an agent and its shims left when they were killed.
 func removeStaleJobDirs(log *zap.Logger, tempDir string) {
-	dirs, _ := filepath.Glob(filepath.Join(tempDir, jobDirPrefix+"j-*"))
+	// One being made right now may have its lock file and not its lock yet
+	// (another agent on this machine makes it): only what a crash left, a
+	// minute old, goes.
 	news, _ := filepath.Glob(filepath.Join(tempDir, jobDirNew+"*"))
-	for _, dir := range append(dirs, news...) {
+	for _, dir := range news {
+		if fi, err := os.Stat(dir); err == nil && time.Since(fi.ModTime()) > time.Minute {
+			os.RemoveAll(dir)
+		}
+	}
+	dirs, _ := filepath.Glob(filepath.Join(tempDir, jobDirPrefix+"j-*"))
+	for _, dir := range dirs {
 		lock, err := os.Open(filepath.Join(dir, jobDirLock))
 		if err != nil {
-			// One being made right now has no lock yet; one a crash left
-			// before its lock is a minute old.
 			if fi, serr := os.Stat(dir); serr == nil && time.Since(fi.ModTime()) > time.Minute {
 				os.RemoveAll(dir)
 			}

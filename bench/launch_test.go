@@ -41,7 +41,7 @@ func BenchmarkLaunch(b *testing.B) {
 		name string
 		argv []string
 	}{
-		{"muster", []string{launcher, "run", "--nproc", "4", "--", "true"}},
+		{"muster", []string{launcher, "run", "--embedded", "--nproc", "4", "--", "true"}},
 		{"mpirun", []string{"mpirun", "--allow-run-as-root", "--oversubscribe", "-n", "4", "true"}},
 		{"true", []string{"true"}},
 	}

@@ -37,7 +37,7 @@ func BenchmarkMPIInit(b *testing.B) {
 	}
 	compareLaunchers(b, "mpiexec", func(np string) [][]string {
 		return [][]string{
-			{launcher, "run", "--nproc", np, "--mpi", "mpich", "--", prog},
+			{launcher, "run", "--embedded", "--nproc", np, "--mpi", "mpich", "--", prog},
 			{hydra, "-n", np, prog},
 		}
 	})
@@ -64,7 +64,7 @@ func BenchmarkOpenMPIInit(b *testing.B) {
 	}
 	compareLaunchers(b, "mpirun", func(np string) [][]string {
 		return [][]string{
-			{launcher, "run", "--nproc", np, "--mpi", "openmpi", "-x", "MUSTER_MPIRUN=" + mpirun, "--", prog},
+			{launcher, "run", "--embedded", "--nproc", np, "--mpi", "openmpi", "-x", "MUSTER_MPIRUN=" + mpirun, "--", prog},
 			{mpirun, "--oversubscribe", "-np", np, prog},
 		}
 	})

@@ -104,7 +104,7 @@ func BenchmarkOutputMemory(b *testing.B) {
 	want := memWorkers * memLines
 	mib := func(n int64) float64 { return float64(n) / (1 << 20) }
 	for i := 0; i < b.N; i++ {
-		n, peak, took := stalled(b, append([]string{launcher, "run", "--nproc", strconv.Itoa(memWorkers)}, job...), nil)
+		n, peak, took := stalled(b, append([]string{launcher, "run", "--embedded", "--nproc", strconv.Itoa(memWorkers)}, job...), nil)
 		if n != want {
 			b.Fatalf("embedded: %d lines, want %d", n, want)
 		}

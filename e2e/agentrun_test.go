@@ -95,7 +95,7 @@ func TestAgentRunDockerStopStopsEveryNode(t *testing.T) {
 	eventually(t, "every rank up", func() bool {
 		return matchingLines(containerLogs(t, nodes["node-0"]), regexp.MustCompile(`^\[\d\] rank \d up$`)) == 3
 	})
-	time.Sleep(300 * time.Millisecond) // the shells set their traps before they print
+	// Each shell set its trap before it printed its line.
 	dockerStop(t, nodes["node-1"], 20)
 	for _, name := range names {
 		if code := waitExit(t, nodes[name], time.Minute); code != 3 {

@@ -10,6 +10,7 @@ import (
 )
 
 func TestSecureClusterNeedsTokenAndTLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if r := runLauncher(t, "certs", "--dir", dir, "127.0.0.1"); r.code != 0 {
 		t.Fatalf("certs: %s", r.stderr)
@@ -42,13 +43,15 @@ func TestSecureClusterNeedsTokenAndTLS(t *testing.T) {
 }
 
 func TestAgentRefusesOpenAddressWithoutToken(t *testing.T) {
-	out, err := runAgentOnce(t, "--listen", "0.0.0.0:0")
+	// No token file: the tests' own would be found.
+	out, err := runAgentOnceEnv(t, []string{"MUSTER_TOKEN_FILE=" + filepath.Join(t.TempDir(), "none")}, "--listen", "0.0.0.0:0")
 	if err == nil || !strings.Contains(out, "refusing to listen on 0.0.0.0:0 without a cluster token") {
 		t.Fatalf("agent on 0.0.0.0 without token: %v\n%s", err, out)
 	}
 }
 
 func TestNodesJobsCancel(t *testing.T) {
+	t.Parallel()
 	addr := startAgent(t)
 	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-cancel", time.Now().UnixNano())
 	cmd, out, errb := launcher(t, nil, "run", "--cluster", addr, "--nproc", "2", "-x", marker, "--", "sleep", "1000")

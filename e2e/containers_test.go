@@ -453,12 +453,8 @@ func TestImageSmoke(t *testing.T) {
 	if code := waitExit(t, server, 30*time.Second); code != 137 {
 		t.Errorf("stopped sleep exited %d, want 137 (SIGKILL)", code)
 	}
-	trap := runContainer(t, net, "trap", nil, "sh", "-c", "trap 'exit 3' TERM; while :; do sleep 0.1; done")
-	eventually(t, "the trap container to run", func() bool {
-		out, _ := exec.Command("docker", "inspect", "--format", "{{.State.Running}}", trap).Output()
-		return strings.TrimSpace(string(out)) == "true"
-	})
-	time.Sleep(200 * time.Millisecond) // until the shell has set its trap
+	trap := runContainer(t, net, "trap", nil, "sh", "-c", "trap 'exit 3' TERM; echo trap set; while :; do sleep 0.1; done")
+	eventually(t, "the shell to set its trap", func() bool { return strings.Contains(containerLogs(t, trap), "trap set\n") })
 	dockerKill(t, trap, "TERM")
 	if code := waitExit(t, trap, 30*time.Second); code != 3 {
 		t.Errorf("SIGTERM to a trapping shell: exit code %d, want 3", code)

@@ -13,6 +13,7 @@ import (
 // No descendant of a worker outlives its job, whatever ends the launcher,
 // and the job's directory goes with it.
 func TestNoDescendantOutlivesTheLauncher(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		script string
@@ -52,6 +53,7 @@ func TestNoDescendantOutlivesTheLauncher(t *testing.T) {
 // A background child of a worker that exited 0 gets SIGTERM and the kill
 // timeout to finish, not an instant SIGKILL.
 func TestBackgroundChildGetsTheGrace(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	script := fmt.Sprintf(`sh -c 'trap "sleep 0.5; echo bye > %s/term-$RANK; exit 0" TERM; while :; do sleep 0.05; done' & sleep 0.3; exit 0`, dir)
 	r := runLauncher(t, "run", "--nproc", "2", "--kill-timeout", "10s", "--", "sh", "-c", script)
@@ -68,6 +70,7 @@ func TestBackgroundChildGetsTheGrace(t *testing.T) {
 // A job directory left by a launcher killed together with its shim goes at
 // the next start.
 func TestNextStartRemovesJobDirsLeftByACrash(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	stale := filepath.Join(tmp, "muster-j-000000000000")
 	os.Mkdir(stale, 0o700)

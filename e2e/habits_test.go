@@ -44,6 +44,7 @@ func TestVersion(t *testing.T) {
 
 // A go build in a clean checkout names the commit it was built from.
 func TestVersionOfACleanCheckout(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the launcher again")
 	}
@@ -78,6 +79,7 @@ func TestVersionOfACleanCheckout(t *testing.T) {
 }
 
 func TestTorchrunAndMPISpellings(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"-np", "2"},
 		{"-np=2"},
@@ -96,7 +98,7 @@ func TestTorchrunAndMPISpellings(t *testing.T) {
 
 // mpirun's -n counts processes; muster's counts nodes, and says so.
 func TestMPIStyleNodeCountPointsToNP(t *testing.T) {
-	t.Setenv("MUSTER_CLUSTER", "")
+	t.Parallel()
 	r := runLauncher(t, "run", "-n", "4", "--", "true")
 	if r.code != 2 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "(for 4 workers here, give -np 4)") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
@@ -104,7 +106,7 @@ func TestMPIStyleNodeCountPointsToNP(t *testing.T) {
 }
 
 func TestUsageErrorIsOneLine(t *testing.T) {
-	t.Setenv("MUSTER_CLUSTER", "")
+	t.Parallel()
 	tests := []struct {
 		name string
 		args []string
@@ -203,6 +205,7 @@ func TestClusterCommandsSayTheyNeedACluster(t *testing.T) {
 }
 
 func TestEnvValuesKeptAsGiven(t *testing.T) {
+	t.Parallel()
 	out := filepath.Join(t.TempDir(), "env")
 	values := []string{"CUDA_VISIBLE_DEVICES=0,1", "NCCL_SOCKET_IFNAME=^docker0,lo", "TRAILING=a b  ", "RAW=caf\xe9\x01,x"}
 	args := []string{"run", "-x", "OUT=" + out}
@@ -218,6 +221,7 @@ func TestEnvValuesKeptAsGiven(t *testing.T) {
 }
 
 func TestBareNumberIsSeconds(t *testing.T) {
+	t.Parallel()
 	r := runLauncher(t, "run", "--timeout", "1", "--kill-timeout", "1", "--", "sleep", "60")
 	if r.code != 124 || !strings.Contains(r.stderr, "timed out after 1s") {
 		t.Fatalf("exit %d, stderr %q; want 124 after 1s", r.code, r.stderr)
@@ -225,6 +229,7 @@ func TestBareNumberIsSeconds(t *testing.T) {
 }
 
 func TestNonUTF8PassesThrough(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	cwd := filepath.Join(base, "caf\xe9")
 	if err := os.Mkdir(cwd, 0o755); err != nil {
@@ -264,6 +269,7 @@ func TestNonUTF8PassesThrough(t *testing.T) {
 }
 
 func TestStdin(t *testing.T) {
+	t.Parallel()
 	readHex := `echo "read $(od -An -tx1 | tr -d ' \n')"`
 	hexOf := func(s string) string { return "read " + hex.EncodeToString([]byte(s)) }
 	tests := []struct {
@@ -324,6 +330,7 @@ func (zeros) Read(p []byte) (int, error) {
 }
 
 func TestMessagesSayThingsOnce(t *testing.T) {
+	t.Parallel()
 	r := runLauncher(t, "run", "--nproc", "3", "--", "sh", "-c", `[ "$RANK" = 2 ] && exit 3; exec sleep 1000`)
 	if r.code != 3 || r.stderr == "" || strings.Contains(r.stderr, "exit code 3") ||
 		!regexp.MustCompile(`^muster: job j-\w+ failed: rank 2 \(node [^,]+, local rank 2\) exited with code 3\n$`).MatchString(r.stderr) {
@@ -344,6 +351,7 @@ func TestMessagesSayThingsOnce(t *testing.T) {
 }
 
 func TestQuietUnlessVerbose(t *testing.T) {
+	t.Parallel()
 	// The embedded agent logs a warning when a job cannot start: here, its
 	// log directory cannot be made under a file.
 	file := filepath.Join(t.TempDir(), "file")
@@ -360,6 +368,7 @@ func TestQuietUnlessVerbose(t *testing.T) {
 }
 
 func TestStartFailuresNameTheCause(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
 	script := filepath.Join(dir, "x.sh")

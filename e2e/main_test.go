@@ -5,13 +5,15 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -20,9 +22,24 @@ import (
 
 var launcherBin, agentBin string
 
+// noAgentSocket is MUSTER_SOCKET for every binary the tests start: the only
+// socket a launcher without --cluster looks at, where no agent can serve
+// (its directory is a file), so it runs the embedded default.
+var noAgentSocket string
+
 func TestMain(m *testing.M) {
+	// The tests mostly wait for processes: run more of them at once than
+	// there are CPUs, unless -parallel says otherwise.
+	flag.Parse()
+	if !flagGiven("test.parallel") {
+		flag.Set("test.parallel", strconv.Itoa(max(8, 2*runtime.NumCPU())))
+	}
 	dir, err := os.MkdirTemp("", "muster-e2e-")
 	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if err := isolate(dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -38,6 +55,53 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+func flagGiven(name string) bool {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
+// isolate keeps the tests away from every agent they did not start: an
+// agent serving this machine's socket (/run/muster/agent.sock, or this
+// user's) and a cluster the caller's MUSTER_CLUSTER or token names. It
+// drops the caller's MUSTER_ variables (except the tests' own knobs),
+// points MUSTER_SOCKET where nothing serves, and gives the agents the tests
+// start one token file of the tests' own.
+func isolate(dir string) error {
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "MUSTER_") && !strings.HasPrefix(k, "MUSTER_E2E_") && k != "MUSTER_NODELOSS_TRIALS" {
+			os.Unsetenv(k)
+		}
+	}
+	notDir := filepath.Join(dir, "no-agent")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		return err
+	}
+	noAgentSocket = filepath.Join(notDir, "agent.sock")
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte(fmt.Sprintf("e2e-%d-%d\n", os.Getpid(), time.Now().UnixNano())), 0o600); err != nil {
+		return err
+	}
+	os.Setenv("MUSTER_SOCKET", noAgentSocket)
+	os.Setenv("MUSTER_TOKEN_FILE", token)
+	pointUCXAtLoopback()
+	return nil
+}
+
+// agentEnv is the environment of an agent a test starts, with env added:
+// the tests' own, less MUSTER_SOCKET, which is for launchers; an agent would
+// take it for its own --socket.
+func agentEnv(env ...string) []string {
+	var e []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MUSTER_SOCKET=") {
+			e = append(e, kv)
+		}
+	}
+	return append(e, env...)
 }
 
 // result is what a finished launcher left.
@@ -60,19 +124,79 @@ func launcher(t *testing.T, env []string, args ...string) (*exec.Cmd, *bytes.Buf
 	return cmd, &out, &errb
 }
 
-// wait bounds how long a launcher may take: a hang fails the test.
+// hangAfter bounds how long a launcher may take.
+const hangAfter = 60 * time.Second
+
+// wait bounds how long a launcher may take: a hang fails the test, showing
+// the processes it left and, from SIGQUIT, the Go launcher's goroutines.
 func wait(t testing.TB, cmd *exec.Cmd, out, errb *bytes.Buffer) result {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
 	case <-done:
-	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		<-done
-		t.Fatalf("launcher hung; stderr:\n%s", errb.String())
+	case <-time.After(hangAfter):
+		tree := processTree(cmd.Process.Pid)
+		cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		t.Fatalf("launcher hung for %s: %s\nits processes (pid ppid state wchan command):\n%s\nstdout (tail):\n%s\nstderr, then its goroutines:\n%s",
+			hangAfter, cmd, tree, tail(out.String(), 2000), errb.String())
 	}
 	return result{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String()}
+}
+
+// processTree lists pid and its descendants, one line each: pid, parent,
+// state, what the kernel waits in, and the command line.
+func processTree(pid int) string {
+	entries, _ := os.ReadDir("/proc")
+	parent := map[int]int{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil {
+			if i := bytes.LastIndexByte(stat, ')'); i >= 0 {
+				if f := strings.Fields(string(stat[i+1:])); len(f) > 1 {
+					parent[p], _ = strconv.Atoi(f[1])
+				}
+			}
+		}
+	}
+	var b strings.Builder
+	var walk func(p, depth int)
+	walk = func(p, depth int) {
+		dir := filepath.Join("/proc", strconv.Itoa(p))
+		stat, _ := os.ReadFile(filepath.Join(dir, "stat"))
+		state := "?"
+		if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
+			state = string(stat[i+2])
+		}
+		wchan, _ := os.ReadFile(filepath.Join(dir, "wchan"))
+		cmdline, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
+		fmt.Fprintf(&b, "%s%d %d %s %s %s\n", strings.Repeat("  ", depth), p, parent[p], state, wchan,
+			strings.TrimSpace(string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))))
+		for c, pp := range parent {
+			if pp == p {
+				walk(c, depth+1)
+			}
+		}
+	}
+	walk(pid, 0)
+	return b.String()
+}
+
+// tail is the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
 }
 
 func runLauncher(t *testing.T, args ...string) result {
@@ -149,8 +273,8 @@ type agentProc struct {
 }
 
 // startAgentAt starts the agent hosting a store on listen, with its socket
-// and (unless agentArgs name one) its token file in a directory of the
-// test's; launchers of the test find the token through MUSTER_TOKEN_FILE.
+// in a directory of the test's. Unless agentArgs name a token file, it and
+// the test's launchers take the tests' one through MUSTER_TOKEN_FILE.
 func startAgentAt(t *testing.T, listen string, agentArgs []string, launcherArgs ...string) *agentProc {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "muster-e2e-agent-")
@@ -159,15 +283,13 @@ func startAgentAt(t *testing.T, listen string, agentArgs []string, launcherArgs 
 	}
 	os.Chmod(dir, 0o755)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	// As $XDG_RUNTIME_DIR/muster/agent.sock, where a launcher looks for it.
+	// As $XDG_RUNTIME_DIR/muster/agent.sock, where a user's launcher looks for it.
 	ap := &agentProc{addr: listen, socket: filepath.Join(dir, "muster", "agent.sock"), dir: dir}
 	if host, port, _ := net.SplitHostPort(listen); host == "0.0.0.0" || host == "::" || host == "" {
 		ap.addr = net.JoinHostPort("127.0.0.1", port)
 	}
-	if !slices.Contains(agentArgs, "--token-file") {
-		t.Setenv("MUSTER_TOKEN_FILE", filepath.Join(dir, "token"))
-	}
 	cmd := exec.Command(agentBin, append([]string{"--listen", listen, "--socket", ap.socket}, agentArgs...)...)
+	cmd.Env = agentEnv()
 	ap.cmd = cmd
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
@@ -206,10 +328,17 @@ func stopAtCleanup(t testing.TB, cmd *exec.Cmd, what string, log func() string) 
 
 // runAgentOnce runs the agent expecting it to exit by itself.
 func runAgentOnce(t *testing.T, args ...string) (string, error) {
+	return runAgentOnceEnv(t, nil, args...)
+}
+
+// runAgentOnceEnv is runAgentOnce with env added to the agent's environment.
+func runAgentOnceEnv(t *testing.T, env []string, args ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, agentBin, args...).CombinedOutput()
+	cmd := exec.CommandContext(ctx, agentBin, args...)
+	cmd.Env = agentEnv(env...)
+	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
 

@@ -15,11 +15,7 @@ import (
 // PMI-1 to its agent on fd 3. These need Debian's mpich and libmpich-dev.
 
 // buildMPI compiles pmi/testdata/<name>.c, the PMI server's own test
-// programs, with mpicc, or skips the test. It
-// also points UCX at loopback, unless the caller's environment says
-// otherwise: every "node" here is this machine, and UCX's device scan once
-// failed MPI_Init ("No such device") while containers' interfaces came and
-// went.
+// programs, with mpicc, or skips the test.
 func buildMPI(t *testing.T, name string) string {
 	t.Helper()
 	// Debian's plain mpicc is Open MPI's when both are installed.
@@ -27,12 +23,19 @@ func buildMPI(t *testing.T, name string) string {
 	if err != nil {
 		t.Skip("mpicc.mpich is not on PATH: install MPICH (Debian: apt-get install mpich libmpich-dev) to run MPI programs under --mpi mpich")
 	}
+	return compileMPI(t, mpicc, name)
+}
+
+// pointUCXAtLoopback points UCX at loopback for every test, unless the
+// caller's environment says otherwise: every "node" here is this machine,
+// and UCX's device scan once failed MPI_Init ("No such device") while
+// containers' interfaces came and went.
+func pointUCXAtLoopback() {
 	for _, kv := range []string{"UCX_NET_DEVICES=lo", "UCX_TLS=self,sm,tcp"} {
 		if k, v, _ := strings.Cut(kv, "="); os.Getenv(k) == "" {
-			t.Setenv(k, v)
+			os.Setenv(k, v)
 		}
 	}
-	return compileMPI(t, mpicc, name)
 }
 
 // compileMPI compiles pmi/testdata/<name>.c with mpicc into the test's
@@ -73,6 +76,7 @@ func checkLines(t *testing.T, r result, want []string) {
 }
 
 func TestMPIRunEmbedded(t *testing.T) {
+	t.Parallel()
 	bin := buildMPI(t, "allreduce")
 	t.Run("four ranks", func(t *testing.T) {
 		checkLines(t, runLauncher(t, "run", "--nproc", "4", "--mpi", "mpich", "--", bin), allreduceLines(4))
@@ -104,6 +108,7 @@ exec "$0"`
 // to be killed; the others wait in a barrier. The job fails with 7, names
 // the rank, and leaves no process.
 func TestMPIAbort(t *testing.T) {
+	t.Parallel()
 	bin := buildMPI(t, "abort")
 	marker := "MUSTER_E2E_MPI_ABORT=" + strconv.Itoa(os.Getpid())
 	r := runLauncher(t, "run", "--nproc", "4", "--mpi", "mpich", "-x", marker, "--", bin)
@@ -120,6 +125,7 @@ func TestMPIAbort(t *testing.T) {
 // Three agents on this machine, two ranks each: each node's PMI barrier
 // meets the others' through the store's KV.
 func TestMPIThreeAgents(t *testing.T) {
+	t.Parallel()
 	bin := buildMPI(t, "allreduce")
 	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--name", "a", "--addr", "127.0.0.1"})
 	joinAgent(t, host.addr, "b", "127.0.0.2")
@@ -131,6 +137,7 @@ func TestMPIThreeAgents(t *testing.T) {
 // Under --mpi every rank is an MPI program: one that exits 0 without
 // MPI_Finalize fails the job (its peers would wait for it in a barrier).
 func TestMPIExitWithoutFinalize(t *testing.T) {
+	t.Parallel()
 	r := runLauncher(t, "run", "--nproc", "2", "--mpi", "mpich", "--stdin", "none", "--", "sh", "-c", `[ "$PMI_RANK" = 1 ] || sleep 30`)
 	host, _ := os.Hostname()
 	// A program that never speaks PMI is not taken for one that did and
@@ -143,6 +150,7 @@ func TestMPIExitWithoutFinalize(t *testing.T) {
 }
 
 func TestMPIFlag(t *testing.T) {
+	t.Parallel()
 	r := runLauncher(t, "run", "--mpi", "lam", "--", "true")
 	if r.code != 2 || !strings.Contains(r.stderr, `--mpi "lam": want mpich or openmpi`) {
 		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)

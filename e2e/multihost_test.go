@@ -16,6 +16,7 @@ import (
 // Three hosts, each in a network namespace of its own: every worker gets
 // the rank, node rank and addresses of the node it really runs on.
 func TestNetns3NodeJob(t *testing.T) {
+	t.Parallel()
 	nw := newNetwork(t, 3)
 	nw.startCluster()
 
@@ -61,6 +62,7 @@ func TestNetns3NodeJob(t *testing.T) {
 // A node whose agent is SIGKILLed is lost at once, and the job with it: no
 // worker of it stays on any node.
 func TestNetnsAgentKilled(t *testing.T) {
+	t.Parallel()
 	nw := newNetwork(t, 3)
 	agents := nw.startCluster()
 	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-netns-kill", time.Now().UnixNano())
@@ -79,6 +81,7 @@ func TestNetnsAgentKilled(t *testing.T) {
 // the workers stop on every node. Once the link is back, the node's agent
 // registers again by itself and takes jobs.
 func TestNetnsLinkCut(t *testing.T) {
+	t.Parallel()
 	nw := newNetwork(t, 3)
 	nw.startCluster()
 	c := nw.host("c")
@@ -103,6 +106,7 @@ func TestNetnsLinkCut(t *testing.T) {
 // A node cut off by a firewall, with no job running, leaves the registered
 // nodes; once its packets pass again it comes back and takes jobs.
 func TestNetnsPartitionHeals(t *testing.T) {
+	t.Parallel()
 	nw := newNetwork(t, 3)
 	nw.startCluster()
 	c := nw.host("c")
@@ -131,6 +135,7 @@ func TestNetnsPartitionHeals(t *testing.T) {
 // An agent with another token cannot gossip with the cluster: it never
 // registers and says it waits. The right token on the same host joins.
 func TestNetnsWrongToken(t *testing.T) {
+	t.Parallel()
 	nw := newNetwork(t, 2)
 	nw.startHead()
 	b := nw.host("b")
@@ -156,6 +161,7 @@ func TestNetnsWrongToken(t *testing.T) {
 // A second agent taking a name alive in the cluster fails at start; the
 // node of that name goes on.
 func TestNetnsDuplicateName(t *testing.T) {
+	t.Parallel()
 	nw := newNetwork(t, 3)
 	nw.startHead()
 	nw.join(nw.host("b"), nw.token)
@@ -173,6 +179,7 @@ func TestNetnsDuplicateName(t *testing.T) {
 // reaches it through another node, keeps its job: its worker's exit,
 // held meanwhile, arrives once the link is back, and the job succeeds.
 func TestNetnsStoreUnreachable(t *testing.T) {
+	t.Parallel()
 	nw := newNetwork(t, 3)
 	nw.startCluster()
 	a, b := nw.host("a"), nw.host("b")

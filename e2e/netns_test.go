@@ -162,7 +162,7 @@ func (nw *network) startAgent(h *host, name string, args ...string) *agent {
 	defer f.Close()
 	args = append([]string{"netns", "exec", h.ns, agentBin, "--name", name, "--kill-timeout", "2s"}, args...)
 	a.cmd = exec.Command("ip", args...)
-	a.cmd.Env = append(os.Environ(), "TMPDIR="+dir)
+	a.cmd.Env = agentEnv("TMPDIR=" + dir)
 	a.cmd.Stdout, a.cmd.Stderr = f, f
 	if err := a.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -343,7 +343,7 @@ func (nw *network) runAgentIn(h *host, args ...string) (string, error) {
 	defer cancel()
 	args = append([]string{"netns", "exec", h.ns, agentBin}, args...)
 	cmd := exec.CommandContext(ctx, "ip", args...)
-	cmd.Env = append(os.Environ(), "TMPDIR="+nw.dir)
+	cmd.Env = agentEnv("TMPDIR=" + nw.dir)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

@@ -29,8 +29,10 @@ func buildOpenMPI(t *testing.T, name string) string {
 
 // openMPIArgs run the job under Debian's Open MPI mpirun. Several "nodes"
 // here share one host name, where Open MPI's shared-memory transport
-// crashes: TCP only.
-var openMPIArgs = []string{"--mpi", "openmpi", "-x", "MUSTER_MPIRUN=mpirun.openmpi", "-x", "OMPI_MCA_btl=self,tcp"}
+// crashes: TCP only. A job that hangs (once, under load, with nothing on
+// stderr) is timed out before the test's own bound, so that the launcher's
+// summary names what still ran.
+var openMPIArgs = []string{"--mpi", "openmpi", "-x", "MUSTER_MPIRUN=mpirun.openmpi", "-x", "OMPI_MCA_btl=self,tcp", "--timeout", "45s"}
 
 // openMPILines is what allreduce.c prints for size ranks: all of it comes
 // through mpirun, worker 0 of the job.

@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,6 +15,7 @@ import (
 // SIGTERM to the agent that hosts the store fails the running job, naming
 // the agent; it was recorded as a success before.
 func TestAgentShutdownFailsItsJob(t *testing.T) {
+	t.Parallel()
 	ap := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--name", "head-node", "--kill-timeout", "2s"})
 	cmd, out, errb := launcher(t, nil, "run", "--cluster", ap.addr, "--nproc", "2", "--", "sleep", "1000")
 	eventually(t, "the job to run", func() bool { return strings.Contains(runLauncher(t, "jobs", "--cluster", ap.addr).stdout, "running") })
@@ -27,6 +30,7 @@ func TestAgentShutdownFailsItsJob(t *testing.T) {
 // 46 s without a word before), follows the job again once the store
 // answers, and exits with the job's code.
 func TestLauncherNoticesAStoreThatStoppedAnswering(t *testing.T) {
+	t.Parallel()
 	ap := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), nil)
 	dir := t.TempDir()
 	// The job ends only once the test says so: a loaded machine may take
@@ -54,15 +58,27 @@ func TestLauncherNoticesAStoreThatStoppedAnswering(t *testing.T) {
 }
 
 // A launcher suspended with Ctrl-Z keeps its job: when it resumes, the job
-// goes on and ends as it would have.
+// goes on and ends as it would have. The workers say when the launcher has
+// been stopped longer than anything that could take it for gone: gRPC's
+// keepalive (5 s and 5 s) and the store's session grace (10 s).
 func TestSuspendedLauncherKeepsItsJob(t *testing.T) {
-	cmd, out, errb := launcher(t, nil, "run", "--nproc", "2", "--", "sh", "-c", `seq 1 1000; sleep 17; echo end`)
-	eventually(t, "output", func() bool { return strings.Contains(out.String(), "[1] 1000") })
+	t.Parallel()
+	dir := t.TempDir()
+	script := fmt.Sprintf(`seq 1 1000; sleep 12; touch %[1]s/slept-$RANK; while [ ! -e %[1]s/go ]; do sleep 0.05; done; echo end`, dir)
+	cmd, out, errb := launcher(t, nil, "run", "--nproc", "2", "--", "sh", "-c", script)
+	eventually(t, "output", func() bool {
+		s := out.String()
+		return strings.Contains(s, "[0] 1000\n") && strings.Contains(s, "[1] 1000\n")
+	})
 	cmd.Process.Signal(syscall.SIGSTOP)
-	time.Sleep(16 * time.Second)
+	eventuallyWithin(t, time.Minute, "the workers to outlast the timeouts", func() bool {
+		m, _ := filepath.Glob(filepath.Join(dir, "slept-*"))
+		return len(m) == 2
+	})
 	cmd.Process.Signal(syscall.SIGCONT)
+	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
 	r := wait(t, cmd, out, errb)
-	if r.code != 0 || strings.Count(r.stdout, "\n") != 2002 {
+	if r.code != 0 || strings.Count(r.stdout, "\n") != 2002 || strings.Count(r.stdout, " end\n") != 2 {
 		t.Fatalf("exit %d, %d lines; stderr:\n%s", r.code, strings.Count(r.stdout, "\n"), r.stderr)
 	}
 }
@@ -70,6 +86,7 @@ func TestSuspendedLauncherKeepsItsJob(t *testing.T) {
 // A second agent under a name a live agent holds is refused and exits,
 // rather than the two evicting each other forever.
 func TestSecondAgentOfOneNameIsRefused(t *testing.T) {
+	t.Parallel()
 	ap := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--name", "twin"})
 	out, err := runAgentOnce(t, "--store", ap.addr, "--name", "twin", "--addr", "127.0.0.2")
 	if err == nil || !strings.Contains(out, "registered by another agent, which is connected: give this agent another --name") {

@@ -33,6 +33,7 @@ func countLines(t *testing.T, out string, check func(rank int, body string) bool
 // Output is never lost, at the sizes users run: every line of every rank, in
 // the terminal and in the log files.
 func TestNoOutputLostAtScale(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		workers, lines int
 		tagged         bool
@@ -81,6 +82,7 @@ func TestNoOutputLostAtScale(t *testing.T) {
 // A reader that stops reading stops the workers, as a terminal does, and
 // then gets every line.
 func TestSlowReaderSlowsWorkers(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	// 2 × 48 MiB is more than the launcher, store and agent buffer together.
 	const lines = 48 << 20 / 100
@@ -125,6 +127,7 @@ func TestSlowReaderSlowsWorkers(t *testing.T) {
 
 // A progress bar drawn with \r and no newline shows up as it is drawn.
 func TestProgressBarShowsBeforeItsNewline(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cmd := exec.Command(launcherBin, "run", "--nproc", "1", "--", "sh", "-c",
 		fmt.Sprintf(`printf '\r50%%%%'; while [ ! -e %s/go ]; do sleep 0.05; done; printf '\r100%%%%\n'`, dir))
@@ -166,6 +169,7 @@ func TestProgressBarShowsBeforeItsNewline(t *testing.T) {
 
 // One job's stalled reader holds up that job only.
 func TestStalledLauncherHoldsUpOnlyItsJob(t *testing.T) {
+	t.Parallel()
 	addr := startAgent(t)
 	// A launcher whose stdout nobody reads, with a job that writes a lot.
 	slow := exec.Command(launcherBin, "run", "--cluster", addr, "--nproc", "1", "--", "sh", "-c", `yes 0123456789abcdef | head -c 200000000`)
@@ -186,6 +190,7 @@ func TestStalledLauncherHoldsUpOnlyItsJob(t *testing.T) {
 
 // Two jobs writing to the same --log-dir keep each its own files.
 func TestJobsNeverOverwriteEachOthersLogs(t *testing.T) {
+	t.Parallel()
 	logDir := t.TempDir()
 	for i := 0; i < 2; i++ {
 		r := runLauncher(t, "run", "--nproc", "2", "--log-dir", logDir, "--", "sh", "-c", fmt.Sprintf("echo job%d", i))
@@ -207,6 +212,7 @@ func TestJobsNeverOverwriteEachOthersLogs(t *testing.T) {
 // A closed stdout (`| head -1`) stops the job, as SIGPIPE stops a pipeline,
 // and leaves nothing running.
 func TestClosedStdoutStopsTheJob(t *testing.T) {
+	t.Parallel()
 	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-pipe", time.Now().UnixNano())
 	// python is the worker's child: the launcher killed by SIGPIPE left it
 	// running under init before.
@@ -228,6 +234,7 @@ func TestClosedStdoutStopsTheJob(t *testing.T) {
 // between two blocks) never has that line split or changed in a pipe or a
 // file: only a line drawn with \r shows before it ends.
 func TestPausedWriterKeepsItsLinesWhole(t *testing.T) {
+	t.Parallel()
 	script := `import sys, time
 for i in range(3000):
     sys.stdout.write("%d\n" % i)

@@ -17,15 +17,16 @@ import (
 // with a /proc of that namespace. It runs jobs, and SIGTERM from outside
 // stops it gracefully with its exit code.
 func TestAgentAsPID1(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("a new PID namespace needs root")
 	}
 	dir := t.TempDir()
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	t.Setenv("MUSTER_TOKEN_FILE", filepath.Join(dir, "token"))
 	// sh mounts the namespace's /proc, privately, then becomes the agent.
 	cmd := exec.Command("/bin/sh", "-c", `mount --make-rprivate / && mount -t proc proc /proc && exec "$0" "$@"`,
 		agentBin, "--listen", addr, "--socket", filepath.Join(dir, "agent.sock"))
+	cmd.Env = agentEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}
 	var errb bytes.Buffer
 	cmd.Stderr = &errb

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"os"
 	"os/exec"
 	"sort"
 	"strconv"
@@ -36,7 +35,7 @@ func (l *lockedBuffer) String() string {
 func joinAgent(t *testing.T, store, name, addr string) {
 	t.Helper()
 	cmd := exec.Command(agentBin, "--store", store, "--name", name, "--addr", addr)
-	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	cmd.Env = agentEnv("TMPDIR=" + t.TempDir())
 	var log lockedBuffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
@@ -46,6 +45,7 @@ func joinAgent(t *testing.T, store, name, addr string) {
 }
 
 func TestClusterRunWaitsForNodes(t *testing.T) {
+	t.Parallel()
 	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--name", "n1"})
 	cluster := t
 	t.Run("nodes come", func(t *testing.T) {
@@ -104,6 +104,7 @@ func TestClusterRunWaitsForNodes(t *testing.T) {
 // with that worker's code. MASTER_PORT is the agent's TCPStore, the same in
 // every round; with --no-agent-store each round has a port of its own.
 func TestLauncherMaxRestarts(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name     string
 		restarts string

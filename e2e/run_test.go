@@ -72,15 +72,16 @@ func checkFourWorkers(t *testing.T, r result) {
 }
 
 func TestFourWorkersGetRanksAndEnvironment(t *testing.T) {
-	t.Setenv("PASSED", "passed-value")
-	r := runLauncher(t, "run", "--nproc", "4", "--no-tag-output", "-x", "FROM_X=x-value", "-x", "PASSED", "--", "sh", "-c", envScript)
-	checkFourWorkers(t, r)
+	t.Parallel()
+	cmd, out, errb := launcher(t, []string{"PASSED=passed-value"}, "run", "--nproc", "4", "--no-tag-output", "-x", "FROM_X=x-value", "-x", "PASSED", "--", "sh", "-c", envScript)
+	checkFourWorkers(t, wait(t, cmd, out, errb))
 }
 
 func TestClusterAgentRunsTheSameJob(t *testing.T) {
+	t.Parallel()
 	addr := startAgent(t)
-	t.Setenv("PASSED", "passed-value")
-	r := runLauncher(t, "run", "--cluster", addr, "--nproc", "4", "--no-tag-output", "-x", "FROM_X=x-value", "-x", "PASSED", "--", "sh", "-c", envScript)
+	cmd, out, errb := launcher(t, []string{"PASSED=passed-value"}, "run", "--cluster", addr, "--nproc", "4", "--no-tag-output", "-x", "FROM_X=x-value", "-x", "PASSED", "--", "sh", "-c", envScript)
+	r := wait(t, cmd, out, errb)
 	checkFourWorkers(t, r)
 	// The store answers on the address the workers were given.
 	env := workerEnv(t, r.stdout)
@@ -90,6 +91,7 @@ func TestClusterAgentRunsTheSameJob(t *testing.T) {
 }
 
 func TestGPUSplit(t *testing.T) {
+	t.Parallel()
 	r := runLauncher(t, "run", "--gpu-devices", "0,1,2,3", "--gpus", "4", "--nproc", "2", "--no-tag-output", "--", "sh", "-c", envScript)
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
@@ -104,6 +106,7 @@ func TestGPUSplit(t *testing.T) {
 }
 
 func TestUsageErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		args []string
@@ -130,6 +133,7 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestFirstFailureStopsTheJob(t *testing.T) {
+	t.Parallel()
 	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-failfast", time.Now().UnixNano())
 	r := runLauncher(t, "run", "--nproc", "4", "-x", marker, "--", "sh", "-c",
 		`if [ "$RANK" = 2 ]; then echo "boom from two" >&2; sleep 0.2; exit 3; fi; exec sleep 1000`)
@@ -147,6 +151,7 @@ func TestFirstFailureStopsTheJob(t *testing.T) {
 }
 
 func TestSignalExitCode(t *testing.T) {
+	t.Parallel()
 	r := runLauncher(t, "run", "--nproc", "2", "--", "sh", "-c", `[ "$RANK" = 1 ] && kill -SEGV $$; sleep 1000`)
 	if r.code != 139 || !strings.Contains(r.stderr, "rank 1") || !strings.Contains(r.stderr, "signal 11") {
 		t.Fatalf("exit %d, stderr %q; want 139 naming rank 1 and signal 11", r.code, r.stderr)
@@ -154,6 +159,7 @@ func TestSignalExitCode(t *testing.T) {
 }
 
 func TestTimeout(t *testing.T) {
+	t.Parallel()
 	r := runLauncher(t, "run", "--nproc", "2", "--timeout", "300ms", "--kill-timeout", "100ms", "--", "sleep", "1000")
 	if r.code != 124 || !strings.Contains(r.stderr, "timed out") {
 		t.Fatalf("exit %d, stderr %q; want 124", r.code, r.stderr)
@@ -161,6 +167,7 @@ func TestTimeout(t *testing.T) {
 }
 
 func TestInterruptLeavesNoProcesses(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		signals []syscall.Signal
@@ -194,6 +201,7 @@ func TestInterruptLeavesNoProcesses(t *testing.T) {
 }
 
 func TestKilledLauncherTakesWorkersWithIt(t *testing.T) {
+	t.Parallel()
 	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-sigkill", time.Now().UnixNano())
 	cmd, out, errb := launcher(t, nil, "run", "--nproc", "3", "-x", marker, "--", "sleep", "1000")
 	eventually(t, "3 workers", func() bool { return len(jobProcesses(t, marker)) == 3 })
@@ -203,6 +211,7 @@ func TestKilledLauncherTakesWorkersWithIt(t *testing.T) {
 }
 
 func TestLargeOutputArrivesWholeAndUntangled(t *testing.T) {
+	t.Parallel()
 	// Every rank prints 10 MB in lines of its own pattern, all at once.
 	const perRank = 10 << 20
 	const lineLen = 100
@@ -236,6 +245,7 @@ func TestLargeOutputArrivesWholeAndUntangled(t *testing.T) {
 }
 
 func TestLongLineWithoutNewline(t *testing.T) {
+	t.Parallel()
 	r := runLauncher(t, "run", "--nproc", "1", "--", "sh", "-c", `head -c 200000 /dev/zero | tr '\0' x`)
 	if r.code != 0 || r.stdout != "[0] "+strings.Repeat("x", 200000)+"\n" {
 		t.Fatalf("exit %d, %d bytes of output", r.code, len(r.stdout))

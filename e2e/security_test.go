@@ -95,6 +95,7 @@ func listening(t *testing.T, pid int) (tcp, unix []string) {
 }
 
 func TestEmbeddedDefaultServesOnlyItsOwnUser(t *testing.T) {
+	t.Parallel()
 	needOtherUser(t)
 	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-embedded", time.Now().UnixNano())
 	cmd, out, errb := launcher(t, nil, "run", "--nproc", "1", "-x", marker, "--", "sleep", "1000")
@@ -124,8 +125,11 @@ func TestEmbeddedDefaultServesOnlyItsOwnUser(t *testing.T) {
 }
 
 func TestAgentRunsOtherUsersJobsAsThem(t *testing.T) {
+	t.Parallel()
 	needOtherUser(t)
-	ag := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), nil)
+	// A token file of its own, which the agent makes.
+	tok := filepath.Join(t.TempDir(), "token")
+	ag := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--token-file", tok}, "--token-file", tok)
 	sock := "unix://" + ag.socket
 
 	// Loopback is no boundary: over TCP nobody needs the token they cannot read.
@@ -134,7 +138,7 @@ func TestAgentRunsOtherUsersJobsAsThem(t *testing.T) {
 		t.Fatalf("nobody over TCP without the token: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	// The token file the agent made is its user's alone.
-	if fi, err := os.Stat(os.Getenv("MUSTER_TOKEN_FILE")); err != nil || fi.Mode().Perm() != 0o600 {
+	if fi, err := os.Stat(tok); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("token file: %v %v; want mode 0600", fi, err)
 	}
 	// On the socket the kernel names the user, and the job runs as them.
@@ -152,15 +156,15 @@ func TestAgentRunsOtherUsersJobsAsThem(t *testing.T) {
 		t.Fatalf("muster wrote into root's directory for nobody: %v", entries)
 	}
 	// The token holder is the cluster operator; their jobs run as the agent's user.
-	r = runLauncher(t, "run", "--cluster", ag.addr, "--no-tag-output", "--", "id", "-u")
+	r = runLauncher(t, "run", "--cluster", ag.addr, "--token-file", tok, "--no-tag-output", "--", "id", "-u")
 	if r.code != 0 || r.stdout != "0\n" {
 		t.Fatalf("operator's job: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}
 	// nobody sees and stops only their own jobs.
 	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-root-job", time.Now().UnixNano())
-	cmd, out, errb := launcher(t, nil, "run", "--cluster", ag.addr, "-x", marker, "--", "sleep", "1000")
+	cmd, out, errb := launcher(t, nil, "run", "--cluster", ag.addr, "--token-file", tok, "-x", marker, "--", "sleep", "1000")
 	eventually(t, "root's job", func() bool { return len(jobProcesses(t, marker)) == 1 })
-	jobs := runLauncher(t, "jobs", "--cluster", ag.addr)
+	jobs := runLauncher(t, "jobs", "--cluster", ag.addr, "--token-file", tok)
 	var rootJob string
 	for _, l := range strings.Split(jobs.stdout, "\n") {
 		if strings.Contains(l, "sleep 1000") {
@@ -178,6 +182,7 @@ func TestAgentRunsOtherUsersJobsAsThem(t *testing.T) {
 }
 
 func TestLauncherFindsTheLocalAgentSocket(t *testing.T) {
+	t.Parallel()
 	needOtherUser(t)
 	ag := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), nil)
 	r := runLauncher(t, "nodes", "--cluster", ag.socket)
@@ -186,13 +191,36 @@ func TestLauncherFindsTheLocalAgentSocket(t *testing.T) {
 	}
 	// Without --cluster a user's launcher takes the agent's socket under
 	// $XDG_RUNTIME_DIR (then /run/muster) over the embedded default.
-	r = asNobodyEnv(t, []string{"XDG_RUNTIME_DIR=" + ag.dir}, "--clear-groups", "run", "--no-tag-output", "--", "sh", "-c", `echo "$(id -u) $MUSTER_STORE_ADDR"`)
+	r = asNobodyEnv(t, []string{"MUSTER_SOCKET=", "XDG_RUNTIME_DIR=" + ag.dir}, "--clear-groups", "run", "--no-tag-output", "--", "sh", "-c", `echo "$(id -u) $MUSTER_STORE_ADDR"`)
 	if r.code != 0 || r.stdout != "65534 "+ag.addr+"\n" {
 		t.Fatalf("run without --cluster: exit %d, stdout %q, stderr %q; want it run by the agent at %s", r.code, r.stdout, r.stderr, ag.addr)
 	}
 }
 
+// A launcher without --cluster takes the agent serving $MUSTER_SOCKET and
+// no other. The tests' own MUSTER_SOCKET names a path where nothing serves,
+// so that no test reaches an agent it did not start, such as a root agent
+// on /run/muster/agent.sock: their launchers run the embedded default.
+func TestLauncherTakesOnlyTheAgentOfMusterSocket(t *testing.T) {
+	t.Parallel()
+	ag := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), nil)
+	show := []string{"run", "--no-tag-output", "--", "sh", "-c", `echo "$MUSTER_STORE_ADDR"`}
+	cmd, out, errb := launcher(t, []string{"MUSTER_SOCKET=" + ag.socket}, show...)
+	if r := wait(t, cmd, out, errb); r.code != 0 || r.stdout != ag.addr+"\n" {
+		t.Fatalf("with MUSTER_SOCKET=%s: exit %d, stdout %q, stderr %q; want the job run by the agent at %s", ag.socket, r.code, r.stdout, r.stderr, ag.addr)
+	}
+	if got := os.Getenv("MUSTER_SOCKET"); got != noAgentSocket {
+		t.Fatalf("the tests' MUSTER_SOCKET is %q, want %q", got, noAgentSocket)
+	}
+	r := runLauncher(t, show...)
+	// The embedded default's store: a socket in a private directory of the launcher's.
+	if embedded, ok := strings.CutPrefix(strings.TrimSpace(r.stdout), "unix://"); r.code != 0 || !ok || !strings.HasPrefix(embedded, os.TempDir()) {
+		t.Fatalf("the tests' launcher: exit %d, stdout %q, stderr %q; want the embedded default's store", r.code, r.stdout, r.stderr)
+	}
+}
+
 func TestTokenMinimumLengthInBothBinaries(t *testing.T) {
+	t.Parallel()
 	const want = "MUSTER_TOKEN: token is 1 characters, want at least 16"
 	cmd, out, errb := launcher(t, []string{"MUSTER_TOKEN=x"}, "run", "--cluster", "127.0.0.1:"+strconv.Itoa(freePort(t)), "--", "true")
 	if r := wait(t, cmd, out, errb); r.code != 2 || !strings.Contains(r.stderr, want) {
@@ -201,7 +229,7 @@ func TestTokenMinimumLengthInBothBinaries(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	agent := exec.CommandContext(ctx, agentBin, "--listen", "127.0.0.1:"+strconv.Itoa(freePort(t)), "--socket", filepath.Join(t.TempDir(), "a.sock"))
-	agent.Env = append(os.Environ(), "MUSTER_TOKEN=x")
+	agent.Env = agentEnv("MUSTER_TOKEN=x")
 	b, err := agent.CombinedOutput()
 	if err == nil || !strings.Contains(string(b), want) {
 		t.Errorf("agent with MUSTER_TOKEN=x: %v\n%s", err, b)
@@ -209,6 +237,7 @@ func TestTokenMinimumLengthInBothBinaries(t *testing.T) {
 }
 
 func TestWorkersUseTheirJobsKV(t *testing.T) {
+	t.Parallel()
 	worker := testProgram(t, "kvworker")
 	for _, tt := range []struct {
 		name    string
@@ -228,6 +257,7 @@ func TestWorkersUseTheirJobsKV(t *testing.T) {
 }
 
 func TestAgentListensOnHostNamesAndEveryAddress(t *testing.T) {
+	t.Parallel()
 	port := strconv.Itoa(freePort(t))
 	startAgentAt(t, "localhost:"+port, nil)
 	if r := runLauncher(t, "run", "--cluster", "127.0.0.1:"+port, "--", "echo", "ok"); r.code != 0 || r.stdout != "[0] ok\n" {

@@ -22,13 +22,14 @@ import (
 // and registers again; the launcher follows the job on the new store and
 // exits with the job's code.
 func TestJobOutlivesAStoreRestart(t *testing.T) {
+	t.Parallel()
 	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	host := startAgentAt(t, listen, []string{"--name", "head"})
-	token := filepath.Join(host.dir, "token")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	// Node rank 0: the job lands here, not on the agent that hosts the store.
 	joined := exec.CommandContext(ctx, agentBin, "--store", host.addr, "--name", "joined", "--addr", "127.0.0.2", "--node-rank", "0")
+	joined.Env = agentEnv()
 	var log bytes.Buffer
 	joined.Stdout, joined.Stderr = &log, &log
 	if err := joined.Start(); err != nil {
@@ -46,7 +47,7 @@ func TestJobOutlivesAStoreRestart(t *testing.T) {
 
 	host.cmd.Process.Signal(syscall.SIGTERM)
 	host.cmd.Wait()
-	startAgentAt(t, listen, []string{"--name", "head", "--token-file", token})
+	startAgentAt(t, listen, []string{"--name", "head"})
 	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
 
 	r := wait(t, cmd, out, errb)

@@ -8,6 +8,7 @@ import (
 )
 
 func TestHostlistAndHostfileCommands(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	hosts := filepath.Join(dir, "hosts")
 	os.WriteFile(hosts, []byte("# two nodes\nnode01 slots=4\nnode02 slots=4 # trailing\n"), 0o644)
@@ -43,6 +44,7 @@ func TestHostlistAndHostfileCommands(t *testing.T) {
 }
 
 func TestDoctorExplainsItself(t *testing.T) {
+	t.Parallel()
 	r := runLauncher(t, "doctor", "--master", "127.0.0.1")
 	if r.code != 0 || !strings.Contains(r.stdout, "NCCL_SOCKET_IFNAME") || !strings.Contains(r.stdout, "=lo") {
 		t.Fatalf("doctor: exit %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -50,6 +52,7 @@ func TestDoctorExplainsItself(t *testing.T) {
 }
 
 func TestBenchOutsideAJobSaysSo(t *testing.T) {
+	t.Parallel()
 	r := runLauncher(t, "bench", "allreduce", "-b", "8", "-e", "1M")
 	if r.code == 0 || !strings.Contains(r.stderr, "launcher run") {
 		t.Fatalf("bench outside muster: exit %d, stderr %q", r.code, r.stderr)

@@ -32,6 +32,7 @@ func torchLines(t *testing.T, stdout string) []torchLine {
 // rank 0's agent holds on MASTER_PORT (no rank can bind it); with
 // --no-agent-store rank 0 binds and hosts it, as before.
 func TestAgentServesTorchStore(t *testing.T) {
+	t.Parallel()
 	worker := testProgram(t, "torchclient")
 	for _, tt := range []struct {
 		name    string
@@ -76,6 +77,7 @@ func TestAgentServesTorchStore(t *testing.T) {
 // TestTorchStoreAcrossRestarts: a restarted job keeps its MASTER_PORT, and
 // its new round starts on an empty store.
 func TestTorchStoreAcrossRestarts(t *testing.T) {
+	t.Parallel()
 	worker := testProgram(t, "torchclient")
 	cmd, out, errb := launcher(t, []string{"FAIL_RANK=1"}, "run", "--nproc", "4", "--max-restarts", "1", "--", worker)
 	r := wait(t, cmd, out, errb)
@@ -99,6 +101,7 @@ func TestTorchStoreAcrossRestarts(t *testing.T) {
 // TestAgentReleasesTorchStore: an agent that stays up serves a job's
 // TCPStore for the job only; once the job ends, MASTER_PORT is free.
 func TestAgentReleasesTorchStore(t *testing.T) {
+	t.Parallel()
 	worker := testProgram(t, "torchclient")
 	addr := startAgent(t)
 	r := runLauncher(t, "run", "--cluster", addr, "--nproc", "4", "--", worker)

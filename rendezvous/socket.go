@@ -86,8 +86,13 @@ func FindLocalAgent() string {
 	return ""
 }
 
-// LocalAgentSockets are the sockets FindLocalAgent looks at, in order.
+// LocalAgentSockets are the sockets FindLocalAgent looks at, in order:
+// $MUSTER_SOCKET alone when set, the variable that also picks the agent's
+// own --socket, so a launcher and an agent given one path find each other.
 func LocalAgentSockets() []string {
+	if p := os.Getenv("MUSTER_SOCKET"); p != "" {
+		return []string{p}
+	}
 	if DefaultSocket() == SystemSocket {
 		return []string{SystemSocket}
 	}

@@ -26,12 +26,18 @@ func main() {
 	n, _ := strconv.Atoi(world)
 	addr := net.JoinHostPort(os.Getenv("MASTER_ADDR"), os.Getenv("MASTER_PORT"))
 	// Without an agent store rank 0 would bind MASTER_PORT here: say
-	// whether it could.
+	// whether it could. Without one, only rank 0 tries: another rank's try
+	// could hold the port at the moment rank 0 binds it, and then no rank
+	// would host the store.
+	agentStore := os.Getenv("TORCHELASTIC_USE_AGENT_STORE") == "True"
 	bind := "free"
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
+	var l net.Listener
+	var err error
+	if !agentStore && rank != "0" {
+		bind = "unprobed"
+	} else if l, err = net.Listen("tcp", addr); err != nil {
 		bind = "held"
-	} else if os.Getenv("TORCHELASTIC_USE_AGENT_STORE") != "True" && rank == "0" {
+	} else if !agentStore {
 		// No agent store: rank 0 hosts one, as torch's rank 0 does.
 		srv := tcpstore.NewServer(l, nil, nil)
 		srv.Use(kv.NewMemoryWith(tcpstore.Limits).Space("job"))
