@@ -11,7 +11,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/musterhq/muster/engine"
+	"github.com/musterhq/muster/engine/uniqueid"
 	"github.com/musterhq/muster/envprop"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
@@ -69,8 +69,8 @@ func checkAssignment(asg *musterv1.Assignment) error {
 		return fmt.Errorf("world size %d is not %d nodes times %d workers", asg.GetWorldSize(), nnodes, nproc)
 	case len(asg.GetGpus()) != int(spec.GetGpus()):
 		return fmt.Errorf("%d GPUs on this node, but the job spec asks for %d", len(asg.GetGpus()), spec.GetGpus())
-	case len(asg.GetNcclUniqueId()) != engine.UniqueIDBytes:
-		return fmt.Errorf("NCCL unique ID is %d bytes, want %d", len(asg.GetNcclUniqueId()), engine.UniqueIDBytes)
+	case len(asg.GetNcclUniqueId()) != uniqueid.Bytes:
+		return fmt.Errorf("NCCL unique ID is %d bytes, want %d", len(asg.GetNcclUniqueId()), uniqueid.Bytes)
 	case asg.GetMasterPort() < 1 || asg.GetMasterPort() > 65535:
 		return fmt.Errorf("master port %d is outside 1..65535", asg.GetMasterPort())
 	case asg.GetRestartCount() < 0 || asg.GetMaxRestarts() < 0:

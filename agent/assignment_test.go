@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/musterhq/muster/engine"
+	"github.com/musterhq/muster/engine/uniqueid"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
 )
@@ -23,7 +23,7 @@ import (
 // validAssignment is node rank 1's share of a two-node job with two workers
 // per node, as the store would send it.
 func validAssignment() *musterv1.Assignment {
-	id, err := engine.NewUniqueID(netip.MustParseAddrPort("127.0.0.2:29501"))
+	id, err := uniqueid.New(netip.MustParseAddrPort("127.0.0.2:29501"))
 	if err != nil {
 		panic(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/musterhq/muster/engine"
+	"github.com/musterhq/muster/engine/uniqueid"
 	"github.com/musterhq/muster/envprop"
 	"github.com/musterhq/muster/hostfile"
 	"github.com/musterhq/muster/ncclnet"
@@ -116,7 +117,7 @@ func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
 	if spec.GetNcclAutodetect() {
 		net = a.detectNCCLNet(asg, base, user)
 	}
-	id := engine.UniqueID(asg.GetNcclUniqueId())
+	id := uniqueid.ID(asg.GetNcclUniqueId())
 	in := envprop.Input{
 		Base: base, User: user,
 		JobID: asg.GetJobId(), StoreAddr: asg.GetStoreAddr(), Hostfile: hf,

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/musterhq/muster/engine"
+	"github.com/musterhq/muster/engine/uniqueid"
 	"github.com/musterhq/muster/envprop"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
@@ -534,7 +534,7 @@ func (s *Store) PortsReserved(session, roundID string, ports []int32, errText st
 	}
 	master := r.nodes[0].info.GetAddr()
 	root := netip.AddrPortFrom(netip.MustParseAddr(master), uint16(ports[1]))
-	id, err := engine.NewUniqueID(root)
+	id, err := uniqueid.New(root)
 	if err != nil {
 		return err
 	}

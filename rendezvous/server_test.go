@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/musterhq/muster/engine"
+	"github.com/musterhq/muster/engine/uniqueid"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
@@ -140,7 +140,7 @@ func TestRoundAcrossTwoNodes(t *testing.T) {
 	if sa.MasterAddr != "10.0.0.1" || sa.MasterPort != 29500 || sa.NcclCommId != "10.0.0.1:29501" {
 		t.Fatalf("master %s:%d, nccl root %s", sa.MasterAddr, sa.MasterPort, sa.NcclCommId)
 	}
-	id := engine.UniqueID(sa.NcclUniqueId)
+	id := uniqueid.ID(sa.NcclUniqueId)
 	if root, _ := id.Root(); root.String() != "10.0.0.1:29501" || string(sb.NcclUniqueId) != string(sa.NcclUniqueId) {
 		t.Fatalf("unique id root %v, or ids differ between nodes", root)
 	}
