@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/musterhq/muster/engine/uniqueid"
+	"github.com/musterhq/muster/jobspec"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
 )
@@ -40,7 +41,7 @@ func validAssignment() *musterv1.Assignment {
 // bigJob makes a a node of a job larger than RosterInlineNodes, at node
 // rank rank, whose assignment carries no roster.
 func bigJob(a *musterv1.Assignment, rank int32) {
-	a.Nnodes = rendezvous.RosterInlineNodes + 1
+	a.Nnodes = jobspec.RosterInlineNodes + 1
 	a.WorldSize = a.Nnodes * a.Nproc
 	a.Spec.Nnodes = a.Nnodes
 	a.NodeRank = rank
@@ -109,7 +110,7 @@ func TestUnplannedWorkersAreBounded(t *testing.T) {
 		{1, 2, []int{2, 3}},
 		{0, 0, []int{0}},
 		{-5, 1 << 30, []int{0}},
-		{1 << 30, 1, []int{rendezvous.MaxNodes - 1}},
+		{1 << 30, 1, []int{jobspec.MaxNodes - 1}},
 	}
 	for _, tt := range tests {
 		plans := unplannedWorkers(&musterv1.Assignment{NodeRank: tt.nodeRank, Nproc: tt.nproc})

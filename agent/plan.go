@@ -18,10 +18,10 @@ import (
 	"github.com/musterhq/muster/engine/uniqueid"
 	"github.com/musterhq/muster/envprop"
 	"github.com/musterhq/muster/hostfile"
+	"github.com/musterhq/muster/jobspec"
 	"github.com/musterhq/muster/ncclnet"
 	"github.com/musterhq/muster/openmpi"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
 )
 
 // jobFiles is what a job has on this node besides its processes: its
@@ -130,8 +130,8 @@ func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
 		RestartCount: int(asg.GetRestartCount()), MaxRestarts: int(asg.GetMaxRestarts()),
 		AgentStore: !spec.GetNoAgentStore(),
 		NCCLVars:   net.Vars(),
-		MPI:        spec.GetMpi() == rendezvous.MPICH,
-		OpenMPI:    spec.GetMpi() == rendezvous.OpenMPI,
+		MPI:        spec.GetMpi() == jobspec.MPICH,
+		OpenMPI:    spec.GetMpi() == jobspec.OpenMPI,
 		NodeName:   a.cfg.Name, RoundID: asg.GetRoundId(),
 	}
 	for _, g := range asg.GetGpus() {

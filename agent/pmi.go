@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/musterhq/muster/jobspec"
 	"github.com/musterhq/muster/pmi"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
@@ -26,7 +27,7 @@ type pmiService struct {
 // startPMI makes the PMI service of an assignment that asks for one, or
 // returns nil.
 func (a *Agent) startPMI(asg *musterv1.Assignment) (*pmiService, error) {
-	if asg.GetSpec().GetMpi() != rendezvous.MPICH {
+	if asg.GetSpec().GetMpi() != jobspec.MPICH {
 		return nil, nil
 	}
 	sec := rendezvous.Security{JobToken: asg.GetJobToken(), CAFile: a.cfg.Security.CAFile, TLS: a.cfg.Security.TLS}

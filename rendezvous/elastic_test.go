@@ -188,29 +188,6 @@ func TestLostNodeStartsANewRound(t *testing.T) {
 	}
 }
 
-// Submitting an elastic job checks its counts.
-func TestElasticSpecBounds(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		spec *musterv1.JobSpec
-		want string
-	}{
-		{"least above most", &musterv1.JobSpec{Nnodes: 2, MinNodes: 3}, "least nodes"},
-		{"negative restarts", &musterv1.JobSpec{Nnodes: 1, MaxRestarts: -1}, "--max-restarts"},
-		{"negative last call", &musterv1.JobSpec{Nnodes: 2, MinNodes: 1, LastCallMs: -1}, "--last-call"},
-		{"stdin rank beyond the least round", &musterv1.JobSpec{Nnodes: 4, MinNodes: 1, Nproc: 2, StdinRank: ptr(int32(3))}, "--stdin 3"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.spec.Argv = byteStrings("x")
-			if err := rendezvous.ValidateSpec(tt.spec); err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("err = %v, want %q", err, tt.want)
-			}
-		})
-	}
-}
-
-func ptr[T any](v T) *T { return &v }
-
 // TestTCPStoreMovesWithNodeRankZero: when node rank 0 is lost, the next
 // round's node rank 0 serves the job's TCPStore; the lost node, which may
 // still hold the old one, is told to release it when it registers again.

@@ -49,7 +49,7 @@ func (j *job) finished() bool {
 // job starts when they arrive. owner is the local user the job runs as, nil
 // for the cluster operator.
 func (s *Store) Submit(spec *musterv1.JobSpec, owner *musterv1.Identity) (string, error) {
-	if err := ValidateSpec(spec); err != nil {
+	if err := validateSpec(spec); err != nil {
 		return "", err
 	}
 	s.mu.Lock()

@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/musterhq/muster/jobspec"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
@@ -30,7 +31,7 @@ type Liveness struct {
 
 // maxLiveness bounds the gossip view: nodes known only to gossip, past that
 // many entries, are forgotten, dead and left ones first.
-const maxLiveness = 2 * MaxNodes
+const maxLiveness = 2 * jobspec.MaxNodes
 
 // agentGoneTimeout bounds the check that a disconnected node's agent is gone.
 const agentGoneTimeout = time.Second

@@ -14,6 +14,7 @@ import (
 
 	"github.com/musterhq/muster/engine/uniqueid"
 	"github.com/musterhq/muster/envprop"
+	"github.com/musterhq/muster/jobspec"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
@@ -91,10 +92,6 @@ const (
 	progressNames = 16
 )
 
-// RosterInlineNodes is the most nodes a job may have for every node's
-// assignment to carry the roster; beyond it only node rank 0's does.
-const RosterInlineNodes = 64
-
 // RosterKey is the key in a job's KV that holds its nodes' addresses, space
 // separated by node rank, for workers on nodes whose assignment has no roster.
 const RosterKey = "muster/node_addrs"
@@ -160,7 +157,7 @@ func (s *Store) setJobStateLocked(j *job, st musterv1.JobState) {
 // round waits for nodes, and forms at once when they are there.
 func (s *Store) startRoundLocked(j *job) {
 	spec := j.spec
-	nproc := WorkersPerNode(spec)
+	nproc := jobspec.WorkersPerNode(spec)
 	r := &round{id: newID("r-"), job: j, state: roundWaiting, nproc: nproc,
 		worldSize: spec.Nnodes * nproc, exited: map[int32]bool{}, since: time.Now()}
 	if j.round != nil {
@@ -576,7 +573,7 @@ func (s *Store) PortsReserved(session, roundID string, ports []int32, errText st
 			RunAs:        j.owner,
 			JobToken:     j.token,
 		}
-		if rank == 0 || len(r.nodes) <= RosterInlineNodes {
+		if rank == 0 || len(r.nodes) <= jobspec.RosterInlineNodes {
 			asg.NodeAddrs, asg.NodeNames, asg.NodeSlots = addrs, names, slots
 		}
 		s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_Start{Start: asg}})

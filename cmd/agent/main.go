@@ -35,7 +35,7 @@ func main() {
 	// As PID 1 (a container's entrypoint), the agent runs as the child of a
 	// minimal init that reaps orphans and forwards signals to it.
 	supervise.RunInitIfPID1()
-	nodeRank := cmdline.NewCount(-1, -1, rendezvous.MaxNodes-1)
+	nodeRank := cmdline.NewCount(-1, -1, jobspec.MaxNodes-1)
 	killTimeout := cmdline.NewDuration(10 * time.Second)
 	app := &cli.App{
 		Name:      "agent",

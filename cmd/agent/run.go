@@ -29,10 +29,10 @@ type runFlags struct {
 
 func runCommand() *cli.Command {
 	f := runFlags{
-		gpus:        cmdline.NewCount(0, 0, rendezvous.MaxGPUs),
-		nproc:       cmdline.NewCount(0, 0, rendezvous.MaxNProc),
-		nodeRank:    cmdline.NewCount(-1, -1, rendezvous.MaxNodes-1),
-		maxRestarts: cmdline.NewCount(0, 0, rendezvous.MaxRestarts),
+		gpus:        cmdline.NewCount(0, 0, jobspec.MaxGPUs),
+		nproc:       cmdline.NewCount(0, 0, jobspec.MaxNProc),
+		nodeRank:    cmdline.NewCount(-1, -1, jobspec.MaxNodes-1),
+		maxRestarts: cmdline.NewCount(0, 0, jobspec.MaxRestarts),
 		joinTimeout: cmdline.NewDuration(10 * time.Minute),
 		lastCall:    cmdline.NewDuration(30 * time.Second),
 		killTimeout: cmdline.NewDuration(5 * time.Second),
@@ -164,8 +164,8 @@ func parseNNodes(s string) (nnodes, least int, err error) {
 		hi = lo
 	}
 	max, err := strconv.Atoi(hi)
-	if err != nil || max < 0 || max > rendezvous.MaxNodes || !elastic && max < 1 {
-		return 0, 0, fmt.Errorf("--nnodes %q: want N or MIN:MAX, counts in 1..%d", s, rendezvous.MaxNodes)
+	if err != nil || max < 0 || max > jobspec.MaxNodes || !elastic && max < 1 {
+		return 0, 0, fmt.Errorf("--nnodes %q: want N or MIN:MAX, counts in 1..%d", s, jobspec.MaxNodes)
 	}
 	if !elastic {
 		return max, 0, nil

@@ -32,10 +32,10 @@ type runFlags struct {
 
 func runCommand() *cli.Command {
 	f := runFlags{
-		nnodes:      cmdline.NewCount(1, 1, rendezvous.MaxNodes),
-		gpus:        cmdline.NewCount(0, 0, rendezvous.MaxGPUs),
-		nproc:       cmdline.NewCount(0, 0, rendezvous.MaxNProc),
-		maxRestarts: cmdline.NewCount(0, 0, rendezvous.MaxRestarts),
+		nnodes:      cmdline.NewCount(1, 1, jobspec.MaxNodes),
+		gpus:        cmdline.NewCount(0, 0, jobspec.MaxGPUs),
+		nproc:       cmdline.NewCount(0, 0, jobspec.MaxNProc),
+		maxRestarts: cmdline.NewCount(0, 0, jobspec.MaxRestarts),
 		env:         &cmdline.List{},
 		killTimeout: cmdline.NewDuration(10 * time.Second),
 		timeout:     cmdline.NewDuration(0),
@@ -104,9 +104,10 @@ func run(c *cli.Context, f runFlags) error {
 		return err
 	}
 	f.stdin.Apply(spec)
-	if err := rendezvous.ValidateSpec(spec); err != nil {
+	if err := jobspec.Validate(spec); err != nil {
 		return cmdline.Usagef(c, "%s", err)
 	}
+	jobspec.Defaults(spec)
 	log, err := newLogger(c.Bool("verbose"))
 	if err != nil {
 		return err
