@@ -18,7 +18,8 @@ import (
 	"github.com/musterhq/muster/engine/uniqueid"
 	"github.com/musterhq/muster/jobspec"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/storeclient"
 )
 
 // validAssignment is node rank 1's share of a two-node job with two workers
@@ -209,7 +210,7 @@ func startFakeStore(t *testing.T) (*fakeStore, string) {
 func TestBadAssignmentFailsItsJobNotTheAgent(t *testing.T) {
 	store, addr := startFakeStore(t)
 	a, err := Start(context.Background(), Config{Logger: zaptest.NewLogger(t), StoreAddr: addr, Name: "n1", Addr: "127.0.0.3",
-		Rank: -1, Environ: []string{"PATH=/usr/bin:/bin"}, TempDir: t.TempDir(), Security: rendezvous.Security{Token: "t-0123456789abcdef"}})
+		Rank: -1, Environ: []string{"PATH=/usr/bin:/bin"}, TempDir: t.TempDir(), Security: security.Security{Token: "t-0123456789abcdef"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +273,7 @@ func FuzzAssignment(f *testing.F) {
 	seed(func(a *musterv1.Assignment) { r := int32(3); a.Spec.StdinRank = &r })
 	f.Add([]byte{})
 	dir := f.TempDir()
-	c, err := rendezvous.Dial("127.0.0.1:1", rendezvous.Security{Token: "t-0123456789abcdef"})
+	c, err := storeclient.Dial("127.0.0.1:1", security.Security{Token: "t-0123456789abcdef"})
 	if err != nil {
 		f.Fatal(err)
 	}

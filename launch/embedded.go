@@ -17,7 +17,7 @@ import (
 	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/gpu"
 	"github.com/musterhq/muster/node"
-	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/storeserver"
 )
 
 // Embedded is a store and an agent for this machine, in this process. They
@@ -25,7 +25,7 @@ import (
 // directory: no other user can reach it, and the store also checks each
 // caller's peer credentials. Workers reach it there too (MUSTER_STORE_ADDR).
 type Embedded struct {
-	Store *rendezvous.Server
+	Store *storeserver.Server
 	Agent *agent.Agent
 	node  *node.Node
 	dir   string

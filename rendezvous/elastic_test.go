@@ -9,6 +9,9 @@ import (
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
+	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/storeclient"
+	"github.com/musterhq/muster/storeserver"
 )
 
 // startsOf takes each agent's next command, which must be an assignment.
@@ -44,7 +47,7 @@ func stopsOf(t *testing.T, agents ...*testAgent) string {
 // that comes later starts a new round with it, not counted as a restart.
 func TestElasticRoundLastCallAndGrowth(t *testing.T) {
 	s := rendezvoustest.NewStore(t, nil)
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	c := rendezvoustest.NewClient(t, s, security.Security{})
 	a := newTestAgent(t, c, "a", "10.0.0.1", 0, 0)
 	b := newTestAgent(t, c, "b", "10.0.0.2", 1, 0)
 	sub, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"),
@@ -92,7 +95,7 @@ func TestElasticRoundLastCallAndGrowth(t *testing.T) {
 // exit code.
 func TestRestartsAfterFailureAreJobWide(t *testing.T) {
 	s := rendezvoustest.NewStore(t, nil)
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	c := rendezvoustest.NewClient(t, s, security.Security{})
 	a := newTestAgent(t, c, "a", "10.0.0.1", 0, 0)
 	sub, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"),
 		Nnodes: 1, Nproc: 2, MaxRestarts: 2, KillTimeoutMs: 100}})
@@ -135,10 +138,10 @@ func TestRestartsAfterFailureAreJobWide(t *testing.T) {
 
 // elasticPair registers nodes a (node rank 0) and b and submits a job of
 // one or two nodes, one worker each, with one restart.
-func elasticPair(t *testing.T) (*rendezvous.Server, *rendezvous.Client, *testAgent, *testAgent, *musterv1.SubmitResponse) {
+func elasticPair(t *testing.T) (*storeserver.Server, *storeclient.Client, *testAgent, *testAgent, *musterv1.SubmitResponse) {
 	t.Helper()
 	s := rendezvoustest.NewStore(t, nil)
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	c := rendezvoustest.NewClient(t, s, security.Security{})
 	a := newTestAgent(t, c, "a", "10.0.0.1", 0, 0)
 	b := newTestAgent(t, c, "b", "10.0.0.2", 1, 0)
 	sub, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"),
@@ -155,12 +158,12 @@ func elasticPair(t *testing.T) (*rendezvous.Server, *rendezvous.Client, *testAge
 func TestLostNodeStartsANewRound(t *testing.T) {
 	for _, tt := range []struct {
 		name string
-		lose func(t *testing.T, s *rendezvous.Server, a *testAgent, job string)
+		lose func(t *testing.T, s *storeserver.Server, a *testAgent, job string)
 	}{
-		{"gossip says it died", func(t *testing.T, s *rendezvous.Server, _ *testAgent, _ string) {
-			rendezvous.ServerStore(s).SetLiveness("b", rendezvous.Liveness{State: rendezvous.GossipDead, Reason: "no gossip ack for 1.2 s"})
+		{"gossip says it died", func(t *testing.T, s *storeserver.Server, _ *testAgent, _ string) {
+			s.Store().SetLiveness("b", rendezvous.Liveness{State: rendezvous.GossipDead, Reason: "no gossip ack for 1.2 s"})
 		}},
-		{"a peer's agent heard first", func(t *testing.T, _ *rendezvous.Server, a *testAgent, job string) {
+		{"a peer's agent heard first", func(t *testing.T, _ *storeserver.Server, a *testAgent, job string) {
 			if err := a.publish(&musterv1.JobEvent{JobId: job, Event: &musterv1.JobEvent_Exited{Exited: &musterv1.WorkerExited{
 				Rank: 0, Node: "a", Signal: 15, Error: "node b lost: no gossip ack for 1.2 s", LostNode: "b"}}}); err != nil {
 				t.Fatal(err)
@@ -197,7 +200,7 @@ func TestTCPStoreMovesWithNodeRankZero(t *testing.T) {
 		t.Fatalf("node rank 0 not asked for the TCPStore: %v", res)
 	}
 	startsOf(t, a, b)
-	rendezvous.ServerStore(s).SetLiveness("a", rendezvous.Liveness{State: rendezvous.GossipDead, Reason: "no gossip ack for 1.2 s"})
+	s.Store().SetLiveness("a", rendezvous.Liveness{State: rendezvous.GossipDead, Reason: "no gossip ack for 1.2 s"})
 	stopsOf(t, b)
 	if err := b.publish(exited(sub.JobId, 1, 0, 15, true)); err != nil {
 		t.Fatal(err)

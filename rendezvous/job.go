@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/security"
 )
 
 // job is one submitted job and the round it runs in.
@@ -25,7 +26,7 @@ type job struct {
 	reason   string // why the job was stopped, if it was
 	timer    *time.Timer
 	attached int
-	stdin    *stdinRelay        // nil when no rank reads the launcher's stdin
+	stdin    *StdinRelay        // nil when no rank reads the launcher's stdin
 	owner    *musterv1.Identity // who submitted it; nil for the cluster operator
 	token    string             // the job's credential for its workers
 	place    *placement         // see placementOf
@@ -70,7 +71,7 @@ func (s *Store) Submit(spec *musterv1.JobSpec, owner *musterv1.Identity) (string
 		events: newEventLog(s.cfg.EventCount, s.cfg.EventBytes),
 		owner:  owner,
 	}
-	j.token = newJobToken(j.id)
+	j.token = security.NewJobToken(j.id)
 	if spec.GetStdinAll() || spec.StdinRank != nil {
 		// Its readers are known once the first round has its nodes.
 		j.stdin = newStdinRelay(nil)

@@ -11,15 +11,17 @@ import (
 
 	"github.com/musterhq/muster/engine/uniqueid"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
+	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/storeclient"
+	"github.com/musterhq/muster/storeserver"
 )
 
 // testAgent plays an agent over the real gRPC API: it registers and reads
 // its command stream.
 type testAgent struct {
 	t       *testing.T
-	c       *rendezvous.Client
+	c       *storeclient.Client
 	session string
 	cmds    musterv1.Agents_WatchClient
 	cancel  context.CancelFunc
@@ -36,7 +38,7 @@ func byteStrings(ss ...string) [][]byte {
 	return out
 }
 
-func newTestAgent(t *testing.T, c *rendezvous.Client, name, addr string, rank int32, gpus int) *testAgent {
+func newTestAgent(t *testing.T, c *storeclient.Client, name, addr string, rank int32, gpus int) *testAgent {
 	t.Helper()
 	n := &musterv1.Node{Name: name, Addr: addr, Rank: rank}
 	for i := 0; i < gpus; i++ {
@@ -87,7 +89,7 @@ func exited(job string, rank, code, sig int32, stopped bool) *musterv1.JobEvent 
 		Rank: rank, ExitCode: code, Signal: sig, Stopped: stopped, Node: "n"}}}
 }
 
-func finalEvent(t *testing.T, c *rendezvous.Client, job string) *musterv1.JobFinished {
+func finalEvent(t *testing.T, c *storeclient.Client, job string) *musterv1.JobFinished {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -114,7 +116,7 @@ func finalEvent(t *testing.T, c *rendezvous.Client, job string) *musterv1.JobFin
 
 func TestRoundAcrossTwoNodes(t *testing.T) {
 	s := rendezvoustest.NewStore(t, nil)
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	c := rendezvoustest.NewClient(t, s, security.Security{})
 	// b has an explicit node rank, so it is node rank 0 despite its name.
 	a := newTestAgent(t, c, "a", "10.0.0.2", -1, 4)
 	b := newTestAgent(t, c, "b", "10.0.0.1", 0, 4)
@@ -176,7 +178,7 @@ func TestRoundAcrossTwoNodes(t *testing.T) {
 
 func TestSubmitErrors(t *testing.T) {
 	s := rendezvoustest.NewStore(t, nil)
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	c := rendezvoustest.NewClient(t, s, security.Security{})
 	submit := func(spec *musterv1.JobSpec) error {
 		_, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: spec})
 		return err
@@ -209,8 +211,8 @@ func TestSubmitErrors(t *testing.T) {
 }
 
 func TestCancelAndLostNode(t *testing.T) {
-	s := rendezvoustest.NewStore(t, func(c *rendezvous.Config) { c.SessionGrace = 100 * time.Millisecond })
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	s := rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.SessionGrace = 100 * time.Millisecond })
+	c := rendezvoustest.NewClient(t, s, security.Security{})
 	a := newTestAgent(t, c, "a", "127.0.0.1", -1, 0)
 	resp, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 1, Nproc: 2}})
 	if err != nil {
@@ -236,10 +238,10 @@ func TestCancelAndLostNode(t *testing.T) {
 
 func TestKVAndBarrierOverGRPC(t *testing.T) {
 	s := rendezvoustest.NewStore(t, nil)
-	op := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	op := rendezvoustest.NewClient(t, s, security.Security{})
 	a := newTestAgent(t, op, "solo", "127.0.0.1", -1, 0)
 	asg := runningJob(t, op, a)
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{JobToken: asg.JobToken})
+	c := rendezvoustest.NewClient(t, s, security.Security{JobToken: asg.JobToken})
 	ctx := context.Background()
 	got := make(chan []byte)
 	go func() {
@@ -262,13 +264,13 @@ func TestKVAndBarrierOverGRPC(t *testing.T) {
 
 func TestTokenRequired(t *testing.T) {
 	const token = "0123456789abcdef0123"
-	s := rendezvoustest.NewStore(t, func(c *rendezvous.Config) { c.Security.Token = token })
+	s := rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.Security.Token = token })
 	ctx := context.Background()
 	for _, tt := range []struct {
 		token string
 		code  codes.Code
 	}{{"", codes.Unauthenticated}, {"wrong-token-0123456789", codes.Unauthenticated}, {token, codes.OK}} {
-		c, err := rendezvous.Dial(s.Addr(), rendezvous.Security{Token: tt.token})
+		c, err := storeclient.Dial(s.Addr(), security.Security{Token: tt.token})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -281,28 +283,6 @@ func TestTokenRequired(t *testing.T) {
 		_, err = w.Recv()
 		if want := map[codes.Code]codes.Code{codes.OK: codes.NotFound}[tt.code]; tt.code == codes.OK && status.Code(err) != want || tt.code != codes.OK && status.Code(err) != tt.code {
 			t.Errorf("stream with token %q: %v", tt.token, err)
-		}
-	}
-}
-
-func TestCheckListen(t *testing.T) {
-	for _, tt := range []struct {
-		addr, token, cert string
-		ok                bool
-	}{
-		{"127.0.0.1:0", "", "", true},
-		{"[::1]:0", "", "", true},
-		{"localhost:29400", "", "", true},
-		{"0.0.0.0:29400", "", "", false},
-		{"10.1.2.3:29400", "", "", false},
-		// The token must not cross the network in clear text.
-		{"0.0.0.0:29400", "tok", "", false},
-		{"0.0.0.0:29400", "tok", "store.pem", true},
-		{"nonsense", "", "", false},
-	} {
-		err := rendezvous.CheckListen(tt.addr, rendezvous.Security{Token: tt.token, CertFile: tt.cert})
-		if (err == nil) != tt.ok {
-			t.Errorf("CheckListen(%q, token %q, cert %q) = %v", tt.addr, tt.token, tt.cert, err)
 		}
 	}
 }

@@ -17,8 +17,9 @@ import (
 	"github.com/musterhq/muster/cmdline"
 	"github.com/musterhq/muster/entrypoint"
 	"github.com/musterhq/muster/gpu"
+	"github.com/musterhq/muster/jobspec"
 	"github.com/musterhq/muster/platform"
-	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/security"
 )
 
 // runFlags are agent run's values that need parsing beyond a string.
@@ -73,7 +74,7 @@ func run(c *cli.Context, f runFlags) error {
 	if err != nil {
 		return cmdline.Usagef(c, "%s", err)
 	}
-	token, err := rendezvous.LoadToken(c.String("token-file"))
+	token, err := security.LoadToken(c.String("token-file"))
 	if err != nil {
 		return cli.Exit(err.Error(), cmdline.UsageExitCode)
 	}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/musterhq/muster/cmdline"
 	"github.com/musterhq/muster/hostfile"
+	"github.com/musterhq/muster/jobspec"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
 )
 
 // placementFlags choose a cluster job's nodes, as mpirun's do.

@@ -13,9 +13,11 @@ import (
 
 	"github.com/musterhq/muster/cmdline"
 	"github.com/musterhq/muster/gpu"
+	"github.com/musterhq/muster/jobspec"
 	"github.com/musterhq/muster/launch"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/storeclient"
 )
 
 // runFlags are the values of run's flags that urfave/cli's own types would
@@ -124,7 +126,7 @@ func run(c *cli.Context, f runFlags) error {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	ctx := context.Background()
 
-	var client *rendezvous.Client
+	var client *storeclient.Client
 	// Without --cluster, an agent serving this machine takes the job (its
 	// Unix socket); without one, the launcher runs the embedded default.
 	var cluster string
@@ -135,7 +137,7 @@ func run(c *cli.Context, f runFlags) error {
 	} else if cluster, err = clusterAddr(c); err != nil {
 		return err
 	}
-	if rendezvous.IsUnixAddr(cluster) && len(spec.Workdir) == 0 {
+	if security.IsUnixAddr(cluster) && len(spec.Workdir) == 0 {
 		// The agent is on this machine: the job starts where the launcher is.
 		if spec.Workdir, err = launch.Workdir(); err != nil {
 			return cli.Exit(err.Error(), 1)
@@ -159,7 +161,7 @@ func run(c *cli.Context, f runFlags) error {
 			return cli.Exit(fmt.Sprintf("--nnodes %d needs a cluster: without --cluster the launcher runs one node, this one%s, "+
 				"and no agent's socket answers here (%s). On a cluster's head node its agent's socket takes the job; "+
 				"elsewhere pass --cluster HOST:PORT (or set MUSTER_CLUSTER); see README.md",
-				spec.Nnodes, hint, strings.Join(rendezvous.LocalAgentSockets(), ", ")), cmdline.UsageExitCode)
+				spec.Nnodes, hint, strings.Join(security.LocalAgentSockets(), ", ")), cmdline.UsageExitCode)
 		}
 		if len(spec.Workdir) == 0 {
 			if spec.Workdir, err = launch.Workdir(); err != nil {
@@ -184,7 +186,7 @@ func run(c *cli.Context, f runFlags) error {
 			return cli.Exit(err.Error(), 1)
 		}
 		defer emb.Close(0)
-		if client, err = rendezvous.DialInProcess(emb.Store.Addr(), rendezvous.Security{}); err != nil {
+		if client, err = storeclient.DialInProcess(emb.Store.Addr(), security.Security{}); err != nil {
 			return cli.Exit(err.Error(), 1)
 		}
 	} else {
@@ -192,7 +194,7 @@ func run(c *cli.Context, f runFlags) error {
 		if err != nil {
 			return cli.Exit(err.Error(), cmdline.UsageExitCode)
 		}
-		if client, err = rendezvous.Dial(cluster, sec); err != nil {
+		if client, err = storeclient.Dial(cluster, sec); err != nil {
 			return cli.Exit(err.Error(), 1)
 		}
 	}
