@@ -1,3 +1,5 @@
+// Package launch submits a job and follows it to its end: tagged output,
+// Ctrl-C handling, the exit summary and code.
 package launch
 
 import (

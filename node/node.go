@@ -2,7 +2,7 @@
 // store when this node hosts it, and the agent that runs this node's
 // workers. The agent daemon, the embedded launcher and the container
 // entrypoint all start their node here, so hosting or joining a store is
-// written once.
+// written once; StartEmbedded is the launcher's private node on a socket.
 package node
 
 import (

@@ -15,6 +15,7 @@ import (
 	"github.com/musterhq/muster/gpu"
 	"github.com/musterhq/muster/jobspec"
 	"github.com/musterhq/muster/launch"
+	"github.com/musterhq/muster/node"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/security"
 	"github.com/musterhq/muster/storeclient"
@@ -175,13 +176,13 @@ func run(c *cli.Context, f runFlags) error {
 			}
 			return cmdline.Usagef(c, "--workdir %q %s", spec.Workdir, what)
 		}
-		cfg := launch.EmbeddedConfig{Logger: log, DiscoverGPUs: spec.Gpus > 0}
+		cfg := node.EmbeddedConfig{Logger: log, DiscoverGPUs: spec.Gpus > 0}
 		if list := c.String("gpu-devices"); list != "" {
 			if cfg.GPUs, err = gpu.Parse(list); err != nil {
 				return cli.Exit("--gpu-devices: "+err.Error(), cmdline.UsageExitCode)
 			}
 		}
-		emb, err := launch.StartEmbedded(ctx, cfg)
+		emb, err := node.StartEmbedded(ctx, cfg)
 		if err != nil {
 			return cli.Exit(err.Error(), 1)
 		}

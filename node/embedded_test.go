@@ -1,4 +1,4 @@
-package launch
+package node
 
 import (
 	"context"
