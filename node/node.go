@@ -155,7 +155,7 @@ func resolveToken(log *zap.Logger, cfg *Config) error {
 		cfg.Security.Token, err = hostToken(log, cfg.TokenFile)
 		return err
 	}
-	if cfg.Security.Token, err = findToken(cfg.TokenFile); err == nil && cfg.Security.Token == "" {
+	if cfg.Security.Token, _, err = security.ResolveToken(security.TokenSource{File: cfg.TokenFile, Find: true}); err == nil && cfg.Security.Token == "" {
 		err = errors.New("gossip needs the cluster token: set MUSTER_TOKEN or --token-file (copy the store's token file to this node)")
 	}
 	return err
@@ -167,23 +167,11 @@ func hostToken(log *zap.Logger, file string) (string, error) {
 	if file == "" {
 		file = security.DefaultTokenFile()
 	}
-	tok, created, err := security.EnsureTokenFile(file)
+	tok, created, err := security.ResolveToken(security.TokenSource{File: file, Create: true})
 	if err == nil {
 		log.Info("cluster token", zap.String("file", file), zap.Bool("created", created))
 	}
 	return tok, err
-}
-
-// findToken is the token a joining node reads from file, or from a default
-// token file it can read; "" when there is none.
-func findToken(file string) (string, error) {
-	if file == "" {
-		file = security.FindTokenFile()
-	}
-	if file == "" {
-		return "", nil
-	}
-	return security.ReadToken(file)
 }
 
 // startStoreAndAgent hosts, joins or finds the store, then starts the agent.
@@ -235,7 +223,7 @@ func (n *Node) startStoreAndAgent(ctx context.Context, cfg Config, acfg agent.Co
 		}
 		if acfg.Security.Token == "" && !security.IsUnixAddr(acfg.StoreAddr) {
 			var err error
-			if acfg.Security.Token, err = findToken(""); err != nil {
+			if acfg.Security.Token, _, err = security.ResolveToken(security.TokenSource{Find: true}); err != nil {
 				return err
 			}
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/musterhq/muster/cmdline"
 	"github.com/musterhq/muster/gpu"
 	"github.com/musterhq/muster/jobspec"
+	"github.com/musterhq/muster/logging"
 	"github.com/musterhq/muster/node"
 	"github.com/musterhq/muster/security"
 )
@@ -73,13 +74,7 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout time.Duration) error {
 	if c.NArg() > 0 {
 		return cmdline.Usagef(c, "unexpected argument %q", c.Args().First())
 	}
-	level := zapcore.InfoLevel
-	if c.Bool("verbose") {
-		level = zapcore.DebugLevel
-	}
-	zcfg := zap.NewProductionConfig()
-	zcfg.Level = zap.NewAtomicLevelAt(level)
-	log, err := zcfg.Build()
+	log, err := logging.New(logging.Config{Level: zapcore.InfoLevel, Verbose: c.Bool("verbose")})
 	if err != nil {
 		return err
 	}
@@ -104,12 +99,13 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout time.Duration) error {
 	// The token given explicitly: MUSTER_TOKEN, or --token-file, which an
 	// agent hosting the store creates below when it does not exist yet.
 	tokenFile := c.String("token-file")
-	_, envToken := os.LookupEnv(security.EnvToken)
-	explicit := ""
-	if envToken || (tokenFile != "" && (listen == "" || node.FileExists(tokenFile))) {
-		if explicit, err = security.LoadToken(tokenFile); err != nil {
-			return err
-		}
+	given := tokenFile
+	if listen != "" && !node.FileExists(tokenFile) {
+		given = ""
+	}
+	explicit, _, err := security.ResolveToken(security.TokenSource{File: given})
+	if err != nil {
+		return err
 	}
 	sec := security.Security{Token: explicit, CertFile: c.String("tls-cert"), KeyFile: c.String("tls-key"), CAFile: c.String("tls-ca")}
 

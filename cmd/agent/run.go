@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/musterhq/muster/cmdline"
 	"github.com/musterhq/muster/entrypoint"
 	"github.com/musterhq/muster/gpu"
 	"github.com/musterhq/muster/jobspec"
+	"github.com/musterhq/muster/logging"
 	"github.com/musterhq/muster/platform"
 	"github.com/musterhq/muster/security"
 )
@@ -74,7 +74,7 @@ func run(c *cli.Context, f runFlags) error {
 	if err != nil {
 		return cmdline.Usagef(c, "%s", err)
 	}
-	token, err := security.LoadToken(c.String("token-file"))
+	token, _, err := security.ResolveToken(security.TokenSource{File: c.String("token-file")})
 	if err != nil {
 		return cli.Exit(err.Error(), cmdline.UsageExitCode)
 	}
@@ -101,13 +101,7 @@ func run(c *cli.Context, f runFlags) error {
 	}
 	// What a node of agent run has to say, it prints; the store's and the
 	// agent's logs show their errors only, unless asked.
-	level := zapcore.ErrorLevel
-	if c.Bool("verbose") {
-		level = zapcore.DebugLevel
-	}
-	zcfg := zap.NewProductionConfig()
-	zcfg.Level = zap.NewAtomicLevelAt(level)
-	if plan.Logger, err = zcfg.Build(); err != nil {
+	if plan.Logger, err = logging.New(logging.Config{Level: zapcore.ErrorLevel, Verbose: c.Bool("verbose")}); err != nil {
 		return err
 	}
 	defer plan.Logger.Sync()

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	"net"
 
 	"github.com/musterhq/muster/cmdline"
+	"github.com/musterhq/muster/logging"
 	"github.com/musterhq/muster/security"
 )
 
@@ -49,16 +49,9 @@ func clusterSecurity(c *cli.Context, addr string) (security.Security, error) {
 	if security.IsUnixAddr(addr) {
 		return sec, nil
 	}
-	tok, err := security.LoadToken(c.String("token-file"))
+	tok, _, err := security.ResolveToken(security.TokenSource{File: c.String("token-file"), Find: true})
 	if err != nil {
 		return sec, err
-	}
-	if tok == "" {
-		if f := security.FindTokenFile(); f != "" {
-			if tok, err = security.ReadToken(f); err != nil {
-				return sec, err
-			}
-		}
 	}
 	sec.Token = tok
 	if host, _, err := net.SplitHostPort(addr); err == nil && tok != "" && sec.CAFile == "" && !security.IsLoopback(host) {
@@ -71,11 +64,5 @@ func clusterSecurity(c *cli.Context, addr string) (security.Security, error) {
 // verbose, and nothing without: what a user must see, the launcher prints
 // as plain lines.
 func newLogger(verbose bool) (*zap.Logger, error) {
-	if !verbose {
-		return zap.NewNop(), nil
-	}
-	cfg := zap.NewDevelopmentConfig()
-	cfg.Level = zap.NewAtomicLevelAt(zapcore.DebugLevel)
-	cfg.DisableStacktrace = true
-	return cfg.Build()
+	return logging.New(logging.Config{Quiet: true, Console: true, Verbose: verbose})
 }
