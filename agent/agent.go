@@ -22,7 +22,8 @@ import (
 
 	"github.com/musterhq/muster/gpu"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/storeclient"
 	"github.com/musterhq/muster/tcpstore"
 )
 
@@ -30,7 +31,7 @@ import (
 type Config struct {
 	Logger    *zap.Logger
 	StoreAddr string
-	Security  rendezvous.Security
+	Security  security.Security
 	// StoreCA is the CA file workers verify the store's TLS certificate
 	// with (MUSTER_TLS_CA), when the store's TCP address uses TLS.
 	StoreCA string
@@ -57,7 +58,7 @@ type Config struct {
 type Agent struct {
 	cfg    Config
 	log    *zap.Logger
-	client *rendezvous.Client
+	client *storeclient.Client
 	node   *musterv1.Node
 	key    string // the node key: proves a registration is this agent's
 
@@ -132,7 +133,7 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("--addr %q is not an IP address", cfg.Addr)
 	}
 	removeStaleJobDirs(cfg.Logger, cfg.TempDir)
-	c, err := rendezvous.DialAgent(cfg.StoreAddr, cfg.Security)
+	c, err := storeclient.DialAgent(cfg.StoreAddr, cfg.Security)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +163,7 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	if err != nil {
 		cancel()
 		c.Close()
-		return nil, fmt.Errorf("register with store %s: %s", cfg.StoreAddr, rendezvous.ErrorMessage(err))
+		return nil, fmt.Errorf("register with store %s: %s", cfg.StoreAddr, storeclient.ErrorMessage(err))
 	}
 	a.loops.Add(1)
 	go a.sessionLoop(watch, stop)

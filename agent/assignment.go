@@ -9,12 +9,12 @@ import (
 	"strconv"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
-
-	"github.com/musterhq/muster/engine"
+	"github.com/musterhq/muster/engine/uniqueid"
 	"github.com/musterhq/muster/envprop"
+	"github.com/musterhq/muster/jobspec"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
+
+	"google.golang.org/protobuf/proto"
 )
 
 // Bounds on the strings of an assignment that become part of a worker's
@@ -43,34 +43,36 @@ func checkAssignment(asg *musterv1.Assignment) error {
 	if asg.GetSpec() == nil {
 		return errors.New("no job spec")
 	}
-	// The spec's own rules, checked on a copy: the check fills defaults.
-	spec := proto.Clone(asg.GetSpec()).(*musterv1.JobSpec)
-	if err := rendezvous.ValidateSpec(spec); err != nil {
+	// The spec's own rules, as the store checked them; the counts below are
+	// checked against the spec with its defaults, filled in on a copy.
+	if err := jobspec.Validate(asg.GetSpec()); err != nil {
 		return fmt.Errorf("job spec: %w", err)
 	}
+	spec := proto.Clone(asg.GetSpec()).(*musterv1.JobSpec)
+	jobspec.Defaults(spec)
 	nnodes, rank, nproc := asg.GetNnodes(), asg.GetNodeRank(), asg.GetNproc()
 	// A large job's roster goes to node rank 0 only; the lists are then empty.
 	rostered := len(asg.GetNodeAddrs())+len(asg.GetNodeNames())+len(asg.GetNodeSlots()) > 0
 	switch {
-	case nnodes < 1 || nnodes > rendezvous.MaxNodes:
-		return fmt.Errorf("%d nodes, outside 1..%d", nnodes, rendezvous.MaxNodes)
+	case nnodes < 1 || nnodes > jobspec.MaxNodes:
+		return fmt.Errorf("%d nodes, outside 1..%d", nnodes, jobspec.MaxNodes)
 	case rank < 0 || rank >= nnodes:
 		return fmt.Errorf("node rank %d is outside 0..%d for %d nodes", rank, nnodes-1, nnodes)
-	case !rostered && (rank == 0 || nnodes <= rendezvous.RosterInlineNodes):
-		return fmt.Errorf("no node list, which node rank 0 and every node of a job of up to %d nodes get", rendezvous.RosterInlineNodes)
+	case !rostered && (rank == 0 || nnodes <= jobspec.RosterInlineNodes):
+		return fmt.Errorf("no node list, which node rank 0 and every node of a job of up to %d nodes get", jobspec.RosterInlineNodes)
 	case rostered && (len(asg.GetNodeAddrs()) != int(nnodes) || len(asg.GetNodeNames()) != int(nnodes) || len(asg.GetNodeSlots()) != int(nnodes)):
 		return fmt.Errorf("node lists of different lengths: %d nodes, %d addresses, %d names, %d slot counts",
 			nnodes, len(asg.GetNodeAddrs()), len(asg.GetNodeNames()), len(asg.GetNodeSlots()))
-	case nproc < 1 || nproc > rendezvous.MaxNProc:
-		return fmt.Errorf("%d workers per node, outside 1..%d", nproc, rendezvous.MaxNProc)
-	case nproc != rendezvous.WorkersPerNode(spec):
-		return fmt.Errorf("%d workers per node, but the job spec asks for %d", nproc, rendezvous.WorkersPerNode(spec))
+	case nproc < 1 || nproc > jobspec.MaxNProc:
+		return fmt.Errorf("%d workers per node, outside 1..%d", nproc, jobspec.MaxNProc)
+	case nproc != jobspec.WorkersPerNode(spec):
+		return fmt.Errorf("%d workers per node, but the job spec asks for %d", nproc, jobspec.WorkersPerNode(spec))
 	case int64(asg.GetWorldSize()) != int64(nnodes)*int64(nproc):
 		return fmt.Errorf("world size %d is not %d nodes times %d workers", asg.GetWorldSize(), nnodes, nproc)
 	case len(asg.GetGpus()) != int(spec.GetGpus()):
 		return fmt.Errorf("%d GPUs on this node, but the job spec asks for %d", len(asg.GetGpus()), spec.GetGpus())
-	case len(asg.GetNcclUniqueId()) != engine.UniqueIDBytes:
-		return fmt.Errorf("NCCL unique ID is %d bytes, want %d", len(asg.GetNcclUniqueId()), engine.UniqueIDBytes)
+	case len(asg.GetNcclUniqueId()) != uniqueid.Bytes:
+		return fmt.Errorf("NCCL unique ID is %d bytes, want %d", len(asg.GetNcclUniqueId()), uniqueid.Bytes)
 	case asg.GetMasterPort() < 1 || asg.GetMasterPort() > 65535:
 		return fmt.Errorf("master port %d is outside 1..65535", asg.GetMasterPort())
 	case asg.GetRestartCount() < 0 || asg.GetMaxRestarts() < 0:
@@ -89,8 +91,8 @@ func checkAssignment(asg *musterv1.Assignment) error {
 			return fmt.Errorf("node rank %d's address %q is not an IP address", i, addr)
 		}
 		n := asg.GetNodeSlots()[i]
-		if n < 1 || n > rendezvous.MaxNProc {
-			return fmt.Errorf("node rank %d has %d slots, outside 1..%d", i, n, rendezvous.MaxNProc)
+		if n < 1 || n > jobspec.MaxNProc {
+			return fmt.Errorf("node rank %d has %d slots, outside 1..%d", i, n, jobspec.MaxNProc)
 		}
 		slots += int64(n)
 	}
@@ -125,10 +127,10 @@ func checkAssignment(asg *musterv1.Assignment) error {
 // ranks are what the assignment says, within bounds whatever it says.
 func unplannedWorkers(asg *musterv1.Assignment) []workerPlan {
 	nproc := asg.GetNproc()
-	if nproc < 1 || nproc > rendezvous.MaxNProc {
+	if nproc < 1 || nproc > jobspec.MaxNProc {
 		nproc = 1
 	}
-	rank := min(max(asg.GetNodeRank(), 0), rendezvous.MaxNodes-1)
+	rank := min(max(asg.GetNodeRank(), 0), jobspec.MaxNodes-1)
 	plans := make([]workerPlan, nproc)
 	for l := range plans {
 		plans[l] = workerPlan{rank: envprop.GlobalRank(int(rank), int(nproc), l), localRank: l}

@@ -15,15 +15,17 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/musterhq/muster/engine"
+	"github.com/musterhq/muster/engine/uniqueid"
+	"github.com/musterhq/muster/jobspec"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/storeclient"
 )
 
 // validAssignment is node rank 1's share of a two-node job with two workers
 // per node, as the store would send it.
 func validAssignment() *musterv1.Assignment {
-	id, err := engine.NewUniqueID(netip.MustParseAddrPort("127.0.0.2:29501"))
+	id, err := uniqueid.New(netip.MustParseAddrPort("127.0.0.2:29501"))
 	if err != nil {
 		panic(err)
 	}
@@ -40,7 +42,7 @@ func validAssignment() *musterv1.Assignment {
 // bigJob makes a a node of a job larger than RosterInlineNodes, at node
 // rank rank, whose assignment carries no roster.
 func bigJob(a *musterv1.Assignment, rank int32) {
-	a.Nnodes = rendezvous.RosterInlineNodes + 1
+	a.Nnodes = jobspec.RosterInlineNodes + 1
 	a.WorldSize = a.Nnodes * a.Nproc
 	a.Spec.Nnodes = a.Nnodes
 	a.NodeRank = rank
@@ -109,7 +111,7 @@ func TestUnplannedWorkersAreBounded(t *testing.T) {
 		{1, 2, []int{2, 3}},
 		{0, 0, []int{0}},
 		{-5, 1 << 30, []int{0}},
-		{1 << 30, 1, []int{rendezvous.MaxNodes - 1}},
+		{1 << 30, 1, []int{jobspec.MaxNodes - 1}},
 	}
 	for _, tt := range tests {
 		plans := unplannedWorkers(&musterv1.Assignment{NodeRank: tt.nodeRank, Nproc: tt.nproc})
@@ -208,7 +210,7 @@ func startFakeStore(t *testing.T) (*fakeStore, string) {
 func TestBadAssignmentFailsItsJobNotTheAgent(t *testing.T) {
 	store, addr := startFakeStore(t)
 	a, err := Start(context.Background(), Config{Logger: zaptest.NewLogger(t), StoreAddr: addr, Name: "n1", Addr: "127.0.0.3",
-		Rank: -1, Environ: []string{"PATH=/usr/bin:/bin"}, TempDir: t.TempDir(), Security: rendezvous.Security{Token: "t-0123456789abcdef"}})
+		Rank: -1, Environ: []string{"PATH=/usr/bin:/bin"}, TempDir: t.TempDir(), Security: security.Security{Token: "t-0123456789abcdef"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +273,7 @@ func FuzzAssignment(f *testing.F) {
 	seed(func(a *musterv1.Assignment) { r := int32(3); a.Spec.StdinRank = &r })
 	f.Add([]byte{})
 	dir := f.TempDir()
-	c, err := rendezvous.Dial("127.0.0.1:1", rendezvous.Security{Token: "t-0123456789abcdef"})
+	c, err := storeclient.Dial("127.0.0.1:1", security.Security{Token: "t-0123456789abcdef"})
 	if err != nil {
 		f.Fatal(err)
 	}

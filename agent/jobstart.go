@@ -9,12 +9,12 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/musterhq/muster/engine"
+	"github.com/musterhq/muster/engine/uniqueid"
 	"github.com/musterhq/muster/envprop"
 	"github.com/musterhq/muster/hostfile"
+	"github.com/musterhq/muster/jobspec"
 	"github.com/musterhq/muster/ncclnet"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/supervise"
 )
 
@@ -167,7 +167,7 @@ func (js *jobStart) input() envprop.Input {
 	if spec.GetNcclAutodetect() {
 		net = a.detectNCCLNet(asg, base, user)
 	}
-	id := engine.UniqueID(asg.GetNcclUniqueId())
+	id := uniqueid.ID(asg.GetNcclUniqueId())
 	in := envprop.Input{
 		Base: base, User: user,
 		JobID: asg.GetJobId(), StoreAddr: asg.GetStoreAddr(), Hostfile: js.hostfile,
@@ -180,8 +180,8 @@ func (js *jobStart) input() envprop.Input {
 		RestartCount: int(asg.GetRestartCount()), MaxRestarts: int(asg.GetMaxRestarts()),
 		AgentStore: !spec.GetNoAgentStore(),
 		NCCLVars:   net.Vars(),
-		MPI:        spec.GetMpi() == rendezvous.MPICH,
-		OpenMPI:    spec.GetMpi() == rendezvous.OpenMPI,
+		MPI:        spec.GetMpi() == jobspec.MPICH,
+		OpenMPI:    spec.GetMpi() == jobspec.OpenMPI,
 		NodeName:   a.cfg.Name, RoundID: asg.GetRoundId(),
 	}
 	for _, g := range asg.GetGpus() {

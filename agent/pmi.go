@@ -10,9 +10,11 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/musterhq/muster/jobspec"
 	"github.com/musterhq/muster/pmi"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/storeclient"
 )
 
 // pmiService is an MPI job's process manager on this node (--mpi): one
@@ -20,17 +22,17 @@ import (
 // it reaches with the job's own credential (never the cluster token).
 type pmiService struct {
 	job    *pmi.Job
-	client *rendezvous.Client
+	client *storeclient.Client
 }
 
 // startPMI makes the PMI service of an assignment that asks for one, or
 // returns nil.
 func (a *Agent) startPMI(asg *musterv1.Assignment) (*pmiService, error) {
-	if asg.GetSpec().GetMpi() != rendezvous.MPICH {
+	if asg.GetSpec().GetMpi() != jobspec.MPICH {
 		return nil, nil
 	}
-	sec := rendezvous.Security{JobToken: asg.GetJobToken(), CAFile: a.cfg.Security.CAFile, TLS: a.cfg.Security.TLS}
-	c, err := rendezvous.Dial(a.cfg.StoreAddr, sec)
+	sec := security.Security{JobToken: asg.GetJobToken(), CAFile: a.cfg.Security.CAFile, TLS: a.cfg.Security.TLS}
+	c, err := storeclient.Dial(a.cfg.StoreAddr, sec)
 	if err != nil {
 		return nil, fmt.Errorf("--mpi: the job's KV: %w", err)
 	}

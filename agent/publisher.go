@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/storeclient"
 )
 
 // Bounds on a job's events waiting for the store, in real bytes: output data
@@ -36,7 +36,7 @@ const (
 type jobPublisher struct {
 	ctx     context.Context // ends when the agent closes
 	log     *zap.Logger
-	client  *rendezvous.Client
+	client  *storeclient.Client
 	session func() string
 	job     string
 
@@ -61,7 +61,7 @@ type queued struct {
 	seq uint64
 }
 
-func newJobPublisher(ctx context.Context, log *zap.Logger, c *rendezvous.Client, session func() string, job string) *jobPublisher {
+func newJobPublisher(ctx context.Context, log *zap.Logger, c *storeclient.Client, session func() string, job string) *jobPublisher {
 	return &jobPublisher{ctx: ctx, log: log, client: c, session: session, job: job,
 		room: make(chan struct{}), more: make(chan struct{}, 1), done: make(chan struct{})}
 }

@@ -13,14 +13,15 @@ import (
 	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/agent/agenttest"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
+	"github.com/musterhq/muster/storeclient"
+	"github.com/musterhq/muster/storeserver"
 )
 
 // userCluster is a store serving every local user on a socket, with one
 // agent running as root, and a client connected as nobody (65534) with the
 // supplementary group 100.
-func userCluster(t *testing.T) (nobody *rendezvous.Client, agentTmp string) {
+func userCluster(t *testing.T) (nobody *storeclient.Client, agentTmp string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the agent runs other users' jobs only as root")
@@ -32,7 +33,7 @@ func userCluster(t *testing.T) (nobody *rendezvous.Client, agentTmp string) {
 	os.Chmod(dir, 0o755)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	sock := filepath.Join(dir, "agent.sock")
-	store := rendezvoustest.NewStore(t, func(c *rendezvous.Config) { c.Socket, c.SocketUsers = sock, true })
+	store := rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.Socket, c.SocketUsers = sock, true })
 	tmp := filepath.Join(dir, "tmp")
 	os.Mkdir(tmp, 0o1777)
 	os.Chmod(tmp, 0o1777)
@@ -48,7 +49,7 @@ func userCluster(t *testing.T) (nobody *rendezvous.Client, agentTmp string) {
 	return rendezvoustest.NewClientAs(t, sock, 65534, 65534, []int{100}), tmp
 }
 
-func runAs(t *testing.T, c *rendezvous.Client, spec *musterv1.JobSpec) ([]string, *musterv1.JobFinished) {
+func runAs(t *testing.T, c *storeclient.Client, spec *musterv1.JobSpec) ([]string, *musterv1.JobFinished) {
 	t.Helper()
 	tc := &agenttest.Cluster{Client: c}
 	out, fin := follow(t, tc, spec)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/musterhq/muster/envprop"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/storeclient"
 )
 
 // The agent's session with the store. A lost Watch stream (the store
@@ -101,7 +101,7 @@ func (a *Agent) sessionLoop(watch musterv1.Agents_WatchClient, stop context.Canc
 			return
 		}
 		a.log.Warn("lost the store; this node's jobs keep running while the agent registers again",
-			zap.String("store", a.cfg.StoreAddr), zap.Int("jobs", a.jobCount()), zap.String("error", rendezvous.ErrorMessage(err)))
+			zap.String("store", a.cfg.StoreAddr), zap.Int("jobs", a.jobCount()), zap.String("error", storeclient.ErrorMessage(err)))
 		if watch, stop = a.reconnect(); watch == nil {
 			return
 		}
@@ -140,7 +140,7 @@ func (a *Agent) reconnect() (musterv1.Agents_WatchClient, context.CancelFunc) {
 			}
 			a.log.Warn(msg, zap.String("store", a.cfg.StoreAddr), zap.Int("tries", try),
 				zap.Duration("down-for", time.Since(since).Round(time.Second)), zap.Duration("next-try-within", delay),
-				zap.String("error", rendezvous.ErrorMessage(err)))
+				zap.String("error", storeclient.ErrorMessage(err)))
 		}
 	}
 }

@@ -14,8 +14,9 @@ import (
 	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/agent/agenttest"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
+	"github.com/musterhq/muster/storeclient"
+	"github.com/musterhq/muster/storeserver"
 )
 
 // proxy forwards TCP connections to a store; cut severs them all and
@@ -100,7 +101,7 @@ func waitFiles(t *testing.T, dir, pattern string, n int) {
 // jobEvents follows a job on c from the store incarnation storeID (empty:
 // this one) and returns its exits by rank, its end, and whether the store
 // said it restarted.
-func jobEvents(t *testing.T, c *rendezvous.Client, job, storeID string) (map[int32]*musterv1.WorkerExited, *musterv1.JobFinished, bool) {
+func jobEvents(t *testing.T, c *storeclient.Client, job, storeID string) (map[int32]*musterv1.WorkerExited, *musterv1.JobFinished, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -182,7 +183,7 @@ func TestJobOutlivesARestartedStore(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
 	waitFiles(t, dir, "done-*", 4)
 	// A new store on the same address: the agents come back to it.
-	rendezvoustest.NewStore(t, func(c *rendezvous.Config) { c.ListenAddr = addr })
+	rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.ListenAddr = addr })
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		nodes, err := tc.Client.ListNodes(context.Background(), &musterv1.ListNodesRequest{})

@@ -21,7 +21,9 @@ import (
 
 	"github.com/musterhq/muster/agent"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/storeclient"
+	"github.com/musterhq/muster/storeserver"
 	"github.com/musterhq/muster/supervise"
 )
 
@@ -180,13 +182,13 @@ func scaleRound(b *testing.B, bin string, n int, conns string) {
 	rounds := roundsFor(n)
 	limit := time.Duration(n/10+60) * time.Second
 	eg := &egress{}
-	srv, err := rendezvous.Start(context.Background(), rendezvous.Config{
-		ListenAddr: "127.0.0.1:0", Security: rendezvous.Security{Token: scaleToken}, StatsHandler: eg})
+	srv, err := storeserver.Start(context.Background(), storeserver.Config{
+		ListenAddr: "127.0.0.1:0", Security: security.Security{Token: scaleToken}, StatsHandler: eg})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer srv.Close()
-	c, err := rendezvous.Dial(srv.Addr(), rendezvous.Security{Token: scaleToken})
+	c, err := storeclient.Dial(srv.Addr(), security.Security{Token: scaleToken})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -221,7 +223,7 @@ func scaleRound(b *testing.B, bin string, n int, conns string) {
 	size := total / int64(n)
 	fl := startLight(b, bin, "floor", "-n", strconv.Itoa(n), "-size", strconv.FormatInt(size, 10))
 	addr := fl.next(b, "listening", time.Minute)[1]
-	fc, err := rendezvous.Dial(addr, rendezvous.Security{Token: scaleToken})
+	fc, err := storeclient.Dial(addr, security.Security{Token: scaleToken})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -280,7 +282,7 @@ func scaleRound(b *testing.B, bin string, n int, conns string) {
 
 // endJob cancels a job, which sends one Stop to each node, whose light agent
 // reports its worker stopped, and waits for the job's end.
-func endJob(b *testing.B, c *rendezvous.Client, job string, limit time.Duration) {
+func endJob(b *testing.B, c *storeclient.Client, job string, limit time.Duration) {
 	b.Helper()
 	if _, err := c.Cancel(context.Background(), &musterv1.CancelRequest{JobId: job, Force: true}); err != nil {
 		b.Fatal(err)
@@ -288,7 +290,7 @@ func endJob(b *testing.B, c *rendezvous.Client, job string, limit time.Duration)
 	waitFinished(b, c, job, limit)
 }
 
-func waitFinished(b *testing.B, c *rendezvous.Client, job string, limit time.Duration) *musterv1.JobFinished {
+func waitFinished(b *testing.B, c *storeclient.Client, job string, limit time.Duration) *musterv1.JobFinished {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
@@ -327,8 +329,8 @@ func BenchmarkScaleJob(b *testing.B) {
 
 func scaleJob(b *testing.B, n int) {
 	ctx := context.Background()
-	sec := rendezvous.Security{Token: scaleToken}
-	srv, err := rendezvous.Start(ctx, rendezvous.Config{ListenAddr: "127.0.0.1:0", Security: sec})
+	sec := security.Security{Token: scaleToken}
+	srv, err := storeserver.Start(ctx, storeserver.Config{ListenAddr: "127.0.0.1:0", Security: sec})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -369,7 +371,7 @@ func scaleJob(b *testing.B, n int) {
 			a.Close(0)
 		}
 	}()
-	c, err := rendezvous.Dial(srv.Addr(), sec)
+	c, err := storeclient.Dial(srv.Addr(), sec)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,3 +1,5 @@
+// Package engine is what workers link: the worker-side view of a muster job,
+// and run-time bindings to NCCL and CUDA (the unique ID layout is uniqueid's).
 package engine
 
 import (
@@ -8,18 +10,19 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/musterhq/muster/engine/uniqueid"
 	"github.com/musterhq/muster/envprop"
 )
 
 // Worker is what a worker process learns from muster's environment.
 type Worker struct {
-	Rank           int      // RANK: global rank
-	WorldSize      int      // WORLD_SIZE
-	LocalRank      int      // LOCAL_RANK: rank on this node
-	LocalWorldSize int      // LOCAL_WORLD_SIZE: workers on this node
-	Device         int      // CUDA device ordinal inside this process
-	VisibleDevices []string // CUDA_VISIBLE_DEVICES, split; empty when unset
-	UniqueID       UniqueID // MUSTER_NCCL_UNIQUE_ID
+	Rank           int         // RANK: global rank
+	WorldSize      int         // WORLD_SIZE
+	LocalRank      int         // LOCAL_RANK: rank on this node
+	LocalWorldSize int         // LOCAL_WORLD_SIZE: workers on this node
+	Device         int         // CUDA device ordinal inside this process
+	VisibleDevices []string    // CUDA_VISIBLE_DEVICES, split; empty when unset
+	UniqueID       uniqueid.ID // MUSTER_NCCL_UNIQUE_ID
 }
 
 // ErrNotUnderMuster says the process was not started by muster.
@@ -36,7 +39,7 @@ func WorkerFromLookup(lookup func(string) (string, bool)) (Worker, error) {
 	if !ok || idHex == "" {
 		return w, ErrNotUnderMuster
 	}
-	id, err := ParseUniqueID(strings.TrimSpace(idHex))
+	id, err := uniqueid.Parse(strings.TrimSpace(idHex))
 	if err != nil {
 		return w, fmt.Errorf("MUSTER_NCCL_UNIQUE_ID: %w", err)
 	}

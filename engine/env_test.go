@@ -5,10 +5,12 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/musterhq/muster/engine/uniqueid"
 )
 
 func TestWorkerFromEnv(t *testing.T) {
-	id, err := NewUniqueIDWithMagic(7, netip.MustParseAddrPort("10.0.0.1:29500"))
+	id, err := uniqueid.NewWithMagic(7, netip.MustParseAddrPort("10.0.0.1:29500"))
 	if err != nil {
 		t.Fatal(err)
 	}

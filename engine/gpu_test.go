@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
+
+	"github.com/musterhq/muster/engine/uniqueid"
 )
 
 // loadGPU loads the libraries and skips the test where there is no NCCL or
@@ -35,7 +37,7 @@ func loadGPU(t *testing.T, wantDevices int) *Library {
 
 // loopbackID mints an ID rooted at a free loopback port and points
 // NCCL_COMM_ID at it, as muster does for rank 0.
-func loopbackID(t *testing.T) UniqueID {
+func loopbackID(t *testing.T) uniqueid.ID {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -43,7 +45,7 @@ func loopbackID(t *testing.T) UniqueID {
 	}
 	root := netip.MustParseAddrPort(l.Addr().String())
 	l.Close()
-	id, err := NewUniqueID(root)
+	id, err := uniqueid.New(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +80,7 @@ func TestGPUAllReduceAcrossDevices(t *testing.T) {
 	}
 }
 
-func allReduceRank(lib *Library, id UniqueID, n, rank, count int) error {
+func allReduceRank(lib *Library, id uniqueid.ID, n, rank, count int) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := lib.SetDevice(rank); err != nil {

@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"go.uber.org/zap/zaptest"
+
+	"github.com/musterhq/muster/engine/uniqueid"
 )
 
 func TestLibraryOverrideMissing(t *testing.T) {
@@ -103,7 +105,7 @@ func TestVersionString(t *testing.T) {
 // ncclCommInitRank takes ncclUniqueId by value: the argument type must have
 // its exact size and no padding, or purego would pass the wrong bytes.
 func TestUniqueIDArgLayout(t *testing.T) {
-	if got := unsafe.Sizeof(ncclUniqueIDArg{}); got != UniqueIDBytes {
-		t.Fatalf("sizeof(ncclUniqueIDArg) = %d, want %d", got, UniqueIDBytes)
+	if got := unsafe.Sizeof(ncclUniqueIDArg{}); got != uniqueid.Bytes {
+		t.Fatalf("sizeof(ncclUniqueIDArg) = %d, want %d", got, uniqueid.Bytes)
 	}
 }

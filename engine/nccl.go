@@ -4,13 +4,15 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/musterhq/muster/engine/uniqueid"
 )
 
 // ncclUniqueIDArg is ncclUniqueId as a C struct, passed by value. It is 128
 // bytes, so the SysV ABI puts it on the stack on amd64 and AAPCS64 passes a
 // pointer to a copy on arm64; purego implements both for struct arguments.
 type ncclUniqueIDArg struct {
-	Internal [UniqueIDBytes]byte
+	Internal [uniqueid.Bytes]byte
 }
 
 // ncclFuncs are NCCL's entry points. Handles (ncclComm_t, cudaStream_t) and
@@ -119,7 +121,7 @@ type Comm struct {
 // id. Every rank passes the same id; the rank that hosts the bootstrap root
 // needs NCCL_COMM_ID (muster sets it on global rank 0). The current CUDA
 // device must already be set (SetDevice) on this OS thread.
-func (l *Library) CommInitRank(id UniqueID, nranks, rank int) (*Comm, error) {
+func (l *Library) CommInitRank(id uniqueid.ID, nranks, rank int) (*Comm, error) {
 	var h uintptr
 	rc := l.nccl.commInitRank(&h, int32(nranks), ncclUniqueIDArg{Internal: id}, int32(rank))
 	if err := l.ncclCheck("ncclCommInitRank", 0, rc); err != nil {

@@ -18,7 +18,8 @@ import (
 	"github.com/musterhq/muster/launch"
 	"github.com/musterhq/muster/node"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/storeclient"
 )
 
 // JobName names the job agent run submits: the nodes that join find it by
@@ -93,11 +94,11 @@ func runHost(ctx context.Context, p *Plan, role Role, dir string) (int, error) {
 			hosts = append(hosts, ip.String())
 		}
 	}
-	files, err := rendezvous.GenerateTokenCerts(dir, p.Token, hosts)
+	files, err := security.GenerateTokenCerts(dir, p.Token, hosts)
 	if err != nil {
 		return 1, err
 	}
-	sec := rendezvous.Security{Token: p.Token, CertFile: files.Cert, KeyFile: files.Key, CAFile: files.CA}
+	sec := security.Security{Token: p.Token, CertFile: files.Cert, KeyFile: files.Key, CAFile: files.CA}
 	rank := max(p.NodeRank, 0)
 	n, err := node.Start(ctx, node.Config{Logger: p.Logger, Listen: net.JoinHostPort("", strconv.Itoa(p.RdzvPort)),
 		Gossip: &node.Gossip{}, Security: sec, Agent: p.agentConfig(role.Addr, rank)})
@@ -108,7 +109,7 @@ func runHost(ctx context.Context, p *Plan, role Role, dir string) (int, error) {
 	if err := ready(ctx, n); err != nil {
 		return 1, err
 	}
-	c, err := rendezvous.Dial(net.JoinHostPort("127.0.0.1", strconv.Itoa(p.RdzvPort)), rendezvous.Security{Token: p.Token, CAFile: files.CA})
+	c, err := storeclient.Dial(net.JoinHostPort("127.0.0.1", strconv.Itoa(p.RdzvPort)), security.Security{Token: p.Token, CAFile: files.CA})
 	if err != nil {
 		return 1, err
 	}
@@ -157,10 +158,10 @@ func ready(ctx context.Context, n *node.Node) error {
 // stops the job (or, with restarts left, its round) everywhere.
 func runJoiner(ctx context.Context, p *Plan, dir string) (int, error) {
 	ca := filepath.Join(dir, "ca.pem")
-	if err := rendezvous.WriteTokenCA(ca, p.Token); err != nil {
+	if err := security.WriteTokenCA(ca, p.Token); err != nil {
 		return 1, err
 	}
-	sec := rendezvous.Security{Token: p.Token, CAFile: ca}
+	sec := security.Security{Token: p.Token, CAFile: ca}
 	n, err := node.Start(ctx, node.Config{Logger: p.Logger, Join: p.Endpoint(), Security: sec,
 		Gossip: &node.Gossip{Join: []string{p.RdzvHost}}, Agent: p.agentConfig("", p.NodeRank)})
 	if err != nil && strings.Contains(err.Error(), "certificate signed by unknown authority") {
@@ -179,7 +180,7 @@ func runJoiner(ctx context.Context, p *Plan, dir string) (int, error) {
 		return 1, err
 	}
 	fmt.Fprintf(p.Stderr, "muster: node %s joined the rendezvous at %s\n", p.Name, p.Endpoint())
-	c, err := rendezvous.Dial(p.Endpoint(), sec)
+	c, err := storeclient.Dial(p.Endpoint(), sec)
 	if err != nil {
 		return 1, err
 	}
@@ -238,7 +239,7 @@ type jobEnd struct {
 // to its end: a late node of an elastic job may never run a worker of it.
 // Each restart of the job is signalled on restarted. A lost store is
 // followed again for a while: it may come back.
-func followEnd(ctx context.Context, p *Plan, c *rendezvous.Client, restarted chan<- struct{}) jobEnd {
+func followEnd(ctx context.Context, p *Plan, c *storeclient.Client, restarted chan<- struct{}) jobEnd {
 	var id string
 	lost := time.Time{}
 	var from uint64
@@ -294,7 +295,7 @@ func watchHost(ctx context.Context, n *node.Node, lost chan<- string) {
 const hostLostWait = 15 * time.Second
 
 // findJob returns the ID of the job agent run submitted, "" while there is none.
-func findJob(ctx context.Context, c *rendezvous.Client) string {
+func findJob(ctx context.Context, c *storeclient.Client) string {
 	res, err := c.ListJobs(ctx, &musterv1.ListJobsRequest{})
 	if err != nil {
 		return ""
@@ -309,7 +310,7 @@ func findJob(ctx context.Context, c *rendezvous.Client) string {
 
 // watch follows job id from version from; it returns the job's end, or
 // where to follow on from after the stream broke.
-func watch(ctx context.Context, p *Plan, c *rendezvous.Client, id string, from uint64, restarted chan<- struct{}) (*musterv1.JobFinished, uint64, error) {
+func watch(ctx context.Context, p *Plan, c *storeclient.Client, id string, from uint64, restarted chan<- struct{}) (*musterv1.JobFinished, uint64, error) {
 	stream, err := c.WatchJob(ctx, &musterv1.WatchJobRequest{JobId: id, FromVersion: from, SkipOutput: true})
 	if err != nil {
 		return nil, from, err

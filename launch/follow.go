@@ -1,3 +1,5 @@
+// Package launch submits a job and follows it to its end: tagged output,
+// Ctrl-C handling, the exit summary and code.
 package launch
 
 import (
@@ -17,6 +19,7 @@ import (
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/storeclient"
 )
 
 // Bounds on following a job: events read ahead of the printer, and how long
@@ -55,10 +58,10 @@ type Options struct {
 // Run submits the job, prints its output until it ends, and returns the
 // job's exit code: the first failed worker's (128+signal for a signal), 124
 // on timeout, 128+signal when stopped by a signal, 0 when all succeeded.
-func Run(ctx context.Context, log *zap.Logger, c *rendezvous.Client, opts Options) (int, error) {
+func Run(ctx context.Context, log *zap.Logger, c *storeclient.Client, opts Options) (int, error) {
 	sub, err := c.Submit(ctx, &musterv1.SubmitRequest{Spec: opts.Spec})
 	if err != nil {
-		return 1, errors.New(rendezvous.ErrorMessage(err))
+		return 1, errors.New(storeclient.ErrorMessage(err))
 	}
 	job := sub.GetJobId()
 	if dir := opts.Spec.GetLogDir(); len(dir) > 0 {
@@ -69,7 +72,7 @@ func Run(ctx context.Context, log *zap.Logger, c *rendezvous.Client, opts Option
 }
 
 type follower struct {
-	c    *rendezvous.Client
+	c    *storeclient.Client
 	log  *zap.Logger
 	opts Options
 	job  string
@@ -115,7 +118,7 @@ func (f *follower) run(ctx context.Context) (int, error) {
 			return 1, ctx.Err()
 		}
 		if first && !heard && status.Code(cause) != codes.Unavailable {
-			return 1, fmt.Errorf("watch job %s: %s", f.job, rendezvous.ErrorMessage(cause))
+			return 1, fmt.Errorf("watch job %s: %s", f.job, storeclient.ErrorMessage(cause))
 		}
 		if heard || lostAt.IsZero() {
 			f.flush(ctx)
@@ -192,7 +195,7 @@ func (f *follower) follow(ctx context.Context) (code int, done, got bool, cause 
 			err := f.c.Ping(pctx)
 			pcancel()
 			if err != nil {
-				return 0, false, got, fmt.Errorf("it did not answer for %s: %s", 2*f.opts.Liveness, rendezvous.ErrorMessage(err))
+				return 0, false, got, fmt.Errorf("it did not answer for %s: %s", 2*f.opts.Liveness, storeclient.ErrorMessage(err))
 			}
 			heard = time.Now()
 		case ev, ok := <-events:
@@ -311,7 +314,7 @@ func (f *follower) cancel(ctx context.Context, force bool, reason string, code i
 	defer cancel()
 	_, err := f.c.Cancel(cctx, &musterv1.CancelRequest{JobId: f.job, Force: force, Reason: reason, ExitCode: code})
 	if err != nil {
-		fmt.Fprintf(f.opts.Stderr, "muster: could not stop job %s: %s\n", f.job, rendezvous.ErrorMessage(err))
+		fmt.Fprintf(f.opts.Stderr, "muster: could not stop job %s: %s\n", f.job, storeclient.ErrorMessage(err))
 	}
 }
 
@@ -328,7 +331,7 @@ func causeText(err error) string {
 		return "the job's stream ended"
 	}
 	if _, ok := status.FromError(err); ok {
-		return rendezvous.ErrorMessage(err)
+		return storeclient.ErrorMessage(err)
 	}
 	return err.Error()
 }

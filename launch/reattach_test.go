@@ -14,8 +14,8 @@ import (
 
 	"github.com/musterhq/muster/agent/agenttest"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
+	"github.com/musterhq/muster/storeserver"
 )
 
 // A store restarted in the middle of a job: the launcher follows the job on
@@ -50,7 +50,7 @@ func TestLauncherFollowsAJobAcrossAStoreRestart(t *testing.T) {
 	}
 	addr := tc.Store.Addr()
 	tc.Store.Close()
-	rendezvoustest.NewStore(t, func(c *rendezvous.Config) { c.ListenAddr = addr })
+	rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.ListenAddr = addr })
 	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
 	select {
 	case r := <-done:

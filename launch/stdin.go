@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/storeclient"
 )
 
 // stdinChunkBytes is how much of the launcher's stdin one message carries.
@@ -20,7 +20,7 @@ const stdinChunkBytes = 32 << 10
 // wait when the ranks read slower than r delivers, so a huge stdin is never
 // held in memory. It returns at r's end (the ranks then read EOF), when the
 // job no longer reads, or when ctx ends.
-func sendStdin(ctx context.Context, c *rendezvous.Client, job string, r io.Reader) error {
+func sendStdin(ctx context.Context, c *storeclient.Client, job string, r io.Reader) error {
 	stream, err := c.WriteStdin(ctx)
 	if err != nil {
 		return err

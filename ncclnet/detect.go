@@ -1,3 +1,5 @@
+// Package ncclnet detects a node's network for NCCL from sysfs and its
+// routes: the interface, the InfiniBand HCAs and their GID index.
 package ncclnet
 
 import (

@@ -2,7 +2,7 @@
 // store when this node hosts it, and the agent that runs this node's
 // workers. The agent daemon, the embedded launcher and the container
 // entrypoint all start their node here, so hosting or joining a store is
-// written once.
+// written once; StartEmbedded is the launcher's private node on a socket.
 package node
 
 import (
@@ -18,7 +18,8 @@ import (
 
 	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/cluster"
-	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/storeserver"
 )
 
 // Config configures a Node.
@@ -44,7 +45,7 @@ type Config struct {
 	// Gossip, when set, makes the node a gossip member (nil: none).
 	Gossip *Gossip
 	// Security is the store's (hosting) or the way to reach it (joining).
-	Security rendezvous.Security
+	Security security.Security
 	// TokenFile, when hosting on TCP without a token, is where one is made.
 	TokenFile string
 	// Agent is this node's agent; Start fills in how it reaches the store.
@@ -54,7 +55,7 @@ type Config struct {
 // Node is a running store, when hosted, and agent.
 type Node struct {
 	log   *zap.Logger
-	store *rendezvous.Server
+	store *storeserver.Server
 	agent *agent.Agent
 
 	gossip     *cluster.Cluster // nil without gossip
@@ -114,7 +115,7 @@ func (n *Node) startGossipFirst(ctx context.Context, cfg *Config, acfg *agent.Co
 		if err != nil {
 			return nil, err
 		}
-		if err := rendezvous.CheckListen(net.JoinHostPort(ip.String(), port), cfg.Security); err != nil {
+		if err := security.CheckListen(net.JoinHostPort(ip.String(), port), cfg.Security); err != nil {
 			return nil, err
 		}
 	}
@@ -154,7 +155,7 @@ func resolveToken(log *zap.Logger, cfg *Config) error {
 		cfg.Security.Token, err = hostToken(log, cfg.TokenFile)
 		return err
 	}
-	if cfg.Security.Token, err = findToken(cfg.TokenFile); err == nil && cfg.Security.Token == "" {
+	if cfg.Security.Token, _, err = security.ResolveToken(security.TokenSource{File: cfg.TokenFile, Find: true}); err == nil && cfg.Security.Token == "" {
 		err = errors.New("gossip needs the cluster token: set MUSTER_TOKEN or --token-file (copy the store's token file to this node)")
 	}
 	return err
@@ -164,32 +165,20 @@ func resolveToken(log *zap.Logger, cfg *Config) error {
 // default the user's or the system's), made when missing.
 func hostToken(log *zap.Logger, file string) (string, error) {
 	if file == "" {
-		file = rendezvous.DefaultTokenFile()
+		file = security.DefaultTokenFile()
 	}
-	tok, created, err := rendezvous.EnsureTokenFile(file)
+	tok, created, err := security.ResolveToken(security.TokenSource{File: file, Create: true})
 	if err == nil {
 		log.Info("cluster token", zap.String("file", file), zap.Bool("created", created))
 	}
 	return tok, err
 }
 
-// findToken is the token a joining node reads from file, or from a default
-// token file it can read; "" when there is none.
-func findToken(file string) (string, error) {
-	if file == "" {
-		file = rendezvous.FindTokenFile()
-	}
-	if file == "" {
-		return "", nil
-	}
-	return rendezvous.ReadToken(file)
-}
-
 // startStoreAndAgent hosts, joins or finds the store, then starts the agent.
 func (n *Node) startStoreAndAgent(ctx context.Context, cfg Config, acfg agent.Config, peers []string) error {
 	switch {
 	case cfg.InProcess:
-		store, err := rendezvous.Start(ctx, rendezvous.Config{Logger: cfg.Logger, Socket: cfg.Socket, InProcess: true})
+		store, err := storeserver.Start(ctx, storeserver.Config{Logger: cfg.Logger, Socket: cfg.Socket, InProcess: true})
 		if err != nil {
 			return err
 		}
@@ -226,15 +215,15 @@ func (n *Node) startStoreAndAgent(ctx context.Context, cfg Config, acfg agent.Co
 				return err
 			}
 		}
-		acfg.StoreAddr = rendezvous.NormalizeAddr(join)
-		acfg.Security = rendezvous.Security{Token: cfg.Security.Token, CAFile: cfg.Security.CAFile}
-		if host, _, err := net.SplitHostPort(acfg.StoreAddr); err == nil && cfg.Join == "" && !rendezvous.IsLoopback(host) {
+		acfg.StoreAddr = security.NormalizeAddr(join)
+		acfg.Security = security.Security{Token: cfg.Security.Token, CAFile: cfg.Security.CAFile}
+		if host, _, err := net.SplitHostPort(acfg.StoreAddr); err == nil && cfg.Join == "" && !security.IsLoopback(host) {
 			// A store found through gossip on another host serves TLS.
 			acfg.Security.TLS = true
 		}
-		if acfg.Security.Token == "" && !rendezvous.IsUnixAddr(acfg.StoreAddr) {
+		if acfg.Security.Token == "" && !security.IsUnixAddr(acfg.StoreAddr) {
 			var err error
-			if acfg.Security.Token, err = findToken(""); err != nil {
+			if acfg.Security.Token, _, err = security.ResolveToken(security.TokenSource{Find: true}); err != nil {
 				return err
 			}
 		}
@@ -267,7 +256,7 @@ func (n *Node) host(ctx context.Context, cfg *Config, acfg *agent.Config) error 
 		return err
 	}
 	listenAddr := net.JoinHostPort(ip.String(), port)
-	if err := rendezvous.CheckListen(listenAddr, sec); err != nil {
+	if err := security.CheckListen(listenAddr, sec); err != nil {
 		return err
 	}
 	if sec.Token == "" {
@@ -306,7 +295,7 @@ func (n *Node) host(ctx context.Context, cfg *Config, acfg *agent.Config) error 
 			host = "127.0.0.1"
 		}
 		acfg.StoreAddr = net.JoinHostPort(host, port)
-		acfg.Security = rendezvous.Security{Token: sec.Token, TLS: sec.CertFile != "", CAFile: acfg.StoreCA}
+		acfg.Security = security.Security{Token: sec.Token, TLS: sec.CertFile != "", CAFile: acfg.StoreCA}
 	}
 	return nil
 }
@@ -314,8 +303,8 @@ func (n *Node) host(ctx context.Context, cfg *Config, acfg *agent.Config) error 
 // hostStore starts the store on listenAddr and on the socket. When the
 // socket cannot be served (another agent holds it) and was not asked for
 // by name, the store goes on without one.
-func hostStore(ctx context.Context, log *zap.Logger, cfg *Config, listenAddr, nodeAddr string, sec rendezvous.Security,
-	agentGone func(string, time.Duration) bool) (*rendezvous.Server, error) {
+func hostStore(ctx context.Context, log *zap.Logger, cfg *Config, listenAddr, nodeAddr string, sec security.Security,
+	agentGone func(string, time.Duration) bool) (*storeserver.Server, error) {
 	lis, err := net.Listen("tcp", listenAddr)
 	if err != nil {
 		return nil, fmt.Errorf("store: listen on %s: %w", listenAddr, err)
@@ -326,12 +315,12 @@ func hostStore(ctx context.Context, log *zap.Logger, cfg *Config, listenAddr, no
 		// Workers reach the store at this node's address.
 		advertise = net.JoinHostPort(nodeAddr, port)
 	}
-	rcfg := rendezvous.Config{Logger: log, Listener: lis, AdvertiseAddr: advertise, Security: sec,
+	rcfg := storeserver.Config{Logger: log, Listener: lis, AdvertiseAddr: advertise, Security: sec,
 		Socket: cfg.Socket, SocketUsers: cfg.SocketUsers, AgentGone: agentGone}
 	if rcfg.Socket == "" {
-		rcfg.Socket = rendezvous.DefaultSocket()
+		rcfg.Socket = security.DefaultSocket()
 	}
-	store, err := rendezvous.Start(ctx, rcfg)
+	store, err := storeserver.Start(ctx, rcfg)
 	if err == nil || cfg.SocketRequired {
 		return store, err
 	}
@@ -341,7 +330,7 @@ func hostStore(ctx context.Context, log *zap.Logger, cfg *Config, listenAddr, no
 		return nil, fmt.Errorf("store: listen on %s: %w", listenAddr, err)
 	}
 	rcfg.Socket = ""
-	return rendezvous.Start(ctx, rcfg)
+	return storeserver.Start(ctx, rcfg)
 }
 
 // resolveListen turns HOST:PORT into an IP address, resolving a host name
@@ -370,7 +359,7 @@ func resolveListen(ctx context.Context, listen string) (netip.Addr, string, erro
 }
 
 // Store is the store this node hosts, or nil when it joined one.
-func (n *Node) Store() *rendezvous.Server { return n.store }
+func (n *Node) Store() *storeserver.Server { return n.store }
 
 // Agent is this node's agent.
 func (n *Node) Agent() *agent.Agent { return n.agent }

@@ -15,6 +15,7 @@ import (
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
+	"github.com/musterhq/muster/security"
 	"github.com/musterhq/muster/supervise"
 )
 
@@ -60,7 +61,7 @@ func newCluster(t *testing.T, n int) []*node.Node {
 
 func TestStoreFoundThroughGossip(t *testing.T) {
 	nodes := newCluster(t, 3)
-	c := rendezvoustest.NewClient(t, nodes[0].Store(), rendezvous.Security{})
+	c := rendezvoustest.NewClient(t, nodes[0].Store(), security.Security{})
 	var names []string
 	for deadline := time.Now().Add(10 * time.Second); len(names) != 3 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		resp, err := c.ListNodes(context.Background(), &musterv1.ListNodesRequest{})
@@ -83,7 +84,7 @@ func TestDuplicateNameRefused(t *testing.T) {
 	nodes := newCluster(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	_, err := node.Start(ctx, node.Config{Security: rendezvous.Security{Token: testToken},
+	_, err := node.Start(ctx, node.Config{Security: security.Security{Token: testToken},
 		Gossip: &node.Gossip{Bind: "127.0.0.1:0", Profile: cluster.Local, Join: []string{nodes[0].Gossip().Addr()}},
 		Agent:  agent.Config{Name: "n1", Rank: -1, TempDir: t.TempDir()}})
 	// Gossip refuses the name; should the join time out under load, the store
@@ -98,7 +99,7 @@ func TestDuplicateNameRefused(t *testing.T) {
 // nodes' workers stop.
 func TestGossipDeathStopsJob(t *testing.T) {
 	nodes := newCluster(t, 3)
-	c := rendezvoustest.NewClient(t, nodes[0].Store(), rendezvous.Security{})
+	c := rendezvoustest.NewClient(t, nodes[0].Store(), security.Security{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	resp, err := c.Submit(ctx, &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: [][]byte{[]byte("sh"), []byte("-c"), []byte("echo up; exec sleep 100")},
@@ -155,7 +156,7 @@ func TestFreeGPUsGossiped(t *testing.T) {
 		}
 	}
 	waitFor(2)
-	c := rendezvoustest.NewClient(t, head.Store(), rendezvous.Security{})
+	c := rendezvoustest.NewClient(t, head.Store(), security.Security{})
 	resp, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{
 		Argv: [][]byte{[]byte("sleep"), []byte("100")}, Nnodes: 1, Gpus: 1, KillTimeoutMs: 200}})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/musterhq/muster/jobspec"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
@@ -19,12 +20,7 @@ import (
 // back does not get a fresh count.
 
 // leastNodes is the fewest nodes a round of spec may form with.
-func leastNodes(spec *musterv1.JobSpec) int {
-	if spec.MinNodes > 0 {
-		return int(spec.MinNodes)
-	}
-	return int(spec.Nnodes)
-}
+func leastNodes(spec *musterv1.JobSpec) int { return jobspec.LeastNodes(spec) }
 
 // lastCallLocked forms j's waiting round with the ready nodes once the last
 // call has passed since enough for leastNodes were ready; it reports whether

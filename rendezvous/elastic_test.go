@@ -9,6 +9,9 @@ import (
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
+	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/storeclient"
+	"github.com/musterhq/muster/storeserver"
 )
 
 // startsOf takes each agent's next command, which must be an assignment.
@@ -44,7 +47,7 @@ func stopsOf(t *testing.T, agents ...*testAgent) string {
 // that comes later starts a new round with it, not counted as a restart.
 func TestElasticRoundLastCallAndGrowth(t *testing.T) {
 	s := rendezvoustest.NewStore(t, nil)
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	c := rendezvoustest.NewClient(t, s, security.Security{})
 	a := newTestAgent(t, c, "a", "10.0.0.1", 0, 0)
 	b := newTestAgent(t, c, "b", "10.0.0.2", 1, 0)
 	sub, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"),
@@ -92,7 +95,7 @@ func TestElasticRoundLastCallAndGrowth(t *testing.T) {
 // exit code.
 func TestRestartsAfterFailureAreJobWide(t *testing.T) {
 	s := rendezvoustest.NewStore(t, nil)
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	c := rendezvoustest.NewClient(t, s, security.Security{})
 	a := newTestAgent(t, c, "a", "10.0.0.1", 0, 0)
 	sub, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"),
 		Nnodes: 1, Nproc: 2, MaxRestarts: 2, KillTimeoutMs: 100}})
@@ -135,10 +138,10 @@ func TestRestartsAfterFailureAreJobWide(t *testing.T) {
 
 // elasticPair registers nodes a (node rank 0) and b and submits a job of
 // one or two nodes, one worker each, with one restart.
-func elasticPair(t *testing.T) (*rendezvous.Server, *rendezvous.Client, *testAgent, *testAgent, *musterv1.SubmitResponse) {
+func elasticPair(t *testing.T) (*storeserver.Server, *storeclient.Client, *testAgent, *testAgent, *musterv1.SubmitResponse) {
 	t.Helper()
 	s := rendezvoustest.NewStore(t, nil)
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	c := rendezvoustest.NewClient(t, s, security.Security{})
 	a := newTestAgent(t, c, "a", "10.0.0.1", 0, 0)
 	b := newTestAgent(t, c, "b", "10.0.0.2", 1, 0)
 	sub, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"),
@@ -155,12 +158,12 @@ func elasticPair(t *testing.T) (*rendezvous.Server, *rendezvous.Client, *testAge
 func TestLostNodeStartsANewRound(t *testing.T) {
 	for _, tt := range []struct {
 		name string
-		lose func(t *testing.T, s *rendezvous.Server, a *testAgent, job string)
+		lose func(t *testing.T, s *storeserver.Server, a *testAgent, job string)
 	}{
-		{"gossip says it died", func(t *testing.T, s *rendezvous.Server, _ *testAgent, _ string) {
-			rendezvous.ServerStore(s).SetLiveness("b", rendezvous.Liveness{State: rendezvous.GossipDead, Silent: 1200 * time.Millisecond})
+		{"gossip says it died", func(t *testing.T, s *storeserver.Server, _ *testAgent, _ string) {
+			s.Store().SetLiveness("b", rendezvous.Liveness{State: rendezvous.GossipDead, Silent: 1200 * time.Millisecond})
 		}},
-		{"a peer's agent heard first", func(t *testing.T, _ *rendezvous.Server, a *testAgent, job string) {
+		{"a peer's agent heard first", func(t *testing.T, _ *storeserver.Server, a *testAgent, job string) {
 			if err := a.publish(&musterv1.JobEvent{JobId: job, Event: &musterv1.JobEvent_Exited{Exited: &musterv1.WorkerExited{
 				Rank: 0, Node: "a", Signal: 15, Error: "node b lost: no gossip ack for 1.2 s", NodeLoss: &musterv1.NodeLoss{
 					Node: "b", Observer: "a", Signal: musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD, SilentMs: 1200}}}}); err != nil {
@@ -189,29 +192,6 @@ func TestLostNodeStartsANewRound(t *testing.T) {
 	}
 }
 
-// Submitting an elastic job checks its counts.
-func TestElasticSpecBounds(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		spec *musterv1.JobSpec
-		want string
-	}{
-		{"least above most", &musterv1.JobSpec{Nnodes: 2, MinNodes: 3}, "least nodes"},
-		{"negative restarts", &musterv1.JobSpec{Nnodes: 1, MaxRestarts: -1}, "--max-restarts"},
-		{"negative last call", &musterv1.JobSpec{Nnodes: 2, MinNodes: 1, LastCallMs: -1}, "--last-call"},
-		{"stdin rank beyond the least round", &musterv1.JobSpec{Nnodes: 4, MinNodes: 1, Nproc: 2, StdinRank: ptr(int32(3))}, "--stdin 3"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.spec.Argv = byteStrings("x")
-			if err := rendezvous.ValidateSpec(tt.spec); err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("err = %v, want %q", err, tt.want)
-			}
-		})
-	}
-}
-
-func ptr[T any](v T) *T { return &v }
-
 // TestTCPStoreMovesWithNodeRankZero: when node rank 0 is lost, the next
 // round's node rank 0 serves the job's TCPStore; the lost node, which may
 // still hold the old one, is told to release it when it registers again.
@@ -221,7 +201,7 @@ func TestTCPStoreMovesWithNodeRankZero(t *testing.T) {
 		t.Fatalf("node rank 0 not asked for the TCPStore: %v", res)
 	}
 	startsOf(t, a, b)
-	rendezvous.ServerStore(s).SetLiveness("a", rendezvous.Liveness{State: rendezvous.GossipDead, Silent: 1200 * time.Millisecond})
+	s.Store().SetLiveness("a", rendezvous.Liveness{State: rendezvous.GossipDead, Silent: 1200 * time.Millisecond})
 	stopsOf(t, b)
 	if err := b.publish(exited(sub.JobId, 1, 0, 15, true)); err != nil {
 		t.Fatal(err)
@@ -252,7 +232,7 @@ func TestTCPStoreMovesWithNodeRankZero(t *testing.T) {
 // for a job that still needs it there is not.
 func TestRegistrationReleasesUnneededTCPStores(t *testing.T) {
 	s := rendezvoustest.NewStore(t, nil)
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	c := rendezvoustest.NewClient(t, s, security.Security{})
 	a := registerTestAgent(t, c, &musterv1.RegisterRequest{Node: &musterv1.Node{Name: "a", Addr: "10.0.0.1", Rank: -1},
 		TorchStores: []string{"j-000000000000"}})
 	if cmd := a.nextAny(); cmd.GetReleaseStore().GetJobId() != "j-000000000000" {

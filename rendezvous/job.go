@@ -9,6 +9,7 @@ import (
 
 	"github.com/musterhq/muster/failure"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/security"
 )
 
 // job is one submitted job and the round it runs in.
@@ -21,7 +22,7 @@ type job struct {
 	outcome  outcome // how it ends, once decided (lifecycle.go)
 	timer    *time.Timer
 	attached int
-	stdin    *stdinRelay        // nil when no rank reads the launcher's stdin
+	stdin    *StdinRelay        // nil when no rank reads the launcher's stdin
 	owner    *musterv1.Identity // who submitted it; nil for the cluster operator
 	token    string             // the job's credential for its workers
 	place    *placement         // see placementOf
@@ -45,7 +46,7 @@ func (j *job) finished() bool {
 // job starts when they arrive. owner is the local user the job runs as, nil
 // for the cluster operator.
 func (s *Store) Submit(spec *musterv1.JobSpec, owner *musterv1.Identity) (string, error) {
-	if err := ValidateSpec(spec); err != nil {
+	if err := validateSpec(spec); err != nil {
 		return "", err
 	}
 	s.mu.Lock()
@@ -65,7 +66,7 @@ func (s *Store) Submit(spec *musterv1.JobSpec, owner *musterv1.Identity) (string
 		events: newEventLog(s.cfg.EventCount, s.cfg.EventBytes),
 		owner:  owner,
 	}
-	j.token = newJobToken(j.id)
+	j.token = security.NewJobToken(j.id)
 	if spec.GetStdinAll() || spec.StdinRank != nil {
 		// Its readers are known once the first round has its nodes.
 		j.stdin = newStdinRelay(nil)

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/musterhq/muster/failure"
+	"github.com/musterhq/muster/jobspec"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
@@ -33,7 +34,7 @@ type Liveness struct {
 
 // maxLiveness bounds the gossip view: nodes known only to gossip, past that
 // many entries, are forgotten, dead and left ones first.
-const maxLiveness = 2 * MaxNodes
+const maxLiveness = 2 * jobspec.MaxNodes
 
 // agentGoneTimeout bounds the check that a disconnected node's agent is gone.
 const agentGoneTimeout = time.Second

@@ -9,6 +9,8 @@ import (
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
+	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/storeserver"
 )
 
 // A node is lost on whichever signal comes first: its agent gone once its
@@ -29,14 +31,14 @@ func TestNodeLossSignals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			asked := make(chan string, 1)
-			s := rendezvoustest.NewStore(t, func(c *rendezvous.Config) {
+			s := rendezvoustest.NewStore(t, func(c *storeserver.Config) {
 				c.SessionGrace = 300 * time.Millisecond
 				c.AgentGone = func(name string, _ time.Duration) bool {
 					asked <- name
 					return tt.agentGone
 				}
 			})
-			c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+			c := rendezvoustest.NewClient(t, s, security.Security{})
 			a, _ := keyedAgent(t, c, "a", "k")
 			asg := startedJob(t, c, a, 2)
 			if tt.gossip != nil {
@@ -60,7 +62,7 @@ func TestNodeLossSignals(t *testing.T) {
 // knows that are not registered.
 func TestNodesShowGossipState(t *testing.T) {
 	s := rendezvoustest.NewStore(t, nil)
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	c := rendezvoustest.NewClient(t, s, security.Security{})
 	keyedAgent(t, c, "a", "k")
 	s.SetLiveness("a", rendezvous.Liveness{State: rendezvous.GossipAlive, Addr: "10.0.0.1:7946"})
 	s.SetLiveness("z", rendezvous.Liveness{State: rendezvous.GossipLeft, Addr: "10.0.0.9:7946"})
@@ -82,7 +84,7 @@ func TestNodesShowGossipState(t *testing.T) {
 // naming that node: the job fails for the node's loss, not the stop.
 func TestPeerLossHeardFirstByAnAgent(t *testing.T) {
 	s := rendezvoustest.NewStore(t, nil)
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	c := rendezvoustest.NewClient(t, s, security.Security{})
 	a := newTestAgent(t, c, "a", "10.0.0.1", 0, 0)
 	b := newTestAgent(t, c, "b", "10.0.0.2", 1, 0)
 	resp, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{

@@ -23,6 +23,9 @@ type outbox struct {
 
 func newOutbox() *outbox { return &outbox{wake: make(chan struct{}, 1)} }
 
+// Wake has a token when commands may be waiting: the stream then calls Take.
+func (o *outbox) Wake() <-chan struct{} { return o.wake }
+
 // push queues cmd, coalescing a stop with an unsent stop of the same job.
 // It reports false when the node has maxPending commands unsent.
 func (o *outbox) push(cmd *musterv1.AgentCommand) bool {
@@ -49,8 +52,8 @@ func (o *outbox) push(cmd *musterv1.AgentCommand) bool {
 	return true
 }
 
-// take returns and clears the unsent commands, oldest first.
-func (o *outbox) take() []*musterv1.AgentCommand {
+// Take returns and clears the unsent commands, oldest first.
+func (o *outbox) Take() []*musterv1.AgentCommand {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	cmds := o.cmds
@@ -67,9 +70,9 @@ func (o *outbox) each(fn func(*musterv1.AgentCommand)) {
 	}
 }
 
-// requeue puts back commands a broken stream did not send, before any
+// Requeue puts back commands a broken stream did not send, before any
 // queued since.
-func (o *outbox) requeue(cmds []*musterv1.AgentCommand) {
+func (o *outbox) Requeue(cmds []*musterv1.AgentCommand) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.cmds = append(append([]*musterv1.AgentCommand(nil), cmds...), o.cmds...)

@@ -8,6 +8,7 @@ import (
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
+	"github.com/musterhq/muster/security"
 )
 
 func TestPlacement(t *testing.T) {
@@ -31,7 +32,7 @@ func TestPlacement(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := rendezvoustest.NewStore(t, nil)
-			c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+			c := rendezvoustest.NewClient(t, s, security.Security{})
 			agents := map[string]*testAgent{
 				"a": newTestAgent(t, c, "a", "10.0.0.1", -1, 1),
 				"b": newTestAgent(t, c, "b", "10.0.0.2", -1, 1),
@@ -65,7 +66,7 @@ func TestPlacement(t *testing.T) {
 				}
 			}
 			// The nodes not picked have no part in the job.
-			for _, st := range rendezvous.ServerStore(s).Nodes() {
+			for _, st := range s.Store().Nodes() {
 				if in := slices.Contains(st.Jobs, sub.JobId); in != slices.Contains(tt.want, st.Node.GetName()) {
 					t.Errorf("node %s runs the job: %v", st.Node.GetName(), in)
 				}
@@ -76,7 +77,7 @@ func TestPlacement(t *testing.T) {
 
 func TestPlacementWaitsForListedHost(t *testing.T) {
 	s := rendezvoustest.NewStore(t, nil)
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	c := rendezvoustest.NewClient(t, s, security.Security{})
 	a := newTestAgent(t, c, "a", "10.0.0.1", -1, 0)
 	newTestAgent(t, c, "b", "10.0.0.2", -1, 0) // registered, never listed
 	sub, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{

@@ -12,8 +12,9 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/musterhq/muster/engine"
+	"github.com/musterhq/muster/engine/uniqueid"
 	"github.com/musterhq/muster/envprop"
+	"github.com/musterhq/muster/jobspec"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
@@ -91,10 +92,6 @@ const (
 	progressNames = 16
 )
 
-// RosterInlineNodes is the most nodes a job may have for every node's
-// assignment to carry the roster; beyond it only node rank 0's does.
-const RosterInlineNodes = 64
-
 // RosterKey is the key in a job's KV that holds its nodes' addresses, space
 // separated by node rank, for workers on nodes whose assignment has no roster.
 const RosterKey = "muster/node_addrs"
@@ -151,7 +148,7 @@ func (s *Store) setRoundStateLocked(j *job, next roundState) error {
 // round waits for nodes, and forms at once when they are there.
 func (s *Store) startRoundLocked(j *job) {
 	spec := j.spec
-	nproc := WorkersPerNode(spec)
+	nproc := jobspec.WorkersPerNode(spec)
 	r := &round{id: newID("r-"), job: j, state: roundWaiting, nproc: nproc,
 		worldSize: spec.Nnodes * nproc, exited: map[int32]bool{}, since: time.Now()}
 	if j.round != nil {
@@ -517,7 +514,7 @@ func (s *Store) PortsReserved(session, roundID string, ports []int32, errText st
 	}
 	master := r.nodes[0].info.GetAddr()
 	root := netip.AddrPortFrom(netip.MustParseAddr(master), uint16(ports[1]))
-	id, err := engine.NewUniqueID(root)
+	id, err := uniqueid.New(root)
 	if err != nil {
 		return err
 	}
@@ -559,7 +556,7 @@ func (s *Store) PortsReserved(session, roundID string, ports []int32, errText st
 			RunAs:        j.owner,
 			JobToken:     j.token,
 		}
-		if rank == 0 || len(r.nodes) <= RosterInlineNodes {
+		if rank == 0 || len(r.nodes) <= jobspec.RosterInlineNodes {
 			asg.NodeAddrs, asg.NodeNames, asg.NodeSlots = addrs, names, slots
 		}
 		s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_Start{Start: asg}})

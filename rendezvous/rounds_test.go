@@ -9,10 +9,12 @@ import (
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
+	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/storeclient"
 )
 
 // watchEvents follows a job's events in the background.
-func watchEvents(t *testing.T, c *rendezvous.Client, job string) <-chan *musterv1.JobEvent {
+func watchEvents(t *testing.T, c *storeclient.Client, job string) <-chan *musterv1.JobEvent {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -63,7 +65,7 @@ func nextFinished(t *testing.T, evs <-chan *musterv1.JobEvent) *musterv1.JobFini
 	return nextEvent(t, evs, "final event", func(ev *musterv1.JobEvent) bool { return ev.GetFinished() != nil }).GetFinished()
 }
 
-func reservePorts(t *testing.T, c *rendezvous.Client, a *testAgent, ports ...int32) *musterv1.ReservePorts {
+func reservePorts(t *testing.T, c *storeclient.Client, a *testAgent, ports ...int32) *musterv1.ReservePorts {
 	t.Helper()
 	res := a.next().GetReservePorts()
 	if res == nil {
@@ -77,7 +79,7 @@ func reservePorts(t *testing.T, c *rendezvous.Client, a *testAgent, ports ...int
 
 func TestRoundWaitsForNodesAndRanksThem(t *testing.T) {
 	s := rendezvoustest.NewStore(t, nil)
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	c := rendezvoustest.NewClient(t, s, security.Security{})
 	a := newTestAgent(t, c, "a", "10.0.0.2", -1, 0)
 	// Before rounds could wait, this Submit failed at once.
 	sub, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{
@@ -124,7 +126,7 @@ func TestRoundWaitTimesOut(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := rendezvoustest.NewStore(t, nil)
-			c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+			c := rendezvoustest.NewClient(t, s, security.Security{})
 			for name, gpus := range tt.nodes {
 				newTestAgent(t, c, name, "10.0.0.1", -1, gpus)
 			}
@@ -143,7 +145,7 @@ func TestRoundWaitTimesOut(t *testing.T) {
 
 func TestWaitingRoundTakesFreedGPUs(t *testing.T) {
 	s := rendezvoustest.NewStore(t, nil)
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	c := rendezvoustest.NewClient(t, s, security.Security{})
 	g := newTestAgent(t, c, "g", "10.0.0.1", -1, 2)
 	ctx := context.Background()
 	spec := func() *musterv1.JobSpec {
@@ -175,7 +177,7 @@ func TestWaitingRoundTakesFreedGPUs(t *testing.T) {
 
 func TestCancelWhileWaiting(t *testing.T) {
 	s := rendezvoustest.NewStore(t, nil)
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	c := rendezvoustest.NewClient(t, s, security.Security{})
 	ctx := context.Background()
 	sub, err := c.Submit(ctx, &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 1, WaitTimeoutMs: 60_000}})
 	if err != nil {
@@ -183,7 +185,7 @@ func TestCancelWhileWaiting(t *testing.T) {
 	}
 	evs := watchEvents(t, c, sub.JobId)
 	nextWaiting(t, evs)
-	if _, err := rendezvous.ServerStore(s).Restart(sub.JobId, "now"); err == nil {
+	if _, err := s.Store().Restart(sub.JobId, "now"); err == nil {
 		t.Fatal("a round waiting for nodes restarted")
 	}
 	if _, err := c.Cancel(ctx, &musterv1.CancelRequest{JobId: sub.JobId, ExitCode: 130, Reason: "stopped by SIGINT"}); err != nil {
@@ -209,7 +211,7 @@ func TestCancelWhileWaiting(t *testing.T) {
 
 func TestRestartIsANewRound(t *testing.T) {
 	s := rendezvoustest.NewStore(t, nil)
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	c := rendezvoustest.NewClient(t, s, security.Security{})
 	a := newTestAgent(t, c, "a", "10.0.0.1", -1, 0)
 	ctx := context.Background()
 	sub, err := c.Submit(ctx, &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 1, Nproc: 2, KillTimeoutMs: 100}})
@@ -219,7 +221,7 @@ func TestRestartIsANewRound(t *testing.T) {
 	// A restart before the ports came: the next round asks again, under a
 	// new round ID, and the first request is void.
 	stale := a.next().GetReservePorts()
-	if next, err := rendezvous.ServerStore(s).Restart(sub.JobId, "before the ports"); err != nil || next != 1 {
+	if next, err := s.Store().Restart(sub.JobId, "before the ports"); err != nil || next != 1 {
 		t.Fatalf("restart while reserving: %d, %v", next, err)
 	}
 	r0 := reservePorts(t, c, a, 1000, 1001)
@@ -227,7 +229,7 @@ func TestRestartIsANewRound(t *testing.T) {
 		t.Fatal("an ended round took ports")
 	}
 	first := a.next().GetStart()
-	next, err := rendezvous.ServerStore(s).Restart(sub.JobId, "a node joined")
+	next, err := s.Store().Restart(sub.JobId, "a node joined")
 	if err != nil || next != 2 {
 		t.Fatalf("restart: %d, %v", next, err)
 	}
@@ -261,7 +263,7 @@ func TestRestartIsANewRound(t *testing.T) {
 	if fin := finalEvent(t, c, sub.JobId); fin.State != musterv1.JobState_JOB_STATE_SUCCEEDED {
 		t.Fatalf("final: %v", fin)
 	}
-	if _, err := rendezvous.ServerStore(s).Restart(sub.JobId, "late"); err == nil {
+	if _, err := s.Store().Restart(sub.JobId, "late"); err == nil {
 		t.Error("an ended job restarted")
 	}
 }
@@ -280,7 +282,7 @@ func TestAgentStore(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := rendezvoustest.NewStore(t, nil)
-			c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+			c := rendezvoustest.NewClient(t, s, security.Security{})
 			a := newTestAgent(t, c, "a", "10.0.0.2", -1, 0)
 			ctx := context.Background()
 			spec := &musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 1, Nproc: 1, WaitTimeoutMs: 60_000, NoAgentStore: tt.noAgentStore}

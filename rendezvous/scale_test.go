@@ -33,7 +33,7 @@ func pending(t *testing.T, s *Store, session string) []*musterv1.AgentCommand {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out.take()
+	return out.Take()
 }
 
 // startRound submits an n-node job and completes its round.
@@ -153,7 +153,7 @@ func TestStopsCoalesceForASlowAgent(t *testing.T) {
 	for _, ms := range []int64{5000, 100, 3000} {
 		o.push(&musterv1.AgentCommand{Command: &musterv1.AgentCommand_Stop{Stop: &musterv1.StopJob{JobId: "j", KillTimeoutMs: ms}}})
 	}
-	if got := o.take(); len(got) != 1 || got[0].GetStop().GetKillTimeoutMs() != 100 {
+	if got := o.Take(); len(got) != 1 || got[0].GetStop().GetKillTimeoutMs() != 100 {
 		t.Fatalf("queue holds %v", got)
 	}
 }

@@ -2,26 +2,25 @@ package rendezvous_test
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
+	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/storeclient"
+	"github.com/musterhq/muster/storeserver"
 )
 
 // runningJob submits a one-node job through op and plays agent a until the
 // job runs; it returns a's assignment.
-func runningJob(t *testing.T, op *rendezvous.Client, a *testAgent) *musterv1.Assignment {
+func runningJob(t *testing.T, op *storeclient.Client, a *testAgent) *musterv1.Assignment {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := op.Submit(ctx, &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 1}}); err != nil {
@@ -40,11 +39,11 @@ func runningJob(t *testing.T, op *rendezvous.Client, a *testAgent) *musterv1.Ass
 
 func TestJobCredentialReachesOnlyItsJob(t *testing.T) {
 	s := rendezvoustest.NewStore(t, nil)
-	op := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	op := rendezvoustest.NewClient(t, s, security.Security{})
 	a := newTestAgent(t, op, "solo", "127.0.0.1", -1, 0)
 	jobA, jobB := runningJob(t, op, a), runningJob(t, op, a)
-	ca := rendezvoustest.NewClient(t, s, rendezvous.Security{JobToken: jobA.JobToken})
-	cb := rendezvoustest.NewClient(t, s, rendezvous.Security{JobToken: jobB.JobToken})
+	ca := rendezvoustest.NewClient(t, s, security.Security{JobToken: jobA.JobToken})
+	cb := rendezvoustest.NewClient(t, s, security.Security{JobToken: jobB.JobToken})
 	ctx := context.Background()
 
 	if _, err := ca.KVSet(ctx, &musterv1.KVSetRequest{Key: "secret", Value: []byte("a")}); err != nil {
@@ -79,7 +78,7 @@ func TestJobCredentialReachesOnlyItsJob(t *testing.T) {
 		t.Fatalf("list with a job credential: %v", err)
 	}
 	// A forged credential, or one of an ended job, opens nothing.
-	forged := rendezvoustest.NewClient(t, s, rendezvous.Security{JobToken: jobA.JobId + ".00"})
+	forged := rendezvoustest.NewClient(t, s, security.Security{JobToken: jobA.JobId + ".00"})
 	if _, err := forged.KVGet(ctx, &musterv1.KVGetRequest{Key: "secret"}); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("forged credential: %v", err)
 	}
@@ -94,42 +93,9 @@ func TestJobCredentialReachesOnlyItsJob(t *testing.T) {
 	}
 }
 
-func TestTokenMinimumLength(t *testing.T) {
-	t.Setenv(rendezvous.EnvToken, "x")
-	if _, err := rendezvous.LoadToken(""); err == nil || !strings.Contains(err.Error(), "MUSTER_TOKEN: token is 1 characters, want at least 16") {
-		t.Fatalf("MUSTER_TOKEN=x: %v", err)
-	}
-	t.Setenv(rendezvous.EnvToken, "0123456789abcdef")
-	if tok, err := rendezvous.LoadToken("/nonexistent"); err != nil || tok != "0123456789abcdef" {
-		t.Fatalf("MUSTER_TOKEN of 16: %q %v", tok, err)
-	}
-	os.Unsetenv(rendezvous.EnvToken)
-	short := filepath.Join(t.TempDir(), "short")
-	os.WriteFile(short, []byte("x\n"), 0o600)
-	if _, err := rendezvous.LoadToken(short); err == nil {
-		t.Fatal("a one-character token file was accepted")
-	}
-}
-
-func TestEnsureTokenFileCreatesAPrivateToken(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "muster", "token")
-	tok, created, err := rendezvous.EnsureTokenFile(path)
-	if err != nil || !created || len(tok) < rendezvous.MinTokenLength {
-		t.Fatalf("first start: %q %v %v", tok, created, err)
-	}
-	fi, err := os.Stat(path)
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("token file mode %v, %v; want 0600", fi.Mode(), err)
-	}
-	again, created, err := rendezvous.EnsureTokenFile(path)
-	if err != nil || created || again != tok {
-		t.Fatalf("second start: %q %v %v; want the same token", again, created, err)
-	}
-}
-
 func TestSocketServesItsOwnUser(t *testing.T) {
 	dir := t.TempDir()
-	s := rendezvoustest.NewStore(t, func(c *rendezvous.Config) { c.ListenAddr, c.Socket = "", filepath.Join(dir, "store.sock") })
+	s := rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.ListenAddr, c.Socket = "", filepath.Join(dir, "store.sock") })
 	if s.Addr() != "unix://"+filepath.Join(dir, "store.sock") {
 		t.Fatalf("addr %s", s.Addr())
 	}
@@ -137,7 +103,7 @@ func TestSocketServesItsOwnUser(t *testing.T) {
 		t.Fatalf("socket mode %v %v, want 0600", fi.Mode(), err)
 	}
 	// No token on the socket: the kernel says who calls, and it is this user.
-	c, err := rendezvous.Dial(s.Addr(), rendezvous.Security{})
+	c, err := storeclient.Dial(s.Addr(), security.Security{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +112,7 @@ func TestSocketServesItsOwnUser(t *testing.T) {
 		t.Fatalf("own user on the socket: %v", err)
 	}
 	// A second store on the same path is refused while the first serves it.
-	if _, err := rendezvous.Start(context.Background(), rendezvous.Config{Socket: filepath.Join(dir, "store.sock")}); err == nil || !strings.Contains(err.Error(), rendezvous.ErrSocketInUse.Error()) {
+	if _, err := storeserver.Start(context.Background(), storeserver.Config{Socket: filepath.Join(dir, "store.sock")}); err == nil || !strings.Contains(err.Error(), security.ErrSocketInUse.Error()) {
 		t.Fatalf("second store on a busy socket: %v", err)
 	}
 }
@@ -168,7 +134,7 @@ func TestSocketRefusesOtherUsers(t *testing.T) {
 		t.Skip("needs root to connect as another user")
 	}
 	path := filepath.Join(sharedDir(t), "store.sock")
-	rendezvoustest.NewStore(t, func(c *rendezvous.Config) { c.ListenAddr, c.Socket = "", path })
+	rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.ListenAddr, c.Socket = "", path })
 	// Even where the file mode would let them in, the peer credentials do not.
 	os.Chmod(path, 0o666)
 	c := rendezvoustest.NewClientAs(t, path, 65534, 65534, nil)
@@ -183,11 +149,11 @@ func TestSocketUsersRunAsThemselves(t *testing.T) {
 		t.Skip("needs root to serve other users")
 	}
 	path := filepath.Join(sharedDir(t), "agent.sock")
-	s := rendezvoustest.NewStore(t, func(c *rendezvous.Config) { c.Socket, c.SocketUsers = path, true })
+	s := rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.Socket, c.SocketUsers = path, true })
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o666 {
 		t.Fatalf("shared socket mode %v %v, want 0666", fi.Mode(), err)
 	}
-	op := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	op := rendezvoustest.NewClient(t, s, security.Security{})
 	a := newTestAgent(t, op, "solo", "127.0.0.1", -1, 0)
 	ctx := context.Background()
 
@@ -225,41 +191,5 @@ func TestSocketUsersRunAsThemselves(t *testing.T) {
 	}
 	if _, err := nobody.Cancel(ctx, &musterv1.CancelRequest{JobId: resp.JobId}); err != nil {
 		t.Fatalf("a user cancelling their own job: %v", err)
-	}
-}
-
-func TestLauncherTrustsOnlySocketsOfRootOrItself(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to serve a socket as another user")
-	}
-	dir := sharedDir(t)
-	os.Chmod(dir, 0o777)
-	mine := filepath.Join(dir, "mine.sock")
-	l, err := net.Listen("unix", mine)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	theirs := filepath.Join(dir, "theirs.sock")
-	lc := make(chan net.Listener, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, 65534, 65534, 65534); e != 0 {
-			lc <- nil
-			return
-		}
-		l, _ := net.Listen("unix", theirs)
-		lc <- l
-	}()
-	tl := <-lc
-	if tl == nil {
-		t.Fatal("cannot listen as nobody")
-	}
-	defer tl.Close()
-	if !rendezvous.TrustedSocket(mine) {
-		t.Error("a socket of this user's is not trusted")
-	}
-	if rendezvous.TrustedSocket(theirs) {
-		t.Error("a socket served by nobody is trusted: another user could pose as the agent")
 	}
 }

@@ -9,17 +9,19 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/musterhq/muster/engine"
+	"github.com/musterhq/muster/engine/uniqueid"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
+	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/storeclient"
+	"github.com/musterhq/muster/storeserver"
 )
 
 // testAgent plays an agent over the real gRPC API: it registers and reads
 // its command stream.
 type testAgent struct {
 	t       *testing.T
-	c       *rendezvous.Client
+	c       *storeclient.Client
 	session string
 	cmds    musterv1.Agents_WatchClient
 	cancel  context.CancelFunc
@@ -36,7 +38,7 @@ func byteStrings(ss ...string) [][]byte {
 	return out
 }
 
-func newTestAgent(t *testing.T, c *rendezvous.Client, name, addr string, rank int32, gpus int) *testAgent {
+func newTestAgent(t *testing.T, c *storeclient.Client, name, addr string, rank int32, gpus int) *testAgent {
 	t.Helper()
 	n := &musterv1.Node{Name: name, Addr: addr, Rank: rank}
 	for i := 0; i < gpus; i++ {
@@ -46,7 +48,7 @@ func newTestAgent(t *testing.T, c *rendezvous.Client, name, addr string, rank in
 }
 
 // registerTestAgent registers an agent with req and watches its commands.
-func registerTestAgent(t *testing.T, c *rendezvous.Client, req *musterv1.RegisterRequest) *testAgent {
+func registerTestAgent(t *testing.T, c *storeclient.Client, req *musterv1.RegisterRequest) *testAgent {
 	t.Helper()
 	resp, err := c.Register(context.Background(), req)
 	if err != nil {
@@ -93,7 +95,7 @@ func exited(job string, rank, code, sig int32, stopped bool) *musterv1.JobEvent 
 		Rank: rank, ExitCode: code, Signal: sig, Stopped: stopped, Node: "n"}}}
 }
 
-func finalEvent(t *testing.T, c *rendezvous.Client, job string) *musterv1.JobFinished {
+func finalEvent(t *testing.T, c *storeclient.Client, job string) *musterv1.JobFinished {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -120,7 +122,7 @@ func finalEvent(t *testing.T, c *rendezvous.Client, job string) *musterv1.JobFin
 
 func TestRoundAcrossTwoNodes(t *testing.T) {
 	s := rendezvoustest.NewStore(t, nil)
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	c := rendezvoustest.NewClient(t, s, security.Security{})
 	// b has an explicit node rank, so it is node rank 0 despite its name.
 	a := newTestAgent(t, c, "a", "10.0.0.2", -1, 4)
 	b := newTestAgent(t, c, "b", "10.0.0.1", 0, 4)
@@ -146,7 +148,7 @@ func TestRoundAcrossTwoNodes(t *testing.T) {
 	if sa.MasterAddr != "10.0.0.1" || sa.MasterPort != 29500 || sa.NcclCommId != "10.0.0.1:29501" {
 		t.Fatalf("master %s:%d, nccl root %s", sa.MasterAddr, sa.MasterPort, sa.NcclCommId)
 	}
-	id := engine.UniqueID(sa.NcclUniqueId)
+	id := uniqueid.ID(sa.NcclUniqueId)
 	if root, _ := id.Root(); root.String() != "10.0.0.1:29501" || string(sb.NcclUniqueId) != string(sa.NcclUniqueId) {
 		t.Fatalf("unique id root %v, or ids differ between nodes", root)
 	}
@@ -182,7 +184,7 @@ func TestRoundAcrossTwoNodes(t *testing.T) {
 
 func TestSubmitErrors(t *testing.T) {
 	s := rendezvoustest.NewStore(t, nil)
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	c := rendezvoustest.NewClient(t, s, security.Security{})
 	submit := func(spec *musterv1.JobSpec) error {
 		_, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: spec})
 		return err
@@ -215,8 +217,8 @@ func TestSubmitErrors(t *testing.T) {
 }
 
 func TestCancelAndLostNode(t *testing.T) {
-	s := rendezvoustest.NewStore(t, func(c *rendezvous.Config) { c.SessionGrace = 100 * time.Millisecond })
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	s := rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.SessionGrace = 100 * time.Millisecond })
+	c := rendezvoustest.NewClient(t, s, security.Security{})
 	a := newTestAgent(t, c, "a", "127.0.0.1", -1, 0)
 	resp, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 1, Nproc: 2}})
 	if err != nil {
@@ -242,10 +244,10 @@ func TestCancelAndLostNode(t *testing.T) {
 
 func TestKVAndBarrierOverGRPC(t *testing.T) {
 	s := rendezvoustest.NewStore(t, nil)
-	op := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	op := rendezvoustest.NewClient(t, s, security.Security{})
 	a := newTestAgent(t, op, "solo", "127.0.0.1", -1, 0)
 	asg := runningJob(t, op, a)
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{JobToken: asg.JobToken})
+	c := rendezvoustest.NewClient(t, s, security.Security{JobToken: asg.JobToken})
 	ctx := context.Background()
 	got := make(chan []byte)
 	go func() {
@@ -268,13 +270,13 @@ func TestKVAndBarrierOverGRPC(t *testing.T) {
 
 func TestTokenRequired(t *testing.T) {
 	const token = "0123456789abcdef0123"
-	s := rendezvoustest.NewStore(t, func(c *rendezvous.Config) { c.Security.Token = token })
+	s := rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.Security.Token = token })
 	ctx := context.Background()
 	for _, tt := range []struct {
 		token string
 		code  codes.Code
 	}{{"", codes.Unauthenticated}, {"wrong-token-0123456789", codes.Unauthenticated}, {token, codes.OK}} {
-		c, err := rendezvous.Dial(s.Addr(), rendezvous.Security{Token: tt.token})
+		c, err := storeclient.Dial(s.Addr(), security.Security{Token: tt.token})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -287,28 +289,6 @@ func TestTokenRequired(t *testing.T) {
 		_, err = w.Recv()
 		if want := map[codes.Code]codes.Code{codes.OK: codes.NotFound}[tt.code]; tt.code == codes.OK && status.Code(err) != want || tt.code != codes.OK && status.Code(err) != tt.code {
 			t.Errorf("stream with token %q: %v", tt.token, err)
-		}
-	}
-}
-
-func TestCheckListen(t *testing.T) {
-	for _, tt := range []struct {
-		addr, token, cert string
-		ok                bool
-	}{
-		{"127.0.0.1:0", "", "", true},
-		{"[::1]:0", "", "", true},
-		{"localhost:29400", "", "", true},
-		{"0.0.0.0:29400", "", "", false},
-		{"10.1.2.3:29400", "", "", false},
-		// The token must not cross the network in clear text.
-		{"0.0.0.0:29400", "tok", "", false},
-		{"0.0.0.0:29400", "tok", "store.pem", true},
-		{"nonsense", "", "", false},
-	} {
-		err := rendezvous.CheckListen(tt.addr, rendezvous.Security{Token: tt.token, CertFile: tt.cert})
-		if (err == nil) != tt.ok {
-			t.Errorf("CheckListen(%q, token %q, cert %q) = %v", tt.addr, tt.token, tt.cert, err)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/musterhq/muster/failure"
+	"github.com/musterhq/muster/jobspec"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
@@ -234,19 +235,19 @@ func validateReport(rj *musterv1.RunningJob) error {
 		return fmt.Errorf("job id %q is not one a store mints", id)
 	case !strings.HasPrefix(rj.GetJobToken(), id+".") || len(rj.GetJobToken()) > 256:
 		return fmt.Errorf("job %s: its credential is not one of its own", id)
-	case rj.GetNnodes() < 1 || rj.GetNnodes() > MaxNodes || rj.GetNproc() < 1 || rj.GetNproc() > MaxNProc:
+	case rj.GetNnodes() < 1 || rj.GetNnodes() > jobspec.MaxNodes || rj.GetNproc() < 1 || rj.GetNproc() > jobspec.MaxNProc:
 		return fmt.Errorf("job %s: %d nodes of %d workers", id, rj.GetNnodes(), rj.GetNproc())
 	case rj.GetNodeRank() < 0 || rj.GetNodeRank() >= rj.GetNnodes():
 		return fmt.Errorf("job %s: node rank %d of %d", id, rj.GetNodeRank(), rj.GetNnodes())
 	case int64(rj.GetWorldSize()) != int64(rj.GetNnodes())*int64(rj.GetNproc()):
 		return fmt.Errorf("job %s: world size %d is not %d nodes of %d workers", id, rj.GetWorldSize(), rj.GetNnodes(), rj.GetNproc())
-	case len(rj.GetRanks()) > int(rj.GetNproc()) || len(rj.GetGpus()) > MaxGPUs:
+	case len(rj.GetRanks()) > int(rj.GetNproc()) || len(rj.GetGpus()) > jobspec.MaxGPUs:
 		return fmt.Errorf("job %s: %d ranks, %d GPUs reported", id, len(rj.GetRanks()), len(rj.GetGpus()))
 	}
 	if rj.GetSpec() == nil {
 		return fmt.Errorf("job %s: no spec", id)
 	}
-	return ValidateSpec(rj.GetSpec())
+	return validateSpec(rj.GetSpec())
 }
 
 // adoptLocked adds a reported job to n: a job the store knows gets its node

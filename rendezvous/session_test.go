@@ -10,12 +10,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
+	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/storeclient"
+	"github.com/musterhq/muster/storeserver"
 )
 
 // keyedAgent registers with a node key and, optionally, a report of its jobs.
-func keyedAgent(t *testing.T, c *rendezvous.Client, name, key string, jobs ...*musterv1.RunningJob) (*testAgent, error) {
+func keyedAgent(t *testing.T, c *storeclient.Client, name, key string, jobs ...*musterv1.RunningJob) (*testAgent, error) {
 	t.Helper()
 	resp, err := c.Register(context.Background(), &musterv1.RegisterRequest{
 		Node: &musterv1.Node{Name: name, Addr: "127.0.0.1", Rank: -1}, NodeKey: key, Jobs: jobs})
@@ -40,7 +42,7 @@ func (a *testAgent) publishSeq(first uint64, evs ...*musterv1.JobEvent) (uint64,
 }
 
 // startedJob submits a job of nproc workers on a and returns its assignment.
-func startedJob(t *testing.T, c *rendezvous.Client, a *testAgent, nproc int32) *musterv1.Assignment {
+func startedJob(t *testing.T, c *storeclient.Client, a *testAgent, nproc int32) *musterv1.Assignment {
 	t.Helper()
 	if _, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{
 		Argv: byteStrings("x"), Nnodes: 1, Nproc: nproc, KillTimeoutMs: 100}}); err != nil {
@@ -55,7 +57,7 @@ func startedJob(t *testing.T, c *rendezvous.Client, a *testAgent, nproc int32) *
 
 func TestBatchWithABadEventIsNotApplied(t *testing.T) {
 	s := rendezvoustest.NewStore(t, nil)
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	c := rendezvoustest.NewClient(t, s, security.Security{})
 	a, _ := keyedAgent(t, c, "a", "k")
 	asg := startedJob(t, c, a, 2)
 	// Rank 0's exit, then an event for a rank this node does not run.
@@ -67,7 +69,7 @@ func TestBatchWithABadEventIsNotApplied(t *testing.T) {
 	if err := a.publish(exited(asg.JobId, 1, 0, 0, false)); err != nil {
 		t.Fatal(err)
 	}
-	for _, j := range rendezvous.ServerStore(s).Jobs() {
+	for _, j := range s.Store().Jobs() {
 		if j.JobId == asg.JobId && j.State != musterv1.JobState_JOB_STATE_RUNNING {
 			t.Fatalf("job %v after one of two exits: half of the refused batch was applied", j.State)
 		}
@@ -82,7 +84,7 @@ func TestBatchWithABadEventIsNotApplied(t *testing.T) {
 
 func TestNumberedEventsApplyOnce(t *testing.T) {
 	s := rendezvoustest.NewStore(t, nil)
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	c := rendezvoustest.NewClient(t, s, security.Security{})
 	a, _ := keyedAgent(t, c, "a", "k")
 	asg := startedJob(t, c, a, 2)
 	out := &musterv1.JobEvent{JobId: asg.JobId, Event: &musterv1.JobEvent_Output{Output: &musterv1.Output{Rank: 0, Data: []byte("hi\n")}}}
@@ -125,7 +127,7 @@ func TestNumberedEventsApplyOnce(t *testing.T) {
 
 func TestNodeComesBackWithItsJobs(t *testing.T) {
 	s := rendezvoustest.NewStore(t, nil)
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	c := rendezvoustest.NewClient(t, s, security.Security{})
 	a, _ := keyedAgent(t, c, "a", "secret-a")
 	asg := startedJob(t, c, a, 1)
 	a.cancel() // the connection breaks
@@ -155,8 +157,8 @@ func TestNodeComesBackWithItsJobs(t *testing.T) {
 }
 
 func TestNodeThatDoesNotComeBackFailsItsJob(t *testing.T) {
-	s := rendezvoustest.NewStore(t, func(c *rendezvous.Config) { c.SessionGrace = 200 * time.Millisecond })
-	c := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	s := rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.SessionGrace = 200 * time.Millisecond })
+	c := rendezvoustest.NewClient(t, s, security.Security{})
 	a, _ := keyedAgent(t, c, "a", "k")
 	asg := startedJob(t, c, a, 1)
 	a.cancel()
@@ -168,7 +170,7 @@ func TestNodeThatDoesNotComeBackFailsItsJob(t *testing.T) {
 
 func TestRestartedStoreTakesJobsOverFromAgents(t *testing.T) {
 	old := rendezvoustest.NewStore(t, nil)
-	c := rendezvoustest.NewClient(t, old, rendezvous.Security{})
+	c := rendezvoustest.NewClient(t, old, security.Security{})
 	a, _ := keyedAgent(t, c, "a", "ka")
 	b, _ := keyedAgent(t, c, "b", "kb")
 	if _, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{
@@ -187,8 +189,8 @@ func TestRestartedStoreTakesJobsOverFromAgents(t *testing.T) {
 	addr := old.Addr()
 	old.Close()
 
-	s := rendezvoustest.NewStore(t, func(c *rendezvous.Config) { c.ListenAddr = addr })
-	c2 := rendezvoustest.NewClient(t, s, rendezvous.Security{})
+	s := rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.ListenAddr = addr })
+	c2 := rendezvoustest.NewClient(t, s, security.Security{})
 	report := func(asg *musterv1.Assignment, ranks ...*musterv1.RankState) *musterv1.RunningJob {
 		return &musterv1.RunningJob{JobId: asg.JobId, RoundId: asg.RoundId, Spec: asg.Spec, NodeRank: asg.NodeRank,
 			Nnodes: 2, Nproc: 2, WorldSize: 4, JobToken: asg.JobToken, Ranks: ranks, StoreId: "st-old"}
@@ -203,7 +205,7 @@ func TestRestartedStoreTakesJobsOverFromAgents(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The job's credential still opens its KV.
-	wc := rendezvoustest.NewClient(t, s, rendezvous.Security{JobToken: asgA.JobToken})
+	wc := rendezvoustest.NewClient(t, s, security.Security{JobToken: asgA.JobToken})
 	if _, err := wc.KVSet(context.Background(), &musterv1.KVSetRequest{Key: "k", Value: []byte("v")}); err != nil {
 		t.Fatalf("job credential after the restart: %v", err)
 	}

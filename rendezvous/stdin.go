@@ -7,9 +7,6 @@ import (
 	"io"
 	"sync"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
@@ -22,16 +19,16 @@ const (
 	stdinChunks = 8
 )
 
-// errStdinClosed says nobody will read more of a job's stdin: the job ended,
+// ErrStdinClosed says nobody will read more of a job's stdin: the job ended,
 // or every reader left.
-var errStdinClosed = errors.New("stdin closed: the job ended or its stdin ranks stopped reading")
+var ErrStdinClosed = errors.New("stdin closed: the job ended or its stdin ranks stopped reading")
 
-// stdinRelay carries a job's stdin from its launcher to the agents that run
+// StdinRelay carries a job's stdin from its launcher to the agents that run
 // its stdin ranks (one agent, or every agent of the job for --stdin all). It
 // holds at most stdinChunks chunks, so a huge stdin never sits in the store;
 // an agent whose worker does not read slows the launcher's stdin and nothing
 // else.
-type stdinRelay struct {
+type StdinRelay struct {
 	mu      sync.Mutex
 	chunks  [][]byte // chunks[i] has sequence number first+i
 	first   uint64
@@ -51,8 +48,8 @@ type stdinReader struct {
 
 // newStdinRelay expects one reader for each of sessions; with none, the
 // readers are named later (expect), and the launcher's first chunks wait.
-func newStdinRelay(sessions []string) *stdinRelay {
-	r := &stdinRelay{readers: map[string]*stdinReader{}, wake: make(chan struct{}), pending: len(sessions) == 0}
+func newStdinRelay(sessions []string) *StdinRelay {
+	r := &StdinRelay{readers: map[string]*stdinReader{}, wake: make(chan struct{}), pending: len(sessions) == 0}
 	for _, s := range sessions {
 		r.readers[s] = &stdinReader{}
 	}
@@ -60,7 +57,7 @@ func newStdinRelay(sessions []string) *stdinRelay {
 }
 
 // expect names the relay's readers once the job's round has its nodes.
-func (r *stdinRelay) expect(sessions []string) {
+func (r *StdinRelay) expect(sessions []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, s := range sessions {
@@ -70,13 +67,13 @@ func (r *stdinRelay) expect(sessions []string) {
 	r.changedLocked()
 }
 
-func (r *stdinRelay) changedLocked() {
+func (r *StdinRelay) changedLocked() {
 	close(r.wake)
 	r.wake = make(chan struct{})
 }
 
 // trimLocked drops the chunks every remaining reader has read.
-func (r *stdinRelay) trimLocked() {
+func (r *StdinRelay) trimLocked() {
 	low := r.first + uint64(len(r.chunks))
 	for _, rd := range r.readers {
 		if !rd.gone {
@@ -90,7 +87,7 @@ func (r *stdinRelay) trimLocked() {
 	}
 }
 
-func (r *stdinRelay) liveReadersLocked() int {
+func (r *StdinRelay) liveReadersLocked() int {
 	n := 0
 	for _, rd := range r.readers {
 		if !rd.gone {
@@ -101,7 +98,7 @@ func (r *stdinRelay) liveReadersLocked() int {
 }
 
 // attachWriter lets one launcher write the job's stdin.
-func (r *stdinRelay) attachWriter() error {
+func (r *StdinRelay) attachWriter() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.writer {
@@ -111,14 +108,14 @@ func (r *stdinRelay) attachWriter() error {
 	return nil
 }
 
-// write adds a chunk, waiting while the store holds stdinChunks that some
-// reader has yet to read. It returns errStdinClosed once nobody will read.
-func (r *stdinRelay) write(ctx context.Context, data []byte) error {
+// Write adds a chunk, waiting while the store holds stdinChunks that some
+// reader has yet to read. It returns ErrStdinClosed once nobody will read.
+func (r *StdinRelay) Write(ctx context.Context, data []byte) error {
 	for {
 		r.mu.Lock()
 		if r.closed || !r.pending && r.liveReadersLocked() == 0 {
 			r.mu.Unlock()
-			return errStdinClosed
+			return ErrStdinClosed
 		}
 		if len(r.chunks) < stdinChunks {
 			r.chunks = append(r.chunks, data)
@@ -136,8 +133,8 @@ func (r *stdinRelay) write(ctx context.Context, data []byte) error {
 	}
 }
 
-// closeWrite ends the stdin: readers get io.EOF after the last chunk.
-func (r *stdinRelay) closeWrite() {
+// CloseWrite ends the stdin: readers get io.EOF after the last chunk.
+func (r *StdinRelay) CloseWrite() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.eof = true
@@ -145,7 +142,7 @@ func (r *stdinRelay) closeWrite() {
 }
 
 // openReader starts session's one reading of the stdin.
-func (r *stdinRelay) openReader(session string) error {
+func (r *StdinRelay) openReader(session string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rd := r.readers[session]
@@ -159,15 +156,15 @@ func (r *stdinRelay) openReader(session string) error {
 	return nil
 }
 
-// read returns session's next chunk, waiting for one; io.EOF after the
-// last, errStdinClosed when the job ended.
-func (r *stdinRelay) read(ctx context.Context, session string) ([]byte, error) {
+// Read returns session's next chunk, waiting for one; io.EOF after the
+// last, ErrStdinClosed when the job ended.
+func (r *StdinRelay) Read(ctx context.Context, session string) ([]byte, error) {
 	for {
 		r.mu.Lock()
 		rd := r.readers[session]
 		if r.closed {
 			r.mu.Unlock()
-			return nil, errStdinClosed
+			return nil, ErrStdinClosed
 		}
 		if rd.next < r.first+uint64(len(r.chunks)) {
 			data := r.chunks[rd.next-r.first]
@@ -191,8 +188,8 @@ func (r *stdinRelay) read(ctx context.Context, session string) ([]byte, error) {
 	}
 }
 
-// leave ends session's reading: it no longer holds the writer back.
-func (r *stdinRelay) leave(session string) {
+// Leave ends session's reading: it no longer holds the writer back.
+func (r *StdinRelay) Leave(session string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rd := r.readers[session]
@@ -202,7 +199,7 @@ func (r *stdinRelay) leave(session string) {
 }
 
 // close ends the relay with its job: writer and readers stop.
-func (r *stdinRelay) close() {
+func (r *StdinRelay) close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.closed {
@@ -228,7 +225,7 @@ func stdinSessionsLocked(spec *musterv1.JobSpec, rd *round) []string {
 }
 
 // StdinWriter is the relay of a job's stdin, for its launcher to write.
-func (s *Store) StdinWriter(jobID string) (*stdinRelay, error) {
+func (s *Store) StdinWriter(jobID string) (*StdinRelay, error) {
 	r, err := s.stdinOf(jobID)
 	if err != nil {
 		return nil, err
@@ -238,7 +235,7 @@ func (s *Store) StdinWriter(jobID string) (*stdinRelay, error) {
 
 // StdinReader is the relay of a job's stdin, for the agent of session to
 // read; it must call leave when done.
-func (s *Store) StdinReader(session, jobID string) (*stdinRelay, error) {
+func (s *Store) StdinReader(session, jobID string) (*StdinRelay, error) {
 	r, err := s.stdinOf(jobID)
 	if err != nil {
 		return nil, err
@@ -246,7 +243,7 @@ func (s *Store) StdinReader(session, jobID string) (*stdinRelay, error) {
 	return r, r.openReader(session)
 }
 
-func (s *Store) stdinOf(jobID string) (*stdinRelay, error) {
+func (s *Store) stdinOf(jobID string) (*StdinRelay, error) {
 	s.mu.Lock()
 	j := s.jobs[jobID]
 	s.mu.Unlock()
@@ -257,59 +254,4 @@ func (s *Store) stdinOf(jobID string) (*stdinRelay, error) {
 		return nil, fmt.Errorf("job %s: no rank reads stdin (--stdin none)", jobID)
 	}
 	return j.stdin, nil
-}
-
-// WriteStdin relays a launcher's stdin into its job.
-func (s *Server) WriteStdin(stream musterv1.Jobs_WriteStdinServer) error {
-	first, err := stream.Recv()
-	if err != nil {
-		return err
-	}
-	relay, err := s.store.StdinWriter(first.GetJobId())
-	if err != nil {
-		return rpcError(err)
-	}
-	defer relay.closeWrite()
-	for chunk := first; ; {
-		if n := len(chunk.GetData()); n > MaxStdinChunk {
-			return status.Errorf(codes.InvalidArgument, "stdin chunk of %d bytes, more than %d", n, MaxStdinChunk)
-		}
-		if len(chunk.GetData()) > 0 {
-			if err := relay.write(stream.Context(), chunk.GetData()); errors.Is(err, errStdinClosed) {
-				// Nobody reads on: the launcher may stop sending.
-				return stream.SendAndClose(&musterv1.WriteStdinResponse{})
-			} else if err != nil {
-				return rpcError(err)
-			}
-		}
-		if chunk, err = stream.Recv(); err == io.EOF {
-			return stream.SendAndClose(&musterv1.WriteStdinResponse{})
-		} else if err != nil {
-			return err
-		}
-	}
-}
-
-// ReadStdin streams a job's stdin to an agent that runs a stdin rank; the
-// stream ends after the last chunk.
-func (s *Server) ReadStdin(req *musterv1.ReadStdinRequest, stream musterv1.Agents_ReadStdinServer) error {
-	relay, err := s.store.StdinReader(req.GetSession(), req.GetJobId())
-	if err != nil {
-		return rpcError(err)
-	}
-	defer relay.leave(req.GetSession())
-	for {
-		data, err := relay.read(stream.Context(), req.GetSession())
-		switch {
-		case err == io.EOF:
-			return nil
-		case errors.Is(err, errStdinClosed):
-			return status.Error(codes.Aborted, err.Error())
-		case err != nil:
-			return rpcError(err)
-		}
-		if err := stream.Send(&musterv1.StdinChunk{Data: data}); err != nil {
-			return err
-		}
-	}
 }

@@ -10,13 +10,13 @@ import (
 )
 
 // readAll reads session's chunks until EOF or an error.
-func readAll(t *testing.T, r *stdinRelay, session string) (string, error) {
+func readAll(t *testing.T, r *StdinRelay, session string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var out []byte
 	for {
-		data, err := r.read(ctx, session)
+		data, err := r.Read(ctx, session)
 		if err == io.EOF {
 			return string(out), nil
 		}
@@ -57,11 +57,11 @@ func TestStdinRelayCopiesToEveryReader(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		chunk := fmt.Sprintf("line %d\n", i)
 		want += chunk
-		if err := r.write(context.Background(), []byte(chunk)); err != nil {
+		if err := r.Write(context.Background(), []byte(chunk)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r.closeWrite()
+	r.CloseWrite()
 	for i := 0; i < 2; i++ {
 		if out := <-got; out != want {
 			t.Fatalf("a reader got %d bytes, want %d", len(out), len(want))
@@ -71,11 +71,11 @@ func TestStdinRelayCopiesToEveryReader(t *testing.T) {
 
 // writeUntilBlocked writes chunks until a write blocks, and returns how many
 // went in; the blocked write goes on in the background.
-func writeUntilBlocked(t *testing.T, r *stdinRelay) (int, chan error) {
+func writeUntilBlocked(t *testing.T, r *StdinRelay) (int, chan error) {
 	t.Helper()
 	for n := 0; n < 10*stdinChunks; n++ {
 		done := make(chan error, 1)
-		go func() { done <- r.write(context.Background(), make([]byte, 1024)) }()
+		go func() { done <- r.Write(context.Background(), make([]byte, 1024)) }()
 		select {
 		case err := <-done:
 			if err != nil {
@@ -92,12 +92,12 @@ func writeUntilBlocked(t *testing.T, r *stdinRelay) (int, chan error) {
 func TestStdinRelayHoldsFewChunks(t *testing.T) {
 	tests := []struct {
 		name    string
-		unblock func(r *stdinRelay) error // makes room, or ends the relay
+		unblock func(r *StdinRelay) error // makes room, or ends the relay
 		wantErr error
 	}{
-		{"the slow reader reads", func(r *stdinRelay) error { _, err := r.read(context.Background(), "slow"); return err }, nil},
-		{"the slow reader leaves", func(r *stdinRelay) error { r.leave("slow"); return nil }, nil},
-		{"the job ends", func(r *stdinRelay) error { r.close(); return nil }, errStdinClosed},
+		{"the slow reader reads", func(r *StdinRelay) error { _, err := r.Read(context.Background(), "slow"); return err }, nil},
+		{"the slow reader leaves", func(r *StdinRelay) error { r.Leave("slow"); return nil }, nil},
+		{"the job ends", func(r *StdinRelay) error { r.close(); return nil }, ErrStdinClosed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -129,8 +129,8 @@ func TestStdinRelayEnds(t *testing.T) {
 	// Every reader gone: the writer hears that nobody reads on.
 	r := newStdinRelay([]string{"a"})
 	r.openReader("a")
-	r.leave("a")
-	if err := r.write(context.Background(), []byte("x")); !errors.Is(err, errStdinClosed) {
+	r.Leave("a")
+	if err := r.Write(context.Background(), []byte("x")); !errors.Is(err, ErrStdinClosed) {
 		t.Fatalf("write with no reader = %v", err)
 	}
 	if err := r.openReader("a"); err == nil {
@@ -140,10 +140,10 @@ func TestStdinRelayEnds(t *testing.T) {
 	r = newStdinRelay([]string{"a"})
 	r.openReader("a")
 	errc := make(chan error, 1)
-	go func() { _, err := r.read(context.Background(), "a"); errc <- err }()
+	go func() { _, err := r.Read(context.Background(), "a"); errc <- err }()
 	time.Sleep(20 * time.Millisecond)
 	r.close()
-	if err := <-errc; !errors.Is(err, errStdinClosed) {
+	if err := <-errc; !errors.Is(err, ErrStdinClosed) {
 		t.Fatalf("read after the job ended = %v", err)
 	}
 }

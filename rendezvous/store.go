@@ -106,6 +106,9 @@ func NewStore(cfg StoreConfig) *Store {
 		liveness: map[string]Liveness{}}
 }
 
+// Addr is the store's address as workers and other nodes reach it.
+func (s *Store) Addr() string { return s.cfg.Addr }
+
 // KV returns the jobs' key-value store.
 func (s *Store) KV() kv.Store { return s.kv }
 

@@ -1,54 +1,28 @@
 package rendezvous
 
 import (
-	"bytes"
 	"fmt"
 	"net/netip"
 	"regexp"
-	"unicode/utf8"
 
-	"github.com/musterhq/muster/kv"
+	"github.com/musterhq/muster/jobspec"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
-// Bounds on specs and registrations: every network input is bounded. The
-// launcher refuses counts above MaxNodes, MaxGPUs and MaxNProc as it parses them.
-const (
-	maxArgs        = 4096
-	maxArgBytes    = 1 << 20
-	maxEnv         = 4096
-	maxEnvBytes    = 1 << 20
-	MaxNodes       = 10_000
-	MaxRestarts    = 10_000
-	MaxGPUs        = 1024
-	MaxNProc       = 4096
-	maxPathBytes   = 4096
-	maxOutputBytes = 1 << 20
-	maxHostBytes   = 255
-)
+// maxOutputBytes bounds one output event an agent publishes.
+const maxOutputBytes = 1 << 20
 
-// MPICH is JobSpec.mpi for MPICH programs (and Intel MPI's, which speak the
-// same PMI-1): the agents serve their PMI, so no mpiexec is needed.
-const MPICH = "mpich"
+var nodeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$`)
 
-// OpenMPI is JobSpec.mpi for Open MPI programs: Open MPI's own mpirun runs on
-// node rank 0, with the agents as its remote shell.
-const OpenMPI = "openmpi"
-
-// WorkersPerNode is how many workers a round of spec runs on each node. An
-// Open MPI job runs one, mpirun or its node's daemon, which starts the node's
-// spec.Nproc ranks itself.
-func WorkersPerNode(spec *musterv1.JobSpec) int32 {
-	if spec.GetMpi() == OpenMPI {
-		return 1
+// validateSpec checks a spec that came over the network and fills in its
+// defaults.
+func validateSpec(spec *musterv1.JobSpec) error {
+	if err := jobspec.Validate(spec); err != nil {
+		return err
 	}
-	return spec.GetNproc()
+	jobspec.Defaults(spec)
+	return nil
 }
-
-var (
-	envName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	nodeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$`)
-)
 
 func validateNode(n *musterv1.Node) error {
 	if n == nil {
@@ -60,8 +34,8 @@ func validateNode(n *musterv1.Node) error {
 	if _, err := netip.ParseAddr(n.GetAddr()); err != nil {
 		return fmt.Errorf("register: node %s: address %q is not an IP address", n.GetName(), n.GetAddr())
 	}
-	if len(n.GetGpus()) > MaxGPUs {
-		return fmt.Errorf("register: node %s offers %d GPUs, more than %d", n.GetName(), len(n.GetGpus()), MaxGPUs)
+	if len(n.GetGpus()) > jobspec.MaxGPUs {
+		return fmt.Errorf("register: node %s offers %d GPUs, more than %d", n.GetName(), len(n.GetGpus()), jobspec.MaxGPUs)
 	}
 	seen := map[int32]bool{}
 	for _, g := range n.GetGpus() {
@@ -70,118 +44,8 @@ func validateNode(n *musterv1.Node) error {
 		}
 		seen[g.GetIndex()] = true
 	}
-	if n.GetRank() < -1 || n.GetRank() >= MaxNodes {
-		return fmt.Errorf("register: node %s: node rank %d is outside -1..%d", n.GetName(), n.GetRank(), MaxNodes-1)
-	}
-	return nil
-}
-
-// ValidateSpec checks a job spec and fills its defaults (one worker per GPU,
-// or one worker when neither GPUs nor workers are asked for). The command,
-// environment and directories may hold any bytes but NUL, as on Unix.
-func ValidateSpec(spec *musterv1.JobSpec) error {
-	if spec == nil || len(spec.Argv) == 0 || len(spec.Argv[0]) == 0 {
-		return fmt.Errorf("no command to run")
-	}
-	if len(spec.Argv) > maxArgs {
-		return fmt.Errorf("command has %d arguments, more than %d", len(spec.Argv), maxArgs)
-	}
-	if n := totalLen(spec.Argv); n > maxArgBytes {
-		return fmt.Errorf("command is %d bytes, more than %d", n, maxArgBytes)
-	}
-	for i, a := range spec.Argv {
-		if bytes.IndexByte(a, 0) >= 0 {
-			return fmt.Errorf("argument %d of the command holds a NUL byte", i)
-		}
-	}
-	switch {
-	case spec.Nnodes < 1 || spec.Nnodes > MaxNodes:
-		return fmt.Errorf("--nnodes %d is outside 1..%d", spec.Nnodes, MaxNodes)
-	case spec.Gpus < 0 || spec.Gpus > MaxGPUs:
-		return fmt.Errorf("--gpus %d is outside 0..%d", spec.Gpus, MaxGPUs)
-	case spec.Nproc < 0 || spec.Nproc > MaxNProc:
-		return fmt.Errorf("--nproc %d is outside 0..%d", spec.Nproc, MaxNProc)
-	case spec.Gpus > 0 && spec.Nproc > 0 && spec.Gpus%spec.Nproc != 0:
-		return fmt.Errorf("--gpus %d is not a multiple of --nproc %d: each worker gets --gpus/--nproc GPUs", spec.Gpus, spec.Nproc)
-	case spec.KillTimeoutMs < 0:
-		return fmt.Errorf("--kill-timeout is negative")
-	case spec.TimeoutMs < 0:
-		return fmt.Errorf("--timeout is negative")
-	case spec.MinNodes < 0 || spec.MinNodes > spec.Nnodes:
-		return fmt.Errorf("--nnodes %d:%d: the least nodes must be in 1..%d", spec.MinNodes, spec.Nnodes, spec.Nnodes)
-	case spec.MaxRestarts < 0 || spec.MaxRestarts > MaxRestarts:
-		return fmt.Errorf("--max-restarts %d is outside 0..%d", spec.MaxRestarts, MaxRestarts)
-	case spec.LastCallMs < 0:
-		return fmt.Errorf("--last-call is negative")
-	case len(spec.LogDir) > maxPathBytes || len(spec.Workdir) > maxPathBytes || len(spec.Name) > kv.MaxKeyBytes:
-		return fmt.Errorf("--log-dir, working directory or name longer than %d bytes", maxPathBytes)
-	case bytes.IndexByte(spec.LogDir, 0) >= 0:
-		return fmt.Errorf("--log-dir %q holds a NUL byte", spec.LogDir)
-	case bytes.IndexByte(spec.Workdir, 0) >= 0:
-		return fmt.Errorf("working directory %q holds a NUL byte", spec.Workdir)
-	case spec.Mpi != "" && spec.Mpi != MPICH && spec.Mpi != OpenMPI:
-		return fmt.Errorf("--mpi %.40q: want mpich or openmpi", spec.Mpi)
-	}
-	if err := validateHosts(spec); err != nil {
-		return err
-	}
-	if spec.Nproc == 0 {
-		spec.Nproc = max(spec.Gpus, 1)
-	}
-	if r := spec.StdinRank; r != nil {
-		// An elastic job's smallest round has the fewest ranks.
-		if world := int64(leastNodes(spec)) * int64(WorkersPerNode(spec)); *r < 0 || int64(*r) >= world {
-			return fmt.Errorf("--stdin %d: the job's ranks are 0..%d", *r, world-1)
-		}
-		if spec.StdinAll {
-			return fmt.Errorf("--stdin: give one rank or all, not both")
-		}
-	}
-	if len(spec.Env) > maxEnv || totalLen(spec.Env) > maxEnvBytes {
-		return fmt.Errorf("environment has %d variables or %d bytes, more than %d or %d", len(spec.Env), totalLen(spec.Env), maxEnv, maxEnvBytes)
-	}
-	for _, kv := range spec.Env {
-		name, _, ok := bytes.Cut(kv, []byte("="))
-		if !ok || !envName.Match(name) {
-			return fmt.Errorf("--env %q: want NAME=value with NAME of letters, digits and '_'", kv)
-		}
-		if bytes.IndexByte(kv, 0) >= 0 {
-			return fmt.Errorf("--env %s: the value holds a NUL byte", name)
-		}
-	}
-	return nil
-}
-
-// validateHosts bounds the placement lists: each is read on every round a
-// job forms, and travels in every node's assignment.
-func validateHosts(spec *musterv1.JobSpec) error {
-	for _, l := range []struct {
-		flag  string
-		names []string
-	}{{"--host/--hostfile", spec.Hosts}, {"--exclude", spec.Exclude}} {
-		if len(l.names) > MaxNodes {
-			return fmt.Errorf("%s: %d hosts, more than %d", l.flag, len(l.names), MaxNodes)
-		}
-		for _, h := range l.names {
-			switch {
-			case h == "":
-				return fmt.Errorf("%s: an empty host name", l.flag)
-			case len(h) > maxHostBytes:
-				return fmt.Errorf("%s: host name %.20q... is longer than %d bytes", l.flag, h, maxHostBytes)
-			case !utf8.ValidString(h):
-				return fmt.Errorf("%s: host name %q is not UTF-8", l.flag, h)
-			}
-		}
-	}
-	seen := make(map[string]bool, len(spec.Hosts))
-	for _, h := range spec.Hosts {
-		if seen[h] {
-			return fmt.Errorf("--host/--hostfile: host %q is listed twice", h)
-		}
-		seen[h] = true
-	}
-	if len(spec.Hosts) > 0 && int(spec.Nnodes) > len(spec.Hosts) {
-		return fmt.Errorf("--nnodes %d is more than the %d hosts listed", spec.Nnodes, len(spec.Hosts))
+	if n.GetRank() < -1 || n.GetRank() >= jobspec.MaxNodes {
+		return fmt.Errorf("register: node %s: node rank %d is outside -1..%d", n.GetName(), n.GetRank(), jobspec.MaxNodes-1)
 	}
 	return nil
 }

@@ -9,16 +9,17 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/musterhq/muster/agent"
-	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
+	"github.com/musterhq/muster/storeclient"
+	"github.com/musterhq/muster/storeserver"
 )
 
 // Cluster is a store and n agents in one process, each agent a "node" on
 // its own loopback address (127.0.0.2, 127.0.0.3, ...).
 type Cluster struct {
-	Store  *rendezvous.Server
+	Store  *storeserver.Server
 	Agents []*agent.Agent
-	Client *rendezvous.Client
+	Client *storeclient.Client
 }
 
 // NewCluster starts a store and n agents for a test; edit may change each

@@ -32,7 +32,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/storeclient"
 )
 
 func main() {
@@ -106,9 +107,9 @@ func agents(addr, token string, n, conns int) error {
 	if conns <= 0 || conns > n {
 		conns = n
 	}
-	clients := make([]*rendezvous.Client, conns)
+	clients := make([]*storeclient.Client, conns)
 	for i := range clients {
-		c, err := rendezvous.DialAgent(addr, rendezvous.Security{Token: token})
+		c, err := storeclient.DialAgent(addr, security.Security{Token: token})
 		if err != nil {
 			return err
 		}
@@ -140,7 +141,7 @@ func agents(addr, token string, n, conns int) error {
 }
 
 type agent struct {
-	c       *rendezvous.Client
+	c       *storeclient.Client
 	rounds  *rounds
 	session string
 	watch   musterv1.Agents_WatchClient

@@ -23,8 +23,10 @@ import (
 	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/cmdline"
 	"github.com/musterhq/muster/gpu"
+	"github.com/musterhq/muster/jobspec"
+	"github.com/musterhq/muster/logging"
 	"github.com/musterhq/muster/node"
-	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/security"
 )
 
 func main() {
@@ -35,7 +37,7 @@ func main() {
 	// As PID 1 (a container's entrypoint), the agent runs as the child of a
 	// minimal init that reaps orphans and forwards signals to it.
 	supervise.RunInitIfPID1()
-	nodeRank := cmdline.NewCount(-1, -1, rendezvous.MaxNodes-1)
+	nodeRank := cmdline.NewCount(-1, -1, jobspec.MaxNodes-1)
 	killTimeout := cmdline.NewDuration(10 * time.Second)
 	app := &cli.App{
 		Name:      "agent",
@@ -52,10 +54,10 @@ func main() {
 			cmdline.WithEnv(cmdline.Flag(nodeRank, "node-rank", nil, "explicit node `RANK`; nodes without one (-1) are ordered by name"), "MUSTER_AGENT_NODE_RANK"),
 			&cli.StringFlag{Name: "gpu-devices", EnvVars: []string{"MUSTER_GPU_DEVICES"}, Usage: "offer these GPUs (`LIST` of indices) instead of the ones NVML finds"},
 			&cli.StringFlag{Name: "socket", EnvVars: []string{"MUSTER_SOCKET"}, Usage: "with --listen, also serve the store on the Unix socket `PATH` for launchers on this machine " +
-				"(default: " + rendezvous.SystemSocket + " as root, where every local user may submit and their jobs run as them; " +
+				"(default: " + security.SystemSocket + " as root, where every local user may submit and their jobs run as them; " +
 				"else $XDG_RUNTIME_DIR/muster/agent.sock, for this user only)"},
 			&cli.StringFlag{Name: "token-file", EnvVars: []string{"MUSTER_TOKEN_FILE"}, Usage: "file holding the cluster token; with --listen it is " +
-				"created (mode 0600) when missing (default: " + rendezvous.SystemTokenFile + " as root, else ~/.config/muster/token)"},
+				"created (mode 0600) when missing (default: " + security.SystemTokenFile + " as root, else ~/.config/muster/token)"},
 			&cli.StringFlag{Name: "tls-cert", EnvVars: []string{"MUSTER_TLS_CERT"}, Usage: "the store's TLS certificate"},
 			&cli.StringFlag{Name: "tls-key", EnvVars: []string{"MUSTER_TLS_KEY"}, Usage: "the store's TLS key"},
 			&cli.StringFlag{Name: "tls-ca", EnvVars: []string{"MUSTER_TLS_CA"}, Usage: "CA certificate that signed the store's certificate"},
@@ -72,13 +74,7 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout time.Duration) error {
 	if c.NArg() > 0 {
 		return cmdline.Usagef(c, "unexpected argument %q", c.Args().First())
 	}
-	level := zapcore.InfoLevel
-	if c.Bool("verbose") {
-		level = zapcore.DebugLevel
-	}
-	zcfg := zap.NewProductionConfig()
-	zcfg.Level = zap.NewAtomicLevelAt(level)
-	log, err := zcfg.Build()
+	log, err := logging.New(logging.Config{Level: zapcore.InfoLevel, Verbose: c.Bool("verbose")})
 	if err != nil {
 		return err
 	}
@@ -103,14 +99,15 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout time.Duration) error {
 	// The token given explicitly: MUSTER_TOKEN, or --token-file, which an
 	// agent hosting the store creates below when it does not exist yet.
 	tokenFile := c.String("token-file")
-	_, envToken := os.LookupEnv(rendezvous.EnvToken)
-	explicit := ""
-	if envToken || (tokenFile != "" && (listen == "" || node.FileExists(tokenFile))) {
-		if explicit, err = rendezvous.LoadToken(tokenFile); err != nil {
-			return err
-		}
+	given := tokenFile
+	if listen != "" && !node.FileExists(tokenFile) {
+		given = ""
 	}
-	sec := rendezvous.Security{Token: explicit, CertFile: c.String("tls-cert"), KeyFile: c.String("tls-key"), CAFile: c.String("tls-ca")}
+	explicit, _, err := security.ResolveToken(security.TokenSource{File: given})
+	if err != nil {
+		return err
+	}
+	sec := security.Security{Token: explicit, CertFile: c.String("tls-cert"), KeyFile: c.String("tls-key"), CAFile: c.String("tls-ca")}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -149,7 +146,7 @@ func gossipConfig(c *cli.Context, listen string) *node.Gossip {
 	if j := c.String("join"); j != "" {
 		g.Join = strings.Split(j, ",")
 	}
-	if host, _, err := net.SplitHostPort(listen); err == nil && !rendezvous.IsLoopback(host) {
+	if host, _, err := net.SplitHostPort(listen); err == nil && !security.IsLoopback(host) {
 		return g
 	}
 	if len(g.Join) == 0 && g.Bind == "" && g.Advertise == "" {

@@ -11,14 +11,15 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/musterhq/muster/cmdline"
 	"github.com/musterhq/muster/entrypoint"
 	"github.com/musterhq/muster/gpu"
+	"github.com/musterhq/muster/jobspec"
+	"github.com/musterhq/muster/logging"
 	"github.com/musterhq/muster/platform"
-	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/security"
 )
 
 // runFlags are agent run's values that need parsing beyond a string.
@@ -29,10 +30,10 @@ type runFlags struct {
 
 func runCommand() *cli.Command {
 	f := runFlags{
-		gpus:        cmdline.NewCount(0, 0, rendezvous.MaxGPUs),
-		nproc:       cmdline.NewCount(0, 0, rendezvous.MaxNProc),
-		nodeRank:    cmdline.NewCount(-1, -1, rendezvous.MaxNodes-1),
-		maxRestarts: cmdline.NewCount(0, 0, rendezvous.MaxRestarts),
+		gpus:        cmdline.NewCount(0, 0, jobspec.MaxGPUs),
+		nproc:       cmdline.NewCount(0, 0, jobspec.MaxNProc),
+		nodeRank:    cmdline.NewCount(-1, -1, jobspec.MaxNodes-1),
+		maxRestarts: cmdline.NewCount(0, 0, jobspec.MaxRestarts),
 		joinTimeout: cmdline.NewDuration(10 * time.Minute),
 		lastCall:    cmdline.NewDuration(30 * time.Second),
 		killTimeout: cmdline.NewDuration(5 * time.Second),
@@ -73,7 +74,7 @@ func run(c *cli.Context, f runFlags) error {
 	if err != nil {
 		return cmdline.Usagef(c, "%s", err)
 	}
-	token, err := rendezvous.LoadToken(c.String("token-file"))
+	token, _, err := security.ResolveToken(security.TokenSource{File: c.String("token-file")})
 	if err != nil {
 		return cli.Exit(err.Error(), cmdline.UsageExitCode)
 	}
@@ -100,13 +101,7 @@ func run(c *cli.Context, f runFlags) error {
 	}
 	// What a node of agent run has to say, it prints; the store's and the
 	// agent's logs show their errors only, unless asked.
-	level := zapcore.ErrorLevel
-	if c.Bool("verbose") {
-		level = zapcore.DebugLevel
-	}
-	zcfg := zap.NewProductionConfig()
-	zcfg.Level = zap.NewAtomicLevelAt(level)
-	if plan.Logger, err = zcfg.Build(); err != nil {
+	if plan.Logger, err = logging.New(logging.Config{Level: zapcore.ErrorLevel, Verbose: c.Bool("verbose")}); err != nil {
 		return err
 	}
 	defer plan.Logger.Sync()
@@ -164,8 +159,8 @@ func parseNNodes(s string) (nnodes, least int, err error) {
 		hi = lo
 	}
 	max, err := strconv.Atoi(hi)
-	if err != nil || max < 0 || max > rendezvous.MaxNodes || !elastic && max < 1 {
-		return 0, 0, fmt.Errorf("--nnodes %q: want N or MIN:MAX, counts in 1..%d", s, rendezvous.MaxNodes)
+	if err != nil || max < 0 || max > jobspec.MaxNodes || !elastic && max < 1 {
+		return 0, 0, fmt.Errorf("--nnodes %q: want N or MIN:MAX, counts in 1..%d", s, jobspec.MaxNodes)
 	}
 	if !elastic {
 		return max, 0, nil

@@ -13,12 +13,13 @@ import (
 
 	"github.com/musterhq/muster/cmdline"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/storeclient"
 )
 
 // clusterAction runs fn with a connection to --cluster, which the cluster
 // commands require, and a bounded context.
-func clusterAction(fn func(ctx context.Context, c *cli.Context, cl *rendezvous.Client) error) cli.ActionFunc {
+func clusterAction(fn func(ctx context.Context, c *cli.Context, cl *storeclient.Client) error) cli.ActionFunc {
 	return func(c *cli.Context) error {
 		addr, err := clusterAddr(c)
 		if err != nil {
@@ -31,7 +32,7 @@ func clusterAction(fn func(ctx context.Context, c *cli.Context, cl *rendezvous.C
 		if err != nil {
 			return cli.Exit(err.Error(), cmdline.UsageExitCode)
 		}
-		cl, err := rendezvous.Dial(addr, sec)
+		cl, err := storeclient.Dial(addr, sec)
 		if err != nil {
 			return cli.Exit(err.Error(), 1)
 		}
@@ -42,7 +43,7 @@ func clusterAction(fn func(ctx context.Context, c *cli.Context, cl *rendezvous.C
 			if ec, ok := err.(cli.ExitCoder); ok {
 				return ec
 			}
-			return cli.Exit(c.Command.Name+": "+rendezvous.ErrorMessage(err), 1)
+			return cli.Exit(c.Command.Name+": "+storeclient.ErrorMessage(err), 1)
 		}
 		return nil
 	}
@@ -55,7 +56,7 @@ func nodesCommand() *cli.Command {
 		Description: "Asks the store given by --cluster HOST:PORT (or MUSTER_CLUSTER); the embedded default has no cluster to list.",
 		ArgsUsage:   " ",
 		Flags:       clusterFlags(true),
-		Action: clusterAction(func(ctx context.Context, _ *cli.Context, cl *rendezvous.Client) error {
+		Action: clusterAction(func(ctx context.Context, _ *cli.Context, cl *storeclient.Client) error {
 			resp, err := cl.ListNodes(ctx, &musterv1.ListNodesRequest{})
 			if err != nil {
 				return err
@@ -91,7 +92,7 @@ func jobsCommand() *cli.Command {
 		Description: "Asks the store given by --cluster HOST:PORT (or MUSTER_CLUSTER); the embedded default has no cluster to list.",
 		ArgsUsage:   " ",
 		Flags:       clusterFlags(true),
-		Action: clusterAction(func(ctx context.Context, _ *cli.Context, cl *rendezvous.Client) error {
+		Action: clusterAction(func(ctx context.Context, _ *cli.Context, cl *storeclient.Client) error {
 			resp, err := cl.ListJobs(ctx, &musterv1.ListJobsRequest{})
 			if err != nil {
 				return err
@@ -120,14 +121,14 @@ func cancelCommand() *cli.Command {
 		Description: "Asks the store given by --cluster HOST:PORT (or MUSTER_CLUSTER). A job on the embedded default stops with Ctrl-C in its launcher.",
 		ArgsUsage:   "JOB...",
 		Flags:       append(clusterFlags(true), &cli.BoolFlag{Name: "force", Usage: "kill at once"}),
-		Action: clusterAction(func(ctx context.Context, c *cli.Context, cl *rendezvous.Client) error {
+		Action: clusterAction(func(ctx context.Context, c *cli.Context, cl *storeclient.Client) error {
 			if c.NArg() == 0 {
 				return cmdline.Usagef(c, "name at least one job (launcher jobs lists them)")
 			}
 			for _, id := range c.Args().Slice() {
 				_, err := cl.Cancel(ctx, &musterv1.CancelRequest{JobId: id, Force: c.Bool("force"), Reason: "cancelled by launcher cancel", ExitCode: 143})
 				if err != nil {
-					return fmt.Errorf("%s: %s", id, rendezvous.ErrorMessage(err))
+					return fmt.Errorf("%s: %s", id, storeclient.ErrorMessage(err))
 				}
 			}
 			return nil
@@ -145,7 +146,7 @@ func certsCommand() *cli.Command {
 			&cli.DurationFlag{Name: "valid", Value: 365 * 24 * time.Hour, Usage: "how long the certificates are valid"},
 		},
 		Action: func(c *cli.Context) error {
-			files, err := rendezvous.GenerateCerts(c.String("dir"), c.Args().Slice(), c.Duration("valid"))
+			files, err := security.GenerateCerts(c.String("dir"), c.Args().Slice(), c.Duration("valid"))
 			if err != nil {
 				return cli.Exit(err.Error(), 2)
 			}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/musterhq/muster/cmdline"
 	"github.com/musterhq/muster/hostfile"
+	"github.com/musterhq/muster/jobspec"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
 )
 
 // placementFlags choose a cluster job's nodes, as mpirun's do.
@@ -85,8 +85,8 @@ func applyPlacement(c *cli.Context, f runFlags, spec *musterv1.JobSpec) error {
 				"give every host the same slots, or --nproc", from, slotsText(first, from), slotsText(h, from))
 		}
 	}
-	if first.Slots > rendezvous.MaxNProc {
-		return cmdline.Usagef(c, "%s gives %s, more workers per node than %d", from, slotsText(first, from), rendezvous.MaxNProc)
+	if first.Slots > jobspec.MaxNProc {
+		return cmdline.Usagef(c, "%s gives %s, more workers per node than %d", from, slotsText(first, from), jobspec.MaxNProc)
 	}
 	spec.Nproc = int32(first.Slots) // 0 when no host gives slots: the usual default
 	return nil

@@ -14,9 +14,12 @@ import (
 
 	"github.com/musterhq/muster/cmdline"
 	"github.com/musterhq/muster/gpu"
+	"github.com/musterhq/muster/jobspec"
 	"github.com/musterhq/muster/launch"
+	"github.com/musterhq/muster/node"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/storeclient"
 )
 
 // runFlags are the values of run's flags that urfave/cli's own types would
@@ -33,10 +36,10 @@ type runFlags struct {
 
 func runCommand() *cli.Command {
 	f := runFlags{
-		nnodes:      cmdline.NewCount(1, 1, rendezvous.MaxNodes),
-		gpus:        cmdline.NewCount(0, 0, rendezvous.MaxGPUs),
-		nproc:       cmdline.NewCount(0, 1, rendezvous.MaxNProc), // 0, the default: one per GPU, else 1
-		maxRestarts: cmdline.NewCount(0, 0, rendezvous.MaxRestarts),
+		nnodes:      cmdline.NewCount(1, 1, jobspec.MaxNodes),
+		gpus:        cmdline.NewCount(0, 0, jobspec.MaxGPUs),
+		nproc:       cmdline.NewCount(0, 1, jobspec.MaxNProc), // 0, the default: one per GPU, else 1
+		maxRestarts: cmdline.NewCount(0, 0, jobspec.MaxRestarts),
 		env:         &cmdline.List{},
 		killTimeout: cmdline.NewDuration(10 * time.Second),
 		timeout:     cmdline.NewDuration(0),
@@ -120,9 +123,10 @@ func run(c *cli.Context, f runFlags) error {
 		return err
 	}
 	f.stdin.Apply(spec)
-	if err := rendezvous.ValidateSpec(spec); err != nil {
+	if err := jobspec.Validate(spec); err != nil {
 		return cmdline.Usagef(c, "%s", err)
 	}
+	jobspec.Defaults(spec)
 	log, err := newLogger(c.Bool("verbose"))
 	if err != nil {
 		return err
@@ -139,7 +143,7 @@ func run(c *cli.Context, f runFlags) error {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	ctx := context.Background()
 
-	var client *rendezvous.Client
+	var client *storeclient.Client
 	// Without --cluster, an agent serving this machine takes the job (its
 	// Unix socket); without one, the launcher runs the embedded default.
 	var cluster string
@@ -150,7 +154,7 @@ func run(c *cli.Context, f runFlags) error {
 	} else if cluster, err = clusterAddr(c); err != nil {
 		return err
 	}
-	if rendezvous.IsUnixAddr(cluster) && len(spec.Workdir) == 0 {
+	if security.IsUnixAddr(cluster) && len(spec.Workdir) == 0 {
 		// The agent is on this machine: the job starts where the launcher is.
 		if spec.Workdir, err = launch.Workdir(); err != nil {
 			return cli.Exit(err.Error(), 1)
@@ -174,7 +178,7 @@ func run(c *cli.Context, f runFlags) error {
 			return cli.Exit(fmt.Sprintf("--nnodes %d needs a cluster: without --cluster the launcher runs one node, this one%s, "+
 				"and no agent's socket answers here (%s). On a cluster's head node its agent's socket takes the job; "+
 				"elsewhere pass --cluster HOST:PORT (or set MUSTER_CLUSTER); see docs/cluster.md",
-				spec.Nnodes, hint, strings.Join(rendezvous.LocalAgentSockets(), ", ")), cmdline.UsageExitCode)
+				spec.Nnodes, hint, strings.Join(security.LocalAgentSockets(), ", ")), cmdline.UsageExitCode)
 		}
 		if len(spec.Workdir) == 0 {
 			if spec.Workdir, err = launch.Workdir(); err != nil {
@@ -188,18 +192,18 @@ func run(c *cli.Context, f runFlags) error {
 			}
 			return cmdline.Usagef(c, "--workdir %q %s", spec.Workdir, what)
 		}
-		cfg := launch.EmbeddedConfig{Logger: log, DiscoverGPUs: spec.Gpus > 0}
+		cfg := node.EmbeddedConfig{Logger: log, DiscoverGPUs: spec.Gpus > 0}
 		if list := c.String("gpu-devices"); list != "" {
 			if cfg.GPUs, err = gpu.Parse(list); err != nil {
 				return cli.Exit("--gpu-devices: "+err.Error(), cmdline.UsageExitCode)
 			}
 		}
-		emb, err := launch.StartEmbedded(ctx, cfg)
+		emb, err := node.StartEmbedded(ctx, cfg)
 		if err != nil {
 			return cli.Exit(err.Error(), 1)
 		}
 		defer emb.Close(0)
-		if client, err = rendezvous.DialInProcess(emb.Store.Addr(), rendezvous.Security{}); err != nil {
+		if client, err = storeclient.DialInProcess(emb.Store.Addr(), security.Security{}); err != nil {
 			return cli.Exit(err.Error(), 1)
 		}
 	} else {
@@ -207,7 +211,7 @@ func run(c *cli.Context, f runFlags) error {
 		if err != nil {
 			return cli.Exit(err.Error(), cmdline.UsageExitCode)
 		}
-		if client, err = rendezvous.Dial(cluster, sec); err != nil {
+		if client, err = storeclient.Dial(cluster, sec); err != nil {
 			return cli.Exit(err.Error(), 1)
 		}
 	}

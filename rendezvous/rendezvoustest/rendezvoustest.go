@@ -14,7 +14,9 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/storeclient"
+	"github.com/musterhq/muster/storeserver"
 )
 
 // token is a test store's cluster token unless the test sets another.
@@ -23,11 +25,11 @@ const token = "muster-test-cluster-token"
 // NewStore starts a store on a free loopback port for a test and closes it
 // when the test ends. Calls need its cluster token (Security gives it). edit
 // may change the configuration first.
-func NewStore(t testing.TB, edit func(*rendezvous.Config)) *rendezvous.Server {
+func NewStore(t testing.TB, edit func(*storeserver.Config)) *storeserver.Server {
 	t.Helper()
 	var mu sync.Mutex
 	var refused []error
-	cfg := rendezvous.Config{Logger: zaptest.NewLogger(t), ListenAddr: "127.0.0.1:0", Security: rendezvous.Security{Token: token},
+	cfg := storeserver.Config{Logger: zaptest.NewLogger(t), ListenAddr: "127.0.0.1:0", Security: security.Security{Token: token},
 		Refused: func(err error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -36,7 +38,7 @@ func NewStore(t testing.TB, edit func(*rendezvous.Config)) *rendezvous.Server {
 	if edit != nil {
 		edit(&cfg)
 	}
-	s, err := rendezvous.Start(context.Background(), cfg)
+	s, err := storeserver.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,18 +58,18 @@ func NewStore(t testing.TB, edit func(*rendezvous.Config)) *rendezvous.Server {
 
 // Security is how a test's client reaches s as the cluster operator: with
 // its cluster token.
-func Security(s *rendezvous.Server) rendezvous.Security {
-	return rendezvous.Security{Token: s.Security().Token}
+func Security(s *storeserver.Server) security.Security {
+	return security.Security{Token: s.Security().Token}
 }
 
 // NewClient dials s for a test; a zero sec dials as the cluster operator
 // (Security).
-func NewClient(t testing.TB, s *rendezvous.Server, sec rendezvous.Security) *rendezvous.Client {
+func NewClient(t testing.TB, s *storeserver.Server, sec security.Security) *storeclient.Client {
 	t.Helper()
-	if sec == (rendezvous.Security{}) {
+	if sec == (security.Security{}) {
 		sec = Security(s)
 	}
-	c, err := rendezvous.Dial(s.Addr(), sec)
+	c, err := storeclient.Dial(s.Addr(), sec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +80,7 @@ func NewClient(t testing.TB, s *rendezvous.Server, sec rendezvous.Security) *ren
 // NewClientAs connects to the Unix socket at path as another user: from a
 // thread running as uid and gid with the supplementary groups extra, so that
 // the store's peer-credential check sees that user. It needs root.
-func NewClientAs(t testing.TB, path string, uid, gid int, extra []int) *rendezvous.Client {
+func NewClientAs(t testing.TB, path string, uid, gid int, extra []int) *storeclient.Client {
 	t.Helper()
 	type result struct {
 		conn net.Conn
@@ -117,5 +119,5 @@ func NewClientAs(t testing.TB, path string, uid, gid int, extra []int) *rendezvo
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return rendezvous.NewClient(conn)
+	return storeclient.NewClient(conn)
 }

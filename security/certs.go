@@ -1,4 +1,4 @@
-package rendezvous
+package security
 
 import (
 	"crypto/ecdsa"

@@ -1,4 +1,4 @@
-package engine
+package uniqueid
 
 import (
 	"encoding/hex"
@@ -27,15 +27,15 @@ func TestUniqueIDGolden(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			id, err := NewUniqueIDWithMagic(ncclMagic, netip.MustParseAddrPort(tt.root))
+			id, err := NewWithMagic(ncclMagic, netip.MustParseAddrPort(tt.root))
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := tt.want + strings.Repeat("00", UniqueIDBytes-len(tt.want)/2)
+			want := tt.want + strings.Repeat("00", Bytes-len(tt.want)/2)
 			if got := hex.EncodeToString(id[:]); got != want {
 				t.Fatalf("bytes:\n got %s\nwant %s", got, want)
 			}
-			back, err := ParseUniqueID(id.Hex())
+			back, err := Parse(id.Hex())
 			if err != nil || back != id {
 				t.Fatalf("hex round trip: %v", err)
 			}
@@ -52,11 +52,11 @@ func TestUniqueIDGolden(t *testing.T) {
 
 func TestNewUniqueIDRandomMagic(t *testing.T) {
 	root := netip.MustParseAddrPort("127.0.0.1:29500")
-	a, err := NewUniqueID(root)
+	a, err := New(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := NewUniqueID(root)
+	b, _ := New(root)
 	if string(a[0:8]) == string(b[0:8]) {
 		t.Fatal("two minted ids share a magic")
 	}
@@ -66,12 +66,12 @@ func TestNewUniqueIDRandomMagic(t *testing.T) {
 }
 
 func TestUniqueIDErrors(t *testing.T) {
-	if _, err := NewUniqueID(netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), 0)); err == nil {
+	if _, err := New(netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), 0)); err == nil {
 		t.Error("port 0 accepted")
 	}
 	for _, s := range []string{"", "00", strings.Repeat("zz", 128), strings.Repeat("0", 257)} {
-		if _, err := ParseUniqueID(s); err == nil {
-			t.Errorf("ParseUniqueID(%.10q...) accepted", s)
+		if _, err := Parse(s); err == nil {
+			t.Errorf("Parse(%.10q...) accepted", s)
 		}
 	}
 }
@@ -80,7 +80,7 @@ func FuzzParseUniqueID(f *testing.F) {
 	f.Add(strings.Repeat("ab", 128))
 	f.Add("xyz")
 	f.Fuzz(func(t *testing.T, s string) {
-		id, err := ParseUniqueID(s)
+		id, err := Parse(s)
 		if err != nil {
 			return
 		}

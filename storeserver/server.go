@@ -1,4 +1,7 @@
-package rendezvous
+// Package storeserver serves a store (package rendezvous) over gRPC: the
+// agents', launchers' and workers' services, each call authenticated and
+// authorized, over TCP and the store's Unix socket.
+package storeserver
 
 import (
 	"context"
@@ -19,20 +22,16 @@ import (
 	"google.golang.org/grpc/status"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/storeclient"
 )
 
-// Bounds on gRPC traffic. A launcher that does not answer a keepalive ping
-// within keepaliveTimeout is gone. Agents get longer (agentKeepaliveTimeout):
-// a store or agent whose CPU is saturated, as when thousands of nodes
-// register at once, answers late, and dropping a live agent fails its jobs.
-// A dead agent is noticed sooner by its stream breaking or by gossip.
+// Bounds on gRPC traffic beyond those the clients share
+// (storeclient.KeepaliveTime and the rest).
 const (
-	keepaliveTime         = 5 * time.Second
-	keepaliveTimeout      = 5 * time.Second
-	agentKeepaliveTimeout = 30 * time.Second
-	maxMessageBytes       = 16 << 20
-	maxStreams            = 4096
-	maxWaitTimeout        = time.Hour
+	maxStreams     = 4096
+	maxWaitTimeout = time.Hour
 )
 
 // Config configures a Server.
@@ -54,7 +53,7 @@ type Config struct {
 	// AdvertiseAddr is the address workers use for the store; it defaults to
 	// the TCP listener's address, or the socket.
 	AdvertiseAddr string
-	Security      Security
+	Security      security.Security
 	// ShutdownTimeout bounds the graceful part of Close.
 	ShutdownTimeout time.Duration
 	// InProcess says the store serves its own process (the embedded
@@ -81,7 +80,7 @@ type Server struct {
 	musterv1.UnimplementedKVServer
 	cfg   Config
 	log   *zap.Logger
-	store *Store
+	store *rendezvous.Store
 	lis   net.Listener // TCP; nil when the store serves only its socket
 	sock  net.Listener // the Unix socket, when there is one
 	grpc  *grpc.Server
@@ -108,13 +107,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.SocketUsers && os.Geteuid() != 0 {
 		return nil, errors.New("store: only a store running as root may serve other users (it runs their jobs as them)")
 	}
-	tcpCreds, err := cfg.Security.tcpCredentials()
+	tcpCreds, err := cfg.Security.TCPCredentials()
 	if err != nil {
 		return nil, err
 	}
 	lis := cfg.Listener
 	if lis == nil && cfg.ListenAddr != "" {
-		if err := CheckListen(cfg.ListenAddr, cfg.Security); err != nil {
+		if err := security.CheckListen(cfg.ListenAddr, cfg.Security); err != nil {
 			return nil, err
 		}
 		if lis, err = (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.ListenAddr); err != nil {
@@ -123,7 +122,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	var sock net.Listener
 	if cfg.Socket != "" {
-		ul, err := listenUnix(cfg.Socket, cfg.SocketUsers)
+		ul, err := security.ListenUnix(cfg.Socket, cfg.SocketUsers)
 		if err != nil {
 			if lis != nil {
 				lis.Close()
@@ -138,12 +137,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	case lis != nil:
 		addr = lis.Addr().String()
 	default:
-		addr = SocketAddr(cfg.Socket)
+		addr = security.SocketAddr(cfg.Socket)
 	}
 	s := &Server{
 		cfg: cfg,
 		log: cfg.Logger,
-		store: NewStore(StoreConfig{Logger: cfg.Logger, Addr: addr, SessionGrace: cfg.SessionGrace,
+		store: rendezvous.NewStore(rendezvous.StoreConfig{Logger: cfg.Logger, Addr: addr, SessionGrace: cfg.SessionGrace,
 			AgentGone: cfg.AgentGone, Refused: cfg.Refused}),
 		lis:   lis,
 		sock:  sock,
@@ -155,18 +154,18 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.token = []byte("Bearer " + cfg.Security.Token)
 	}
 	opts := []grpc.ServerOption{
-		grpc.Creds(transportCreds{tcp: tcpCreds}),
+		grpc.Creds(security.TransportCreds{TCP: tcpCreds}),
 		grpc.ChainUnaryInterceptor(s.unaryAuth),
 		grpc.ChainStreamInterceptor(s.streamAuth),
-		grpc.MaxRecvMsgSize(maxMessageBytes),
+		grpc.MaxRecvMsgSize(storeclient.MaxMessageBytes),
 		grpc.MaxConcurrentStreams(maxStreams),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveTime, PermitWithoutStream: true}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: storeclient.KeepaliveTime, PermitWithoutStream: true}),
 	}
 	if cfg.StatsHandler != nil {
 		opts = append(opts, grpc.StatsHandler(cfg.StatsHandler))
 	}
 	if !cfg.InProcess {
-		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * keepaliveTime, Timeout: agentKeepaliveTimeout}))
+		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * storeclient.KeepaliveTime, Timeout: storeclient.AgentKeepaliveTimeout}))
 	}
 	s.grpc = grpc.NewServer(opts...)
 	musterv1.RegisterAgentsServer(s.grpc, s)
@@ -213,11 +212,11 @@ func (s *Server) Addr() string {
 	if s.lis != nil {
 		return s.lis.Addr().String()
 	}
-	return SocketAddr(s.cfg.Socket)
+	return security.SocketAddr(s.cfg.Socket)
 }
 
 // AdvertiseAddr is the address workers and other nodes reach the store at.
-func (s *Server) AdvertiseAddr() string { return s.store.cfg.Addr }
+func (s *Server) AdvertiseAddr() string { return s.store.Addr() }
 
 // SocketAddr is the dial address of the store's Unix socket, or "" when it
 // serves none.
@@ -225,15 +224,18 @@ func (s *Server) SocketAddr() string {
 	if s.sock == nil {
 		return ""
 	}
-	return SocketAddr(s.cfg.Socket)
+	return security.SocketAddr(s.cfg.Socket)
 }
 
 // Security is the server's security configuration: the cluster token calls
 // must carry, and its certificate.
-func (s *Server) Security() Security { return s.cfg.Security }
+func (s *Server) Security() security.Security { return s.cfg.Security }
 
-// SetLiveness records what gossip says of a node (see Store.SetLiveness).
-func (s *Server) SetLiveness(name string, l Liveness) { s.store.SetLiveness(name, l) }
+// Store is the state machine the server serves.
+func (s *Server) Store() *rendezvous.Store { return s.store }
+
+// SetLiveness records what gossip says of a node (see rendezvous.Store.SetLiveness).
+func (s *Server) SetLiveness(name string, l rendezvous.Liveness) { s.store.SetLiveness(name, l) }
 
 // Close shuts the server down, in order: (1) the store fails unfinished jobs
 // and drops nodes, which ends Watch streams; (2) gRPC stops gracefully within
@@ -256,13 +258,13 @@ func rpcError(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, rendezvous.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, ErrNoSession):
+	case errors.Is(err, rendezvous.ErrNoSession):
 		return status.Error(codes.Unavailable, err.Error())
-	case errors.Is(err, ErrBadEvents):
+	case errors.Is(err, rendezvous.ErrBadEvents):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, ErrNodeTaken):
+	case errors.Is(err, rendezvous.ErrNodeTaken):
 		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
@@ -275,7 +277,7 @@ func rpcError(err error) error {
 func (s *Server) Register(_ context.Context, req *musterv1.RegisterRequest) (*musterv1.RegisterResponse, error) {
 	session, err := s.store.Register(req.GetNode(), req.GetNodeKey(), req.GetJobs(), req.GetTorchStores())
 	switch {
-	case errors.Is(err, ErrNodeTaken):
+	case errors.Is(err, rendezvous.ErrNodeTaken):
 		return nil, rpcError(err)
 	case err != nil:
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -295,16 +297,16 @@ func (s *Server) Watch(req *musterv1.WatchRequest, stream musterv1.Agents_WatchS
 		return err
 	}
 	for {
-		cmds := out.take()
+		cmds := out.Take()
 		for i, cmd := range cmds {
 			if err := stream.Send(cmd); err != nil {
 				// The node's next stream, if its agent comes back, sends them.
-				out.requeue(cmds[i:])
+				out.Requeue(cmds[i:])
 				return err
 			}
 		}
 		select {
-		case <-out.wake:
+		case <-out.Wake():
 		case <-gone:
 			return status.Error(codes.Unavailable, "node removed from the store")
 		case <-ctx.Done():
@@ -344,7 +346,7 @@ func (s *Server) WatchJob(req *musterv1.WatchJobRequest, stream musterv1.Jobs_Wa
 	if id := req.GetStoreId(); id != "" && id != s.store.ID() {
 		// The follower read this job from another store, which is gone:
 		// this one has the job's events from its own start.
-		if _, err := s.store.jobOwner(req.GetJobId()); err != nil {
+		if _, err := s.store.JobOwner(req.GetJobId()); err != nil {
 			return rpcError(err)
 		}
 		from = 0

@@ -1,4 +1,4 @@
-package rendezvous
+package storeserver
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/security"
 )
 
 // caller is who made a call, as the store established it: from the Unix
@@ -64,27 +65,27 @@ var (
 func (s *Server) authenticate(ctx context.Context) (caller, error) {
 	var c caller
 	md, _ := metadata.FromIncomingContext(ctx)
-	if toks := md.Get(jobTokenHeader); len(toks) > 0 {
-		job, err := s.store.jobForToken(toks[0])
+	if toks := md.Get(security.JobTokenHeader); len(toks) > 0 {
+		job, err := s.store.JobForToken(toks[0])
 		if err != nil {
 			return c, status.Error(codes.Unauthenticated, err.Error())
 		}
 		c.job = job
 	}
 	p, _ := peer.FromContext(ctx)
-	if pc, ok := p.AuthInfo.(peerCred); ok {
+	if pc, ok := p.AuthInfo.(security.PeerCred); ok {
 		switch {
-		case pc.uid == s.uid || pc.uid == 0:
+		case pc.UID == s.uid || pc.UID == 0:
 			c.operator = true
 		case s.cfg.SocketUsers:
-			c.user = pc.identity()
+			c.user = pc.Identity()
 		case c.job == "":
-			return c, status.Errorf(codes.PermissionDenied, "uid %d may not use this store: it serves uid %d only", pc.uid, s.uid)
+			return c, status.Errorf(codes.PermissionDenied, "uid %d may not use this store: it serves uid %d only", pc.UID, s.uid)
 		}
 		return c, nil
 	}
 	if s.token != nil {
-		for _, got := range md.Get(tokenHeader) {
+		for _, got := range md.Get(security.TokenHeader) {
 			if subtle.ConstantTimeCompare([]byte(got), s.token) == 1 {
 				c.operator = true
 			}
@@ -143,7 +144,7 @@ func (s *Server) mayUseJob(c caller, jobID string) error {
 	if c.operator {
 		return nil
 	}
-	owner, err := s.store.jobOwner(jobID)
+	owner, err := s.store.JobOwner(jobID)
 	if err != nil {
 		return rpcError(err)
 	}

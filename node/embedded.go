@@ -1,7 +1,4 @@
-// Package launch submits a job and follows it to its end: tagged output,
-// Ctrl-C handling, the exit summary and code. It also wires the embedded
-// default, a store and a local agent inside the launcher process.
-package launch
+package node
 
 import (
 	"context"
@@ -16,8 +13,7 @@ import (
 
 	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/gpu"
-	"github.com/musterhq/muster/node"
-	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/storeserver"
 )
 
 // Embedded is a store and an agent for this machine, in this process. They
@@ -25,9 +21,9 @@ import (
 // directory: no other user can reach it, and the store also checks each
 // caller's peer credentials. Workers reach it there too (MUSTER_STORE_ADDR).
 type Embedded struct {
-	Store *rendezvous.Server
+	Store *storeserver.Server
 	Agent *agent.Agent
-	node  *node.Node
+	node  *Node
 	dir   string
 }
 
@@ -90,14 +86,14 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	if err != nil {
 		return nil, err
 	}
-	ncfg := node.Config{Logger: cfg.Logger, InProcess: true, Socket: filepath.Join(dir, "store.sock"),
+	ncfg := Config{Logger: cfg.Logger, InProcess: true, Socket: filepath.Join(dir, "store.sock"),
 		Agent: agent.Config{Addr: "127.0.0.1", Rank: -1, Environ: os.Environ(), GPUs: cfg.GPUs}}
 	if ncfg.Agent.GPUs == nil && cfg.DiscoverGPUs {
 		if ncfg.Agent.GPUs, err = gpu.FromEnvironment(); err != nil {
 			ncfg.Agent.GPUError = err.Error()
 		}
 	}
-	n, err := node.Start(ctx, ncfg)
+	n, err := Start(ctx, ncfg)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err

@@ -1,4 +1,7 @@
-package rendezvous
+// Package security is how the store and its clients know each other: the
+// cluster token, job credentials, TLS certificates, and the Unix socket whose
+// callers the kernel names (peer credentials).
+package security
 
 import (
 	"context"
@@ -31,9 +34,10 @@ type Security struct {
 	TLS bool
 }
 
+// The call headers that carry the cluster token and a job credential.
 const (
-	tokenHeader    = "authorization"
-	jobTokenHeader = "muster-job-token"
+	TokenHeader    = "authorization"
+	JobTokenHeader = "muster-job-token"
 )
 
 // CheckListen refuses a TCP listen address that is not loopback unless the
@@ -70,9 +74,9 @@ func IsLoopback(host string) bool {
 // IsUnixAddr reports whether addr names a Unix socket (unix:///path).
 func IsUnixAddr(addr string) bool { return strings.HasPrefix(addr, "unix:") }
 
-// tcpCredentials is how the store's TCP listener handshakes: TLS when a
+// TCPCredentials is how the store's TCP listener handshakes: TLS when a
 // certificate is given.
-func (sec Security) tcpCredentials() (credentials.TransportCredentials, error) {
+func (sec Security) TCPCredentials() (credentials.TransportCredentials, error) {
 	if sec.CertFile == "" && sec.KeyFile == "" {
 		return insecure.NewCredentials(), nil
 	}
@@ -95,14 +99,15 @@ func (h headerCreds) GetRequestMetadata(context.Context, ...string) (map[string]
 
 func (h headerCreds) RequireTransportSecurity() bool { return h.secure }
 
-func (sec Security) dialOptions(addr string) ([]grpc.DialOption, error) {
+// DialOptions are the credentials a client dials addr with.
+func (sec Security) DialOptions(addr string) ([]grpc.DialOption, error) {
 	var opts []grpc.DialOption
 	if IsUnixAddr(addr) {
 		// The kernel tells the store who is calling; the cluster token is
 		// not needed there and is not handed to whoever serves the socket.
 		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if sec.JobToken != "" {
-			opts = append(opts, grpc.WithPerRPCCredentials(headerCreds{header: jobTokenHeader, value: sec.JobToken}))
+			opts = append(opts, grpc.WithPerRPCCredentials(headerCreds{header: JobTokenHeader, value: sec.JobToken}))
 		}
 		return opts, nil
 	}
@@ -128,10 +133,10 @@ func (sec Security) dialOptions(addr string) ([]grpc.DialOption, error) {
 	// A credential must not cross a network in clear text; loopback is fine.
 	needTLS := secure || !IsLoopback(host)
 	if sec.Token != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(headerCreds{header: tokenHeader, value: "Bearer " + sec.Token, secure: needTLS}))
+		opts = append(opts, grpc.WithPerRPCCredentials(headerCreds{header: TokenHeader, value: "Bearer " + sec.Token, secure: needTLS}))
 	}
 	if sec.JobToken != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(headerCreds{header: jobTokenHeader, value: sec.JobToken, secure: needTLS}))
+		opts = append(opts, grpc.WithPerRPCCredentials(headerCreds{header: JobTokenHeader, value: sec.JobToken, secure: needTLS}))
 	}
 	return opts, nil
 }

@@ -1,4 +1,4 @@
-package rendezvous_test
+package security_test
 
 import (
 	"net"
@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/security"
 )
 
 // MUSTER_SOCKET replaces the sockets a launcher looks at, the system's
@@ -15,9 +15,9 @@ import (
 func TestLocalAgentSockets(t *testing.T) {
 	own := "/run/user/1000/muster/agent.sock"
 	if os.Geteuid() == 0 {
-		own = rendezvous.SystemSocket
+		own = security.SystemSocket
 	}
-	defaults := slices.Compact([]string{own, rendezvous.SystemSocket})
+	defaults := slices.Compact([]string{own, security.SystemSocket})
 	for _, tt := range []struct {
 		name, socket string
 		want         []string
@@ -28,7 +28,7 @@ func TestLocalAgentSockets(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("XDG_RUNTIME_DIR", "/run/user/1000")
 			t.Setenv("MUSTER_SOCKET", tt.socket)
-			if got := rendezvous.LocalAgentSockets(); !slices.Equal(got, tt.want) {
+			if got := security.LocalAgentSockets(); !slices.Equal(got, tt.want) {
 				t.Errorf("LocalAgentSockets() = %q, want %q", got, tt.want)
 			}
 		})
@@ -38,7 +38,7 @@ func TestLocalAgentSockets(t *testing.T) {
 func TestFindLocalAgentAtMusterSocket(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "agent.sock")
 	t.Setenv("MUSTER_SOCKET", path)
-	if got := rendezvous.FindLocalAgent(); got != "" {
+	if got := security.FindLocalAgent(); got != "" {
 		t.Fatalf("no socket at %s: FindLocalAgent() = %q, want none", path, got)
 	}
 	l, err := net.Listen("unix", path)
@@ -55,7 +55,7 @@ func TestFindLocalAgentAtMusterSocket(t *testing.T) {
 			c.Close()
 		}
 	}()
-	if got, want := rendezvous.FindLocalAgent(), rendezvous.SocketAddr(path); got != want {
+	if got, want := security.FindLocalAgent(), security.SocketAddr(path); got != want {
 		t.Fatalf("FindLocalAgent() = %q, want %q", got, want)
 	}
 }

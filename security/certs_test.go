@@ -1,4 +1,4 @@
-package rendezvous_test
+package security_test
 
 import (
 	"bytes"
@@ -11,31 +11,32 @@ import (
 	"google.golang.org/grpc/status"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
+	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/storeserver"
 )
 
 func TestTLSWithGeneratedCerts(t *testing.T) {
 	dir := t.TempDir()
-	files, err := rendezvous.GenerateCerts(dir, []string{"127.0.0.1", "store.example"}, time.Hour)
+	files, err := security.GenerateCerts(dir, []string{"127.0.0.1", "store.example"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const token = "a-long-enough-cluster-token"
-	s := rendezvoustest.NewStore(t, func(c *rendezvous.Config) {
-		c.Security = rendezvous.Security{Token: token, CertFile: files.Cert, KeyFile: files.Key}
+	s := rendezvoustest.NewStore(t, func(c *storeserver.Config) {
+		c.Security = security.Security{Token: token, CertFile: files.Cert, KeyFile: files.Key}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	tests := []struct {
 		name string
-		sec  rendezvous.Security
+		sec  security.Security
 		ok   bool
 	}{
-		{"verified TLS with token", rendezvous.Security{Token: token, CAFile: files.CA}, true},
-		{"verified TLS without token", rendezvous.Security{CAFile: files.CA}, false},
-		{"TLS that does not trust the CA", rendezvous.Security{Token: token, TLS: true}, false},
-		{"plain text", rendezvous.Security{}, false},
+		{"verified TLS with token", security.Security{Token: token, CAFile: files.CA}, true},
+		{"verified TLS without token", security.Security{CAFile: files.CA}, false},
+		{"TLS that does not trust the CA", security.Security{Token: token, TLS: true}, false},
+		{"plain text", security.Security{}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -49,7 +50,7 @@ func TestTLSWithGeneratedCerts(t *testing.T) {
 			}
 		})
 	}
-	if _, err := rendezvous.GenerateCerts(t.TempDir(), nil, time.Hour); err == nil {
+	if _, err := security.GenerateCerts(t.TempDir(), nil, time.Hour); err == nil {
 		t.Fatal("certificates for no host")
 	}
 }
@@ -58,12 +59,12 @@ func TestTLSWithGeneratedCerts(t *testing.T) {
 // holds only the token, and by no node with another token.
 func TestTLSWithTokenCerts(t *testing.T) {
 	const token = "a-long-enough-cluster-token"
-	files, err := rendezvous.GenerateTokenCerts(t.TempDir(), token, []string{"127.0.0.1"})
+	files, err := security.GenerateTokenCerts(t.TempDir(), token, []string{"127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := rendezvoustest.NewStore(t, func(c *rendezvous.Config) {
-		c.Security = rendezvous.Security{Token: token, CertFile: files.Cert, KeyFile: files.Key}
+	s := rendezvoustest.NewStore(t, func(c *storeserver.Config) {
+		c.Security = security.Security{Token: token, CertFile: files.Cert, KeyFile: files.Key}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -76,24 +77,24 @@ func TestTLSWithTokenCerts(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ca := filepath.Join(t.TempDir(), "ca.pem")
-			if err := rendezvous.WriteTokenCA(ca, tt.caToken); err != nil {
+			if err := security.WriteTokenCA(ca, tt.caToken); err != nil {
 				t.Fatal(err)
 			}
-			c := rendezvoustest.NewClient(t, s, rendezvous.Security{Token: token, CAFile: ca})
+			c := rendezvoustest.NewClient(t, s, security.Security{Token: token, CAFile: ca})
 			if _, err := c.ListNodes(ctx, &musterv1.ListNodesRequest{}); (err == nil) != tt.ok {
 				t.Fatalf("err = %v", err)
 			}
 		})
 	}
-	a, _, err := rendezvous.TokenCA(token)
+	a, _, err := security.TokenCA(token)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _, _ := rendezvous.TokenCA(token)
+	b, _, _ := security.TokenCA(token)
 	if !bytes.Equal(a.Raw, b.Raw) {
 		t.Error("one token gave two CA certificates")
 	}
-	if _, _, err := rendezvous.TokenCA(""); err == nil {
+	if _, _, err := security.TokenCA(""); err == nil {
 		t.Error("a CA from no token")
 	}
 }

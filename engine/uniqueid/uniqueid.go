@@ -1,6 +1,6 @@
-// Package engine is what workers link: the NCCL unique ID layout, the
-// worker-side view of a muster job, and run-time bindings to NCCL and CUDA.
-package engine
+// Package uniqueid lays out NCCL's ncclUniqueId: the bytes the store mints
+// for a round and every rank passes to ncclCommInitRank. It needs no NCCL.
+package uniqueid
 
 import (
 	"crypto/rand"
@@ -10,27 +10,27 @@ import (
 	"net/netip"
 )
 
-// UniqueIDBytes is sizeof(ncclUniqueId) in every NCCL release muster supports.
-const UniqueIDBytes = 128
+// Bytes is sizeof(ncclUniqueId) in every NCCL release muster supports.
+const Bytes = 128
 
-// UniqueID is NCCL's ncclUniqueId: the bootstrap root's socket address behind
+// ID is NCCL's ncclUniqueId: the bootstrap root's socket address behind
 // a magic number that every rank must share (layout in DESIGN.md).
-type UniqueID [UniqueIDBytes]byte
+type ID [Bytes]byte
 
-// NewUniqueID mints an ID whose bootstrap root listens on root, with a random
+// New mints an ID whose bootstrap root listens on root, with a random
 // magic so that IDs of two rounds never match.
-func NewUniqueID(root netip.AddrPort) (UniqueID, error) {
+func New(root netip.AddrPort) (ID, error) {
 	var magic [8]byte
 	if _, err := rand.Read(magic[:]); err != nil {
-		return UniqueID{}, fmt.Errorf("mint nccl unique id: %w", err)
+		return ID{}, fmt.Errorf("mint nccl unique id: %w", err)
 	}
-	return NewUniqueIDWithMagic(binary.LittleEndian.Uint64(magic[:]), root)
+	return NewWithMagic(binary.LittleEndian.Uint64(magic[:]), root)
 }
 
-// NewUniqueIDWithMagic lays out an ID with a chosen magic; tests and tools
+// NewWithMagic lays out an ID with a chosen magic; tests and tools
 // that must reproduce NCCL's own bytes use it.
-func NewUniqueIDWithMagic(magic uint64, root netip.AddrPort) (UniqueID, error) {
-	var id UniqueID
+func NewWithMagic(magic uint64, root netip.AddrPort) (ID, error) {
+	var id ID
 	if !root.IsValid() || root.Port() == 0 {
 		return id, fmt.Errorf("nccl unique id: invalid root address %q", root.String())
 	}
@@ -64,7 +64,7 @@ func scopeID(addr netip.Addr) uint32 {
 }
 
 // Root returns the bootstrap root address encoded in the ID.
-func (id UniqueID) Root() (netip.AddrPort, error) {
+func (id ID) Root() (netip.AddrPort, error) {
 	sa := id[8:36]
 	port := binary.BigEndian.Uint16(sa[2:4])
 	switch binary.LittleEndian.Uint16(sa[0:2]) {
@@ -77,13 +77,13 @@ func (id UniqueID) Root() (netip.AddrPort, error) {
 }
 
 // Hex is the form muster passes in MUSTER_NCCL_UNIQUE_ID: 256 lowercase hex digits.
-func (id UniqueID) Hex() string { return hex.EncodeToString(id[:]) }
+func (id ID) Hex() string { return hex.EncodeToString(id[:]) }
 
-// ParseUniqueID decodes the 256-digit hex form.
-func ParseUniqueID(s string) (UniqueID, error) {
-	var id UniqueID
-	if len(s) != 2*UniqueIDBytes {
-		return id, fmt.Errorf("nccl unique id: want %d hex digits, got %d", 2*UniqueIDBytes, len(s))
+// Parse decodes the 256-digit hex form.
+func Parse(s string) (ID, error) {
+	var id ID
+	if len(s) != 2*Bytes {
+		return id, fmt.Errorf("nccl unique id: want %d hex digits, got %d", 2*Bytes, len(s))
 	}
 	if _, err := hex.Decode(id[:], []byte(s)); err != nil {
 		return id, fmt.Errorf("nccl unique id: %w", err)

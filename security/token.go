@@ -1,4 +1,4 @@
-package rendezvous
+package security
 
 import (
 	"crypto/rand"
@@ -39,17 +39,43 @@ func ReadToken(path string) (string, error) {
 	return checkToken("--token-file "+path, string(b))
 }
 
-// LoadToken returns the cluster token given explicitly: MUSTER_TOKEN when it
-// is set, else the file named by --token-file (file), else "". Both obey
-// MinTokenLength.
-func LoadToken(file string) (string, error) {
+// TokenSource says where ResolveToken looks for the cluster token after
+// MUSTER_TOKEN.
+type TokenSource struct {
+	// File is --token-file.
+	File string
+	// Create makes File, or DefaultTokenFile without one, with a fresh token
+	// when it does not exist: a node hosting the store does.
+	Create bool
+	// Find reads, without File, the first default token file this user can
+	// read (FindTokenFile): launchers and joining nodes do.
+	Find bool
+}
+
+// ResolveToken returns the cluster token: MUSTER_TOKEN when it is set, else
+// the token in src.File (made when missing, with src.Create), else (with
+// src.Find) a default token file's; "" when there is none. created says
+// whether it made the file.
+func ResolveToken(src TokenSource) (tok string, created bool, err error) {
 	if v, ok := os.LookupEnv(EnvToken); ok {
-		return checkToken(EnvToken, v)
+		tok, err := checkToken(EnvToken, v)
+		return tok, false, err
 	}
-	if file != "" {
-		return ReadToken(file)
+	file := src.File
+	if src.Create {
+		if file == "" {
+			file = DefaultTokenFile()
+		}
+		return EnsureTokenFile(file)
 	}
-	return "", nil
+	if file == "" && src.Find {
+		file = FindTokenFile()
+	}
+	if file == "" {
+		return "", false, nil
+	}
+	tok, err = ReadToken(file)
+	return tok, false, err
 }
 
 // DefaultTokenFile is where an agent hosting a store keeps the token it

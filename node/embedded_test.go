@@ -1,4 +1,4 @@
-package launch
+package node
 
 import (
 	"context"
@@ -10,7 +10,8 @@ import (
 	"time"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/storeclient"
 )
 
 func TestEmbeddedStoreIsASocketOfItsOwn(t *testing.T) {
@@ -28,7 +29,7 @@ func TestEmbeddedStoreIsASocketOfItsOwn(t *testing.T) {
 	if fi, err := os.Stat(filepath.Dir(path)); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("socket directory mode %v %v, want 0700", fi.Mode(), err)
 	}
-	c, err := rendezvous.Dial(addr, rendezvous.Security{})
+	c, err := storeclient.Dial(addr, security.Security{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,6 @@
-package rendezvous
+// Package storeclient is the connection agents, launchers and workers make
+// to a store: its three gRPC services, and the keepalive both ends agree on.
+package storeclient
 
 import (
 	"context"
@@ -12,6 +14,20 @@ import (
 	"google.golang.org/grpc/status"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/security"
+)
+
+// Bounds on gRPC traffic, which the store's server enforces alike. A
+// launcher that does not answer a keepalive ping within KeepaliveTimeout is
+// gone. Agents get longer (AgentKeepaliveTimeout): a store or agent whose
+// CPU is saturated, as when thousands of nodes register at once, answers
+// late, and dropping a live agent fails its jobs. A dead agent is noticed
+// sooner by its stream breaking or by gossip.
+const (
+	KeepaliveTime         = 5 * time.Second
+	KeepaliveTimeout      = 5 * time.Second
+	AgentKeepaliveTimeout = 30 * time.Second
+	MaxMessageBytes       = 16 << 20
 )
 
 // Client is a connection to a store.
@@ -25,38 +41,38 @@ type Client struct {
 // Dial connects to the store at addr: host:port, or unix:///path for a
 // store's Unix socket. It does not wait for the store: the first call does.
 // Keepalive pings notice a store that stopped answering within seconds.
-func Dial(addr string, sec Security) (*Client, error) {
-	return dial(addr, sec, keepaliveTimeout)
+func Dial(addr string, sec security.Security) (*Client, error) {
+	return dial(addr, sec, KeepaliveTimeout)
 }
 
 // DialAgent connects an agent to the store at addr. Its keepalive pings wait
 // longer for an answer than a launcher's: a store busy with thousands of
 // nodes may answer late, and a live agent taken for dead fails its jobs.
-func DialAgent(addr string, sec Security) (*Client, error) {
-	return dial(addr, sec, agentKeepaliveTimeout)
+func DialAgent(addr string, sec security.Security) (*Client, error) {
+	return dial(addr, sec, AgentKeepaliveTimeout)
 }
 
 // DialInProcess connects to a store in this same process (the embedded
 // default), without keepalive pings: a suspended process (Ctrl-Z) cannot
 // answer them, and would lose its own store when it resumed.
-func DialInProcess(addr string, sec Security) (*Client, error) {
+func DialInProcess(addr string, sec security.Security) (*Client, error) {
 	return dial(addr, sec, 0)
 }
 
 // dial connects to addr; a positive pingTimeout turns keepalive pings on.
-func dial(addr string, sec Security, pingTimeout time.Duration) (*Client, error) {
-	opts, err := sec.dialOptions(addr)
+func dial(addr string, sec security.Security, pingTimeout time.Duration) (*Client, error) {
+	opts, err := sec.DialOptions(addr)
 	if err != nil {
 		return nil, err
 	}
-	opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes)),
+	opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes)),
 		// A store that comes back (restarted) is reached within a few
 		// seconds, not after gRPC's default backoff of up to two minutes.
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
 			BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second}, MinConnectTimeout: 5 * time.Second}))
 	if pingTimeout > 0 {
 		opts = append(opts, grpc.WithKeepaliveParams(keepalive.ClientParameters{
-			Time: keepaliveTime, Timeout: pingTimeout, PermitWithoutStream: true}))
+			Time: KeepaliveTime, Timeout: pingTimeout, PermitWithoutStream: true}))
 	}
 	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
@@ -83,7 +99,7 @@ func (c *Client) Ping(ctx context.Context) error {
 
 // Get reads a key of the worker's job, waiting for it when wait is set. The
 // job is the one whose credential the client was dialled with
-// (Security.JobToken).
+// (security.Security.JobToken).
 func (c *Client) Get(ctx context.Context, key string, wait bool) ([]byte, error) {
 	resp, err := c.KVGet(ctx, &musterv1.KVGetRequest{Key: key, Wait: wait})
 	if err != nil {

@@ -1,4 +1,4 @@
-package rendezvous
+package security
 
 import (
 	"errors"
@@ -106,14 +106,14 @@ func trustedSocket(path string) bool {
 		return false
 	}
 	defer c.Close()
-	server, err := readPeerCred(c.(*net.UnixConn))
-	return err == nil && (server.uid == 0 || int(server.uid) == os.Geteuid())
+	server, err := ReadPeerCred(c.(*net.UnixConn))
+	return err == nil && (server.UID == 0 || int(server.UID) == os.Geteuid())
 }
 
-// listenUnix serves path in a directory that only this user can change.
+// ListenUnix serves path in a directory that only this user can change.
 // shared lets every local user connect (mode 0666), else only this user
 // (0600); the peer-credential check decides either way.
-func listenUnix(path string, shared bool) (*net.UnixListener, error) {
+func ListenUnix(path string, shared bool) (*net.UnixListener, error) {
 	if len(path) > maxSocketPath {
 		return nil, fmt.Errorf("socket %s: path is %d bytes, more than %d", path, len(path), maxSocketPath)
 	}

@@ -1,0 +1,188 @@
+// Package jobspec checks a job's spec (Validate) and fills in its defaults
+// (Defaults): the launcher before it submits, the store when a job comes in,
+// and an agent when an assignment arrives all apply the same rules.
+package jobspec
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"unicode/utf8"
+
+	"github.com/musterhq/muster/kv"
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+)
+
+// Bounds on specs: every network input is bounded. The launcher and agents
+// refuse counts above MaxNodes, MaxGPUs and MaxNProc as they parse them, and
+// the store bounds registrations by them too.
+const (
+	maxArgs      = 4096
+	maxArgBytes  = 1 << 20
+	maxEnv       = 4096
+	maxEnvBytes  = 1 << 20
+	MaxNodes     = 10_000
+	MaxRestarts  = 10_000
+	MaxGPUs      = 1024
+	MaxNProc     = 4096
+	maxPathBytes = 4096
+	maxHostBytes = 255
+)
+
+// RosterInlineNodes is the most nodes a job may have for every node's
+// assignment to carry the roster; beyond it only node rank 0's does.
+const RosterInlineNodes = 64
+
+// MPICH is JobSpec.mpi for MPICH programs (and Intel MPI's, which speak the
+// same PMI-1): the agents serve their PMI, so no mpiexec is needed.
+const MPICH = "mpich"
+
+// OpenMPI is JobSpec.mpi for Open MPI programs: Open MPI's own mpirun runs on
+// node rank 0, with the agents as its remote shell.
+const OpenMPI = "openmpi"
+
+// WorkersPerNode is how many workers a round of spec runs on each node. An
+// Open MPI job runs one, mpirun or its node's daemon, which starts the node's
+// spec.Nproc ranks itself.
+func WorkersPerNode(spec *musterv1.JobSpec) int32 {
+	if spec.GetMpi() == OpenMPI {
+		return 1
+	}
+	return spec.GetNproc()
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// LeastNodes is the fewest nodes a round of spec may form with: --nnodes
+// MIN:MAX's MIN for an elastic job, else its node count.
+func LeastNodes(spec *musterv1.JobSpec) int {
+	if spec.MinNodes > 0 {
+		return int(spec.MinNodes)
+	}
+	return int(spec.Nnodes)
+}
+
+// Defaults fills in what a spec leaves out: one worker per GPU, or one
+// worker when neither GPUs nor workers are asked for.
+func Defaults(spec *musterv1.JobSpec) {
+	if spec.Nproc == 0 {
+		spec.Nproc = max(spec.Gpus, 1)
+	}
+}
+
+// Validate checks a job spec, as Defaults will fill it in; it changes
+// nothing. The command, environment and directories may hold any bytes but
+// NUL, as on Unix.
+func Validate(spec *musterv1.JobSpec) error {
+	if spec == nil || len(spec.Argv) == 0 || len(spec.Argv[0]) == 0 {
+		return fmt.Errorf("no command to run")
+	}
+	if len(spec.Argv) > maxArgs {
+		return fmt.Errorf("command has %d arguments, more than %d", len(spec.Argv), maxArgs)
+	}
+	if n := totalLen(spec.Argv); n > maxArgBytes {
+		return fmt.Errorf("command is %d bytes, more than %d", n, maxArgBytes)
+	}
+	for i, a := range spec.Argv {
+		if bytes.IndexByte(a, 0) >= 0 {
+			return fmt.Errorf("argument %d of the command holds a NUL byte", i)
+		}
+	}
+	switch {
+	case spec.Nnodes < 1 || spec.Nnodes > MaxNodes:
+		return fmt.Errorf("--nnodes %d is outside 1..%d", spec.Nnodes, MaxNodes)
+	case spec.Gpus < 0 || spec.Gpus > MaxGPUs:
+		return fmt.Errorf("--gpus %d is outside 0..%d", spec.Gpus, MaxGPUs)
+	case spec.Nproc < 0 || spec.Nproc > MaxNProc:
+		return fmt.Errorf("--nproc %d is outside 0..%d", spec.Nproc, MaxNProc)
+	case spec.Gpus > 0 && spec.Nproc > 0 && spec.Gpus%spec.Nproc != 0:
+		return fmt.Errorf("--gpus %d is not a multiple of --nproc %d: each worker gets --gpus/--nproc GPUs", spec.Gpus, spec.Nproc)
+	case spec.KillTimeoutMs < 0:
+		return fmt.Errorf("--kill-timeout is negative")
+	case spec.TimeoutMs < 0:
+		return fmt.Errorf("--timeout is negative")
+	case spec.MinNodes < 0 || spec.MinNodes > spec.Nnodes:
+		return fmt.Errorf("--nnodes %d:%d: the least nodes must be in 1..%d", spec.MinNodes, spec.Nnodes, spec.Nnodes)
+	case spec.MaxRestarts < 0 || spec.MaxRestarts > MaxRestarts:
+		return fmt.Errorf("--max-restarts %d is outside 0..%d", spec.MaxRestarts, MaxRestarts)
+	case spec.LastCallMs < 0:
+		return fmt.Errorf("--last-call is negative")
+	case len(spec.LogDir) > maxPathBytes || len(spec.Workdir) > maxPathBytes || len(spec.Name) > kv.MaxKeyBytes:
+		return fmt.Errorf("--log-dir, working directory or name longer than %d bytes", maxPathBytes)
+	case bytes.IndexByte(spec.LogDir, 0) >= 0:
+		return fmt.Errorf("--log-dir %q holds a NUL byte", spec.LogDir)
+	case bytes.IndexByte(spec.Workdir, 0) >= 0:
+		return fmt.Errorf("working directory %q holds a NUL byte", spec.Workdir)
+	case spec.Mpi != "" && spec.Mpi != MPICH && spec.Mpi != OpenMPI:
+		return fmt.Errorf("--mpi %.40q: want mpich or openmpi", spec.Mpi)
+	}
+	if err := validateHosts(spec); err != nil {
+		return err
+	}
+	if r := spec.StdinRank; r != nil {
+		// An elastic job's smallest round has the fewest ranks.
+		filled := &musterv1.JobSpec{Nproc: spec.Nproc, Gpus: spec.Gpus, Mpi: spec.Mpi}
+		Defaults(filled)
+		if world := int64(LeastNodes(spec)) * int64(WorkersPerNode(filled)); *r < 0 || int64(*r) >= world {
+			return fmt.Errorf("--stdin %d: the job's ranks are 0..%d", *r, world-1)
+		}
+		if spec.StdinAll {
+			return fmt.Errorf("--stdin: give one rank or all, not both")
+		}
+	}
+	if len(spec.Env) > maxEnv || totalLen(spec.Env) > maxEnvBytes {
+		return fmt.Errorf("environment has %d variables or %d bytes, more than %d or %d", len(spec.Env), totalLen(spec.Env), maxEnv, maxEnvBytes)
+	}
+	for _, kv := range spec.Env {
+		name, _, ok := bytes.Cut(kv, []byte("="))
+		if !ok || !envName.Match(name) {
+			return fmt.Errorf("--env %q: want NAME=value with NAME of letters, digits and '_'", kv)
+		}
+		if bytes.IndexByte(kv, 0) >= 0 {
+			return fmt.Errorf("--env %s: the value holds a NUL byte", name)
+		}
+	}
+	return nil
+}
+
+// validateHosts bounds the placement lists: each is read on every round a
+// job forms, and travels in every node's assignment.
+func validateHosts(spec *musterv1.JobSpec) error {
+	for _, l := range []struct {
+		flag  string
+		names []string
+	}{{"--host/--hostfile", spec.Hosts}, {"--exclude", spec.Exclude}} {
+		if len(l.names) > MaxNodes {
+			return fmt.Errorf("%s: %d hosts, more than %d", l.flag, len(l.names), MaxNodes)
+		}
+		for _, h := range l.names {
+			switch {
+			case h == "":
+				return fmt.Errorf("%s: an empty host name", l.flag)
+			case len(h) > maxHostBytes:
+				return fmt.Errorf("%s: host name %.20q... is longer than %d bytes", l.flag, h, maxHostBytes)
+			case !utf8.ValidString(h):
+				return fmt.Errorf("%s: host name %q is not UTF-8", l.flag, h)
+			}
+		}
+	}
+	seen := make(map[string]bool, len(spec.Hosts))
+	for _, h := range spec.Hosts {
+		if seen[h] {
+			return fmt.Errorf("--host/--hostfile: host %q is listed twice", h)
+		}
+		seen[h] = true
+	}
+	if len(spec.Hosts) > 0 && int(spec.Nnodes) > len(spec.Hosts) {
+		return fmt.Errorf("--nnodes %d is more than the %d hosts listed", spec.Nnodes, len(spec.Hosts))
+	}
+	return nil
+}
+
+func totalLen[T ~string | ~[]byte](ss []T) int {
+	n := 0
+	for _, s := range ss {
+		n += len(s)
+	}
+	return n
+}
