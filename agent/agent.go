@@ -322,7 +322,6 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 		a.mu.Lock()
 		delete(a.jobs, asg.GetJobId())
 		a.mu.Unlock()
-		a.torchStoreIdle(asg)
 		close(run.ended)
 		a.signalGPUs()
 	}()

@@ -42,12 +42,12 @@ type jobStart struct {
 // errStopping is a start that a stop came before.
 var errStopping = errors.New("the job was stopped before its workers started")
 
-// startSteps is a job's start on this node, in order. The ports and the
-// TCPStore were made by ReservePorts: the start only gives them back.
+// startSteps is a job's start on this node, in order. The ports were made
+// by ReservePorts: the start only gives them back. The TCPStore, made then
+// too, is the store's to release when no round needs it (rounds.go).
 func (js *jobStart) startSteps() []step {
 	steps := []step{
 		{name: "ports", undo: js.releasePorts},
-		{name: "TCPStore", undo: func() { js.a.torchStoreIdle(js.asg) }},
 	}
 	steps = append(steps, js.planSteps()...)
 	return append(steps,

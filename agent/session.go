@@ -62,7 +62,8 @@ func (a *Agent) currentStore() string {
 // it returns once the stream is in place. stop ends the stream.
 func (a *Agent) register(ctx context.Context) (watch musterv1.Agents_WatchClient, stop context.CancelFunc, err error) {
 	rctx, cancel := context.WithTimeout(ctx, registerTimeout)
-	reg, err := a.client.Register(rctx, &musterv1.RegisterRequest{Node: a.node, NodeKey: a.key, Jobs: a.report()})
+	reg, err := a.client.Register(rctx, &musterv1.RegisterRequest{Node: a.node, NodeKey: a.key, Jobs: a.report(),
+		TorchStores: a.torchStoreJobs()})
 	cancel()
 	if err != nil {
 		return nil, nil, err

@@ -3,13 +3,11 @@ package agent
 import (
 	"errors"
 	"net"
-	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
 	"github.com/musterhq/muster/kv"
-	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/tcpstore"
 )
 
@@ -18,19 +16,13 @@ import (
 // round on a fresh space, so that no rank binds MASTER_PORT and the store
 // outlives a restart.
 type torchStore struct {
-	srv    *tcpstore.Server
-	kv     *kv.Memory // its own, so that its bounds are the job's alone
-	port   int32
-	round  string      // whose space it serves
-	linger *time.Timer // after a round, in case no release comes
+	srv   *tcpstore.Server
+	kv    *kv.Memory // its own, so that its bounds are the job's alone
+	port  int32
+	round string // whose space it serves
 }
 
 var errClosing = errors.New("the agent is closing")
-
-// storeLinger is how long a job's TCPStore stays after a round ends here
-// beyond the job's wait for its next round, should the store's word that
-// the job needs it no more be lost.
-const storeLinger = time.Minute
 
 // torchStorePort serves job's TCPStore for round, opening it on the job's
 // first round here, and returns its port.
@@ -52,10 +44,6 @@ func (a *Agent) torchStorePort(job, round string) (int32, error) {
 		a.torchStores[job] = ts
 		a.log.Info("serving the job's TCPStore", zap.String("job", job), zap.Int32("port", ts.port))
 	}
-	if ts.linger != nil {
-		ts.linger.Stop()
-		ts.linger = nil
-	}
 	if ts.round != round {
 		// A new round starts on an empty store; the last round's clients
 		// are closed as their space goes.
@@ -68,26 +56,16 @@ func (a *Agent) torchStorePort(job, round string) (int32, error) {
 	return ts.port, nil
 }
 
-// torchStoreIdle starts the countdown to closing job's TCPStore once a round
-// of it ended here, for the job's wait for its next round and storeLinger.
-func (a *Agent) torchStoreIdle(asg *musterv1.Assignment) {
+// torchStoreJobs are the jobs whose TCPStore this agent serves, for its
+// registration: the store says which of them no job needs any more.
+func (a *Agent) torchStoreJobs() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	ts := a.torchStores[asg.GetJobId()]
-	if ts == nil || ts.round != asg.GetRoundId() || ts.linger != nil {
-		return
+	jobs := make([]string, 0, len(a.torchStores))
+	for job := range a.torchStores {
+		jobs = append(jobs, job)
 	}
-	job := asg.GetJobId()
-	d := time.Duration(asg.GetSpec().GetWaitTimeoutMs())*time.Millisecond + storeLinger
-	ts.linger = time.AfterFunc(d, func() {
-		a.mu.Lock()
-		idle := a.torchStores[job] == ts && ts.linger != nil
-		a.mu.Unlock()
-		if idle {
-			a.log.Info("no next round came for the job's TCPStore", zap.String("job", job), zap.Duration("after", d))
-			a.releaseTorchStore(job)
-		}
-	})
+	return jobs
 }
 
 // releaseTorchStore closes job's TCPStore, if this agent serves it.
@@ -98,9 +76,6 @@ func (a *Agent) releaseTorchStore(job string) {
 	a.mu.Unlock()
 	if ts == nil {
 		return
-	}
-	if ts.linger != nil {
-		ts.linger.Stop()
 	}
 	if err := ts.srv.Close(); err != nil {
 		a.log.Warn("closing the job's TCPStore", zap.String("job", job), zap.Error(err))
