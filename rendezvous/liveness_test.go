@@ -109,3 +109,44 @@ func TestPeerLossHeardFirstByAnAgent(t *testing.T) {
 		t.Fatalf("final: %v", fin)
 	}
 }
+
+// A loss an agent reports (it knows not every node of a large job) fails
+// the jobs of that agent's node that had the lost node, naming who saw it;
+// the report names the reporter as the observer, whatever it claims, and
+// a report of a node outside the job changes nothing.
+func TestReportedLossStopsTheReportersJobs(t *testing.T) {
+	s := rendezvoustest.NewStore(t, nil)
+	c := rendezvoustest.NewClient(t, s, security.Security{})
+	a := newTestAgent(t, c, "a", "10.0.0.1", 0, 0)
+	b := newTestAgent(t, c, "b", "10.0.0.2", 1, 0)
+	newTestAgent(t, c, "other", "10.0.0.3", -1, 0)
+	resp, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{
+		Argv: byteStrings("x"), Nnodes: 2, Nproc: 1, KillTimeoutMs: 100, Hosts: []string{"a", "b"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reservePorts(t, c, a, 1000, 1001)
+	startsOf(t, a, b)
+	report := func(n *testAgent, loss *musterv1.NodeLoss) {
+		t.Helper()
+		if _, err := c.ReportLoss(context.Background(), &musterv1.ReportLossRequest{Session: n.session, Loss: loss}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	report(a, &musterv1.NodeLoss{Node: "other", Observer: "z", Signal: musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD, SilentMs: 900})
+	report(a, &musterv1.NodeLoss{Node: "b", Observer: "z", Signal: musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD, SilentMs: 5200})
+	if reason := stopsOf(t, a); !strings.Contains(reason, "node b lost") {
+		t.Fatalf("a told to stop for %q", reason)
+	}
+	if err := a.publish(exited(resp.JobId, 0, 0, 15, true)); err != nil {
+		t.Fatal(err)
+	}
+	fin := finalEvent(t, c, resp.JobId)
+	if fin.Summary != "node b lost: no gossip ack for 5.2 s (seen by node a)" || fin.ExitCode != 1 {
+		t.Fatalf("final: %v", fin)
+	}
+	if _, err := c.ReportLoss(context.Background(), &musterv1.ReportLossRequest{Session: a.session,
+		Loss: &musterv1.NodeLoss{Node: "not a name!"}}); err == nil {
+		t.Fatal("a loss of a node named \"not a name!\" was taken")
+	}
+}
