@@ -68,6 +68,7 @@ type Agent struct {
 	smu     sync.Mutex
 	session string
 	storeID string
+	lease   lease // fence.go
 
 	mu      sync.Mutex
 	closing bool                      // Close began: no job starts
@@ -78,7 +79,7 @@ type Agent struct {
 	torchStores map[string]*torchStore
 	torchConns  *tcpstore.ConnLimit
 	wg          sync.WaitGroup // jobs; Add under mu, never once closing
-	loops       sync.WaitGroup // the session loop
+	loops       sync.WaitGroup // the session loop and the lease's
 	cmds        sync.WaitGroup // the command queues' goroutines; Add by the session loop only
 	// stepHook, when set, is called ahead of each step of a job's start:
 	// tests hold a start there.
@@ -165,8 +166,9 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 		c.Close()
 		return nil, fmt.Errorf("register with store %s: %s", cfg.StoreAddr, storeclient.ErrorMessage(err))
 	}
-	a.loops.Add(1)
+	a.loops.Add(2)
 	go a.sessionLoop(watch, stop)
+	go a.keepLease()
 	close(a.ready)
 	a.log.Info("agent registered", zap.String("node", cfg.Name), zap.String("addr", cfg.Addr),
 		zap.String("store", cfg.StoreAddr), zap.Int("gpus", len(cfg.GPUs)))

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -14,42 +13,21 @@ import (
 // reportLossTimeout bounds telling the store of a loss gossip found.
 const reportLossTimeout = 5 * time.Second
 
-// PeerLost stops this node's workers of every job whose assignment names the
-// lost node: the job cannot go on without it, and its store may be
-// unreachable too (gossip told this agent, not the store). An assignment of
-// a large job names only node rank 0's peers (the roster is not sent to
-// every node), so the loss also goes to the store, which knows every job's
-// nodes and stops the jobs of this node that had the lost one.
+// PeerLost tells the store that gossip found another node lost. The store
+// decides: it knows every job's nodes, and takes a loss only once more than
+// one view agrees (a node whose own link is bad sees healthy peers as dead).
+// An agent that cannot reach its store at all stops its workers itself once
+// its lease runs out (fence.go).
 func (a *Agent) PeerLost(loss *musterv1.NodeLoss) {
-	name := loss.GetNode()
-	if name == a.cfg.Name {
+	if loss.GetNode() == a.cfg.Name {
 		return
 	}
 	loss.Observer = a.cfg.Name
-	a.mu.Lock()
-	var hit []*jobRun
-	unnamed := false
-	for _, r := range a.jobs {
-		switch names := r.asg.GetNodeNames(); {
-		case len(names) == 0:
-			unnamed = true
-		case slices.Contains(names, name):
-			hit = append(hit, r)
-		}
-	}
-	a.mu.Unlock()
-	for _, r := range hit {
-		a.log.Warn("peer lost; stopping job", zap.String("job", r.asg.GetJobId()), zap.String("node", name),
-			zap.String("cause", failure.Cause(loss)))
-		r.sup.PeerLost(time.Duration(r.asg.GetSpec().GetKillTimeoutMs())*time.Millisecond, loss)
-	}
-	if unnamed {
-		go a.reportLoss(loss)
-	}
+	a.log.Info("gossip lost a peer; telling the store", zap.String("node", loss.GetNode()), zap.String("cause", failure.Cause(loss)))
+	go a.reportLoss(loss)
 }
 
-// reportLoss tells the store of a loss gossip found; a store that cannot be
-// reached learns it from gossip itself.
+// reportLoss tells the store of a loss gossip found.
 func (a *Agent) reportLoss(loss *musterv1.NodeLoss) {
 	ctx, cancel := context.WithTimeout(a.ctx, reportLossTimeout)
 	defer cancel()

@@ -21,10 +21,11 @@ import (
 // restarted, the network broke) does not end the agent, nor its jobs: it
 // registers again, with backoff, reporting the jobs it runs, and the store
 // keeps them or, restarted, rebuilds them from the reports. The agent never
-// gives up: a node daemon has nothing better to do than wait for its store,
-// and stopping its workers would not help them. The store, on its side,
-// fails a job whose node has not come back within its session grace; the
-// agent then learns it when it registers again and stops the job.
+// gives up: a node daemon has nothing better to do than wait for its store.
+// Its jobs' workers, though, it stops once it has not reached the store for
+// the fence bound (fence.go). The store, on its side, fails a job whose node
+// has not come back within its session grace; the agent then learns it
+// when it registers again and stops the job.
 
 // Bounds on reconnecting: the delay between tries grows from reconnectMin
 // to reconnectMax; each registration may take registerTimeout; a failing
@@ -62,6 +63,7 @@ func (a *Agent) currentStore() string {
 // it returns once the stream is in place. stop ends the stream.
 func (a *Agent) register(ctx context.Context) (watch musterv1.Agents_WatchClient, stop context.CancelFunc, err error) {
 	rctx, cancel := context.WithTimeout(ctx, registerTimeout)
+	sent := time.Now()
 	reg, err := a.client.Register(rctx, &musterv1.RegisterRequest{Node: a.node, NodeKey: a.key, Jobs: a.report(),
 		TorchStores: a.torchStoreJobs()})
 	cancel()
@@ -85,6 +87,7 @@ func (a *Agent) register(ctx context.Context) (watch musterv1.Agents_WatchClient
 	a.smu.Lock()
 	a.session, a.storeID = reg.GetSession(), reg.GetStoreId()
 	a.smu.Unlock()
+	a.lease.renewed(sent, time.Duration(reg.GetFenceAfterMs())*time.Millisecond)
 	return watch, stop, nil
 }
 

@@ -38,7 +38,6 @@ type Supervisor struct {
 	// shutdown says why this agent itself stopped the job (it is shutting
 	// down); its workers then count as failed, not as stopped by the store.
 	shutdown string
-	lostNode *musterv1.NodeLoss // the loss that is the shutdown's reason, if it is
 	// exits are this node's ended workers, by rank, as reported.
 	exits map[int32]*exitRecord
 }
@@ -285,10 +284,9 @@ func (s *Supervisor) exited(pl workerPlan, st exitStatus, stderrTail []string) {
 	if s.shutdown != "" && st.failed() && st.err == "" {
 		st.err = s.shutdown
 	}
-	lostNode := s.lostNode
 	s.mu.Unlock()
 	ev := &musterv1.WorkerExited{Rank: int32(pl.rank), LocalRank: int32(pl.localRank), Node: s.node,
-		ExitCode: int32(st.code), Signal: int32(st.signal), StderrTail: stderrTail, Stopped: stopped, Error: st.err, NodeLoss: lostNode}
+		ExitCode: int32(st.code), Signal: int32(st.signal), StderrTail: stderrTail, Stopped: stopped, Error: st.err}
 	s.log.Info("worker exited", zap.String("job", s.job), zap.Int("rank", pl.rank), zap.Int("exit-code", st.code),
 		zap.Int("signal", st.signal), zap.Bool("stopped", stopped), zap.String("error", st.err))
 	// Recorded before it is queued: a report never says a worker runs once
@@ -330,17 +328,6 @@ func (s *Supervisor) Stop(grace time.Duration) { s.stop(grace, "") }
 // Shutdown stops the job because this agent is going away, or a node of the
 // job was lost; its workers are reported as failed, for reason.
 func (s *Supervisor) Shutdown(grace time.Duration, reason string) { s.stop(grace, reason) }
-
-// PeerLost stops the job because gossip said a node of the job died: its
-// workers are reported as failed for that loss.
-func (s *Supervisor) PeerLost(grace time.Duration, loss *musterv1.NodeLoss) {
-	s.mu.Lock()
-	if s.shutdown == "" {
-		s.lostNode = loss
-	}
-	s.mu.Unlock()
-	s.stop(grace, failure.DescribeLoss(loss))
-}
 
 func (s *Supervisor) stop(grace time.Duration, shutdown string) {
 	s.mu.Lock()

@@ -7,6 +7,7 @@ package failure
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -60,14 +61,29 @@ func Loss(node string, signal musterv1.LossSignal, observer string, silent time.
 	return &musterv1.NodeLoss{Node: node, Observer: observer, Signal: signal, SilentMs: silent.Milliseconds(), Detail: detail}
 }
 
-// DescribeLoss says in one line how a node was lost:
-// "node b lost: no gossip ack for 1.2 s (seen by node a)".
+// DescribeLoss says in one line how a node was lost, who else saw it, and
+// when its workers are certainly gone: "node b lost: no gossip ack for
+// 5.2 s, nothing from its agent for 5.4 s, confirmed by node a; its
+// workers are certain to be gone by 14:03:05 UTC".
 func DescribeLoss(l *musterv1.NodeLoss) string {
 	s := "node " + l.GetNode() + " lost: " + Cause(l)
 	if o := l.GetObserver(); o != "" && o != l.GetNode() {
 		s += " (seen by node " + o + ")"
 	}
+	if ms := l.GetStoreSilentMs(); ms >= 100 && l.GetSignal() == musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD {
+		s += ", nothing from its agent for " + seconds(time.Duration(ms)*time.Millisecond)
+	}
+	if by := l.GetConfirmedBy(); len(by) > 0 {
+		s += ", confirmed by node " + strings.Join(by, ", node ")
+	}
+	if at := l.GetWorkersGoneByUnixMs(); at > 0 {
+		s += "; its workers are certain to be gone by " + time.UnixMilli(at).UTC().Format("15:04:05") + " UTC"
+	}
 	return s
+}
+
+func seconds(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s"
 }
 
 // Cause says what told of the loss, without the node's name.
@@ -78,7 +94,7 @@ func Cause(l *musterv1.NodeLoss) string {
 	case musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD:
 		s = "no gossip ack"
 		if silent > 0 {
-			s += " for " + strconv.FormatFloat(silent.Seconds(), 'f', 1, 64) + " s"
+			s += " for " + seconds(silent)
 		}
 	case musterv1.LossSignal_LOSS_SIGNAL_AGENT_GONE:
 		s = "agent connection closed"

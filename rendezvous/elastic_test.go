@@ -153,7 +153,7 @@ func elasticPair(t *testing.T) (*storeserver.Server, *storeclient.Client, *testA
 }
 
 // A lost node starts a new round without it while restarts are left, also
-// when one of its peers heard of the loss first and the node is still
+// when one of its peers reported the loss and the node is still
 // registered; the new round does not take that node.
 func TestLostNodeStartsANewRound(t *testing.T) {
 	for _, tt := range []struct {
@@ -163,10 +163,9 @@ func TestLostNodeStartsANewRound(t *testing.T) {
 		{"gossip says it died", func(t *testing.T, s *storeserver.Server, _ *testAgent, _ string) {
 			s.Store().SetLiveness("b", rendezvous.Liveness{State: rendezvous.GossipDead, Silent: 1200 * time.Millisecond})
 		}},
-		{"a peer's agent heard first", func(t *testing.T, _ *storeserver.Server, a *testAgent, job string) {
-			if err := a.publish(&musterv1.JobEvent{JobId: job, Event: &musterv1.JobEvent_Exited{Exited: &musterv1.WorkerExited{
-				Rank: 0, Node: "a", Signal: 15, Error: "node b lost: no gossip ack for 1.2 s", NodeLoss: &musterv1.NodeLoss{
-					Node: "b", Observer: "a", Signal: musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD, SilentMs: 1200}}}}); err != nil {
+		{"a peer's agent reported it", func(t *testing.T, _ *storeserver.Server, a *testAgent, job string) {
+			if _, err := a.c.ReportLoss(context.Background(), &musterv1.ReportLossRequest{Session: a.session, Loss: &musterv1.NodeLoss{
+				Node: "b", Signal: musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD, SilentMs: 1200}}); err != nil {
 				t.Fatal(err)
 			}
 		}},

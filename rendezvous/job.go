@@ -26,7 +26,10 @@ type job struct {
 	owner    *musterv1.Identity // who submitted it; nil for the cluster operator
 	token    string             // the job's credential for its workers
 	place    *placement         // see placementOf
-	restarts int32              // rounds begun after a failure (elastic.go)
+	// fencedUntil is when the workers of nodes its rounds lost are certainly
+	// gone; no round forms before (lease.go).
+	fencedUntil time.Time
+	restarts    int32 // rounds begun after a failure (elastic.go)
 	// storeNode serves the job's TCPStore: its last node rank 0 that was
 	// asked to, until told to release it.
 	storeNode *node
@@ -212,16 +215,6 @@ func (s *Store) workerExitedLocked(j *job, ex *musterv1.WorkerExited) {
 	r.exited[ex.GetRank()] = true
 	// A worker that fails while its round stops for a restart fails nothing.
 	if failure.Failed(ex) && !j.decided() && !r.restart {
-		if loss := ex.GetNodeLoss(); loss != nil && loss.GetNode() != ex.GetNode() {
-			if lost := s.byName[loss.GetNode()]; lost != nil {
-				if _, ofJob := r.rank[lost]; ofJob {
-					// The worker's agent heard of the node's loss before the
-					// store: the job fails for that loss.
-					s.nodeLostLocked(j, lost, loss)
-					return
-				}
-			}
-		}
 		if restartsLeft(j) {
 			s.restartLocked(j, failure.Describe(j.spec, ex), true)
 			return
@@ -307,6 +300,7 @@ func (s *Store) nodeLostLocked(j *job, n *node, loss *musterv1.NodeLoss) {
 	if j.finished() || !ofRound {
 		return
 	}
+	loss = s.fenceLocked(j, n, loss)
 	for l := int32(0); l < r.nproc; l++ {
 		r.exited[globalRank(rank, r.nproc, l)] = true
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/musterhq/muster/failure"
 	"github.com/musterhq/muster/jobspec"
@@ -54,12 +53,15 @@ func (s *Store) SetLiveness(name string, l Liveness) {
 		s.log.Info("gossip", zap.String("node", name), zap.String("state", l.State), zap.Duration("silent", l.Silent))
 	}
 	s.liveness[name] = l
-	if l.State != GossipDead {
+	n := s.byName[name]
+	if n == nil || n.placeholder {
 		return
 	}
-	if n := s.byName[name]; n != nil && !n.placeholder {
-		s.removeNodeLocked(n, failure.Loss(name, musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD, "", l.Silent, ""))
+	if l.State == GossipDead {
+		s.suspectLocked(n, true, l.Silent, "")
+		return
 	}
+	s.clearSuspicionLocked(n)
 }
 
 // maxLossDetail bounds the free text of a reported loss.
@@ -83,15 +85,7 @@ func (s *Store) ReportLoss(session string, loss *musterv1.NodeLoss) error {
 	if s.closed || lost == nil || lost == n {
 		return nil
 	}
-	loss = proto.Clone(loss).(*musterv1.NodeLoss)
-	loss.Observer = n.info.GetName()
-	s.log.Info("node loss reported", zap.String("node", loss.GetNode()), zap.String("observer", loss.GetObserver()),
-		zap.String("cause", failure.Cause(loss)))
-	for id := range n.jobs {
-		if j := s.jobs[id]; j != nil {
-			s.nodeLostLocked(j, lost, loss)
-		}
-	}
+	s.suspectLocked(lost, false, time.Duration(loss.GetSilentMs())*time.Millisecond, n.info.GetName())
 	return nil
 }
 

@@ -21,7 +21,7 @@ func TestNodeLossSignals(t *testing.T) {
 		agentGone bool
 		gossip    *rendezvous.Liveness // what gossip says once the stream is up
 		breakConn bool
-		want      string // in the job's summary
+		want      string // the job summary's start
 	}{
 		{name: "agent gone", agentGone: true, breakConn: true, want: "node a lost: agent connection closed"},
 		{name: "agent alive keeps its grace", breakConn: true, want: "node a lost: watch stream ended, and its agent did not come back within 300ms"},
@@ -51,7 +51,7 @@ func TestNodeLossSignals(t *testing.T) {
 				}
 			}
 			fin := finalEvent(t, c, asg.JobId)
-			if fin.State != musterv1.JobState_JOB_STATE_FAILED || fin.Summary != tt.want {
+			if fin.State != musterv1.JobState_JOB_STATE_FAILED || !strings.HasPrefix(fin.Summary, tt.want) {
 				t.Fatalf("final: %v; want summary %q", fin, tt.want)
 			}
 		})
@@ -77,36 +77,6 @@ func TestNodesShowGossipState(t *testing.T) {
 	}
 	if want := "a/127.0.0.1/alive y/10.0.0.8/dead z/10.0.0.9/left"; strings.Join(got, " ") != want {
 		t.Fatalf("nodes %q, want %q", strings.Join(got, " "), want)
-	}
-}
-
-// An agent that heard of a node's loss before the store stops its workers
-// naming that node: the job fails for the node's loss, not the stop.
-func TestPeerLossHeardFirstByAnAgent(t *testing.T) {
-	s := rendezvoustest.NewStore(t, nil)
-	c := rendezvoustest.NewClient(t, s, security.Security{})
-	a := newTestAgent(t, c, "a", "10.0.0.1", 0, 0)
-	b := newTestAgent(t, c, "b", "10.0.0.2", 1, 0)
-	resp, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{
-		Argv: byteStrings("x"), Nnodes: 2, Nproc: 1, KillTimeoutMs: 100}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := a.next().GetReservePorts()
-	if _, err := c.PortsReserved(context.Background(), &musterv1.PortsReservedRequest{Session: a.session, RoundId: res.RoundId, Ports: []int32{1000, 1001}}); err != nil {
-		t.Fatal(err)
-	}
-	a.next()
-	b.next()
-	stop := &musterv1.JobEvent{JobId: resp.JobId, Event: &musterv1.JobEvent_Exited{Exited: &musterv1.WorkerExited{
-		Rank: 0, Node: "a", Signal: 15, Error: "node b lost: no gossip ack for 1.2 s", NodeLoss: &musterv1.NodeLoss{
-			Node: "b", Observer: "a", Signal: musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD, SilentMs: 1200}}}}
-	if err := a.publish(stop); err != nil {
-		t.Fatal(err)
-	}
-	fin := finalEvent(t, c, resp.JobId)
-	if fin.Summary != "node b lost: no gossip ack for 1.2 s (seen by node a)" || fin.ExitCode != 1 {
-		t.Fatalf("final: %v", fin)
 	}
 }
 
@@ -142,7 +112,7 @@ func TestReportedLossStopsTheReportersJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	fin := finalEvent(t, c, resp.JobId)
-	if fin.Summary != "node b lost: no gossip ack for 5.2 s (seen by node a)" || fin.ExitCode != 1 {
+	if fin.Summary != "node b lost: no gossip ack for 5.2 s, confirmed by node a" || fin.ExitCode != 1 {
 		t.Fatalf("final: %v", fin)
 	}
 	if _, err := c.ReportLoss(context.Background(), &musterv1.ReportLossRequest{Session: a.session,

@@ -113,6 +113,8 @@ type round struct {
 	// lastCall, while an elastic round waits with enough nodes for its
 	// least, forms it with them when it fires (elastic.go).
 	lastCall *time.Timer
+	// fenceTimer forms a waiting round once the job's fence passed.
+	fenceTimer *time.Timer
 	// stopSent says its nodes were asked to stop, with stopGrace: a round
 	// is stopped once, again only to shorten the grace.
 	stopSent  bool
@@ -169,6 +171,10 @@ func (s *Store) startRoundLocked(j *job) {
 func (s *Store) tryFormLocked(j *job) {
 	spec := j.spec
 	if s.closed || j.round.state != roundWaiting {
+		return
+	}
+	if s.fencedLocked(j) {
+		s.progressLocked(j)
 		return
 	}
 	// Counting is cheap; ordering the nodes is done only when it pays.
@@ -319,12 +325,12 @@ func (s *Store) sendReleaseLocked(n *node, job string) {
 // unwaitLocked ends what a waiting round keeps going: its timers, its place
 // among the waiting.
 func (s *Store) unwaitLocked(r *round) {
-	for _, t := range []*time.Timer{r.deadline, r.progressTimer, r.lastCall} {
+	for _, t := range []*time.Timer{r.deadline, r.progressTimer, r.lastCall, r.fenceTimer} {
 		if t != nil {
 			t.Stop()
 		}
 	}
-	r.deadline, r.progressTimer, r.lastCall = nil, nil, nil
+	r.deadline, r.progressTimer, r.lastCall, r.fenceTimer = nil, nil, nil, nil
 	s.waiting = slices.DeleteFunc(s.waiting, func(j *job) bool { return j.round == r })
 }
 

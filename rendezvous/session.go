@@ -69,6 +69,7 @@ func newNode(info *musterv1.Node, key string) *node {
 		busy:      map[int32]string{},
 		jobs:      map[string]bool{},
 		seqs:      map[string]uint64{},
+		renewed:   time.Now(),
 	}
 }
 
@@ -151,13 +152,24 @@ func (s *Store) Disconnected(session string, gone <-chan struct{}, reason string
 	s.log.Warn("node disconnected; its jobs wait for it", zap.String("node", n.info.GetName()),
 		zap.String("reason", reason), zap.Duration("grace", grace))
 	s.checkAgentGone(n, n.gone)
-	n.lost = time.AfterFunc(grace, func() {
+	var expire func()
+	expire = func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if !s.closed && s.nodes[session] == n && !n.connected && n.gone == gone {
-			s.removeNodeLocked(n, failure.Loss(n.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_SESSION_EXPIRED, "", grace, reason))
+		if s.closed || s.nodes[session] != n || n.connected || n.gone != gone {
+			return
 		}
-	})
+		if s.suspectsItselfLocked() {
+			// The store lost many nodes at once: it waits until it hears
+			// from them or they are certainly gone.
+			n.lost = time.AfterFunc(recheckEvery, expire)
+			return
+		}
+		loss := failure.Loss(n.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_SESSION_EXPIRED, "", grace, reason)
+		loss.StoreSilentMs = time.Since(n.renewed).Milliseconds()
+		s.removeNodeLocked(n, loss)
+	}
+	n.lost = time.AfterFunc(grace, expire)
 }
 
 // resumeLocked gives a node back to the agent that registered it, and
@@ -176,7 +188,7 @@ func (s *Store) resumeLocked(n *node, info *musterv1.Node, reports []*musterv1.R
 			starting[a.GetJobId()] = true
 		}
 	})
-	n.info, n.connected = info, true
+	n.info, n.connected, n.renewed = info, true, time.Now()
 	s.log.Info("node registered again", zap.String("node", info.GetName()), zap.Int("jobs", len(reports)))
 	reported := map[string]*musterv1.RunningJob{}
 	for _, rj := range reports {
@@ -323,7 +335,8 @@ func (s *Store) rebuildLocked(rj *musterv1.RunningJob) *job {
 		nproc: rj.GetNproc(), worldSize: rj.GetWorldSize(), exited: map[int32]bool{}, since: time.Now(),
 		rank: map[*node]int32{}}
 	for i := int32(0); i < rj.GetNnodes(); i++ {
-		m := &node{placeholder: true, busy: map[int32]string{}, jobs: map[string]bool{},
+		// Its agent renewed its lease with the old store, before this one began.
+		m := &node{placeholder: true, busy: map[int32]string{}, jobs: map[string]bool{}, renewed: time.Now(),
 			info: &musterv1.Node{Name: fmt.Sprintf("(node rank %d)", i)}}
 		r.nodes = append(r.nodes, m)
 		r.rank[m] = i

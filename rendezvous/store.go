@@ -40,6 +40,12 @@ type StoreConfig struct {
 	// AgentGone, when set, says whether the named node's agent is gone (its
 	// process died) within timeout; see liveness.go.
 	AgentGone func(name string, timeout time.Duration) bool
+	// FenceAfter is the fence bound (lease.go); DefaultFenceAfter when 0.
+	FenceAfter time.Duration
+	// RenewSilence is how long without a lease renewal makes a node silent
+	// to the store, which a suspicion needs to become a loss (lease.go);
+	// negative: renewals are not looked at (agents that renew none).
+	RenewSilence time.Duration
 	// Refused, when set, hears of every state change the store's tables do
 	// not draw (lifecycle.go, rounds.go): a bug, which tests fail on.
 	Refused func(error)
@@ -62,7 +68,9 @@ type Store struct {
 	waiting []*job            // jobs whose round waits for nodes, oldest first
 	// liveness is what gossip says of nodes, by name (liveness.go).
 	liveness map[string]Liveness
-	closed   bool
+	// recheck looks at held suspicions again (lease.go).
+	recheck *time.Timer
+	closed  bool
 }
 
 type node struct {
@@ -85,6 +93,10 @@ type node struct {
 	// placeholder stands for a node of a job a restarted store took over,
 	// until that node's agent registers again.
 	placeholder bool
+	// renewed is when the node's agent last renewed its lease; suspect is
+	// what was said of its death, not yet taken as its loss (lease.go).
+	renewed time.Time
+	suspect *suspicion
 }
 
 // NewStore returns an empty store.
@@ -100,6 +112,12 @@ func NewStore(cfg StoreConfig) *Store {
 	}
 	if cfg.SessionGrace == 0 {
 		cfg.SessionGrace = defaultSessionGrace
+	}
+	if cfg.FenceAfter == 0 {
+		cfg.FenceAfter = DefaultFenceAfter
+	}
+	if cfg.RenewSilence == 0 {
+		cfg.RenewSilence = defaultRenewSilence
 	}
 	return &Store{cfg: cfg, log: cfg.Logger, kv: kv.NewMemory(), id: newID("st-"), nodes: map[string]*node{},
 		byName: map[string]*node{}, jobs: map[string]*job{}, rounds: map[string]*round{},
@@ -226,6 +244,9 @@ func (s *Store) Close() {
 		return
 	}
 	s.closed = true
+	if s.recheck != nil {
+		s.recheck.Stop()
+	}
 	for _, n := range s.nodes {
 		s.removeNodeLocked(n, failure.Loss(n.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_STORE_CLOSING, "", 0, ""))
 	}

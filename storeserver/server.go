@@ -68,6 +68,10 @@ type Config struct {
 	// Refused, when set, hears of every state change the store refuses (a
 	// bug; tests fail on it).
 	Refused func(error)
+	// FenceAfter and RenewSilence are the store's lease bounds (see
+	// rendezvous.StoreConfig); 0 takes the defaults.
+	FenceAfter   time.Duration
+	RenewSilence time.Duration
 	// StatsHandler, when set, sees every RPC's traffic (the scale benchmark
 	// counts the store's bytes with it).
 	StatsHandler stats.Handler
@@ -143,7 +147,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cfg: cfg,
 		log: cfg.Logger,
 		store: rendezvous.NewStore(rendezvous.StoreConfig{Logger: cfg.Logger, Addr: addr, SessionGrace: cfg.SessionGrace,
-			AgentGone: cfg.AgentGone, Refused: cfg.Refused}),
+			AgentGone: cfg.AgentGone, Refused: cfg.Refused, FenceAfter: cfg.FenceAfter, RenewSilence: cfg.RenewSilence}),
 		lis:   lis,
 		sock:  sock,
 		uid:   uint32(os.Geteuid()),
@@ -282,7 +286,7 @@ func (s *Server) Register(_ context.Context, req *musterv1.RegisterRequest) (*mu
 	case err != nil:
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	return &musterv1.RegisterResponse{Session: session, StoreId: s.store.ID()}, nil
+	return &musterv1.RegisterResponse{Session: session, StoreId: s.store.ID(), FenceAfterMs: s.store.FenceAfter().Milliseconds()}, nil
 }
 
 func (s *Server) Watch(req *musterv1.WatchRequest, stream musterv1.Agents_WatchServer) error {
@@ -313,6 +317,10 @@ func (s *Server) Watch(req *musterv1.WatchRequest, stream musterv1.Agents_WatchS
 			return ctx.Err()
 		}
 	}
+}
+
+func (s *Server) Renew(_ context.Context, req *musterv1.RenewRequest) (*musterv1.RenewResponse, error) {
+	return &musterv1.RenewResponse{}, rpcError(s.store.Renew(req.GetSession()))
 }
 
 func (s *Server) ReportLoss(_ context.Context, req *musterv1.ReportLossRequest) (*musterv1.ReportLossResponse, error) {

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
@@ -29,7 +30,10 @@ func NewStore(t testing.TB, edit func(*storeserver.Config)) *storeserver.Server 
 	t.Helper()
 	var mu sync.Mutex
 	var refused []error
+	// Test agents renew no lease: a suspicion is a loss at once, and a lost
+	// node's workers count as gone at once, unless a test says otherwise.
 	cfg := storeserver.Config{Logger: zaptest.NewLogger(t), ListenAddr: "127.0.0.1:0", Security: security.Security{Token: token},
+		RenewSilence: -1, FenceAfter: time.Nanosecond,
 		Refused: func(err error) {
 			mu.Lock()
 			defer mu.Unlock()

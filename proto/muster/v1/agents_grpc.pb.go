@@ -22,6 +22,7 @@ const (
 	Agents_Register_FullMethodName      = "/muster.v1.Agents/Register"
 	Agents_Watch_FullMethodName         = "/muster.v1.Agents/Watch"
 	Agents_PortsReserved_FullMethodName = "/muster.v1.Agents/PortsReserved"
+	Agents_Renew_FullMethodName         = "/muster.v1.Agents/Renew"
 	Agents_ReportLoss_FullMethodName    = "/muster.v1.Agents/ReportLoss"
 	Agents_Publish_FullMethodName       = "/muster.v1.Agents/Publish"
 	Agents_ReadStdin_FullMethodName     = "/muster.v1.Agents/ReadStdin"
@@ -41,6 +42,8 @@ type AgentsClient interface {
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AgentCommand], error)
 	// PortsReserved answers a ReservePorts command.
 	PortsReserved(ctx context.Context, in *PortsReservedRequest, opts ...grpc.CallOption) (*PortsReservedResponse, error)
+	// Renew renews the node's lease (see RegisterResponse.fence_after_ms).
+	Renew(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error)
 	// ReportLoss carries an agent's word that gossip found a node lost.
 	ReportLoss(ctx context.Context, in *ReportLossRequest, opts ...grpc.CallOption) (*ReportLossResponse, error)
 	// Publish carries job events from an agent: worker starts, output, exits.
@@ -91,6 +94,16 @@ func (c *agentsClient) PortsReserved(ctx context.Context, in *PortsReservedReque
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(PortsReservedResponse)
 	err := c.cc.Invoke(ctx, Agents_PortsReserved_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentsClient) Renew(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RenewResponse)
+	err := c.cc.Invoke(ctx, Agents_Renew_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +163,8 @@ type AgentsServer interface {
 	Watch(*WatchRequest, grpc.ServerStreamingServer[AgentCommand]) error
 	// PortsReserved answers a ReservePorts command.
 	PortsReserved(context.Context, *PortsReservedRequest) (*PortsReservedResponse, error)
+	// Renew renews the node's lease (see RegisterResponse.fence_after_ms).
+	Renew(context.Context, *RenewRequest) (*RenewResponse, error)
 	// ReportLoss carries an agent's word that gossip found a node lost.
 	ReportLoss(context.Context, *ReportLossRequest) (*ReportLossResponse, error)
 	// Publish carries job events from an agent: worker starts, output, exits.
@@ -175,6 +190,9 @@ func (UnimplementedAgentsServer) Watch(*WatchRequest, grpc.ServerStreamingServer
 }
 func (UnimplementedAgentsServer) PortsReserved(context.Context, *PortsReservedRequest) (*PortsReservedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PortsReserved not implemented")
+}
+func (UnimplementedAgentsServer) Renew(context.Context, *RenewRequest) (*RenewResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Renew not implemented")
 }
 func (UnimplementedAgentsServer) ReportLoss(context.Context, *ReportLossRequest) (*ReportLossResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReportLoss not implemented")
@@ -253,6 +271,24 @@ func _Agents_PortsReserved_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Agents_Renew_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenewRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentsServer).Renew(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Agents_Renew_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentsServer).Renew(ctx, req.(*RenewRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Agents_ReportLoss_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ReportLossRequest)
 	if err := dec(in); err != nil {
@@ -314,6 +350,10 @@ var Agents_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PortsReserved",
 			Handler:    _Agents_PortsReserved_Handler,
+		},
+		{
+			MethodName: "Renew",
+			Handler:    _Agents_Renew_Handler,
 		},
 		{
 			MethodName: "ReportLoss",

@@ -1,0 +1,203 @@
+package rendezvous
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/musterhq/muster/failure"
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+)
+
+// Leases, fencing and confirmed losses.
+//
+// Every agent renews its node's lease with the store about once a second;
+// an agent that has not renewed for FenceAfter stops its jobs' workers
+// itself (agent/fence.go). So when the store loses a node it cannot be sure
+// is dead, it knows when that node's workers are certainly gone (its last
+// renewal plus FenceAfter) and starts no round of the node's jobs before
+// then: no rank runs twice, even across a partition.
+//
+// Gossip saying a node is dead is a suspicion, not a loss. It becomes one
+// when the node has also stopped renewing its lease (RenewSilence), and,
+// should the store have lost many members at once (it is more likely the
+// one cut off), only when another node's agent confirms it, or once the
+// node has been silent for the fence bound: its workers are then gone
+// whichever side was cut off.
+
+const (
+	// DefaultFenceAfter is the fence bound: long enough that a store
+	// restarted, or a network that flapped, loses no running job.
+	DefaultFenceAfter = 15 * time.Second
+	// defaultRenewSilence is how long without a renewal makes a node
+	// silent to the store; agents renew every second.
+	defaultRenewSilence = 3 * time.Second
+	// recheckEvery is how often held suspicions are looked at again.
+	recheckEvery = 250 * time.Millisecond
+	// maxConfirmers bounds the names a loss carries of those who confirmed it.
+	maxConfirmers = 8
+)
+
+// suspicion is gossip's word, or a peer's, that a registered node is dead,
+// not yet taken as its loss.
+type suspicion struct {
+	since       time.Time
+	silent      time.Duration // gossip's time without an ack, when it said so
+	byGossip    bool          // the store's own gossip member said so
+	confirmedBy []string      // other nodes whose agents reported it
+	held        bool          // logged as held, once
+}
+
+// Renew renews the session's node's lease.
+func (s *Store) Renew(session string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.nodes[session]
+	if n == nil {
+		return fmt.Errorf("session %q: %w", session, ErrNoSession)
+	}
+	n.renewed = time.Now()
+	return nil
+}
+
+// FenceAfter is the store's fence bound, which it tells every agent.
+func (s *Store) FenceAfter() time.Duration { return s.cfg.FenceAfter }
+
+// suspectLocked records that n is said to be dead: by gossip (silent is
+// how long it had no ack) or by the agent of node by.
+func (s *Store) suspectLocked(n *node, byGossip bool, silent time.Duration, by string) {
+	if n.suspect == nil {
+		n.suspect = &suspicion{since: time.Now()}
+		s.log.Info("node suspected", zap.String("node", n.info.GetName()), zap.Bool("gossip", byGossip), zap.String("by", by))
+	}
+	sp := n.suspect
+	sp.byGossip = sp.byGossip || byGossip
+	sp.silent = max(sp.silent, silent)
+	if by != "" && !slices.Contains(sp.confirmedBy, by) && len(sp.confirmedBy) < maxConfirmers {
+		sp.confirmedBy = append(sp.confirmedBy, by)
+	}
+	s.settleSuspicionsLocked()
+}
+
+// clearSuspicionLocked drops what was said of n: gossip hears from it again.
+func (s *Store) clearSuspicionLocked(n *node) {
+	if n.suspect != nil {
+		s.log.Info("node no longer suspected", zap.String("node", n.info.GetName()),
+			zap.Duration("for", time.Since(n.suspect.since)))
+		n.suspect = nil
+	}
+}
+
+// suspectsItselfLocked says whether the store has lost contact with so many
+// of its nodes at once that it is more likely the one cut off: at least two,
+// and a third of those registered, suspected by gossip or silent.
+func (s *Store) suspectsItselfLocked() bool {
+	suspected, silent := 0, 0
+	for _, n := range s.nodes {
+		if n.suspect != nil {
+			suspected++
+		}
+		if s.cfg.RenewSilence > 0 && time.Since(n.renewed) >= s.cfg.RenewSilence {
+			silent++
+		}
+	}
+	many := func(k int) bool { return k >= 2 && 3*k >= len(s.nodes) }
+	return many(suspected) || many(silent)
+}
+
+// settleSuspicionsLocked turns each suspicion that holds into the node's
+// loss, and looks again later at those that do not hold yet.
+func (s *Store) settleSuspicionsLocked() {
+	if s.closed {
+		return
+	}
+	alone := s.suspectsItselfLocked()
+	pending := false
+	for _, n := range sortedNodes(s.nodes) {
+		sp := n.suspect
+		if sp == nil {
+			continue
+		}
+		storeSilent := time.Since(n.renewed)
+		switch {
+		case s.cfg.RenewSilence > 0 && storeSilent < s.cfg.RenewSilence:
+			// It still reaches the store: whoever lost it has a problem of
+			// its own, or the node is slow, not gone.
+			pending = true
+		case alone && len(sp.confirmedBy) == 0 && storeSilent < s.cfg.FenceAfter:
+			pending = true
+			if !sp.held {
+				sp.held = true
+				s.log.Warn("node unreachable, with many others at once: the store suspects itself and fails no job for it",
+					zap.String("node", n.info.GetName()), zap.Duration("silent", storeSilent))
+			}
+		case !sp.byGossip && len(sp.confirmedBy) == 0:
+			pending = true
+		default:
+			loss := failure.Loss(n.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD, "", sp.silent, "")
+			loss.StoreSilentMs = storeSilent.Milliseconds()
+			loss.ConfirmedBy = slices.Clone(sp.confirmedBy)
+			s.removeNodeLocked(n, loss)
+		}
+	}
+	if pending && s.recheck == nil {
+		s.recheck = time.AfterFunc(recheckEvery, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.recheck = nil
+			s.settleSuspicionsLocked()
+		})
+	}
+}
+
+// fenceLocked records when n's workers of j are certainly gone, now that n
+// is lost for loss: the job's next round forms no earlier. It returns the
+// loss, saying so when that time is still to come.
+func (s *Store) fenceLocked(j *job, n *node, loss *musterv1.NodeLoss) *musterv1.NodeLoss {
+	var by time.Time
+	switch loss.GetSignal() {
+	case musterv1.LossSignal_LOSS_SIGNAL_JOB_FORGOTTEN, musterv1.LossSignal_LOSS_SIGNAL_STORE_CLOSING:
+		return loss // its workers are not running
+	case musterv1.LossSignal_LOSS_SIGNAL_AGENT_GONE, musterv1.LossSignal_LOSS_SIGNAL_LEFT:
+		// The agent's shim, or the agent leaving, stops them with the
+		// job's grace.
+		by = time.Now().Add(time.Duration(j.spec.GetKillTimeoutMs())*time.Millisecond + s.fenceMargin())
+	default:
+		by = n.renewed.Add(s.cfg.FenceAfter + s.fenceMargin())
+	}
+	if !by.After(time.Now()) {
+		return loss
+	}
+	if by.After(j.fencedUntil) {
+		j.fencedUntil = by
+	}
+	loss = proto.Clone(loss).(*musterv1.NodeLoss)
+	loss.WorkersGoneByUnixMs = by.UnixMilli()
+	return loss
+}
+
+// fenceMargin covers a renewal's flight and the two clocks' rates.
+func (s *Store) fenceMargin() time.Duration { return min(time.Second, s.cfg.FenceAfter/10) }
+
+// fencedLocked says whether j's waiting round must wait for the workers of
+// an earlier round's lost nodes to be certainly gone, and has it formed
+// again then.
+func (s *Store) fencedLocked(j *job) bool {
+	r := j.round
+	wait := time.Until(j.fencedUntil)
+	if wait <= 0 {
+		return false
+	}
+	if r.fenceTimer == nil {
+		s.log.Info("round waits for a lost node's workers to be certainly gone", zap.String("job", j.id),
+			zap.Int32("round", r.number), zap.Duration("wait", wait))
+		r.fenceTimer = s.afterLocked(wait, j, r, func() {
+			r.fenceTimer = nil
+			s.tryFormLocked(j)
+		})
+	}
+	return true
+}

@@ -1,0 +1,151 @@
+package rendezvous_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/rendezvous/rendezvoustest"
+	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/storeclient"
+	"github.com/musterhq/muster/storeserver"
+)
+
+// leaseCluster starts a store with the given lease bounds and registers
+// nodes a (node rank 0), b, c and d; a two-node job with one restart runs
+// on a and b.
+func leaseCluster(t *testing.T, fence, silence time.Duration) (*storeserver.Server, *storeclient.Client, []*testAgent, string) {
+	t.Helper()
+	s := rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.FenceAfter, c.RenewSilence = fence, silence })
+	c := rendezvoustest.NewClient(t, s, security.Security{})
+	var agents []*testAgent
+	for i, name := range []string{"a", "b", "c", "d"} {
+		agents = append(agents, newTestAgent(t, c, name, "10.0.0."+string(rune('1'+i)), int32(i), 0))
+	}
+	sub, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"),
+		Nnodes: 2, Nproc: 1, MaxRestarts: 1, WaitTimeoutMs: 60_000, KillTimeoutMs: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reservePorts(t, c, agents[0], 1000, 1001)
+	startsOf(t, agents[0], agents[1])
+	return s, c, agents, sub.JobId
+}
+
+func jobState(t *testing.T, c *storeclient.Client, job string) musterv1.JobState {
+	t.Helper()
+	resp, err := c.ListJobs(context.Background(), &musterv1.ListJobsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range resp.GetJobs() {
+		if j.GetJobId() == job {
+			return j.GetState()
+		}
+	}
+	t.Fatalf("job %s not listed", job)
+	return 0
+}
+
+// A store that loses most of its nodes at once is more likely the one cut
+// off: it fails no job for them, and forgets the suspicions when gossip
+// hears from the nodes again.
+func TestStoreSuspectsItselfFirst(t *testing.T) {
+	s, c, _, job := leaseCluster(t, time.Hour, time.Nanosecond)
+	for _, name := range []string{"b", "c", "d"} {
+		s.Store().SetLiveness(name, rendezvous.Liveness{State: rendezvous.GossipDead, Silent: 5 * time.Second})
+	}
+	// The held suspicions are looked at again every quarter second.
+	for range 8 {
+		if st := jobState(t, c, job); st != musterv1.JobState_JOB_STATE_RUNNING {
+			t.Fatalf("job %s while the store suspects itself", st)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, name := range []string{"b", "c", "d"} {
+		s.Store().SetLiveness(name, rendezvous.Liveness{State: rendezvous.GossipAlive})
+	}
+	if st := jobState(t, c, job); st != musterv1.JobState_JOB_STATE_RUNNING {
+		t.Fatalf("job %s after the nodes came back", st)
+	}
+}
+
+// A loss the store held, suspecting itself, is taken when another node's
+// agent confirms it, or once the node has been silent for the fence bound
+// (its workers are gone then, whichever side was cut off).
+func TestHeldLossTakenWhenConfirmedOrFenced(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		fence   time.Duration
+		confirm bool
+		want    string
+	}{
+		{"a peer confirms", time.Hour, true, "confirmed by node a"},
+		{"silent past the fence", 300 * time.Millisecond, false, "no gossip ack for 5.0 s"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, c, agents, _ := leaseCluster(t, tt.fence, time.Nanosecond)
+			for _, name := range []string{"b", "c", "d"} {
+				s.Store().SetLiveness(name, rendezvous.Liveness{State: rendezvous.GossipDead, Silent: 5 * time.Second})
+			}
+			if tt.confirm {
+				if _, err := c.ReportLoss(context.Background(), &musterv1.ReportLossRequest{Session: agents[0].session,
+					Loss: &musterv1.NodeLoss{Node: "b", Signal: musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD, SilentMs: 5000}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if reason := stopsOf(t, agents[0]); !strings.Contains(reason, "node b lost") || !strings.Contains(reason, tt.want) {
+				t.Fatalf("stop reason %q, want %q in it", reason, tt.want)
+			}
+		})
+	}
+}
+
+// Gossip's word that a node died is no loss while its agent still renews
+// its lease: it is the gossip path (or the reporter) that is bad.
+func TestSuspicionNeedsTheAgentSilentToo(t *testing.T) {
+	s, c, agents, job := leaseCluster(t, time.Nanosecond, time.Hour)
+	s.Store().SetLiveness("b", rendezvous.Liveness{State: rendezvous.GossipDead, Silent: 5 * time.Second})
+	if _, err := c.ReportLoss(context.Background(), &musterv1.ReportLossRequest{Session: agents[0].session,
+		Loss: &musterv1.NodeLoss{Node: "b", Signal: musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD, SilentMs: 5000}}); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if _, err := c.Renew(context.Background(), &musterv1.RenewRequest{Session: agents[1].session}); err != nil {
+			t.Fatal(err)
+		}
+		if st := jobState(t, c, job); st != musterv1.JobState_JOB_STATE_RUNNING {
+			t.Fatalf("job %s while b renews its lease", st)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A node lost without certainty keeps its job's next round from forming
+// until its workers are certainly gone: its last renewal plus the fence
+// bound. The restart says when that is.
+func TestNextRoundWaitsForTheFence(t *testing.T) {
+	const fence = 400 * time.Millisecond
+	s, c, agents, job := leaseCluster(t, fence, -1)
+	if _, err := c.Renew(context.Background(), &musterv1.RenewRequest{Session: agents[1].session}); err != nil {
+		t.Fatal(err)
+	}
+	renewed := time.Now()
+	evs := watchEvents(t, c, job)
+	s.Store().SetLiveness("b", rendezvous.Liveness{State: rendezvous.GossipDead, Silent: 5 * time.Second})
+	restart := nextEvent(t, evs, "restart", func(ev *musterv1.JobEvent) bool { return ev.GetRestarting() != nil }).GetRestarting()
+	if !strings.Contains(restart.GetReason(), "its workers are certain to be gone by") {
+		t.Fatalf("restart reason %q does not say when b's workers are gone", restart.GetReason())
+	}
+	stopsOf(t, agents[0])
+	if err := agents[0].publish(exited(job, 0, 0, 15, true)); err != nil {
+		t.Fatal(err)
+	}
+	reservePorts(t, c, agents[0], 1002, 1003)
+	if waited := time.Since(renewed); waited < fence {
+		t.Fatalf("the next round formed %s after b's last renewal, before the fence of %s", waited, fence)
+	}
+}
