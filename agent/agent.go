@@ -24,6 +24,7 @@ import (
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/security"
 	"github.com/musterhq/muster/storeclient"
+	"github.com/musterhq/muster/supervise"
 	"github.com/musterhq/muster/tcpstore"
 )
 
@@ -52,6 +53,9 @@ type Config struct {
 	SysRoot string
 	// ShutdownTimeout bounds how long Close waits for workers after SIGKILL.
 	ShutdownTimeout time.Duration
+	// Spare, when set, is a shim started ahead for the first job's workers;
+	// the agent owns it, and ends it if no job takes it.
+	Spare *supervise.Spare
 }
 
 // Agent is a running node daemon.
@@ -72,6 +76,7 @@ type Agent struct {
 
 	mu      sync.Mutex
 	closing bool                      // Close began: no job starts
+	spare   *supervise.Spare          // cfg.Spare until a job takes it
 	jobs    map[string]*jobRun        // by job ID
 	ports   map[string][]net.Listener // by round
 	// torchStores are the jobs' TCPStores this node serves, by job, all
@@ -114,7 +119,14 @@ const nameTakenWait = 5 * time.Second
 // ready for jobs once ReadyNotify is closed: registered, and its Watch
 // stream in place. It fails when the first registration does; later, a lost
 // store is reconnected to, however long that takes (see session.go).
-func Start(ctx context.Context, cfg Config) (*Agent, error) {
+func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
+	if cfg.Spare != nil {
+		defer func() {
+			if err != nil {
+				cfg.Spare.Close()
+			}
+		}()
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
@@ -143,8 +155,8 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 		node.Gpus = append(node.Gpus, &musterv1.GPU{Index: int32(d.Index), Uuid: d.UUID, Name: d.Name, MemoryBytes: d.MemoryBytes})
 	}
 	actx, cancel := context.WithCancel(context.Background())
-	a := &Agent{
-		cfg: cfg, log: cfg.Logger, client: c, node: node, key: newNodeKey(), ctx: actx, cancel: cancel,
+	a = &Agent{
+		cfg: cfg, log: cfg.Logger, client: c, node: node, key: newNodeKey(), ctx: actx, cancel: cancel, spare: cfg.Spare,
 		jobs:        map[string]*jobRun{},
 		ports:       map[string][]net.Listener{},
 		torchStores: map[string]*torchStore{},
@@ -358,7 +370,12 @@ func (a *Agent) Close(grace time.Duration) error {
 		a.mu.Lock()
 		rounds := slices.Collect(maps.Keys(a.ports))
 		jobs := slices.Collect(maps.Keys(a.torchStores))
+		spare := a.spare
+		a.spare = nil
 		a.mu.Unlock()
+		if spare != nil {
+			spare.Close()
+		}
 		for _, round := range rounds {
 			a.releasePorts(round)
 		}
@@ -369,6 +386,15 @@ func (a *Agent) Close(grace time.Duration) error {
 		close(a.errc)
 	})
 	return err
+}
+
+// takeSpare gives the shim started ahead to the first job that asks.
+func (a *Agent) takeSpare() *supervise.Spare {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	sp := a.spare
+	a.spare = nil
+	return sp
 }
 
 // waitFor waits for wg at most d, and says whether it ended.

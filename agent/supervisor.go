@@ -172,6 +172,7 @@ func (js *jobStart) startWorkers() error {
 	if s.stopping {
 		return errStopping
 	}
+	js.spec.Spare = js.a.takeSpare()
 	g, err := supervise.Start(js.spec)
 	if err != nil {
 		return err

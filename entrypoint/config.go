@@ -140,7 +140,9 @@ func Resolve(cfg Config, det platform.Detected, set func(flag string) bool) (*Pl
 }
 
 // hostName is what a rendezvous host may be when it is not an IP address.
-var hostName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,252})$`)
+// Its length is checked apart: a counted repetition compiles to a program
+// that long, built at start-up.
+var hostName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 // splitRdzv parses HOST[:PORT], HOST an IP address (IPv6 in brackets) or a
 // host name.
@@ -158,7 +160,7 @@ func splitRdzv(s string) (string, int, error) {
 	switch _, err := netip.ParseAddr(host); {
 	case host == "":
 		return "", 0, fmt.Errorf("--rdzv %q: no host", s)
-	case err != nil && !hostName.MatchString(host):
+	case err != nil && (len(host) > 253 || !hostName.MatchString(host)):
 		return "", 0, fmt.Errorf("--rdzv %q: want HOST[:PORT], HOST an IP address or a host name", s)
 	case err == nil && netip.MustParseAddr(host).IsUnspecified():
 		return "", 0, fmt.Errorf("--rdzv %q: an unspecified address names no node: give node rank 0's address or name", s)

@@ -72,7 +72,7 @@ const maxLossDetail = 1024
 // stopped only the jobs whose nodes it knows, the store knows them all. The
 // observer is the reporting node, whatever the report says.
 func (s *Store) ReportLoss(session string, loss *musterv1.NodeLoss) error {
-	if !nodeName.MatchString(loss.GetNode()) || len(loss.GetDetail()) > maxLossDetail {
+	if !isNodeName(loss.GetNode()) || len(loss.GetDetail()) > maxLossDetail {
 		return fmt.Errorf("report of a loss: node name %q or its detail of %d bytes: %w", loss.GetNode(), len(loss.GetDetail()), ErrBadEvents)
 	}
 	s.mu.Lock()

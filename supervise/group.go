@@ -50,6 +50,8 @@ type Spec struct {
 	// Lock, when set, is held by the shim until it exits: the job directory's
 	// lock, which tells a later agent that the directory is still in use.
 	Lock *os.File
+	// Spare, when set, is the shim that runs these workers; Start takes it.
+	Spare *Spare
 }
 
 // EventKind is what happened to a worker.
@@ -88,12 +90,17 @@ type Group struct {
 	note     string
 }
 
-// Start starts the shim, which starts the workers. Events follow on Events.
-func Start(spec Spec) (*Group, error) {
-	defer closeFiles(spec.Workers)
-	if spec.Unkillable <= 0 {
-		spec.Unkillable = 10 * time.Second
-	}
+// Spare is a shim started before its job is known, so that the job's start
+// does not wait for a process to exec and initialise: most of a small job's
+// start-up on one machine. One Start takes it; Close ends it unused.
+type Spare struct {
+	cmd   *exec.Cmd
+	conn  *os.File
+	close sync.Once
+}
+
+// StartSpare starts a shim that waits for its job.
+func StartSpare() (*Spare, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("supervise: socketpair: %w", err)
@@ -102,13 +109,46 @@ func Start(spec Spec) (*Group, error) {
 	unix.SetNonblock(fds[0], true)
 	conn, shimEnd := os.NewFile(uintptr(fds[0]), "shim-control"), os.NewFile(uintptr(fds[1]), "shim-control")
 	defer shimEnd.Close()
+	cmd := &exec.Cmd{
+		Path:        "/proc/self/exe",
+		Args:        []string{"muster-shim"},
+		Env:         []string{shimEnv + "=1"},
+		ExtraFiles:  []*os.File{shimEnd},
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	if err := cmd.Start(); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("supervise: start shim: %w", err)
+	}
+	return &Spare{cmd: cmd, conn: conn}, nil
+}
+
+// Close ends a spare that no Start took, and waits for it; again, it does
+// nothing.
+func (sp *Spare) Close() {
+	sp.close.Do(func() {
+		sp.conn.Close()
+		sp.cmd.Wait()
+	})
+}
+
+// Start starts the workers under a shim: spec.Spare, or a new one. Events
+// follow on Events.
+func Start(spec Spec) (*Group, error) {
+	defer closeFiles(spec.Workers)
+	spare := spec.Spare
+	if spec.Unkillable <= 0 {
+		spec.Unkillable = 10 * time.Second
+	}
 	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
-		conn.Close()
+		if spare != nil {
+			spare.Close()
+		}
 		return nil, err
 	}
 	defer devnull.Close()
-	extra := []*os.File{shimEnd}
+	var fds []int
 	ss := shimSpec{Grace: spec.Grace, Unkillable: spec.Unkillable, JobDir: spec.JobDir}
 	for _, w := range spec.Workers {
 		files := []*os.File{w.Stdin, w.Stdout, w.Stderr}
@@ -120,33 +160,75 @@ func Start(spec Spec) (*Group, error) {
 		if w.PMI != nil {
 			files = append(files, w.PMI)
 		}
-		extra = append(extra, files...)
+		for _, f := range files {
+			fds = append(fds, int(f.Fd()))
+		}
 		ss.Workers = append(ss.Workers, shimWorker{Path: w.Path, Argv: w.Argv, Env: w.Env, Dir: w.Dir, Cred: w.Cred, PMI: w.PMI != nil})
 	}
 	if spec.Lock != nil {
-		extra = append(extra, spec.Lock)
+		fds = append(fds, int(spec.Lock.Fd()))
 	}
-	cmd := &exec.Cmd{
-		Path:        "/proc/self/exe",
-		Args:        []string{"muster-shim"},
-		Env:         []string{shimEnv + "=1"},
-		ExtraFiles:  extra,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	if spare != nil {
+		g, err := handOver(spare, ss, fds)
+		if err == nil {
+			return g, nil
+		}
+		// The spare died (killed, or out of memory): a new shim may not.
 	}
-	if err := cmd.Start(); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("supervise: start shim: %w", err)
+	if spare, err = StartSpare(); err != nil {
+		return nil, err
 	}
-	g := &Group{cmd: cmd, conn: conn, enc: gob.NewEncoder(conn), sooner: make(chan struct{}, 1),
-		events: make(chan Event, 2*len(spec.Workers)+1), done: make(chan struct{})}
-	if err := g.enc.Encode(ss); err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
-		conn.Close()
+	return handOver(spare, ss, fds)
+}
+
+// handOver gives a shim its workers' descriptors and its spec.
+func handOver(spare *Spare, ss shimSpec, fds []int) (*Group, error) {
+	g := &Group{cmd: spare.cmd, conn: spare.conn, enc: gob.NewEncoder(spare.conn), sooner: make(chan struct{}, 1),
+		events: make(chan Event, 2*len(ss.Workers)+1), done: make(chan struct{})}
+	err := sendFDs(spare.conn, fds)
+	if err == nil {
+		err = g.enc.Encode(ss)
+	}
+	if err != nil {
+		spare.cmd.Process.Kill()
+		spare.Close()
 		return nil, fmt.Errorf("supervise: send spec to shim: %w", err)
 	}
+	spare.close.Do(func() {}) // the Group owns it now
 	go g.read()
 	return g, nil
+}
+
+// sendFDs passes fds in messages the kernel takes, the last marked so.
+func sendFDs(conn *os.File, fds []int) error {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	for {
+		n := min(len(fds), fdsPerMessage)
+		body := []byte{moreFDs}
+		if n == len(fds) {
+			body[0] = lastFDs
+		}
+		var oob []byte
+		if n > 0 {
+			oob = unix.UnixRights(fds[:n]...)
+		}
+		var serr error
+		if err := rc.Write(func(fd uintptr) bool {
+			serr = unix.Sendmsg(int(fd), body, oob, nil, 0)
+			return serr != unix.EAGAIN
+		}); err != nil {
+			return err
+		}
+		if serr != nil {
+			return serr
+		}
+		if fds = fds[n:]; len(fds) == 0 {
+			return nil
+		}
+	}
 }
 
 func closeFiles(ws []Worker) {

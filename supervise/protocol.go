@@ -5,19 +5,28 @@ import (
 	"time"
 )
 
-// The shim and its Group talk over one socketpair, in gob: the Group sends a
-// shimSpec, then commands; the shim sends events, ending with eventDone.
+// The shim and its Group talk over one socketpair: the Group first passes
+// the workers' descriptors (fdMessages), then sends a shimSpec and commands
+// in gob; the shim sends events, ending with eventDone. Descriptors are
+// passed rather than inherited so that a shim can be started before its job
+// is known (Spare).
 
 // shimEnv marks a process started as a shim; its value is unused.
 const shimEnv = "MUSTER_SUPERVISE_SHIM"
 
-// Inherited descriptors of a shim: the control socket, then each worker's
-// stdin, stdout and stderr, and its PMI socket when it has one (an MPI
-// worker: four descriptors, else three), in the order of shimSpec.Workers;
-// then the job directory's lock, held until the shim exits.
+// controlFD is the shim's one inherited descriptor, the control socket.
+const controlFD = 3
+
+// The workers' descriptors go in messages of at most fdsPerMessage
+// (the kernel takes 253), each with a one-byte body: moreFDs, or lastFDs
+// on the last. In order: each worker's stdin, stdout and stderr, and its PMI
+// socket when it has one (an MPI worker: four descriptors, else three), in
+// the order of shimSpec.Workers; then the job directory's lock, if any, held
+// until the shim exits.
 const (
-	controlFD     = 3
-	firstWorkerFD = 4
+	fdsPerMessage = 250
+	moreFDs       = 1
+	lastFDs       = 0
 )
 
 type shimSpec struct {
@@ -42,7 +51,7 @@ type shimWorker struct {
 	PMI bool
 }
 
-// fds is how many inherited descriptors the worker has.
+// fds is how many passed descriptors the worker has.
 func (w shimWorker) fds() int {
 	if w.PMI {
 		return 4

@@ -4,6 +4,7 @@ import (
 	"encoding/gob"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -31,6 +32,7 @@ func RunShimIfRequested() {
 // SIGKILL after the grace, and removes the job directory.
 type shim struct {
 	spec    shimSpec
+	fds     []int // the workers' descriptors, in the order of spec.Workers
 	enc     *gob.Encoder
 	leaders map[int]int // pid -> worker index, while running
 	groups  []int       // process group of each started worker
@@ -60,24 +62,29 @@ func runShim() int {
 	// ignored SIGPIPE would be inherited by the workers.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 
+	syscall.CloseOnExec(controlFD)
+	fds, err := receiveFDs(controlFD)
+	if err != nil {
+		return 71 // a spare whose agent went away, or a broken agent
+	}
 	ctl := os.NewFile(controlFD, "control")
+	dec := gob.NewDecoder(ctl)
 	s := &shim{enc: gob.NewEncoder(ctl), leaders: map[int]int{}}
-	if err := gob.NewDecoder(ctl).Decode(&s.spec); err != nil {
+	if err := dec.Decode(&s.spec); err != nil {
 		return 71
 	}
-	// Inherited descriptors must not reach the workers beyond their own.
-	last := firstWorkerFD
+	n := 0
 	for _, w := range s.spec.Workers {
-		last += w.fds()
+		n += w.fds()
 	}
-	for fd := controlFD; fd <= last; fd++ { // last: the lock
-		syscall.CloseOnExec(fd)
+	if len(fds) < n {
+		return 71
 	}
+	s.fds = fds[:n] // what follows is the lock, kept open until exit
 	s.start()
 	cmds := make(chan shimCommand)
 	go func() {
 		defer close(cmds)
-		dec := gob.NewDecoder(ctl)
 		for {
 			var c shimCommand
 			if dec.Decode(&c) != nil {
@@ -132,13 +139,13 @@ func runShim() int {
 // shim's copies of their pipes so that their readers see the end.
 func (s *shim) start() {
 	s.groups = make([]int, len(s.spec.Workers))
-	fd := firstWorkerFD
+	fds := s.fds
 	for i, w := range s.spec.Workers {
 		files := make([]uintptr, w.fds())
 		for k := range files {
-			files[k] = uintptr(fd + k)
+			files[k] = uintptr(fds[k])
 		}
-		fd += w.fds()
+		fds = fds[w.fds():]
 		pid, err := syscall.ForkExec(w.Path, w.Argv, &syscall.ProcAttr{
 			Dir: w.Dir, Env: w.Env, Files: files,
 			Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: w.Cred},
@@ -155,8 +162,42 @@ func (s *shim) start() {
 		s.groups[i] = pid
 		s.send(shimEvent{Kind: eventStarted, Index: i, Pid: pid})
 	}
-	for f := firstWorkerFD; f < fd; f++ {
-		syscall.Close(f)
+	for _, fd := range s.fds {
+		syscall.Close(fd)
+	}
+}
+
+// receiveFDs reads the descriptors the Group passes, close-on-exec, up to
+// the message that says it is the last.
+func receiveFDs(ctl int) ([]int, error) {
+	var fds []int
+	body := make([]byte, 1)
+	oob := make([]byte, unix.CmsgSpace(4*fdsPerMessage))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(ctl, body, oob, unix.MSG_CMSG_CLOEXEC)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return nil, io.EOF
+		}
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range msgs {
+			got, err := unix.ParseUnixRights(&m)
+			if err != nil {
+				return nil, err
+			}
+			fds = append(fds, got...)
+		}
+		if body[0] == lastFDs {
+			return fds, nil
+		}
 	}
 }
 
@@ -257,11 +298,23 @@ func (s *shim) signalGroups(sig syscall.Signal) {
 // groups, which signalGroups reaches: a worker gets each signal once (a
 // second SIGTERM means "quit now" to many programs).
 func (s *shim) signalDescendants(sig syscall.Signal) {
+	if !hasChildren() {
+		return // the common end of a job, spared a read of all of /proc (milliseconds)
+	}
 	for _, p := range descendants(os.Getpid()) {
 		if sig == syscall.SIGKILL || !slices.Contains(s.groups, p.pgid) {
 			syscall.Kill(p.pid, sig)
 		}
 	}
+}
+
+// hasChildren says whether the shim has a child, running or not yet
+// reaped, without reaping it. A subreaper without children has no
+// descendants: an orphan is reparented to the shim itself.
+func hasChildren() bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	return !errors.Is(err, syscall.ECHILD)
 }
 
 func (s *shim) finish() int {
