@@ -90,8 +90,6 @@ type Agent struct {
 	ncclOnce    sync.Once
 	ncclVersion int
 
-	ready       chan struct{}
-	errc        chan error
 	gpusChanged chan struct{} // see GPUsChanged
 	closeOnce   sync.Once
 }
@@ -110,8 +108,8 @@ type jobRun struct {
 const nameTakenWait = 5 * time.Second
 
 // Start registers with the store and begins taking assignments. The agent is
-// ready for jobs once ReadyNotify is closed: registered, and its Watch
-// stream in place. It fails when the first registration does; later, a lost
+// ready for jobs once Start returns: registered, and its Watch stream in
+// place. It fails when the first registration does; later, a lost
 // store is reconnected to, however long that takes (see session.go).
 func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	if cfg.Logger == nil {
@@ -149,9 +147,7 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 		torchStores: map[string]*torchStore{},
 		queues:      map[string][]func(){},
 		torchConns:  torchConnLimit(),
-		ready:       make(chan struct{}),
 		gpusChanged: make(chan struct{}, 1),
-		errc:        make(chan error),
 	}
 	watch, stop, err := a.register(ctx)
 	// The name may still be held by this node's previous agent, whose end
@@ -167,18 +163,10 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	}
 	a.loops.Add(1)
 	go a.sessionLoop(watch, stop)
-	close(a.ready)
 	a.log.Info("agent registered", zap.String("node", cfg.Name), zap.String("addr", cfg.Addr),
 		zap.String("store", cfg.StoreAddr), zap.Int("gpus", len(cfg.GPUs)))
 	return a, nil
 }
-
-// ReadyNotify is closed once the agent takes assignments.
-func (a *Agent) ReadyNotify() <-chan struct{} { return a.ready }
-
-// Err is closed once the agent has closed. A lost store does not end the
-// agent: it keeps its jobs and reconnects.
-func (a *Agent) Err() <-chan error { return a.errc }
 
 // serve carries out the commands of one Watch stream until it ends: each
 // job's in order, apart from other jobs', so that a slow start or a slow
@@ -364,7 +352,6 @@ func (a *Agent) Close(grace time.Duration) error {
 			a.releaseTorchStore(job)
 		}
 		a.client.Close()
-		close(a.errc)
 	})
 	return err
 }
