@@ -96,8 +96,6 @@ type Agent struct {
 	ncclOnce    sync.Once
 	ncclVersion int
 
-	ready       chan struct{}
-	errc        chan error
 	gpusChanged chan struct{} // see GPUsChanged
 	closeOnce   sync.Once
 }
@@ -116,8 +114,8 @@ type jobRun struct {
 const nameTakenWait = 5 * time.Second
 
 // Start registers with the store and begins taking assignments. The agent is
-// ready for jobs once ReadyNotify is closed: registered, and its Watch
-// stream in place. It fails when the first registration does; later, a lost
+// ready for jobs once Start returns: registered, and its Watch stream in
+// place. It fails when the first registration does; later, a lost
 // store is reconnected to, however long that takes (see session.go).
 func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 	if cfg.Spare != nil {
@@ -162,9 +160,7 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 		torchStores: map[string]*torchStore{},
 		queues:      map[string][]func(){},
 		torchConns:  torchConnLimit(),
-		ready:       make(chan struct{}),
 		gpusChanged: make(chan struct{}, 1),
-		errc:        make(chan error),
 	}
 	watch, stop, err := a.register(ctx)
 	// The name may still be held by this node's previous agent, whose end
@@ -181,18 +177,10 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 	a.loops.Add(2)
 	go a.sessionLoop(watch, stop)
 	go a.keepLease()
-	close(a.ready)
 	a.log.Info("agent registered", zap.String("node", cfg.Name), zap.String("addr", cfg.Addr),
 		zap.String("store", cfg.StoreAddr), zap.Int("gpus", len(cfg.GPUs)))
 	return a, nil
 }
-
-// ReadyNotify is closed once the agent takes assignments.
-func (a *Agent) ReadyNotify() <-chan struct{} { return a.ready }
-
-// Err is closed once the agent has closed. A lost store does not end the
-// agent: it keeps its jobs and reconnects.
-func (a *Agent) Err() <-chan error { return a.errc }
 
 // serve carries out the commands of one Watch stream until it ends: each
 // job's in order, apart from other jobs', so that a slow start or a slow
@@ -383,7 +371,6 @@ func (a *Agent) Close(grace time.Duration) error {
 			a.releaseTorchStore(job)
 		}
 		a.client.Close()
-		close(a.errc)
 	})
 	return err
 }

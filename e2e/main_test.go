@@ -270,6 +270,7 @@ type agentProc struct {
 	socket string // the store's Unix socket, in a directory every user can enter
 	dir    string // the test's directory for the agent: socket, token
 	cmd    *exec.Cmd
+	log    func() string // its stderr so far; safe to read once it exited
 }
 
 // startAgentAt starts the agent hosting a store on listen, with its socket
@@ -293,6 +294,7 @@ func startAgentAt(t *testing.T, listen string, agentArgs []string, launcherArgs 
 	ap.cmd = cmd
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
+	ap.log = errb.String
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -106,9 +106,6 @@ func runHost(ctx context.Context, p *Plan, role Role, dir string) (int, error) {
 		return 1, err
 	}
 	defer n.Close(p.KillTimeout)
-	if err := ready(ctx, n); err != nil {
-		return 1, err
-	}
 	c, err := storeclient.Dial(net.JoinHostPort("127.0.0.1", strconv.Itoa(p.RdzvPort)), security.Security{Token: p.Token, CAFile: files.CA})
 	if err != nil {
 		return 1, err
@@ -137,20 +134,27 @@ func runHost(ctx context.Context, p *Plan, role Role, dir string) (int, error) {
 	for _, a := range p.Argv {
 		spec.Argv = append(spec.Argv, []byte(a))
 	}
-	return launch.Run(ctx, p.Logger, c, launch.Options{Spec: spec, Stdout: p.Stdout, Stderr: p.Stderr, TagOutput: true,
+	// The store failing ends the job here: the other nodes can no longer
+	// reach it, and the deferred Close stops this node's workers.
+	jctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	failed := make(chan error, 1)
+	go func() {
+		select {
+		case err := <-n.Err():
+			failed <- err
+			cancel()
+		case <-jctx.Done():
+		}
+	}()
+	code, err := launch.Run(jctx, p.Logger, c, launch.Options{Spec: spec, Stdout: p.Stdout, Stderr: p.Stderr, TagOutput: true,
 		Signals: p.Signals, Store: "the rendezvous on " + p.Endpoint(), WaitFlag: "--join-timeout"})
-}
-
-// ready waits for the node to take jobs.
-func ready(ctx context.Context, n *node.Node) error {
 	select {
-	case <-n.ReadyNotify():
-		return nil
-	case err := <-n.Err():
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
+	case ferr := <-failed:
+		return 1, ferr
+	default:
 	}
+	return code, err
 }
 
 // runJoiner waits for the rendezvous host, joins its store and gossip, and
@@ -176,9 +180,6 @@ func runJoiner(ctx context.Context, p *Plan, dir string) (int, error) {
 			n.Close(p.KillTimeout)
 		}
 	}()
-	if err := ready(ctx, n); err != nil {
-		return 1, err
-	}
 	fmt.Fprintf(p.Stderr, "muster: node %s joined the rendezvous at %s\n", p.Name, p.Endpoint())
 	c, err := storeclient.Dial(p.Endpoint(), sec)
 	if err != nil {

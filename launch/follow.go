@@ -17,8 +17,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/musterhq/muster/progress"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/storeclient"
 )
 
@@ -224,7 +224,7 @@ func (f *follower) event(ctx context.Context, ev *musterv1.JobEvent) (code int, 
 		}
 	case *musterv1.JobEvent_Waiting:
 		f.flush(ctx)
-		line := "muster: waiting for nodes: " + rendezvous.DescribeWaiting(e.Waiting)
+		line := "muster: waiting for nodes: " + progress.DescribeWaiting(e.Waiting)
 		if !f.waited {
 			f.waited = true
 			flag := cmp.Or(f.opts.WaitFlag, "--wait-timeout")

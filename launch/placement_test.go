@@ -2,7 +2,11 @@ package launch
 
 import (
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/musterhq/muster/agent/agenttest"
+	"github.com/musterhq/muster/jobspec"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
@@ -51,5 +56,70 @@ func TestRunWaitsForListedHost(t *testing.T) {
 	sort.Strings(lines)
 	if got := strings.Join(lines, "|"); got != "[0] 0 127.0.0.4|[1] 1 127.0.0.4" {
 		t.Fatalf("stdout %q", stdout.String())
+	}
+}
+
+func TestPlacementApply(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	even := write("even", "a slots=2\nb slots=2\n")
+	uneven := write("uneven", "a slots=2\nb\n")
+	tests := []struct {
+		name       string
+		p          Placement
+		nnodes     int32
+		wantHosts  string
+		wantNodes  int32
+		wantNProc  int32
+		wantExcl   string
+		wantErrAll string // the whole usage error, when one is wanted
+	}{
+		{"nothing", Placement{}, 1, "", 1, 0, "", ""},
+		{"-H sets nodes and slots", Placement{Hosts: "a:4,b:4", HostsSet: true}, 1, "a b", 2, 4, "", ""},
+		{"-H without slots: one each", Placement{Hosts: "a,b,c", HostsSet: true}, 1, "a b c", 3, 1, "", ""},
+		{"-n fewer than the hosts", Placement{Hosts: "a,b,c", HostsSet: true, NNodesSet: true}, 2, "a b c", 2, 1, "", ""},
+		{"--nproc overrides slots", Placement{Hosts: "a:2,b:4", HostsSet: true, WorkersSet: true}, 1, "a b", 2, 0, "", ""},
+		{"--hostfile", Placement{Hostfile: even, HostfileSet: true}, 1, "a b", 2, 2, "", ""},
+		{"--exclude alone", Placement{Exclude: "x, y", ExcludeSet: true}, 3, "", 3, 0, "x y", ""},
+		{"-H and --hostfile", Placement{Hosts: "a", HostsSet: true, Hostfile: even, HostfileSet: true}, 1, "", 0, 0, "",
+			"-H and --hostfile: give one"},
+		{"empty -H", Placement{Hosts: " ", HostsSet: true}, 1, "", 0, 0, "", "-H: empty host list"},
+		{"empty --hostfile", Placement{HostfileSet: true}, 1, "", 0, 0, "", "--hostfile: empty file name"},
+		{"empty --exclude entry", Placement{Exclude: "a,,b", ExcludeSet: true}, 1, "", 0, 0, "", `--exclude: empty entry in "a,,b"`},
+		{"excluded host listed", Placement{Hosts: "a,b", HostsSet: true, Exclude: "b", ExcludeSet: true}, 1, "", 0, 0, "",
+			"-H lists b, which --exclude removes"},
+		{"more nodes than hosts", Placement{Hostfile: even, HostfileSet: true, NNodesSet: true}, 3, "", 0, 0, "",
+			"--nnodes 3 is more than the 2 hosts --hostfile " + even + " lists"},
+		{"-H slots differ", Placement{Hosts: "a:2,b:4", HostsSet: true}, 1, "", 0, 0, "",
+			"muster runs the same number of workers on every node, but -H gives a:2 and b:4: give every host the same slots, or --nproc"},
+		{"hostfile slots differ", Placement{Hostfile: uneven, HostfileSet: true}, 1, "", 0, 0, "",
+			"muster runs the same number of workers on every node, but --hostfile " + uneven +
+				" gives a slots=2 and b without slots: give every host the same slots, or --nproc"},
+		{"too many slots", Placement{Hosts: "a:5000", HostsSet: true}, 1, "", 0, 0, "",
+			"-H gives a:5000, more workers per node than " + strconv.Itoa(jobspec.MaxNProc)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := &musterv1.JobSpec{Nnodes: tt.nnodes}
+			err := tt.p.Apply(spec)
+			if tt.wantErrAll != "" {
+				var u *UsageError
+				if !errors.As(err, &u) || err.Error() != tt.wantErrAll {
+					t.Fatalf("error %v, want the usage error %q", err, tt.wantErrAll)
+				}
+				return
+			}
+			if err != nil || strings.Join(spec.Hosts, " ") != tt.wantHosts || spec.Nnodes != tt.wantNodes ||
+				spec.Nproc != tt.wantNProc || strings.Join(spec.Exclude, " ") != tt.wantExcl {
+				t.Fatalf("error %v, spec %v; want hosts %q, %d nodes, nproc %d, exclude %q",
+					err, spec, tt.wantHosts, tt.wantNodes, tt.wantNProc, tt.wantExcl)
+			}
+		})
 	}
 }

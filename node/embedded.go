@@ -107,7 +107,6 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	<-n.ReadyNotify()
 	return &Embedded{Store: n.Store(), Agent: n.Agent(), node: n, dir: dir}, nil
 }
 

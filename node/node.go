@@ -61,16 +61,17 @@ type Node struct {
 	gossip     *cluster.Cluster // nil without gossip
 	gossipDone chan struct{}    // closed when watchGossip ends
 	gpus       int              // GPUs the node offers
+	errc       chan error       // see Err
 }
 
 // Start starts the gossip member, if any, hosts the store, joins it or finds
-// it through gossip, then starts the agent. The node takes jobs once
-// ReadyNotify is closed.
+// it through gossip, then starts the agent. The node takes jobs once Start
+// returns; Err says when its store fails later.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	n := &Node{log: cfg.Logger, gpus: len(cfg.Agent.GPUs)}
+	n := &Node{log: cfg.Logger, gpus: len(cfg.Agent.GPUs), errc: make(chan error, 1)}
 	acfg := cfg.Agent
 	acfg.Logger = cfg.Logger
 	if acfg.Name == "" {
@@ -97,7 +98,22 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.gossipDone = make(chan struct{})
 		go n.watchGossip(storeAddr)
 	}
+	if n.store != nil {
+		go n.watchStore()
+	}
 	return n, nil
+}
+
+// watchStore passes on the first error that stopped the hosted store serving
+// a listener: its nodes and launchers can no longer reach it there.
+func (n *Node) watchStore() {
+	for err := range n.store.Err() {
+		n.log.Error("the store failed", zap.Error(err))
+		select {
+		case n.errc <- err:
+		default:
+		}
+	}
 }
 
 // startGossipFirst checks what gossip needs and starts the node's member,
@@ -183,7 +199,6 @@ func (n *Node) startStoreAndAgent(ctx context.Context, cfg Config, acfg agent.Co
 			return err
 		}
 		n.store = store
-		<-store.ReadyNotify()
 		acfg.StoreAddr = store.Addr()
 		if acfg.Addr == "" {
 			acfg.Addr = "127.0.0.1"
@@ -279,7 +294,6 @@ func (n *Node) host(ctx context.Context, cfg *Config, acfg *agent.Config) error 
 		return err
 	}
 	n.store = store
-	<-store.ReadyNotify()
 	if acfg.StoreCA == "" {
 		acfg.StoreCA = sec.CAFile
 		if sec.CertFile != "" && acfg.StoreCA == "" {
@@ -364,27 +378,31 @@ func (n *Node) Store() *storeserver.Server { return n.store }
 // Agent is this node's agent.
 func (n *Node) Agent() *agent.Agent { return n.agent }
 
-// ReadyNotify is closed once the node takes jobs.
-func (n *Node) ReadyNotify() <-chan struct{} { return n.agent.ReadyNotify() }
-
-// Err delivers what ended the agent's session with its store.
-func (n *Node) Err() <-chan error { return n.agent.Err() }
+// Err delivers why the store this node hosts stopped serving, which ends
+// the node's use: nothing comes on it when the node joined a store, whose
+// loss its agent rides out, nor once Close began.
+func (n *Node) Err() <-chan error { return n.errc }
 
 // gossipLeaveTimeout bounds how long Close waits for its leave to be gossiped.
 const gossipLeaveTimeout = time.Second
 
 // Close stops the node, in order: (1) the agent stops its jobs, which fail
 // naming this node, and delivers their last events to the store, within
-// grace and its own bound; (2) the gossip member leaves, so the others see
-// it left rather than dead, within gossipLeaveTimeout, and its watcher
-// ends; (3) the hosted store, if any, closes.
+// grace and its own bounds (agent.Agent.Close); (2) the gossip member
+// leaves, so the others see it left rather than dead, within
+// gossipLeaveTimeout, and its watcher ends, waited for as long again; (3)
+// the hosted store, if any, closes within its ShutdownTimeout.
 func (n *Node) Close(grace time.Duration) error {
 	err := n.agent.Close(grace)
 	if n.gossip != nil {
 		if lerr := n.gossip.Leave(gossipLeaveTimeout); lerr != nil {
 			n.log.Debug("gossip leave", zap.Error(lerr))
 		}
-		<-n.gossipDone
+		select {
+		case <-n.gossipDone:
+		case <-time.After(gossipLeaveTimeout):
+			n.log.Warn("gossip watcher still running after leave")
+		}
 	}
 	if n.store != nil {
 		n.store.Close()

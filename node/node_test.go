@@ -2,9 +2,12 @@ package node_test
 
 import (
 	"context"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,7 +45,6 @@ func startNode(t *testing.T, cfg node.Config) *node.Node {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close(time.Second) })
-	<-n.ReadyNotify()
 	return n
 }
 
@@ -194,4 +196,60 @@ func TestFreeGPUsGossiped(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(2)
+}
+
+// A hosted store whose TCP listener fails under it (its socket shut down,
+// so accept fails for good) reports it on the node's Err: the agent daemon
+// exits on it rather than run on with a store nobody can reach.
+func TestStoreFailureReachesErr(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n, err := node.Start(ctx, node.Config{Listen: "127.0.0.1:0", Socket: filepath.Join(t.TempDir(), "sock"), SocketRequired: true,
+		Security: security.Security{Token: testToken}, Agent: agent.Config{Name: "n0", Rank: -1, TempDir: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close(time.Second) })
+	shutdownListener(t, n.Store().Addr())
+	select {
+	case err := <-n.Err():
+		if want := "store stopped serving " + n.Store().Addr(); !strings.Contains(err.Error(), want) {
+			t.Fatalf("Err: %v; want %q", err, want)
+		}
+	case <-ctx.Done():
+		t.Fatal("no error on Err after the store's listener failed")
+	}
+}
+
+// shutdownListener shuts down this process's listening TCP socket on addr:
+// its accept then fails with EINVAL, as on a broken listener.
+func shutdownListener(t *testing.T, addr string) {
+	t.Helper()
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range fds {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		sa, err := syscall.Getsockname(fd)
+		in, ok := sa.(*syscall.SockaddrInet4)
+		if err != nil || !ok || in.Port != int(ap.Port()) {
+			continue
+		}
+		if listening, err := syscall.GetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_ACCEPTCONN); err != nil || listening != 1 {
+			continue
+		}
+		if err := syscall.Shutdown(fd, syscall.SHUT_RD); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatalf("no listening socket on %s in this process", addr)
 }

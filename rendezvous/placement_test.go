@@ -5,8 +5,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/musterhq/muster/progress"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
 	"github.com/musterhq/muster/security"
 )
@@ -86,7 +86,7 @@ func TestPlacementWaitsForListedHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs := watchEvents(t, c, sub.JobId)
-	if w := rendezvous.DescribeWaiting(nextWaiting(t, evs)); w != "1 of 2 ready (a); 1 missing; not usable: listed host c is not registered" {
+	if w := progress.DescribeWaiting(nextWaiting(t, evs)); w != "1 of 2 ready (a); 1 missing; not usable: listed host c is not registered" {
 		t.Fatalf("progress: %s", w)
 	}
 	// c comes: the round forms with it as node rank 0, as listed.

@@ -15,6 +15,7 @@ import (
 	"github.com/musterhq/muster/engine/uniqueid"
 	"github.com/musterhq/muster/envprop"
 	"github.com/musterhq/muster/jobspec"
+	"github.com/musterhq/muster/progress"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
@@ -230,7 +231,7 @@ func formError(spec *musterv1.JobSpec, registered int, picked []*node, unusable 
 		if len(spec.Hosts) > 0 {
 			where = " on the listed hosts"
 		}
-		return fmt.Errorf("--nnodes %d%s: %s", spec.Nnodes, where, DescribeWaiting(&musterv1.WaitingForNodes{
+		return fmt.Errorf("--nnodes %d%s: %s", spec.Nnodes, where, progress.DescribeWaiting(&musterv1.WaitingForNodes{
 			Wanted: spec.Nnodes, Ready: int32(len(picked)), ReadyNodes: firstNames(picked, progressNames), Unusable: unusable}))
 	case spec.Gpus > 0 && len(unusable) > 0:
 		return fmt.Errorf("--gpus %d: %s", spec.Gpus, strings.Join(unusable, "; "))
@@ -377,36 +378,12 @@ func (s *Store) waitExpiredLocked(j *job, r *round, d time.Duration) {
 		return
 	}
 	picked, unusable := s.pickLocked(j.placementOf())
-	reason := fmt.Sprintf("waited %s for nodes: %s", d, DescribeWaiting(&musterv1.WaitingForNodes{
+	reason := fmt.Sprintf("waited %s for nodes: %s", d, progress.DescribeWaiting(&musterv1.WaitingForNodes{
 		Wanted: j.spec.Nnodes, Ready: int32(len(picked)), ReadyNodes: firstNames(picked, progressNames), Unusable: unusable,
 		Least: j.spec.MinNodes}))
 	s.log.Info("round wait timed out", zap.String("job", j.id), zap.String("round", r.id), zap.String("reason", reason))
 	s.decideLocked(j, outcome{kind: notRun, code: 1, reason: reason})
 	s.finishLocked(j)
-}
-
-// DescribeWaiting says what a waiting round has and lacks, e.g.
-// "2 of 4 ready (a, b); 2 missing".
-func DescribeWaiting(w *musterv1.WaitingForNodes) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d of %d ready", w.GetReady(), w.GetWanted())
-	if names := w.GetReadyNodes(); len(names) > 0 {
-		b.WriteString(" (" + strings.Join(names, ", "))
-		if more := int(w.GetReady()) - len(names); more > 0 {
-			fmt.Fprintf(&b, ", and %d more", more)
-		}
-		b.WriteString(")")
-	}
-	if missing := w.GetWanted() - w.GetReady(); missing > 0 {
-		fmt.Fprintf(&b, "; %d missing", missing)
-		if least := w.GetLeast(); least > 0 {
-			fmt.Fprintf(&b, " (at least %d needed)", least)
-		}
-	}
-	if u := w.GetUnusable(); len(u) > 0 {
-		b.WriteString("; not usable: " + strings.Join(u, "; "))
-	}
-	return b.String()
 }
 
 // endRoundLocked ends j's current round: it gives back the round's GPUs

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/progress"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
 	"github.com/musterhq/muster/security"
 	"github.com/musterhq/muster/storeclient"
@@ -88,12 +88,12 @@ func TestRoundWaitsForNodesAndRanksThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs := watchEvents(t, c, sub.JobId)
-	if w := nextWaiting(t, evs); rendezvous.DescribeWaiting(w) != "1 of 3 ready (a); 2 missing" || w.TimeoutMs != 60_000 {
+	if w := nextWaiting(t, evs); progress.DescribeWaiting(w) != "1 of 3 ready (a); 2 missing" || w.TimeoutMs != 60_000 {
 		t.Fatalf("first progress: %v", w)
 	}
 	b := newTestAgent(t, c, "b", "10.0.0.3", -1, 0)
-	if w := nextWaiting(t, evs); rendezvous.DescribeWaiting(w) != "2 of 3 ready (a, b); 1 missing" {
-		t.Fatalf("second progress: %s", rendezvous.DescribeWaiting(w))
+	if w := nextWaiting(t, evs); progress.DescribeWaiting(w) != "2 of 3 ready (a, b); 1 missing" {
+		t.Fatalf("second progress: %s", progress.DescribeWaiting(w))
 	}
 	// The last to come has an explicit node rank: it is node rank 0.
 	z := newTestAgent(t, c, "z", "10.0.0.1", 0, 0)
@@ -162,7 +162,7 @@ func TestWaitingRoundTakesFreedGPUs(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs := watchEvents(t, c, second.JobId)
-	if w := rendezvous.DescribeWaiting(nextWaiting(t, evs)); w != "0 of 1 ready; 1 missing; not usable: node g has 2 GPUs (0: Test GPU, 1: Test GPU), 0 free" {
+	if w := progress.DescribeWaiting(nextWaiting(t, evs)); w != "0 of 1 ready; 1 missing; not usable: node g has 2 GPUs (0: Test GPU, 1: Test GPU), 0 free" {
 		t.Fatalf("progress: %s", w)
 	}
 	if err := g.publish(exited(first.JobId, 0, 0, 0, false), exited(first.JobId, 1, 0, 0, false)); err != nil {

@@ -91,13 +91,12 @@ type Server struct {
 	uid   uint32 // the store's own user
 	token []byte // "Bearer " + the cluster token; nil without one
 
-	ready     chan struct{}
 	errc      chan error
 	closeOnce sync.Once
 }
 
-// Start listens and serves in the background. The store is usable when
-// ReadyNotify is closed.
+// Start listens, then serves in the background: the store takes calls once
+// Start returns. A failure to serve later comes on Err.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
@@ -148,11 +147,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		log: cfg.Logger,
 		store: rendezvous.NewStore(rendezvous.StoreConfig{Logger: cfg.Logger, Addr: addr, SessionGrace: cfg.SessionGrace,
 			AgentGone: cfg.AgentGone, Refused: cfg.Refused, FenceAfter: cfg.FenceAfter, RenewSilence: cfg.RenewSilence}),
-		lis:   lis,
-		sock:  sock,
-		uid:   uint32(os.Geteuid()),
-		ready: make(chan struct{}),
-		errc:  make(chan error, 2),
+		lis:  lis,
+		sock: sock,
+		uid:  uint32(os.Geteuid()),
+		errc: make(chan error, 2),
 	}
 	if cfg.Security.Token != "" {
 		s.token = []byte("Bearer " + cfg.Security.Token)
@@ -186,7 +184,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		go func() {
 			defer serving.Done()
 			if err := s.grpc.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-				s.errc <- err
+				s.errc <- fmt.Errorf("store stopped serving %s: %w", l.Addr(), err)
 			}
 		}()
 	}
@@ -194,7 +192,6 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		serving.Wait()
 		close(s.errc)
 	}()
-	close(s.ready)
 	if lis != nil {
 		s.log.Info("store listening", zap.String("addr", lis.Addr().String()))
 	}
@@ -204,10 +201,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// ReadyNotify is closed once the server accepts calls.
-func (s *Server) ReadyNotify() <-chan struct{} { return s.ready }
-
-// Err delivers a serving error, and is closed when serving stops.
+// Err delivers why a listener stopped serving before Close (its Accept
+// failed), and is closed once serving has stopped on every listener.
 func (s *Server) Err() <-chan error { return s.errc }
 
 // Addr is the address the server listens on: its TCP address, or its
@@ -242,8 +237,10 @@ func (s *Server) Store() *rendezvous.Store { return s.store }
 func (s *Server) SetLiveness(name string, l rendezvous.Liveness) { s.store.SetLiveness(name, l) }
 
 // Close shuts the server down, in order: (1) the store fails unfinished jobs
-// and drops nodes, which ends Watch streams; (2) gRPC stops gracefully within
-// ShutdownTimeout, then (3) hard, since long waits would otherwise hold it.
+// and drops nodes, which ends Watch streams; (2) gRPC stops gracefully,
+// finishing the calls in flight, for at most ShutdownTimeout; (3) then hard,
+// closing every connection, since long waits would otherwise hold it. Err is
+// closed once serving has stopped. Calling it again does nothing.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.store.Close()

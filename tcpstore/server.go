@@ -62,7 +62,6 @@ type Server struct {
 	logged  time.Time // when that was
 
 	wg        sync.WaitGroup // the accept loop and every connection
-	ready     chan struct{}
 	closeOnce sync.Once
 }
 
@@ -76,7 +75,7 @@ func NewServer(l net.Listener, limit *ConnLimit, log *zap.Logger) *Server {
 		limit = NewConnLimit(MaxConnections)
 	}
 	return &Server{l: l, log: log, limit: limit, validateWait: 30 * time.Second,
-		conns: map[*conn]struct{}{}, ready: make(chan struct{})}
+		conns: map[*conn]struct{}{}}
 }
 
 // Use makes sp the space of connections accepted from now on.
@@ -97,15 +96,12 @@ func Listen(addr string) (net.Listener, error) {
 	return lc.Listen(context.Background(), "tcp", addr)
 }
 
-// Start accepts connections in the background.
+// Start accepts connections in the background. Clients may connect as soon
+// as the listener listens: the kernel queues them until then.
 func (s *Server) Start() {
 	s.wg.Add(1)
 	go s.accept()
-	close(s.ready)
 }
-
-// ReadyNotify is closed once the server accepts connections.
-func (s *Server) ReadyNotify() <-chan struct{} { return s.ready }
 
 func (s *Server) accept() {
 	defer s.wg.Done()

@@ -29,7 +29,6 @@ func startServer(t testing.TB) *Server {
 	s := NewServer(l, nil, log)
 	s.Use(testMemory(s).Space("round-1"))
 	s.Start()
-	<-s.ReadyNotify()
 	t.Cleanup(func() {
 		if err := s.Close(); err != nil {
 			t.Error(err)

@@ -63,7 +63,6 @@ func (tc *Cluster) AddAgent(t testing.TB, edit func(cfg *agent.Config)) *agent.A
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close(0) })
-	<-a.ReadyNotify()
 	tc.Agents = append(tc.Agents, a)
 	return a
 }

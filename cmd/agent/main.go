@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -126,17 +127,23 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	<-n.ReadyNotify()
 	// Under systemd (Type=notify) the unit is started once jobs can be taken.
 	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
 		log.Warn("sd_notify failed", zap.Error(err))
 	}
 	// A lost store does not end the agent: it keeps this node's jobs
-	// running and registers again (agent/session.go).
-	<-ctx.Done()
-	log.Info("agent stopping", zap.String("reason", "signal"))
-	daemon.SdNotify(false, daemon.SdNotifyStopping)
-	return n.Close(killTimeout)
+	// running and registers again (agent/session.go). The store it hosts
+	// failing does: no node or launcher could reach it any more.
+	select {
+	case <-ctx.Done():
+		log.Info("agent stopping", zap.String("reason", "signal"))
+		daemon.SdNotify(false, daemon.SdNotifyStopping)
+		return n.Close(killTimeout)
+	case err := <-n.Err():
+		log.Error("agent stopping", zap.String("reason", "store failed"), zap.Error(err))
+		daemon.SdNotify(false, daemon.SdNotifyStopping)
+		return errors.Join(err, n.Close(killTimeout))
+	}
 }
 
 // gossipConfig is the node's gossip, or nil: on with --join, --bind or

@@ -1,12 +1,13 @@
 package main
 
 import (
-	"fmt"
+	"errors"
+
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
-	"net"
 
 	"github.com/musterhq/muster/cmdline"
+	"github.com/musterhq/muster/launch"
 	"github.com/musterhq/muster/logging"
 	"github.com/musterhq/muster/security"
 )
@@ -31,33 +32,26 @@ func clusterFlags(required bool) []cli.Flag {
 // clusterAddr is the store to use: --cluster, else an agent serving a
 // socket on this machine, else "".
 func clusterAddr(c *cli.Context) (string, error) {
-	if addr := c.String("cluster"); addr != "" {
-		addr = security.NormalizeAddr(addr)
-		if err := security.CheckAddr(addr); err != nil {
-			return "", cmdline.Usagef(c, "--cluster %v", err)
-		}
-		return addr, nil
-	}
-	return security.FindLocalAgent(), nil
+	addr, err := launch.ClusterAddr(c.String("cluster"), security.FindLocalAgent)
+	return addr, usageError(c, err)
 }
 
-// clusterSecurity is how to authenticate to addr. On a Unix socket the
-// kernel names the caller; over TCP the cluster token does: MUSTER_TOKEN,
-// --token-file, or a default token file this user can read.
+// clusterSecurity is how to authenticate to addr (launch.ClusterSecurity).
 func clusterSecurity(c *cli.Context, addr string) (security.Security, error) {
-	sec := security.Security{CAFile: c.String("tls-ca")}
-	if security.IsUnixAddr(addr) {
-		return sec, nil
+	return launch.ClusterSecurity(addr, c.String("token-file"), c.String("tls-ca"))
+}
+
+// usageError turns launch's usage errors into the command line's, and
+// others into exit code 1.
+func usageError(c *cli.Context, err error) error {
+	var u *launch.UsageError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &u):
+		return cmdline.Usagef(c, "%s", err)
 	}
-	tok, _, err := security.ResolveToken(security.TokenSource{File: c.String("token-file"), Find: true})
-	if err != nil {
-		return sec, err
-	}
-	sec.Token = tok
-	if host, _, err := net.SplitHostPort(addr); err == nil && tok != "" && sec.CAFile == "" && !security.IsLoopback(host) {
-		return sec, fmt.Errorf("--cluster %s: the cluster token is never sent in clear text over a network: give --tls-ca (the CA of the store's certificate)", addr)
-	}
-	return sec, nil
+	return cli.Exit(err.Error(), 1)
 }
 
 // newLogger logs everything the embedded store and agent do to stderr with

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -119,8 +117,8 @@ func run(c *cli.Context, f runFlags) error {
 	for _, a := range argv {
 		spec.Argv = append(spec.Argv, []byte(a))
 	}
-	if err := applyPlacement(c, f, spec); err != nil {
-		return err
+	if err := placement(c, f).Apply(spec); err != nil {
+		return usageError(c, err)
 	}
 	f.stdin.Apply(spec)
 	if err := jobspec.Validate(spec); err != nil {
@@ -143,55 +141,17 @@ func run(c *cli.Context, f runFlags) error {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	ctx := context.Background()
 
-	var client *storeclient.Client
 	// Without --cluster, an agent serving this machine takes the job (its
 	// Unix socket); without one, the launcher runs the embedded default.
-	var cluster string
-	if c.Bool("embedded") {
-		if c.String("cluster") != "" {
-			return cli.Exit("--embedded and --cluster: give one", 2)
-		}
-	} else if cluster, err = clusterAddr(c); err != nil {
-		return err
+	target, err := launch.ChooseTarget(c.Bool("embedded"), c.String("cluster"), security.FindLocalAgent)
+	if err != nil {
+		return usageError(c, err)
 	}
-	if security.IsUnixAddr(cluster) && len(spec.Workdir) == 0 {
-		// The agent is on this machine: the job starts where the launcher is.
-		if spec.Workdir, err = launch.Workdir(); err != nil {
-			return cli.Exit(err.Error(), 1)
-		}
+	if err := target.Prepare(spec, f.waitTimeout.Value(), f.nproc.IsSet() || f.gpus.IsSet()); err != nil {
+		return usageError(c, err)
 	}
-	if cluster != "" {
-		// Only a cluster's nodes can come later; the embedded default's one
-		// node is there from the start.
-		spec.WaitTimeoutMs = f.waitTimeout.Value().Milliseconds()
-	}
-	if cluster == "" {
-		if len(spec.Hosts) > 0 || len(spec.Exclude) > 0 {
-			return cmdline.Usagef(c, "-H, --hostfile and --exclude choose a cluster's nodes: give --cluster HOST:PORT (or set MUSTER_CLUSTER)")
-		}
-		if spec.Nnodes > 1 {
-			// -n on its own reads as mpirun's -n (workers); with --nproc or --gpus it is nodes.
-			hint := fmt.Sprintf(" (for %d workers here, give -np %d)", spec.Nnodes, spec.Nnodes)
-			if f.nproc.IsSet() || f.gpus.IsSet() {
-				hint = ""
-			}
-			return cli.Exit(fmt.Sprintf("--nnodes %d needs a cluster: without --cluster the launcher runs one node, this one%s, "+
-				"and no agent's socket answers here (%s). On a cluster's head node its agent's socket takes the job; "+
-				"elsewhere pass --cluster HOST:PORT (or set MUSTER_CLUSTER); see docs/cluster.md",
-				spec.Nnodes, hint, strings.Join(security.LocalAgentSockets(), ", ")), cmdline.UsageExitCode)
-		}
-		if len(spec.Workdir) == 0 {
-			if spec.Workdir, err = launch.Workdir(); err != nil {
-				return cli.Exit(err.Error(), 1)
-			}
-		} else if fi, err := os.Stat(string(spec.Workdir)); err != nil || !fi.IsDir() {
-			// This machine runs the job: say so now, as a usage error.
-			what := "does not exist"
-			if err == nil {
-				what = "is not a directory"
-			}
-			return cmdline.Usagef(c, "--workdir %q %s", spec.Workdir, what)
-		}
+	var client *storeclient.Client
+	if target.Embedded() {
 		cfg := node.EmbeddedConfig{Logger: log, DiscoverGPUs: spec.Gpus > 0}
 		if list := c.String("gpu-devices"); list != "" {
 			if cfg.GPUs, err = gpu.Parse(list); err != nil {
@@ -207,11 +167,11 @@ func run(c *cli.Context, f runFlags) error {
 			return cli.Exit(err.Error(), 1)
 		}
 	} else {
-		sec, err := clusterSecurity(c, cluster)
+		sec, err := clusterSecurity(c, target.Store)
 		if err != nil {
 			return cli.Exit(err.Error(), cmdline.UsageExitCode)
 		}
-		if client, err = storeclient.Dial(cluster, sec); err != nil {
+		if client, err = storeclient.Dial(target.Store, sec); err != nil {
 			return cli.Exit(err.Error(), 1)
 		}
 	}
@@ -224,9 +184,9 @@ func run(c *cli.Context, f runFlags) error {
 		Stderr:    os.Stderr,
 		TagOutput: c.Bool("tag-output") && !c.Bool("no-tag-output"),
 		Signals:   sigs,
-		Store:     cluster,
-		Liveness:  liveness(cluster),
-		Reattach:  reattach(cluster),
+		Store:     target.Store,
+		Liveness:  target.Liveness(),
+		Reattach:  target.Reattach(),
 	})
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
@@ -242,23 +202,3 @@ func run(c *cli.Context, f runFlags) error {
 // of a cloud fleet or a batch allocation to boot and start their agents,
 // while progress shows what is missing from the first second.
 const defaultWaitTimeout = 10 * time.Minute
-
-// reattach is how long a launcher that lost a cluster's store tries to
-// follow its job again: as long as a job may wait for its nodes, time for a
-// store's machine to be restarted. The agents keep the job meanwhile, and a
-// restarted store takes it over from them. The embedded store cannot restart.
-func reattach(cluster string) time.Duration {
-	if cluster == "" {
-		return 0
-	}
-	return 10 * time.Minute
-}
-
-// liveness is how often the launcher checks that a quiet cluster store
-// still answers; the embedded store lives in the launcher itself.
-func liveness(cluster string) time.Duration {
-	if cluster == "" {
-		return 0
-	}
-	return 2 * time.Second
-}

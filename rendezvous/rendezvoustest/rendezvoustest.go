@@ -56,7 +56,6 @@ func NewStore(t testing.TB, edit func(*storeserver.Config)) *storeserver.Server 
 		}
 	})
 	t.Cleanup(s.Close)
-	<-s.ReadyNotify()
 	return s
 }
 
