@@ -331,7 +331,8 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 // has cancelled everything.
 const closeJoinTimeout = 5 * time.Second
 
-// Close stops the agent, in order: (1) it takes no more jobs; (2) every
+// Close stops the agent, in order: (1) it takes no more jobs and tells the
+// store it leaves (leave.go), so that no round takes its node; (2) every
 // job's workers get SIGTERM, then SIGKILL after the job's kill timeout (at
 // most grace), and count as failed because the agent shut down; (3) it waits
 // for them and for their last events to reach the store, at most
@@ -345,6 +346,7 @@ func (a *Agent) Close(grace time.Duration) error {
 		a.mu.Lock()
 		a.closing = true
 		a.mu.Unlock()
+		a.leave()
 		a.stopAll(grace, fmt.Sprintf("the agent on node %s shut down", a.cfg.Name))
 		if !waitFor(&a.wg, grace+a.cfg.ShutdownTimeout) {
 			err = errors.New("agent: workers or their events still pending after SIGKILL")

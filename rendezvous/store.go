@@ -40,6 +40,9 @@ type StoreConfig struct {
 	// AgentGone, when set, says whether the named node's agent is gone (its
 	// process died) within timeout; see liveness.go.
 	AgentGone func(name string, timeout time.Duration) bool
+	// DepartedRetention is how long the node list keeps a departed node
+	// (leave.go); DepartedRetention by default.
+	DepartedRetention time.Duration
 	// Refused, when set, hears of every state change the store's tables do
 	// not draw (lifecycle.go, rounds.go): a bug, which tests fail on.
 	Refused func(error)
@@ -62,6 +65,9 @@ type Store struct {
 	waiting []*job            // jobs whose round waits for nodes, oldest first
 	// liveness is what gossip says of nodes, by name (liveness.go).
 	liveness map[string]Liveness
+	// departed are the nodes that left or died, by name (leave.go).
+	departed map[string]*departure
+	now      func() time.Time
 	closed   bool
 }
 
@@ -85,6 +91,8 @@ type node struct {
 	// placeholder stands for a node of a job a restarted store took over,
 	// until that node's agent registers again.
 	placeholder bool
+	// leaving is set once its agent said it shuts down: no round takes it.
+	leaving bool
 }
 
 // NewStore returns an empty store.
@@ -101,9 +109,12 @@ func NewStore(cfg StoreConfig) *Store {
 	if cfg.SessionGrace == 0 {
 		cfg.SessionGrace = defaultSessionGrace
 	}
+	if cfg.DepartedRetention == 0 {
+		cfg.DepartedRetention = DepartedRetention
+	}
 	return &Store{cfg: cfg, log: cfg.Logger, kv: kv.NewMemory(), id: newID("st-"), nodes: map[string]*node{},
 		byName: map[string]*node{}, jobs: map[string]*job{}, rounds: map[string]*round{},
-		liveness: map[string]Liveness{}}
+		liveness: map[string]Liveness{}, departed: map[string]*departure{}, now: time.Now}
 }
 
 // Addr is the store's address as workers and other nodes reach it.
@@ -200,7 +211,7 @@ func (s *Store) Nodes() []*musterv1.NodeStatus {
 	defer s.mu.Unlock()
 	var out []*musterv1.NodeStatus
 	for _, n := range sortedNodes(s.nodes) {
-		st := &musterv1.NodeStatus{Node: n.info}
+		st := &musterv1.NodeStatus{Node: n.info, Leaving: n.leaving}
 		for g := range n.busy {
 			st.BusyGpus = append(st.BusyGpus, g)
 		}
@@ -210,6 +221,7 @@ func (s *Store) Nodes() []*musterv1.NodeStatus {
 		s.gossipStatusLocked(st)
 		out = append(out, st)
 	}
+	s.pruneDepartedLocked()
 	gossipOnly := s.gossipOnlyLocked()
 	slices.SortFunc(gossipOnly, func(a, b *musterv1.NodeStatus) int { return cmp.Compare(a.Node.Name, b.Node.Name) })
 	return append(out, gossipOnly...)

@@ -45,6 +45,7 @@ var (
 		musterv1.Agents_Watch_FullMethodName:         true,
 		musterv1.Agents_PortsReserved_FullMethodName: true,
 		musterv1.Agents_ReportLoss_FullMethodName:    true,
+		musterv1.Agents_Leave_FullMethodName:         true,
 		musterv1.Agents_Publish_FullMethodName:       true,
 	}
 	launcherMethods = map[string]bool{

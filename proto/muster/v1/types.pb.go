@@ -1197,6 +1197,97 @@ func (*ReportLossResponse) Descriptor() ([]byte, []int) {
 	return file_muster_v1_types_proto_rawDescGZIP(), []int{13}
 }
 
+// LeaveRequest is an agent's word that it is shutting down: its node takes
+// no more rounds, and its jobs lose it as a node that left.
+type LeaveRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// reason says why, for people: "SIGTERM".
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveRequest) Reset() {
+	*x = LeaveRequest{}
+	mi := &file_muster_v1_types_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveRequest) ProtoMessage() {}
+
+func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
+func (*LeaveRequest) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *LeaveRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *LeaveRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type LeaveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveResponse) Reset() {
+	*x = LeaveResponse{}
+	mi := &file_muster_v1_types_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveResponse) ProtoMessage() {}
+
+func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
+func (*LeaveResponse) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{15}
+}
+
 // JobSpec is what a launcher asks for. The command, environment and
 // directories are bytes: Unix passes them as bytes, not always UTF-8.
 type JobSpec struct {
@@ -1256,7 +1347,7 @@ type JobSpec struct {
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_muster_v1_types_proto_msgTypes[14]
+	mi := &file_muster_v1_types_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1359,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[14]
+	mi := &file_muster_v1_types_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1372,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *JobSpec) GetArgv() [][]byte {
@@ -1454,7 +1545,7 @@ type SubmitRequest struct {
 
 func (x *SubmitRequest) Reset() {
 	*x = SubmitRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[15]
+	mi := &file_muster_v1_types_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1466,7 +1557,7 @@ func (x *SubmitRequest) String() string {
 func (*SubmitRequest) ProtoMessage() {}
 
 func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[15]
+	mi := &file_muster_v1_types_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1479,7 +1570,7 @@ func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitRequest.ProtoReflect.Descriptor instead.
 func (*SubmitRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{15}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SubmitRequest) GetSpec() *JobSpec {
@@ -1500,7 +1591,7 @@ type SubmitResponse struct {
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[16]
+	mi := &file_muster_v1_types_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1512,7 +1603,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[16]
+	mi := &file_muster_v1_types_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1525,7 +1616,7 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{16}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SubmitResponse) GetJobId() string {
@@ -1585,7 +1676,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_muster_v1_types_proto_msgTypes[17]
+	mi := &file_muster_v1_types_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1597,7 +1688,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[17]
+	mi := &file_muster_v1_types_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1610,7 +1701,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{17}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Assignment) GetJobId() string {
@@ -1777,7 +1868,7 @@ type Identity struct {
 
 func (x *Identity) Reset() {
 	*x = Identity{}
-	mi := &file_muster_v1_types_proto_msgTypes[18]
+	mi := &file_muster_v1_types_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1789,7 +1880,7 @@ func (x *Identity) String() string {
 func (*Identity) ProtoMessage() {}
 
 func (x *Identity) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[18]
+	mi := &file_muster_v1_types_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1802,7 +1893,7 @@ func (x *Identity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Identity.ProtoReflect.Descriptor instead.
 func (*Identity) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{18}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Identity) GetUid() uint32 {
@@ -1845,7 +1936,7 @@ type StopJob struct {
 
 func (x *StopJob) Reset() {
 	*x = StopJob{}
-	mi := &file_muster_v1_types_proto_msgTypes[19]
+	mi := &file_muster_v1_types_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1857,7 +1948,7 @@ func (x *StopJob) String() string {
 func (*StopJob) ProtoMessage() {}
 
 func (x *StopJob) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[19]
+	mi := &file_muster_v1_types_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1870,7 +1961,7 @@ func (x *StopJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopJob.ProtoReflect.Descriptor instead.
 func (*StopJob) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{19}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StopJob) GetJobId() string {
@@ -1906,7 +1997,7 @@ type WorkerStarted struct {
 
 func (x *WorkerStarted) Reset() {
 	*x = WorkerStarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[20]
+	mi := &file_muster_v1_types_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2009,7 @@ func (x *WorkerStarted) String() string {
 func (*WorkerStarted) ProtoMessage() {}
 
 func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[20]
+	mi := &file_muster_v1_types_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2022,7 @@ func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStarted.ProtoReflect.Descriptor instead.
 func (*WorkerStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{20}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WorkerStarted) GetRank() int32 {
@@ -1978,7 +2069,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_muster_v1_types_proto_msgTypes[21]
+	mi := &file_muster_v1_types_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1990,7 +2081,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[21]
+	mi := &file_muster_v1_types_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2003,7 +2094,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{21}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Output) GetRank() int32 {
@@ -2057,7 +2148,7 @@ type WorkerExited struct {
 
 func (x *WorkerExited) Reset() {
 	*x = WorkerExited{}
-	mi := &file_muster_v1_types_proto_msgTypes[22]
+	mi := &file_muster_v1_types_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2069,7 +2160,7 @@ func (x *WorkerExited) String() string {
 func (*WorkerExited) ProtoMessage() {}
 
 func (x *WorkerExited) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[22]
+	mi := &file_muster_v1_types_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2082,7 +2173,7 @@ func (x *WorkerExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerExited.ProtoReflect.Descriptor instead.
 func (*WorkerExited) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{22}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WorkerExited) GetRank() int32 {
@@ -2169,7 +2260,7 @@ type NodeLoss struct {
 
 func (x *NodeLoss) Reset() {
 	*x = NodeLoss{}
-	mi := &file_muster_v1_types_proto_msgTypes[23]
+	mi := &file_muster_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2181,7 +2272,7 @@ func (x *NodeLoss) String() string {
 func (*NodeLoss) ProtoMessage() {}
 
 func (x *NodeLoss) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[23]
+	mi := &file_muster_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2194,7 +2285,7 @@ func (x *NodeLoss) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoss.ProtoReflect.Descriptor instead.
 func (*NodeLoss) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{23}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *NodeLoss) GetNode() string {
@@ -2245,7 +2336,7 @@ type JobFinished struct {
 
 func (x *JobFinished) Reset() {
 	*x = JobFinished{}
-	mi := &file_muster_v1_types_proto_msgTypes[24]
+	mi := &file_muster_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2257,7 +2348,7 @@ func (x *JobFinished) String() string {
 func (*JobFinished) ProtoMessage() {}
 
 func (x *JobFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[24]
+	mi := &file_muster_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2270,7 +2361,7 @@ func (x *JobFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFinished.ProtoReflect.Descriptor instead.
 func (*JobFinished) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{24}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *JobFinished) GetState() JobState {
@@ -2313,7 +2404,7 @@ type OutputLost struct {
 
 func (x *OutputLost) Reset() {
 	*x = OutputLost{}
-	mi := &file_muster_v1_types_proto_msgTypes[25]
+	mi := &file_muster_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2325,7 +2416,7 @@ func (x *OutputLost) String() string {
 func (*OutputLost) ProtoMessage() {}
 
 func (x *OutputLost) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[25]
+	mi := &file_muster_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2338,7 +2429,7 @@ func (x *OutputLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLost.ProtoReflect.Descriptor instead.
 func (*OutputLost) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *OutputLost) GetEvents() uint64 {
@@ -2380,7 +2471,7 @@ type WaitingForNodes struct {
 
 func (x *WaitingForNodes) Reset() {
 	*x = WaitingForNodes{}
-	mi := &file_muster_v1_types_proto_msgTypes[26]
+	mi := &file_muster_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2392,7 +2483,7 @@ func (x *WaitingForNodes) String() string {
 func (*WaitingForNodes) ProtoMessage() {}
 
 func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[26]
+	mi := &file_muster_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2405,7 +2496,7 @@ func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitingForNodes.ProtoReflect.Descriptor instead.
 func (*WaitingForNodes) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WaitingForNodes) GetRound() int32 {
@@ -2480,7 +2571,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_muster_v1_types_proto_msgTypes[27]
+	mi := &file_muster_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2492,7 +2583,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[27]
+	mi := &file_muster_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2505,7 +2596,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -2686,7 +2777,7 @@ type RoundRestarting struct {
 
 func (x *RoundRestarting) Reset() {
 	*x = RoundRestarting{}
-	mi := &file_muster_v1_types_proto_msgTypes[28]
+	mi := &file_muster_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2698,7 +2789,7 @@ func (x *RoundRestarting) String() string {
 func (*RoundRestarting) ProtoMessage() {}
 
 func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[28]
+	mi := &file_muster_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2711,7 +2802,7 @@ func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundRestarting.ProtoReflect.Descriptor instead.
 func (*RoundRestarting) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RoundRestarting) GetRound() int32 {
@@ -2761,7 +2852,7 @@ type StoreRestarted struct {
 
 func (x *StoreRestarted) Reset() {
 	*x = StoreRestarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[29]
+	mi := &file_muster_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2773,7 +2864,7 @@ func (x *StoreRestarted) String() string {
 func (*StoreRestarted) ProtoMessage() {}
 
 func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[29]
+	mi := &file_muster_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2786,7 +2877,7 @@ func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreRestarted.ProtoReflect.Descriptor instead.
 func (*StoreRestarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StoreRestarted) GetStoreId() string {
@@ -2812,7 +2903,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[30]
+	mi := &file_muster_v1_types_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2824,7 +2915,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[30]
+	mi := &file_muster_v1_types_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2837,7 +2928,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PublishRequest) GetSession() string {
@@ -2872,7 +2963,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[31]
+	mi := &file_muster_v1_types_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2884,7 +2975,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[31]
+	mi := &file_muster_v1_types_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2897,7 +2988,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PublishResponse) GetAckedSeq() uint64 {
@@ -2926,7 +3017,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[32]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2938,7 +3029,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[32]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2951,7 +3042,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{32}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -3003,7 +3094,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3015,7 +3106,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3028,7 +3119,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CancelRequest) GetJobId() string {
@@ -3067,7 +3158,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3079,7 +3170,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3092,7 +3183,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 type ListNodesRequest struct {
@@ -3103,7 +3194,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3115,7 +3206,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3128,7 +3219,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 type NodeStatus struct {
@@ -3139,14 +3230,20 @@ type NodeStatus struct {
 	// gossip is the node's gossip state (alive, dead, left), empty when the
 	// store's node takes no part in gossip. A node gossip knows and the store
 	// has not registered is listed with its name, address and this alone.
-	Gossip        string `protobuf:"bytes,4,opt,name=gossip,proto3" json:"gossip,omitempty"`
+	Gossip string `protobuf:"bytes,4,opt,name=gossip,proto3" json:"gossip,omitempty"`
+	// not_registered marks a node gossip knows that is not registered with
+	// this store: starting, departed, or an agent of another store.
+	NotRegistered bool `protobuf:"varint,5,opt,name=not_registered,json=notRegistered,proto3" json:"not_registered,omitempty"`
+	// leaving marks a registered node whose agent is shutting down: no round
+	// takes it.
+	Leaving       bool `protobuf:"varint,6,opt,name=leaving,proto3" json:"leaving,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3158,7 +3255,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3171,7 +3268,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *NodeStatus) GetNode() *Node {
@@ -3202,6 +3299,20 @@ func (x *NodeStatus) GetGossip() string {
 	return ""
 }
 
+func (x *NodeStatus) GetNotRegistered() bool {
+	if x != nil {
+		return x.NotRegistered
+	}
+	return false
+}
+
+func (x *NodeStatus) GetLeaving() bool {
+	if x != nil {
+		return x.Leaving
+	}
+	return false
+}
+
 type ListNodesResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Nodes         []*NodeStatus          `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
@@ -3211,7 +3322,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3223,7 +3334,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3236,7 +3347,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeStatus {
@@ -3254,7 +3365,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3266,7 +3377,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3279,7 +3390,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
 }
 
 type JobStatus struct {
@@ -3297,7 +3408,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3309,7 +3420,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3322,7 +3433,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *JobStatus) GetJobId() string {
@@ -3376,7 +3487,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3388,7 +3499,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3401,7 +3512,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobStatus {
@@ -3422,7 +3533,7 @@ type StdinChunk struct {
 
 func (x *StdinChunk) Reset() {
 	*x = StdinChunk{}
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3434,7 +3545,7 @@ func (x *StdinChunk) String() string {
 func (*StdinChunk) ProtoMessage() {}
 
 func (x *StdinChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3447,7 +3558,7 @@ func (x *StdinChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdinChunk.ProtoReflect.Descriptor instead.
 func (*StdinChunk) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *StdinChunk) GetJobId() string {
@@ -3472,7 +3583,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3484,7 +3595,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3497,7 +3608,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
 }
 
 type ReadStdinRequest struct {
@@ -3510,7 +3621,7 @@ type ReadStdinRequest struct {
 
 func (x *ReadStdinRequest) Reset() {
 	*x = ReadStdinRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3522,7 +3633,7 @@ func (x *ReadStdinRequest) String() string {
 func (*ReadStdinRequest) ProtoMessage() {}
 
 func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3535,7 +3646,7 @@ func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStdinRequest.ProtoReflect.Descriptor instead.
 func (*ReadStdinRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ReadStdinRequest) GetSession() string {
@@ -3566,7 +3677,7 @@ type KVSetRequest struct {
 
 func (x *KVSetRequest) Reset() {
 	*x = KVSetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3578,7 +3689,7 @@ func (x *KVSetRequest) String() string {
 func (*KVSetRequest) ProtoMessage() {}
 
 func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3591,7 +3702,7 @@ func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetRequest.ProtoReflect.Descriptor instead.
 func (*KVSetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *KVSetRequest) GetScope() string {
@@ -3624,7 +3735,7 @@ type KVSetResponse struct {
 
 func (x *KVSetResponse) Reset() {
 	*x = KVSetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3636,7 +3747,7 @@ func (x *KVSetResponse) String() string {
 func (*KVSetResponse) ProtoMessage() {}
 
 func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3649,7 +3760,7 @@ func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetResponse.ProtoReflect.Descriptor instead.
 func (*KVSetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *KVSetResponse) GetVersion() uint64 {
@@ -3671,7 +3782,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3683,7 +3794,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3696,7 +3807,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *KVGetRequest) GetScope() string {
@@ -3737,7 +3848,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3749,7 +3860,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3762,7 +3873,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *KVGetResponse) GetValue() []byte {
@@ -3793,7 +3904,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3805,7 +3916,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3818,7 +3929,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *BarrierRequest) GetScope() string {
@@ -3864,7 +3975,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3876,7 +3987,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3889,7 +4000,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
 }
 
 var File_muster_v1_types_proto protoreflect.FileDescriptor
@@ -3965,7 +4076,11 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x11ReportLossRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12'\n" +
 	"\x04loss\x18\x02 \x01(\v2\x13.muster.v1.NodeLossR\x04loss\"\x14\n" +
-	"\x12ReportLossResponse\"\xae\x05\n" +
+	"\x12ReportLossResponse\"@\n" +
+	"\fLeaveRequest\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x0f\n" +
+	"\rLeaveResponse\"\xae\x05\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\fR\x04argv\x12\x16\n" +
 	"\x06nnodes\x18\x02 \x01(\x05R\x06nnodes\x12\x12\n" +
@@ -4135,13 +4250,15 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1b\n" +
 	"\texit_code\x18\x04 \x01(\x05R\bexitCode\"\x10\n" +
 	"\x0eCancelResponse\"\x12\n" +
-	"\x10ListNodesRequest\"z\n" +
+	"\x10ListNodesRequest\"\xbb\x01\n" +
 	"\n" +
 	"NodeStatus\x12#\n" +
 	"\x04node\x18\x01 \x01(\v2\x0f.muster.v1.NodeR\x04node\x12\x1b\n" +
 	"\tbusy_gpus\x18\x02 \x03(\x05R\bbusyGpus\x12\x12\n" +
 	"\x04jobs\x18\x03 \x03(\tR\x04jobs\x12\x16\n" +
-	"\x06gossip\x18\x04 \x01(\tR\x06gossip\"@\n" +
+	"\x06gossip\x18\x04 \x01(\tR\x06gossip\x12%\n" +
+	"\x0enot_registered\x18\x05 \x01(\bR\rnotRegistered\x12\x18\n" +
+	"\aleaving\x18\x06 \x01(\bR\aleaving\"@\n" +
 	"\x11ListNodesResponse\x12+\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x15.muster.v1.NodeStatusR\x05nodes\"\x11\n" +
 	"\x0fListJobsRequest\"\xd3\x01\n" +
@@ -4223,7 +4340,7 @@ func file_muster_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_muster_v1_types_proto_goTypes = []any{
 	(JobState)(0),                 // 0: muster.v1.JobState
 	(Stream)(0),                   // 1: muster.v1.Stream
@@ -4242,80 +4359,82 @@ var file_muster_v1_types_proto_goTypes = []any{
 	(*PortsReservedResponse)(nil), // 14: muster.v1.PortsReservedResponse
 	(*ReportLossRequest)(nil),     // 15: muster.v1.ReportLossRequest
 	(*ReportLossResponse)(nil),    // 16: muster.v1.ReportLossResponse
-	(*JobSpec)(nil),               // 17: muster.v1.JobSpec
-	(*SubmitRequest)(nil),         // 18: muster.v1.SubmitRequest
-	(*SubmitResponse)(nil),        // 19: muster.v1.SubmitResponse
-	(*Assignment)(nil),            // 20: muster.v1.Assignment
-	(*Identity)(nil),              // 21: muster.v1.Identity
-	(*StopJob)(nil),               // 22: muster.v1.StopJob
-	(*WorkerStarted)(nil),         // 23: muster.v1.WorkerStarted
-	(*Output)(nil),                // 24: muster.v1.Output
-	(*WorkerExited)(nil),          // 25: muster.v1.WorkerExited
-	(*NodeLoss)(nil),              // 26: muster.v1.NodeLoss
-	(*JobFinished)(nil),           // 27: muster.v1.JobFinished
-	(*OutputLost)(nil),            // 28: muster.v1.OutputLost
-	(*WaitingForNodes)(nil),       // 29: muster.v1.WaitingForNodes
-	(*JobEvent)(nil),              // 30: muster.v1.JobEvent
-	(*RoundRestarting)(nil),       // 31: muster.v1.RoundRestarting
-	(*StoreRestarted)(nil),        // 32: muster.v1.StoreRestarted
-	(*PublishRequest)(nil),        // 33: muster.v1.PublishRequest
-	(*PublishResponse)(nil),       // 34: muster.v1.PublishResponse
-	(*WatchJobRequest)(nil),       // 35: muster.v1.WatchJobRequest
-	(*CancelRequest)(nil),         // 36: muster.v1.CancelRequest
-	(*CancelResponse)(nil),        // 37: muster.v1.CancelResponse
-	(*ListNodesRequest)(nil),      // 38: muster.v1.ListNodesRequest
-	(*NodeStatus)(nil),            // 39: muster.v1.NodeStatus
-	(*ListNodesResponse)(nil),     // 40: muster.v1.ListNodesResponse
-	(*ListJobsRequest)(nil),       // 41: muster.v1.ListJobsRequest
-	(*JobStatus)(nil),             // 42: muster.v1.JobStatus
-	(*ListJobsResponse)(nil),      // 43: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),            // 44: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),    // 45: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),      // 46: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),          // 47: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),         // 48: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),          // 49: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),         // 50: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),        // 51: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),       // 52: muster.v1.BarrierResponse
+	(*LeaveRequest)(nil),          // 17: muster.v1.LeaveRequest
+	(*LeaveResponse)(nil),         // 18: muster.v1.LeaveResponse
+	(*JobSpec)(nil),               // 19: muster.v1.JobSpec
+	(*SubmitRequest)(nil),         // 20: muster.v1.SubmitRequest
+	(*SubmitResponse)(nil),        // 21: muster.v1.SubmitResponse
+	(*Assignment)(nil),            // 22: muster.v1.Assignment
+	(*Identity)(nil),              // 23: muster.v1.Identity
+	(*StopJob)(nil),               // 24: muster.v1.StopJob
+	(*WorkerStarted)(nil),         // 25: muster.v1.WorkerStarted
+	(*Output)(nil),                // 26: muster.v1.Output
+	(*WorkerExited)(nil),          // 27: muster.v1.WorkerExited
+	(*NodeLoss)(nil),              // 28: muster.v1.NodeLoss
+	(*JobFinished)(nil),           // 29: muster.v1.JobFinished
+	(*OutputLost)(nil),            // 30: muster.v1.OutputLost
+	(*WaitingForNodes)(nil),       // 31: muster.v1.WaitingForNodes
+	(*JobEvent)(nil),              // 32: muster.v1.JobEvent
+	(*RoundRestarting)(nil),       // 33: muster.v1.RoundRestarting
+	(*StoreRestarted)(nil),        // 34: muster.v1.StoreRestarted
+	(*PublishRequest)(nil),        // 35: muster.v1.PublishRequest
+	(*PublishResponse)(nil),       // 36: muster.v1.PublishResponse
+	(*WatchJobRequest)(nil),       // 37: muster.v1.WatchJobRequest
+	(*CancelRequest)(nil),         // 38: muster.v1.CancelRequest
+	(*CancelResponse)(nil),        // 39: muster.v1.CancelResponse
+	(*ListNodesRequest)(nil),      // 40: muster.v1.ListNodesRequest
+	(*NodeStatus)(nil),            // 41: muster.v1.NodeStatus
+	(*ListNodesResponse)(nil),     // 42: muster.v1.ListNodesResponse
+	(*ListJobsRequest)(nil),       // 43: muster.v1.ListJobsRequest
+	(*JobStatus)(nil),             // 44: muster.v1.JobStatus
+	(*ListJobsResponse)(nil),      // 45: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),            // 46: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),    // 47: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),      // 48: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),          // 49: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),         // 50: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),          // 51: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),         // 52: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),        // 53: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),       // 54: muster.v1.BarrierResponse
 }
 var file_muster_v1_types_proto_depIdxs = []int32{
 	3,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
 	4,  // 1: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
 	7,  // 2: muster.v1.RegisterRequest.jobs:type_name -> muster.v1.RunningJob
-	17, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
-	21, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
+	19, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
+	23, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
 	8,  // 5: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
-	25, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
+	27, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
 	12, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
-	20, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
-	22, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
+	22, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
+	24, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
 	11, // 10: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
-	26, // 11: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
-	17, // 12: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
-	17, // 13: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
-	21, // 14: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
+	28, // 11: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
+	19, // 12: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
+	19, // 13: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
+	23, // 14: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
 	1,  // 15: muster.v1.Output.stream:type_name -> muster.v1.Stream
-	26, // 16: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
+	28, // 16: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
 	2,  // 17: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
 	0,  // 18: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
-	25, // 19: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
+	27, // 19: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
 	0,  // 20: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
-	23, // 21: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
-	24, // 22: muster.v1.JobEvent.output:type_name -> muster.v1.Output
-	25, // 23: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
-	27, // 24: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
-	28, // 25: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
-	29, // 26: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
-	32, // 27: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
-	31, // 28: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
-	30, // 29: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
+	25, // 21: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
+	26, // 22: muster.v1.JobEvent.output:type_name -> muster.v1.Output
+	27, // 23: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
+	29, // 24: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
+	30, // 25: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
+	31, // 26: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
+	34, // 27: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
+	33, // 28: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
+	32, // 29: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
 	4,  // 30: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
-	39, // 31: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
-	17, // 32: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
+	41, // 31: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
+	19, // 32: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
 	0,  // 33: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
-	21, // 34: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	42, // 35: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	23, // 34: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
+	44, // 35: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
 	36, // [36:36] is the sub-list for method output_type
 	36, // [36:36] is the sub-list for method input_type
 	36, // [36:36] is the sub-list for extension type_name
@@ -4334,8 +4453,8 @@ func file_muster_v1_types_proto_init() {
 		(*AgentCommand_Stop)(nil),
 		(*AgentCommand_ReleaseStore)(nil),
 	}
-	file_muster_v1_types_proto_msgTypes[14].OneofWrappers = []any{}
-	file_muster_v1_types_proto_msgTypes[27].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[16].OneofWrappers = []any{}
+	file_muster_v1_types_proto_msgTypes[29].OneofWrappers = []any{
 		(*JobEvent_State)(nil),
 		(*JobEvent_Started)(nil),
 		(*JobEvent_Output)(nil),
@@ -4352,7 +4471,7 @@ func file_muster_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_types_proto_rawDesc), len(file_muster_v1_types_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   50,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
