@@ -64,6 +64,10 @@ type Agent struct {
 
 	ctx    context.Context // ends when the agent has closed
 	cancel context.CancelFunc
+	// sendCtx ends with ctx, or earlier when the store will not come back
+	// (StoreGone): the jobs' events are sent until it ends.
+	sendCtx   context.Context
+	storeGone context.CancelFunc
 
 	smu     sync.Mutex
 	session string
@@ -153,6 +157,7 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 		gpusChanged: make(chan struct{}, 1),
 		errc:        make(chan error),
 	}
+	a.sendCtx, a.storeGone = context.WithCancel(actx)
 	watch, stop, err := a.register(ctx)
 	// The name may still be held by this node's previous agent, whose end
 	// the store has yet to see: wait a little for it, then give up.
@@ -290,7 +295,7 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 		a.releasePorts(asg.GetRoundId())
 		return
 	}
-	pub := newJobPublisher(ctx, a.log, a.client, a.sessionID, asg.GetJobId())
+	pub := newJobPublisher(a.sendCtx, a.log, a.client, a.sessionID, asg.GetJobId())
 	sup := newSupervisor(a.log, asg.GetJobId(), a.cfg.Name, kill, pub)
 	run := &jobRun{asg: asg, storeID: a.currentStore(), sup: sup, pub: pub, ended: make(chan struct{})}
 	a.jobs[asg.GetJobId()] = run
