@@ -27,8 +27,8 @@ type departure struct {
 }
 
 // Leave marks the session's node as leaving: no round takes it, and every
-// job it has a part in goes on without it, as after the loss of a node that
-// left the cluster. The node stays registered until its agent's stream
+// job it has a part in with restarts left goes on without it, as after the
+// loss of a node that left the cluster. The node stays registered until its agent's stream
 // ends, so that the workers' last events still reach the store.
 func (s *Store) Leave(session, reason string) error {
 	if len(reason) > maxLossDetail {
@@ -49,7 +49,9 @@ func (s *Store) Leave(session, reason string) error {
 	s.log.Info("node leaving", zap.String("node", name), zap.String("reason", reason), zap.Int("jobs", len(n.jobs)))
 	loss := failure.Loss(name, musterv1.LossSignal_LOSS_SIGNAL_LEFT, "", 0, reason)
 	for id := range n.jobs {
-		if j := s.jobs[id]; j != nil {
+		// A job without restarts left ends as its workers here do: they
+		// get SIGTERM, and their exits (the job's code) decide.
+		if j := s.jobs[id]; j != nil && !j.decided() && restartsLeft(j) {
 			s.nodeLostLocked(j, n, loss)
 		}
 	}
