@@ -68,6 +68,10 @@ type Agent struct {
 
 	ctx    context.Context // ends when the agent has closed
 	cancel context.CancelFunc
+	// sendCtx ends with ctx, or earlier when the store will not come back
+	// (StoreGone): the jobs' events are sent until it ends.
+	sendCtx   context.Context
+	storeGone context.CancelFunc
 
 	smu     sync.Mutex
 	session string
@@ -162,6 +166,7 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 		torchConns:  torchConnLimit(),
 		gpusChanged: make(chan struct{}, 1),
 	}
+	a.sendCtx, a.storeGone = context.WithCancel(actx)
 	watch, stop, err := a.register(ctx)
 	// The name may still be held by this node's previous agent, whose end
 	// the store has yet to see: wait a little for it, then give up.
@@ -292,7 +297,7 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 		a.releasePorts(asg.GetRoundId())
 		return
 	}
-	pub := newJobPublisher(ctx, a.log, a.client, a.sessionID, asg.GetJobId())
+	pub := newJobPublisher(a.sendCtx, a.log, a.client, a.sessionID, asg.GetJobId())
 	sup := newSupervisor(a.log, asg.GetJobId(), a.cfg.Name, kill, pub)
 	run := &jobRun{asg: asg, storeID: a.currentStore(), sup: sup, pub: pub, ended: make(chan struct{})}
 	a.jobs[asg.GetJobId()] = run
@@ -333,7 +338,8 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 // has cancelled everything.
 const closeJoinTimeout = 5 * time.Second
 
-// Close stops the agent, in order: (1) it takes no more jobs; (2) every
+// Close stops the agent, in order: (1) it takes no more jobs and tells the
+// store it leaves (leave.go), so that no round takes its node; (2) every
 // job's workers get SIGTERM, then SIGKILL after the job's kill timeout (at
 // most grace), and count as failed because the agent shut down; (3) it waits
 // for them and for their last events to reach the store, at most
@@ -347,6 +353,7 @@ func (a *Agent) Close(grace time.Duration) error {
 		a.mu.Lock()
 		a.closing = true
 		a.mu.Unlock()
+		a.leave()
 		a.stopAll(grace, fmt.Sprintf("the agent on node %s shut down", a.cfg.Name))
 		if !waitFor(&a.wg, grace+a.cfg.ShutdownTimeout) {
 			err = errors.New("agent: workers or their events still pending after SIGKILL")

@@ -190,7 +190,8 @@ func runJoiner(ctx context.Context, p *Plan, dir string) (int, error) {
 	goesOn := make(chan struct{}, 1)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() { ends <- followEnd(wctx, p, c, goesOn) }()
+	hostClosed := make(chan struct{}, 1)
+	go func() { ends <- followEnd(wctx, p, c, goesOn, hostClosed) }()
 	hostLost := make(chan string, 1)
 	go watchHost(wctx, n, hostLost)
 	for {
@@ -200,8 +201,18 @@ func runJoiner(ctx context.Context, p *Plan, dir string) (int, error) {
 		case name := <-hostLost:
 			// The job is gone with its store: nothing left is worth a grace.
 			closed = true
+			n.Agent().StoreGone()
 			n.Close(0)
 			return 1, fmt.Errorf("the rendezvous host %s (node %s) died: gossip lost it; this node's workers were stopped, and the job's end is not known here", p.Endpoint(), name)
+		case <-hostClosed:
+			name, left := storeHost(n)
+			if left {
+				continue // it went away cleanly: its job's end may yet be known
+			}
+			closed = true
+			n.Agent().StoreGone()
+			n.Close(0)
+			return 1, fmt.Errorf("the rendezvous host %s (node %s) died: its connection closed; this node's workers were stopped, and the job's end is not known here", p.Endpoint(), name)
 		case <-goesOn:
 		case sig := <-p.Signals:
 			fmt.Fprintf(p.Stderr, "muster: %s: stopping this node's workers (--kill-timeout %s)\n", sig, p.KillTimeout)
@@ -238,9 +249,10 @@ type jobEnd struct {
 
 // followEnd finds the job in the store and follows it, without its output,
 // to its end: a late node of an elastic job may never run a worker of it.
-// Each restart of the job is signalled on restarted. A lost store is
+// Each restart of the job is signalled on restarted, and a connection to
+// the store that closed on hostClosed (hostclosed.go). A lost store is
 // followed again for a while: it may come back.
-func followEnd(ctx context.Context, p *Plan, c *storeclient.Client, restarted chan<- struct{}) jobEnd {
+func followEnd(ctx context.Context, p *Plan, c *storeclient.Client, restarted, hostClosed chan<- struct{}) jobEnd {
 	var id string
 	lost := time.Time{}
 	var from uint64
@@ -257,6 +269,9 @@ func followEnd(ctx context.Context, p *Plan, c *storeclient.Client, restarted ch
 			}
 			if err != nil && lost.IsZero() {
 				lost = time.Now()
+			}
+			if connectionClosed(err) {
+				signal(hostClosed)
 			}
 		}
 		if ctx.Err() != nil {

@@ -226,6 +226,7 @@ func (n *Node) gossipFreeGPUs(storeAddr string) {
 }
 
 func (n *Node) handleGossip(ev cluster.Event) {
+	n.warnOtherStore(ev)
 	m := ev.Member
 	l := rendezvous.Liveness{State: rendezvous.GossipAlive, Addr: m.Addr}
 	switch ev.Type {

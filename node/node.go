@@ -62,6 +62,8 @@ type Node struct {
 	gossipDone chan struct{}    // closed when watchGossip ends
 	gpus       int              // GPUs the node offers
 	errc       chan error       // see Err
+	// warnedStores are the other store hosts watchGossip warned of (stores.go).
+	warnedStores map[string]bool
 }
 
 // Start starts the gossip member, if any, hosts the store, joins it or finds
@@ -212,6 +214,10 @@ func (n *Node) startStoreAndAgent(ctx context.Context, cfg Config, acfg agent.Co
 		if n.gossip != nil {
 			n.setMeta(n.gpus, n.gpus, n.store.AdvertiseAddr())
 			if err := n.joinGossip(peers); err != nil {
+				n.store.Close()
+				return err
+			}
+			if err := n.refuseSecondStore(); err != nil {
 				n.store.Close()
 				return err
 			}

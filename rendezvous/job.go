@@ -311,7 +311,8 @@ func (s *Store) nodeLostLocked(j *job, n *node, loss *musterv1.NodeLoss) {
 	case !j.decided() && restartsLeft(j):
 		// The node's agent may still be registered when one of its peers
 		// heard of its loss first: the next round must not take it.
-		if _, live := s.nodes[n.session]; live {
+		// A node that is leaving stays registered, taking no round.
+		if _, live := s.nodes[n.session]; live && !n.leaving {
 			s.removeNodeLocked(n, loss)
 			return
 		}

@@ -49,6 +49,7 @@ func (s *Store) SetLiveness(name string, l Liveness) {
 	if _, known := s.liveness[name]; !known && len(s.liveness) >= maxLiveness {
 		s.forgetOneLocked()
 	}
+	s.noteGossipLocked(name, &l)
 	if old, ok := s.liveness[name]; !ok || old.State != l.State {
 		s.log.Info("gossip", zap.String("node", name), zap.String("state", l.State), zap.Duration("silent", l.Silent))
 	}
@@ -137,14 +138,15 @@ func (s *Store) gossipStatusLocked(st *musterv1.NodeStatus) {
 func (s *Store) gossipOnlyLocked() []*musterv1.NodeStatus {
 	var out []*musterv1.NodeStatus
 	for name, l := range s.liveness {
-		if s.byName[name] != nil {
+		if s.byName[name] != nil || s.forgetDepartedLocked(name, &l) {
 			continue
 		}
 		host, _, err := net.SplitHostPort(l.Addr)
 		if err != nil {
 			host = l.Addr
 		}
-		out = append(out, &musterv1.NodeStatus{Node: &musterv1.Node{Name: name, Addr: host, Rank: -1}, Gossip: l.State})
+		out = append(out, &musterv1.NodeStatus{Node: &musterv1.Node{Name: name, Addr: host, Rank: -1}, Gossip: l.State,
+			NotRegistered: true})
 	}
 	return out
 }

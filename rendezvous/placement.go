@@ -42,7 +42,7 @@ func (p *placement) excluded(n *node) bool {
 
 // candidate says whether a round of the job may take n at all.
 func (p *placement) candidate(n *node) bool {
-	if p.excluded(n) {
+	if p.excluded(n) || n.leaving {
 		return false
 	}
 	return len(p.listed) == 0 || p.listed[n.info.GetName()] || p.listed[n.info.GetAddr()]
@@ -69,6 +69,8 @@ func (s *Store) pickLocked(p *placement) (picked []*node, unusable []string) {
 		switch {
 		case p.excluded(n):
 			unusable = append(unusable, "node "+n.info.GetName()+" is excluded")
+		case n.leaving:
+			unusable = append(unusable, "node "+n.info.GetName()+" is leaving")
 		case ready(n, p.spec):
 			picked = append(picked, n)
 		default:

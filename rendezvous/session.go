@@ -112,6 +112,7 @@ func (s *Store) Register(info *musterv1.Node, key string, jobs []*musterv1.Runni
 		s.removeNodeLocked(old, failure.Loss(old.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_REPLACED, "", 0, ""))
 	}
 	n := newNode(info, key)
+	s.registeredLocked(info.GetName())
 	s.nodes[n.session] = n
 	s.byName[info.GetName()] = n
 	s.log.Info("node registered", zap.String("node", info.GetName()), zap.String("addr", info.GetAddr()),
@@ -135,6 +136,11 @@ func (s *Store) Disconnected(session string, gone <-chan struct{}, reason string
 	n := s.nodes[session]
 	if n == nil || n.gone != gone {
 		return // removed, or already taken back by a newer registration
+	}
+	if n.leaving {
+		// Its agent left: nothing to wait for.
+		s.removeNodeLocked(n, failure.Loss(n.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_LEFT, "", 0, reason))
+		return
 	}
 	busy := false
 	for id := range n.jobs {

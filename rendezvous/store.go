@@ -46,6 +46,9 @@ type StoreConfig struct {
 	// to the store, which a suspicion needs to become a loss (lease.go);
 	// negative: renewals are not looked at (agents that renew none).
 	RenewSilence time.Duration
+	// DepartedRetention is how long the node list keeps a departed node
+	// (leave.go); DepartedRetention by default.
+	DepartedRetention time.Duration
 	// Refused, when set, hears of every state change the store's tables do
 	// not draw (lifecycle.go, rounds.go): a bug, which tests fail on.
 	Refused func(error)
@@ -70,7 +73,10 @@ type Store struct {
 	liveness map[string]Liveness
 	// recheck looks at held suspicions again (lease.go).
 	recheck *time.Timer
-	closed  bool
+	// departed are the nodes that left or died, by name (leave.go).
+	departed map[string]*departure
+	now      func() time.Time
+	closed   bool
 }
 
 type node struct {
@@ -97,6 +103,8 @@ type node struct {
 	// what was said of its death, not yet taken as its loss (lease.go).
 	renewed time.Time
 	suspect *suspicion
+	// leaving is set once its agent said it shuts down: no round takes it.
+	leaving bool
 }
 
 // NewStore returns an empty store.
@@ -119,9 +127,12 @@ func NewStore(cfg StoreConfig) *Store {
 	if cfg.RenewSilence == 0 {
 		cfg.RenewSilence = defaultRenewSilence
 	}
+	if cfg.DepartedRetention == 0 {
+		cfg.DepartedRetention = DepartedRetention
+	}
 	return &Store{cfg: cfg, log: cfg.Logger, kv: kv.NewMemory(), id: newID("st-"), nodes: map[string]*node{},
 		byName: map[string]*node{}, jobs: map[string]*job{}, rounds: map[string]*round{},
-		liveness: map[string]Liveness{}}
+		liveness: map[string]Liveness{}, departed: map[string]*departure{}, now: time.Now}
 }
 
 // Addr is the store's address as workers and other nodes reach it.
@@ -218,7 +229,7 @@ func (s *Store) Nodes() []*musterv1.NodeStatus {
 	defer s.mu.Unlock()
 	var out []*musterv1.NodeStatus
 	for _, n := range sortedNodes(s.nodes) {
-		st := &musterv1.NodeStatus{Node: n.info}
+		st := &musterv1.NodeStatus{Node: n.info, Leaving: n.leaving}
 		for g := range n.busy {
 			st.BusyGpus = append(st.BusyGpus, g)
 		}
@@ -228,6 +239,7 @@ func (s *Store) Nodes() []*musterv1.NodeStatus {
 		s.gossipStatusLocked(st)
 		out = append(out, st)
 	}
+	s.pruneDepartedLocked()
 	gossipOnly := s.gossipOnlyLocked()
 	slices.SortFunc(gossipOnly, func(a, b *musterv1.NodeStatus) int { return cmp.Compare(a.Node.Name, b.Node.Name) })
 	return append(out, gossipOnly...)

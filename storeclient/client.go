@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/connectivity"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
@@ -90,6 +91,10 @@ func NewClient(conn *grpc.ClientConn) *Client {
 
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
+
+// Connected says whether the connection to the store is up now: a call
+// made while it is not waits for a new one.
+func (c *Client) Connected() bool { return c.conn.GetState() == connectivity.Ready }
 
 // Ping asks the store whether it answers, through gRPC's health service.
 func (c *Client) Ping(ctx context.Context) error {

@@ -324,6 +324,10 @@ func (s *Server) ReportLoss(_ context.Context, req *musterv1.ReportLossRequest) 
 	return &musterv1.ReportLossResponse{}, rpcError(s.store.ReportLoss(req.GetSession(), req.GetLoss()))
 }
 
+func (s *Server) Leave(_ context.Context, req *musterv1.LeaveRequest) (*musterv1.LeaveResponse, error) {
+	return &musterv1.LeaveResponse{}, rpcError(s.store.Leave(req.GetSession(), req.GetReason()))
+}
+
 func (s *Server) PortsReserved(_ context.Context, req *musterv1.PortsReservedRequest) (*musterv1.PortsReservedResponse, error) {
 	err := s.store.PortsReserved(req.GetSession(), req.GetRoundId(), req.GetPorts(), req.GetError())
 	return &musterv1.PortsReservedResponse{}, rpcError(err)

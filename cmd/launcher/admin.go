@@ -52,7 +52,7 @@ func clusterAction(fn func(ctx context.Context, c *cli.Context, cl *storeclient.
 func nodesCommand() *cli.Command {
 	return &cli.Command{
 		Name:        "nodes",
-		Usage:       "list the cluster's nodes: gossip state (alive, dead, left), GPUs total and free, jobs (needs --cluster)",
+		Usage:       "list the cluster's nodes: gossip state (alive, dead, left; leaving, not-registered), GPUs total and free, jobs (needs --cluster)",
 		Description: "Asks the store given by --cluster HOST:PORT (or MUSTER_CLUSTER); the embedded default has no cluster to list.",
 		ArgsUsage:   " ",
 		Flags:       clusterFlags(true),
@@ -68,11 +68,7 @@ func nodesCommand() *cli.Command {
 				if n.Node.Rank >= 0 {
 					rank = fmt.Sprint(n.Node.Rank)
 				}
-				// STATE is the node's gossip state; "-" on a store without gossip.
-				state := n.Gossip
-				if state == "" {
-					state = "-"
-				}
+				state := nodeState(n)
 				jobs := strings.Join(n.Jobs, ",")
 				if jobs == "" {
 					jobs = "-"
@@ -83,6 +79,23 @@ func nodesCommand() *cli.Command {
 			return w.Flush()
 		}),
 	}
+}
+
+// nodeState is a node's STATE: its gossip state ("-" on a store without
+// gossip), marked "leaving" while its agent shuts down, and
+// "not-registered" for a member gossip knows that this store does not.
+func nodeState(n *musterv1.NodeStatus) string {
+	state := n.GetGossip()
+	if state == "" {
+		state = "-"
+	}
+	switch {
+	case n.GetLeaving():
+		state += ",leaving"
+	case n.GetNotRegistered() && state == "alive":
+		state += ",not-registered"
+	}
+	return state
 }
 
 func jobsCommand() *cli.Command {

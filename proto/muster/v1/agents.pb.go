@@ -24,14 +24,15 @@ var File_muster_v1_agents_proto protoreflect.FileDescriptor
 
 const file_muster_v1_agents_proto_rawDesc = "" +
 	"\n" +
-	"\x16muster/v1/agents.proto\x12\tmuster.v1\x1a\x15muster/v1/types.proto2\xea\x03\n" +
+	"\x16muster/v1/agents.proto\x12\tmuster.v1\x1a\x15muster/v1/types.proto2\xa6\x04\n" +
 	"\x06Agents\x12C\n" +
 	"\bRegister\x12\x1a.muster.v1.RegisterRequest\x1a\x1b.muster.v1.RegisterResponse\x12;\n" +
 	"\x05Watch\x12\x17.muster.v1.WatchRequest\x1a\x17.muster.v1.AgentCommand0\x01\x12R\n" +
 	"\rPortsReserved\x12\x1f.muster.v1.PortsReservedRequest\x1a .muster.v1.PortsReservedResponse\x12:\n" +
 	"\x05Renew\x12\x17.muster.v1.RenewRequest\x1a\x18.muster.v1.RenewResponse\x12I\n" +
 	"\n" +
-	"ReportLoss\x12\x1c.muster.v1.ReportLossRequest\x1a\x1d.muster.v1.ReportLossResponse\x12@\n" +
+	"ReportLoss\x12\x1c.muster.v1.ReportLossRequest\x1a\x1d.muster.v1.ReportLossResponse\x12:\n" +
+	"\x05Leave\x12\x17.muster.v1.LeaveRequest\x1a\x18.muster.v1.LeaveResponse\x12@\n" +
 	"\aPublish\x12\x19.muster.v1.PublishRequest\x1a\x1a.muster.v1.PublishResponse\x12A\n" +
 	"\tReadStdin\x12\x1b.muster.v1.ReadStdinRequest\x1a\x15.muster.v1.StdinChunk0\x01B5Z3github.com/musterhq/muster/proto/muster/v1;musterv1b\x06proto3"
 
@@ -41,15 +42,17 @@ var file_muster_v1_agents_proto_goTypes = []any{
 	(*PortsReservedRequest)(nil),  // 2: muster.v1.PortsReservedRequest
 	(*RenewRequest)(nil),          // 3: muster.v1.RenewRequest
 	(*ReportLossRequest)(nil),     // 4: muster.v1.ReportLossRequest
-	(*PublishRequest)(nil),        // 5: muster.v1.PublishRequest
-	(*ReadStdinRequest)(nil),      // 6: muster.v1.ReadStdinRequest
-	(*RegisterResponse)(nil),      // 7: muster.v1.RegisterResponse
-	(*AgentCommand)(nil),          // 8: muster.v1.AgentCommand
-	(*PortsReservedResponse)(nil), // 9: muster.v1.PortsReservedResponse
-	(*RenewResponse)(nil),         // 10: muster.v1.RenewResponse
-	(*ReportLossResponse)(nil),    // 11: muster.v1.ReportLossResponse
-	(*PublishResponse)(nil),       // 12: muster.v1.PublishResponse
-	(*StdinChunk)(nil),            // 13: muster.v1.StdinChunk
+	(*LeaveRequest)(nil),          // 5: muster.v1.LeaveRequest
+	(*PublishRequest)(nil),        // 6: muster.v1.PublishRequest
+	(*ReadStdinRequest)(nil),      // 7: muster.v1.ReadStdinRequest
+	(*RegisterResponse)(nil),      // 8: muster.v1.RegisterResponse
+	(*AgentCommand)(nil),          // 9: muster.v1.AgentCommand
+	(*PortsReservedResponse)(nil), // 10: muster.v1.PortsReservedResponse
+	(*RenewResponse)(nil),         // 11: muster.v1.RenewResponse
+	(*ReportLossResponse)(nil),    // 12: muster.v1.ReportLossResponse
+	(*LeaveResponse)(nil),         // 13: muster.v1.LeaveResponse
+	(*PublishResponse)(nil),       // 14: muster.v1.PublishResponse
+	(*StdinChunk)(nil),            // 15: muster.v1.StdinChunk
 }
 var file_muster_v1_agents_proto_depIdxs = []int32{
 	0,  // 0: muster.v1.Agents.Register:input_type -> muster.v1.RegisterRequest
@@ -57,17 +60,19 @@ var file_muster_v1_agents_proto_depIdxs = []int32{
 	2,  // 2: muster.v1.Agents.PortsReserved:input_type -> muster.v1.PortsReservedRequest
 	3,  // 3: muster.v1.Agents.Renew:input_type -> muster.v1.RenewRequest
 	4,  // 4: muster.v1.Agents.ReportLoss:input_type -> muster.v1.ReportLossRequest
-	5,  // 5: muster.v1.Agents.Publish:input_type -> muster.v1.PublishRequest
-	6,  // 6: muster.v1.Agents.ReadStdin:input_type -> muster.v1.ReadStdinRequest
-	7,  // 7: muster.v1.Agents.Register:output_type -> muster.v1.RegisterResponse
-	8,  // 8: muster.v1.Agents.Watch:output_type -> muster.v1.AgentCommand
-	9,  // 9: muster.v1.Agents.PortsReserved:output_type -> muster.v1.PortsReservedResponse
-	10, // 10: muster.v1.Agents.Renew:output_type -> muster.v1.RenewResponse
-	11, // 11: muster.v1.Agents.ReportLoss:output_type -> muster.v1.ReportLossResponse
-	12, // 12: muster.v1.Agents.Publish:output_type -> muster.v1.PublishResponse
-	13, // 13: muster.v1.Agents.ReadStdin:output_type -> muster.v1.StdinChunk
-	7,  // [7:14] is the sub-list for method output_type
-	0,  // [0:7] is the sub-list for method input_type
+	5,  // 5: muster.v1.Agents.Leave:input_type -> muster.v1.LeaveRequest
+	6,  // 6: muster.v1.Agents.Publish:input_type -> muster.v1.PublishRequest
+	7,  // 7: muster.v1.Agents.ReadStdin:input_type -> muster.v1.ReadStdinRequest
+	8,  // 8: muster.v1.Agents.Register:output_type -> muster.v1.RegisterResponse
+	9,  // 9: muster.v1.Agents.Watch:output_type -> muster.v1.AgentCommand
+	10, // 10: muster.v1.Agents.PortsReserved:output_type -> muster.v1.PortsReservedResponse
+	11, // 11: muster.v1.Agents.Renew:output_type -> muster.v1.RenewResponse
+	12, // 12: muster.v1.Agents.ReportLoss:output_type -> muster.v1.ReportLossResponse
+	13, // 13: muster.v1.Agents.Leave:output_type -> muster.v1.LeaveResponse
+	14, // 14: muster.v1.Agents.Publish:output_type -> muster.v1.PublishResponse
+	15, // 15: muster.v1.Agents.ReadStdin:output_type -> muster.v1.StdinChunk
+	8,  // [8:16] is the sub-list for method output_type
+	0,  // [0:8] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

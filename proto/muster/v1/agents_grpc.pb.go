@@ -24,6 +24,7 @@ const (
 	Agents_PortsReserved_FullMethodName = "/muster.v1.Agents/PortsReserved"
 	Agents_Renew_FullMethodName         = "/muster.v1.Agents/Renew"
 	Agents_ReportLoss_FullMethodName    = "/muster.v1.Agents/ReportLoss"
+	Agents_Leave_FullMethodName         = "/muster.v1.Agents/Leave"
 	Agents_Publish_FullMethodName       = "/muster.v1.Agents/Publish"
 	Agents_ReadStdin_FullMethodName     = "/muster.v1.Agents/ReadStdin"
 )
@@ -46,6 +47,9 @@ type AgentsClient interface {
 	Renew(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error)
 	// ReportLoss carries an agent's word that gossip found a node lost.
 	ReportLoss(ctx context.Context, in *ReportLossRequest, opts ...grpc.CallOption) (*ReportLossResponse, error)
+	// Leave tells the store the agent is shutting down: no round takes its
+	// node again, and its jobs go on without it, as after a node's loss.
+	Leave(ctx context.Context, in *LeaveRequest, opts ...grpc.CallOption) (*LeaveResponse, error)
 	// Publish carries job events from an agent: worker starts, output, exits.
 	Publish(ctx context.Context, in *PublishRequest, opts ...grpc.CallOption) (*PublishResponse, error)
 	// ReadStdin streams the launcher's stdin to an agent that runs a stdin
@@ -120,6 +124,16 @@ func (c *agentsClient) ReportLoss(ctx context.Context, in *ReportLossRequest, op
 	return out, nil
 }
 
+func (c *agentsClient) Leave(ctx context.Context, in *LeaveRequest, opts ...grpc.CallOption) (*LeaveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LeaveResponse)
+	err := c.cc.Invoke(ctx, Agents_Leave_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *agentsClient) Publish(ctx context.Context, in *PublishRequest, opts ...grpc.CallOption) (*PublishResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(PublishResponse)
@@ -167,6 +181,9 @@ type AgentsServer interface {
 	Renew(context.Context, *RenewRequest) (*RenewResponse, error)
 	// ReportLoss carries an agent's word that gossip found a node lost.
 	ReportLoss(context.Context, *ReportLossRequest) (*ReportLossResponse, error)
+	// Leave tells the store the agent is shutting down: no round takes its
+	// node again, and its jobs go on without it, as after a node's loss.
+	Leave(context.Context, *LeaveRequest) (*LeaveResponse, error)
 	// Publish carries job events from an agent: worker starts, output, exits.
 	Publish(context.Context, *PublishRequest) (*PublishResponse, error)
 	// ReadStdin streams the launcher's stdin to an agent that runs a stdin
@@ -196,6 +213,9 @@ func (UnimplementedAgentsServer) Renew(context.Context, *RenewRequest) (*RenewRe
 }
 func (UnimplementedAgentsServer) ReportLoss(context.Context, *ReportLossRequest) (*ReportLossResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReportLoss not implemented")
+}
+func (UnimplementedAgentsServer) Leave(context.Context, *LeaveRequest) (*LeaveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Leave not implemented")
 }
 func (UnimplementedAgentsServer) Publish(context.Context, *PublishRequest) (*PublishResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Publish not implemented")
@@ -307,6 +327,24 @@ func _Agents_ReportLoss_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Agents_Leave_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LeaveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentsServer).Leave(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Agents_Leave_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentsServer).Leave(ctx, req.(*LeaveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Agents_Publish_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(PublishRequest)
 	if err := dec(in); err != nil {
@@ -358,6 +396,10 @@ var Agents_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReportLoss",
 			Handler:    _Agents_ReportLoss_Handler,
+		},
+		{
+			MethodName: "Leave",
+			Handler:    _Agents_Leave_Handler,
 		},
 		{
 			MethodName: "Publish",
