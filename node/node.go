@@ -61,6 +61,9 @@ type Node struct {
 	gossip     *cluster.Cluster // nil without gossip
 	gossipDone chan struct{}    // closed when watchGossip ends
 	gpus       int              // GPUs the node offers
+
+	nodeTimeout time.Duration            // gossip's node timeout, gossiped in the metadata
+	timeouts    map[string]time.Duration // the node timeout each node last gossiped; watchGossip's
 }
 
 // Start starts the gossip member, if any, hosts the store, joins it or finds
