@@ -349,14 +349,15 @@ func TestDetectorFor(t *testing.T) {
 			t.Fatalf("%v %v: %v", tc.profile, tc.timeout, err)
 		}
 		d := DetectorFor(tc.want)
-		got := Detector{mc.ProbeInterval, mc.ProbeTimeout, mc.SuspicionMult, mc.SuspicionMaxTimeoutMult, mc.IndirectChecks, mc.AwarenessMaxMultiplier}
+		got := Detector{mc.ProbeInterval, mc.ProbeTimeout, mc.SuspicionMult, mc.SuspicionMaxTimeoutMult, mc.IndirectChecks, mc.AwarenessMaxMultiplier, mc.PushPullInterval}
 		if got != d {
 			t.Errorf("%v %v: memberlist has %+v, want %+v", tc.profile, tc.timeout, got, d)
 		}
 		if span := d.ProbeInterval * time.Duration(1+d.SuspicionMult); span != tc.want {
 			t.Errorf("%v %v: probe and suspicion span %v, want %v", tc.profile, tc.timeout, span, tc.want)
 		}
-		if d.ProbeTimeout >= d.ProbeInterval || d.SuspicionMaxTimeoutMult < 2 || d.IndirectChecks < 1 {
+		// A suspicion made while cut off must reach a member well before it runs out.
+		if d.ProbeTimeout >= d.ProbeInterval || d.SuspicionMaxTimeoutMult < 2 || d.IndirectChecks < 1 || d.PushPullInterval > tc.want/4 {
 			t.Errorf("%v %v: %+v", tc.profile, tc.timeout, d)
 		}
 	}

@@ -53,6 +53,7 @@ type Detector struct {
 	SuspicionMaxTimeoutMult int
 	IndirectChecks          int
 	AwarenessMaxMultiplier  int
+	PushPullInterval        time.Duration
 }
 
 // detectorSteps is how many probe intervals a node timeout spans: one for the probe that
@@ -76,7 +77,15 @@ const detectorSteps = 10
 //     it as SuspicionMult−2 other members confirm it, when there are that many; a member that
 //     alone suspects others (cut off, or losing packets) waits twice as long before it
 //     declares them dead. A member whose own probes fail probes less often, up to
-//     AwarenessMaxMultiplier (8) times the interval: it does not trust its own view.
+//     AwarenessMaxMultiplier (4) times the interval: it trusts its own view less.
+//   - A suspicion is gossiped a few times within a fraction of a second and then only
+//     carried on probes of the suspect: a member cut off for a second or two sends its
+//     suspicions of the others into the void, and, back, would declare them dead at the end
+//     of the timeout without their knowing. A full state exchange every T/5
+//     (PushPullInterval; memberlist lengthens it above 32 members) hands its suspicions to
+//     a member that spreads them, and the suspects refute them in time. For the same reason
+//     the awareness multiplier is 4, not memberlist's 8: a member back from isolation probes,
+//     and carries its suspicions to, one member every 0.4 T at the slowest.
 func DetectorFor(timeout time.Duration) Detector {
 	pi := timeout / detectorSteps
 	return Detector{
@@ -85,7 +94,8 @@ func DetectorFor(timeout time.Duration) Detector {
 		SuspicionMult:           detectorSteps - 1,
 		SuspicionMaxTimeoutMult: 2,
 		IndirectChecks:          3,
-		AwarenessMaxMultiplier:  8,
+		AwarenessMaxMultiplier:  4,
+		PushPullInterval:        timeout / 5,
 	}
 }
 
@@ -172,7 +182,6 @@ func profileConfig(p Profile, timeout time.Duration) (*memberlist.Config, time.D
 	case Local:
 		c = memberlist.DefaultLocalConfig()
 		c.GossipInterval = 50 * time.Millisecond
-		c.PushPullInterval = 2 * time.Second
 		c.TCPTimeout = time.Second
 		c.DeadNodeReclaimTime = time.Second
 		rejoin = time.Second
@@ -189,6 +198,7 @@ func profileConfig(p Profile, timeout time.Duration) (*memberlist.Config, time.D
 	c.ProbeInterval, c.ProbeTimeout = d.ProbeInterval, d.ProbeTimeout
 	c.SuspicionMult, c.SuspicionMaxTimeoutMult = d.SuspicionMult, d.SuspicionMaxTimeoutMult
 	c.IndirectChecks, c.AwarenessMaxMultiplier = d.IndirectChecks, d.AwarenessMaxMultiplier
+	c.PushPullInterval = d.PushPullInterval
 	return c, rejoin, nil
 }
 
