@@ -22,24 +22,25 @@ const lossFor = 30 * time.Second
 // What is ordinary on GPU nodes kills no job: an agent paused for 3 s (GC,
 // VM steal, swap), a node's packets all dropped for 2 s (a link flap, a
 // bond failover), 30 % of a node's packets dropped both ways. The head,
-// which hosts the store, takes part in none of the jobs but is paused and
-// cut off too. After the fault, each job runs on for longer than the node
-// timeout, and then ends well. A silence past the node timeout is a loss:
-// the job stops, naming the node.
+// which hosts the store, is paused and cut off too: its blackout hits a job
+// that does not run there, its stop one that does. After the fault, each
+// job runs on for longer than the node timeout, and then ends well. A
+// silence past the node timeout is a loss: the job stops, naming the node.
 func TestNetnsNoFalseKill(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		target string // the host the fault is on: a is the head, b runs a worker
+		hosts  string // the job's hosts
 		fault  func(nw *network, h *host, a *agent, done <-chan struct{})
 		lost   bool // the job must stop, naming target
 	}{
-		{"stop head 3s", "a", stopFor(3 * time.Second), false},
-		{"stop worker node 3s", "b", stopFor(3 * time.Second), false},
-		{"blackout head 2s", "a", blackoutFor(2 * time.Second), false},
-		{"blackout worker node 2s", "b", blackoutFor(2 * time.Second), false},
-		{"loss 30 percent worker node", "b", lossOf("0.3", lossFor), false},
-		{"blackout worker node past the timeout", "b", blackoutUntil, true},
+		{"stop head 3s", "a", "a,b", stopFor(3 * time.Second), false},
+		{"stop worker node 3s", "b", "b,c", stopFor(3 * time.Second), false},
+		{"blackout head 2s", "a", "b,c", blackoutFor(2 * time.Second), false},
+		{"blackout worker node 2s", "b", "b,c", blackoutFor(2 * time.Second), false},
+		{"loss 30 percent worker node", "b", "b,c", lossOf("0.3", lossFor), false},
+		{"blackout worker node past the timeout", "b", "b,c", blackoutUntil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -47,8 +48,8 @@ func TestNetnsNoFalseKill(t *testing.T) {
 			agents := nw.startCluster()
 			dir := t.TempDir()
 			marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-netns-%s", time.Now().UnixNano(), strings.ReplaceAll(tc.name, " ", "-"))
-			// The job runs on b and c, not on the head; each worker waits for the go file.
-			cmd, out, errb := nw.launcher("run", "-H", "b,c", "--nproc", "1", "-x", marker, "-x", "DIR="+dir, "--", "sh", "-c",
+			// Two workers, each waiting for the go file.
+			cmd, out, errb := nw.launcher("run", "-H", tc.hosts, "--nproc", "1", "-x", marker, "-x", "DIR="+dir, "--", "sh", "-c",
 				`touch "$DIR/started-$RANK"; while [ ! -e "$DIR/go" ]; do sleep 0.05; done; echo "done $RANK"`)
 			exited := make(chan struct{})
 			go func() { cmd.Wait(); close(exited) }()
