@@ -332,12 +332,12 @@ func BenchmarkCutDetection(b *testing.B) {
 			var exits []time.Duration
 			for i := range trials {
 				victim := nw.hosts[1+i%(n-1)]
-				d, err := cutTrial(nw, victim)
+				d, named, err := cutTrial(nw, victim)
 				if err != nil {
 					b.Fatalf("trial %d, %s cut: %v", i+1, victim.name, err)
 				}
 				exits = append(exits, d)
-				b.Logf("N=%d trial %2d: %s cut, launcher exit after %.2f s", n, i+1, victim.name, d.Seconds())
+				b.Logf("N=%d trial %2d: %s cut, launcher exit after %.2f s: %s", n, i+1, victim.name, d.Seconds(), named)
 			}
 			p50, mx := nearestRank(exits, 50), slices.Max(exits)
 			b.Logf("N=%d, %d trials: cut → launcher exit p50 %.2f s, max %.2f s, min %.2f s", n, trials, p50.Seconds(), mx.Seconds(), slices.Min(exits).Seconds())
@@ -350,8 +350,9 @@ func BenchmarkCutDetection(b *testing.B) {
 
 // cutTrial runs a 2-node job on the head and victim, cuts victim's link
 // once both workers run, and returns how long the launcher took to exit
-// with victim named lost. The link is up again when it returns.
-func cutTrial(nw *network, victim *host) (time.Duration, error) {
+// with victim named lost, and the launcher's message. The link is up again
+// when it returns.
+func cutTrial(nw *network, victim *host) (time.Duration, string, error) {
 	b := nw.t
 	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-cut-%s", time.Now().UnixNano(), victim.name)
 	cmd, _, errb := nw.launcher("run", "-H", nw.hosts[0].name+","+victim.name, "--nproc", "1", "-x", marker, "--", "sleep", "1000")
@@ -360,11 +361,11 @@ func cutTrial(nw *network, victim *host) (time.Duration, error) {
 	for deadline := time.Now().Add(2 * time.Minute); len(markedProcesses(b, marker)) < 2; time.Sleep(20 * time.Millisecond) {
 		select {
 		case <-exited:
-			return 0, fmt.Errorf("the job ended before its workers ran: %s", errb.String())
+			return 0, "", fmt.Errorf("the job ended before its workers ran: %s", errb.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("the job's 2 workers never ran")
+			return 0, "", fmt.Errorf("the job's 2 workers never ran")
 		}
 	}
 	t0 := time.Now()
@@ -373,10 +374,10 @@ func cutTrial(nw *network, victim *host) (time.Duration, error) {
 	select {
 	case at := <-exited:
 		if !strings.Contains(errb.String(), "node "+victim.name+" lost") {
-			return 0, fmt.Errorf("exit %d without %s named lost: %s", cmd.ProcessState.ExitCode(), victim.name, errb.String())
+			return 0, "", fmt.Errorf("exit %d without %s named lost: %s", cmd.ProcessState.ExitCode(), victim.name, errb.String())
 		}
-		return at.Sub(t0), nil
+		return at.Sub(t0), strings.TrimSpace(errb.String()), nil
 	case <-time.After(time.Minute):
-		return 0, fmt.Errorf("the job went on a minute after the cut")
+		return 0, "", fmt.Errorf("the job went on a minute after the cut")
 	}
 }
