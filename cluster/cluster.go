@@ -207,7 +207,8 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	c.self.Store(self)
 	go c.rejoinLoop()
 	c.log.Info("gossip member started", zap.String("name", cfg.Name),
-		zap.String("addr", self.Address()), zap.Stringer("profile", cfg.Profile))
+		zap.String("addr", self.Address()), zap.Stringer("profile", cfg.Profile),
+		zap.Duration("node_timeout", mc.ProbeInterval*time.Duration(1+mc.SuspicionMult)))
 	return c, nil
 }
 

@@ -195,11 +195,13 @@ func waitEvent(t testing.TB, c *Cluster, timeout time.Duration, name string, typ
 }
 
 // TestDetectionLAN stops a member without a word (its transport closes) and checks the
-// others declare it dead; how fast is measured by BenchmarkGossip, not asserted here.
+// others declare it dead, and none before the node timeout; how fast is measured by
+// BenchmarkGossip, not asserted here.
 func TestDetectionLAN(t *testing.T) {
+	const timeout = 2 * time.Second
 	ms := make([]*Cluster, 4)
 	for i := range ms {
-		ms[i] = newMember(t, Config{Name: fmt.Sprintf("n%d", i), Profile: LAN})
+		ms[i] = newMember(t, Config{Name: fmt.Sprintf("n%d", i), Profile: LAN, NodeTimeout: timeout})
 		if i > 0 {
 			if _, err := ms[i].Join([]string{ms[0].Addr()}); err != nil {
 				t.Fatal(err)
@@ -218,7 +220,12 @@ func TestDetectionLAN(t *testing.T) {
 		t.Fatal("a closed member's port did not refuse")
 	}
 	for _, m := range ms[:3] {
-		e := waitEvent(t, m, 5*time.Second, "n3", EventDead)
+		e := waitEvent(t, m, 10*time.Second, "n3", EventDead)
+		// The earliest declaration is a probe sent just before the close: it fails a probe
+		// interval later, and the suspicion lasts the rest of the timeout.
+		if early := timeout - DetectorFor(timeout).ProbeInterval; e.At.Sub(start) < early {
+			t.Fatalf("%s: n3 dead %v after its close, before %v", m.Name(), e.At.Sub(start), early)
+		}
 		// The last ack, if this member had one yet, came before the close.
 		if e.Member.SinceAck != 0 && (e.Member.SinceAck < e.At.Sub(start) || e.Member.SinceAck > 10*time.Second) {
 			t.Fatalf("%s: n3 dead %v after its close, %v after its last ack", m.Name(), e.At.Sub(start), e.Member.SinceAck)
@@ -314,9 +321,44 @@ func TestConfigErrors(t *testing.T) {
 		"bad port":              {Name: "a", Token: "t", BindPort: 70000},
 		"bad meta":              {Name: "a", Token: "t", Meta: Meta{GPUsTotal: -1}},
 		"bad profile":           {Name: "a", Token: "t", Profile: 9},
+		"node timeout short":    {Name: "a", Token: "t", NodeTimeout: 500 * time.Millisecond},
+		"node timeout long":     {Name: "a", Token: "t", NodeTimeout: time.Hour},
 	} {
 		if _, err := Start(context.Background(), cfg); err == nil {
 			t.Errorf("%s: started", name)
+		}
+	}
+}
+
+// The detector spans the node timeout: a probe interval to find the silence, the rest for
+// the suspicion (at up to 10 members), whatever the timeout; each profile applies it.
+func TestDetectorFor(t *testing.T) {
+	for _, tc := range []struct {
+		profile Profile
+		timeout time.Duration
+		want    time.Duration
+	}{
+		{LAN, 0, DefaultNodeTimeout},
+		{Local, 0, LocalNodeTimeout},
+		{LAN, MinNodeTimeout, MinNodeTimeout},
+		{LAN, 30 * time.Second, 30 * time.Second},
+		{Local, 3 * time.Second, 3 * time.Second},
+	} {
+		mc, _, err := profileConfig(tc.profile, tc.timeout)
+		if err != nil {
+			t.Fatalf("%v %v: %v", tc.profile, tc.timeout, err)
+		}
+		d := DetectorFor(tc.want)
+		got := Detector{mc.ProbeInterval, mc.ProbeTimeout, mc.SuspicionMult, mc.SuspicionMaxTimeoutMult, mc.IndirectChecks, mc.AwarenessMaxMultiplier, mc.PushPullInterval}
+		if got != d {
+			t.Errorf("%v %v: memberlist has %+v, want %+v", tc.profile, tc.timeout, got, d)
+		}
+		if span := d.ProbeInterval * time.Duration(1+d.SuspicionMult); span != tc.want {
+			t.Errorf("%v %v: probe and suspicion span %v, want %v", tc.profile, tc.timeout, span, tc.want)
+		}
+		// A suspicion made while cut off must reach a member well before it runs out.
+		if d.ProbeTimeout >= d.ProbeInterval || d.SuspicionMaxTimeoutMult < 2 || d.IndirectChecks < 1 || d.PushPullInterval > tc.want/4 {
+			t.Errorf("%v %v: %+v", tc.profile, tc.timeout, d)
 		}
 	}
 }

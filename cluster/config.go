@@ -18,16 +18,94 @@ const Label = "muster/v1"
 // keyInfo is HKDF's info string for the gossip key; changing it changes every key.
 const keyInfo = "muster/v1 memberlist gossip key"
 
-// Profile picks memberlist's timing.
+// Profile picks memberlist's timing other than failure detection, which NodeTimeout sets.
 type Profile int
 
 const (
-	// LAN is for real networks, tuned for fast failure detection: probe every 250 ms with a
-	// 100 ms timeout and a suspicion multiplier of 2 find a dead member in about 1.2 s.
+	// LAN is for real networks.
 	LAN Profile = iota
-	// Local is for tests on one host: faster gossip, shorter TCP timeouts, quick rejoin.
+	// Local is for tests on one host: faster gossip, shorter TCP timeouts, quick rejoin, and a
+	// node timeout of LocalNodeTimeout unless one is given. No test that stops or cuts off a
+	// member for seconds may rely on it.
 	Local
 )
+
+// DefaultNodeTimeout is the LAN profile's node timeout: a GC pause, a link flap or a throttled
+// pod of a few seconds is ordinary on GPU nodes, and a false kill of a large job costs far more
+// than a few seconds of detection.
+const DefaultNodeTimeout = 5 * time.Second
+
+// LocalNodeTimeout is the Local profile's node timeout, for tests on one host.
+const LocalNodeTimeout = time.Second
+
+// Bounds on a node timeout: below a second a busy host's scheduling delays look like deaths;
+// above ten minutes a dead node holds its jobs' GPUs longer than any scheduler waits.
+const (
+	MinNodeTimeout = time.Second
+	MaxNodeTimeout = 10 * time.Minute
+)
+
+// Detector is memberlist's failure detector, derived from a node timeout by DetectorFor.
+type Detector struct {
+	ProbeInterval           time.Duration
+	ProbeTimeout            time.Duration
+	SuspicionMult           int
+	SuspicionMaxTimeoutMult int
+	IndirectChecks          int
+	AwarenessMaxMultiplier  int
+	PushPullInterval        time.Duration
+}
+
+// detectorSteps is how many probe intervals a node timeout spans: one for the probe that
+// finds the silence, the rest (SuspicionMult) for the suspicion the member may refute.
+const detectorSteps = 10
+
+// DetectorFor derives memberlist's failure detector from a node timeout T, so that a member
+// silent for less than T is never declared dead and one silent for longer is declared dead
+// about T after its silence began, in clusters of up to 10 members:
+//
+//   - probes every T/10 (ProbeInterval), the direct probe waiting half of that for an ack
+//     before 3 other members probe indirectly (IndirectChecks) until the interval ends;
+//   - a failed probe makes the member suspect; it is declared dead after
+//     SuspicionMult × max(1, log10 N) × ProbeInterval = 9 × T/10 for N ≤ 10 members,
+//     unless it refutes the suspicion first. The earliest declaration is therefore a probe
+//     sent just as the silence began, failing T/10 later, plus 9T/10: T. The latest, for
+//     N ≤ 10, is about T + 2 × T/10 plus gossip. Above 10 members memberlist lengthens the
+//     suspicion by log10 N (×1.6 at 40, ×2 at 100): a larger cluster takes longer to spread a
+//     suspicion to the member that must refute it.
+//   - Lifeguard: a suspicion starts at SuspicionMaxTimeoutMult (2) times that and shortens to
+//     it as SuspicionMult−2 other members confirm it, when there are that many; a member that
+//     alone suspects others (cut off, or losing packets) waits twice as long before it
+//     declares them dead. A member whose own probes fail probes less often, up to
+//     AwarenessMaxMultiplier (4) times the interval: it trusts its own view less.
+//   - A suspicion is gossiped a few times within a fraction of a second and then only
+//     carried on probes of the suspect: a member cut off for a second or two sends its
+//     suspicions of the others into the void, and, back, would declare them dead at the end
+//     of the timeout without their knowing. A full state exchange every T/5
+//     (PushPullInterval; memberlist lengthens it above 32 members) hands its suspicions to
+//     a member that spreads them, and the suspects refute them in time. For the same reason
+//     the awareness multiplier is 4, not memberlist's 8: a member back from isolation probes,
+//     and carries its suspicions to, one member every 0.4 T at the slowest.
+func DetectorFor(timeout time.Duration) Detector {
+	pi := timeout / detectorSteps
+	return Detector{
+		ProbeInterval:           pi,
+		ProbeTimeout:            pi / 2,
+		SuspicionMult:           detectorSteps - 1,
+		SuspicionMaxTimeoutMult: 2,
+		IndirectChecks:          3,
+		AwarenessMaxMultiplier:  4,
+		PushPullInterval:        timeout / 5,
+	}
+}
+
+// CheckNodeTimeout says what is wrong with a node timeout.
+func CheckNodeTimeout(d time.Duration) error {
+	if d < MinNodeTimeout || d > MaxNodeTimeout {
+		return fmt.Errorf("%w: node timeout %s out of range %s..%s", ErrConfig, d, MinNodeTimeout, MaxNodeTimeout)
+	}
+	return nil
+}
 
 func (p Profile) String() string {
 	switch p {
@@ -56,8 +134,12 @@ type Config struct {
 	Token string // the cluster token; the gossip encryption key derives from it
 
 	Profile Profile
-	Logger  *zap.Logger // nil means no logs
-	Meta    Meta        // the first metadata; UpdateMeta changes it
+	// NodeTimeout is how long a member may be silent before it is declared dead; the failure
+	// detector derives from it (DetectorFor). 0 means the profile's: DefaultNodeTimeout for
+	// LAN, LocalNodeTimeout for Local. Set it the same on every member.
+	NodeTimeout time.Duration
+	Logger      *zap.Logger // nil means no logs
+	Meta        Meta        // the first metadata; UpdateMeta changes it
 
 	// EventBuffer bounds the events channel; events beyond it are dropped and counted.
 	// 0 means 1024.
@@ -81,31 +163,43 @@ func SecretKey(token string) ([]byte, error) {
 	return hkdf.Key(sha256.New, []byte(token), nil, keyInfo, 32)
 }
 
-// profileConfig returns memberlist's config for a profile.
-func profileConfig(p Profile) (*memberlist.Config, time.Duration, error) {
+// profileConfig returns memberlist's config for a profile and a node timeout (0: the
+// profile's), and the profile's rejoin interval.
+func profileConfig(p Profile, timeout time.Duration) (*memberlist.Config, time.Duration, error) {
+	var c *memberlist.Config
+	var rejoin time.Duration
 	switch p {
 	case LAN:
-		c := memberlist.DefaultLANConfig()
-		c.ProbeInterval = 250 * time.Millisecond
-		c.ProbeTimeout = 100 * time.Millisecond
-		c.SuspicionMult = 2
+		c = memberlist.DefaultLANConfig()
 		c.GossipInterval = 100 * time.Millisecond
 		// A member that came back on another address may take its name once the old one
 		// has been dead for this long.
 		c.DeadNodeReclaimTime = 5 * time.Second
-		return c, 30 * time.Second, nil
+		rejoin = 30 * time.Second
+		if timeout == 0 {
+			timeout = DefaultNodeTimeout
+		}
 	case Local:
-		c := memberlist.DefaultLocalConfig()
-		c.ProbeInterval = 200 * time.Millisecond
-		c.ProbeTimeout = 100 * time.Millisecond
-		c.SuspicionMult = 3
+		c = memberlist.DefaultLocalConfig()
 		c.GossipInterval = 50 * time.Millisecond
-		c.PushPullInterval = 2 * time.Second
 		c.TCPTimeout = time.Second
 		c.DeadNodeReclaimTime = time.Second
-		return c, time.Second, nil
+		rejoin = time.Second
+		if timeout == 0 {
+			timeout = LocalNodeTimeout
+		}
+	default:
+		return nil, 0, fmt.Errorf("%w: unknown profile %d", ErrConfig, int(p))
 	}
-	return nil, 0, fmt.Errorf("%w: unknown profile %d", ErrConfig, int(p))
+	if err := CheckNodeTimeout(timeout); err != nil {
+		return nil, 0, err
+	}
+	d := DetectorFor(timeout)
+	c.ProbeInterval, c.ProbeTimeout = d.ProbeInterval, d.ProbeTimeout
+	c.SuspicionMult, c.SuspicionMaxTimeoutMult = d.SuspicionMult, d.SuspicionMaxTimeoutMult
+	c.IndirectChecks, c.AwarenessMaxMultiplier = d.IndirectChecks, d.AwarenessMaxMultiplier
+	c.PushPullInterval = d.PushPullInterval
+	return c, rejoin, nil
 }
 
 // checkAdvertise is the advertise rule: a member never advertises an unspecified address
@@ -144,7 +238,7 @@ func (c Config) memberlistConfig() (*memberlist.Config, time.Duration, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	mc, rejoin, err := profileConfig(c.Profile)
+	mc, rejoin, err := profileConfig(c.Profile, c.NodeTimeout)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 	"unicode/utf8"
 )
 
@@ -27,6 +28,9 @@ type Meta struct {
 	GRPCAddr  string // the agent's gRPC address, host:port
 	Store     bool   // the node hosts the rendezvous store (GRPCAddr serves it)
 	Version   string // the agent's build version
+	// NodeTimeout is the member's node timeout, whole milliseconds; 0 when not said. It is
+	// the same on every member, and a member whose value differs is told in the logs.
+	NodeTimeout time.Duration
 
 	// leaving is set by Leave just before the member leaves: memberlist reports a member
 	// that left and one that died alike, so the others tell them apart by this flag.
@@ -46,6 +50,8 @@ func (m Meta) validate() error {
 		return fmt.Errorf("%w: gRPC address longer than %d bytes or not UTF-8", ErrMeta, maxAddrLen)
 	case len(m.Version) > maxVersionLen || !utf8.ValidString(m.Version):
 		return fmt.Errorf("%w: version longer than %d bytes or not UTF-8", ErrMeta, maxVersionLen)
+	case m.NodeTimeout < 0 || m.NodeTimeout > MaxNodeTimeout || m.NodeTimeout%time.Millisecond != 0:
+		return fmt.Errorf("%w: node timeout %s not whole milliseconds up to %s", ErrMeta, m.NodeTimeout, MaxNodeTimeout)
 	}
 	return nil
 }
@@ -53,8 +59,9 @@ func (m Meta) validate() error {
 // MarshalBinary encodes m compactly:
 //
 //	format byte (1) | flags byte | uvarint GPUs total | uvarint GPUs free |
-//	uvarint len + gRPC address | uvarint len + version
+//	uvarint len + gRPC address | uvarint len + version | uvarint node timeout ms
 //
+// The node timeout came last, later: metadata without it decodes with NodeTimeout 0.
 // Bytes after these fields are ignored by this decoder, so a later format can append fields.
 // The field bounds keep the result far below MetaMaxSize (at most about 340 bytes).
 func (m Meta) MarshalBinary() ([]byte, error) {
@@ -76,6 +83,7 @@ func (m Meta) MarshalBinary() ([]byte, error) {
 	b = append(b, m.GRPCAddr...)
 	b = binary.AppendUvarint(b, uint64(len(m.Version)))
 	b = append(b, m.Version...)
+	b = binary.AppendUvarint(b, uint64(m.NodeTimeout/time.Millisecond))
 	if len(b) > MetaMaxSize {
 		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrMeta, len(b), MetaMaxSize)
 	}
@@ -99,6 +107,9 @@ func (m *Meta) UnmarshalBinary(b []byte) error {
 	total, free := d.uvarint(maxGPUs), d.uvarint(maxGPUs)
 	out.GRPCAddr = d.str(maxAddrLen)
 	out.Version = d.str(maxVersionLen)
+	if len(d.b) > 0 && d.err == nil {
+		out.NodeTimeout = time.Duration(d.uvarint(uint64(MaxNodeTimeout/time.Millisecond))) * time.Millisecond
+	}
 	if d.err != nil {
 		return d.err
 	}

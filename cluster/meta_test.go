@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestMetaRoundTrip(t *testing.T) {
@@ -12,6 +13,8 @@ func TestMetaRoundTrip(t *testing.T) {
 		{GPUsTotal: 8, GPUsFree: 3, GRPCAddr: "10.0.0.7:29400", Store: true, Version: "v0.4.1"},
 		{GPUsTotal: maxGPUs, GPUsFree: maxGPUs, GRPCAddr: strings.Repeat("a", maxAddrLen), Version: strings.Repeat("v", maxVersionLen)},
 		{GRPCAddr: "[fe80::1%eth0]:29400", Version: "dev-ü"},
+		{GPUsTotal: 8, Version: "v1", NodeTimeout: 5 * time.Second},
+		{NodeTimeout: MaxNodeTimeout},
 	} {
 		b, err := m.MarshalBinary()
 		if err != nil {
@@ -28,6 +31,17 @@ func TestMetaRoundTrip(t *testing.T) {
 		if err := got.UnmarshalBinary(append(b, 9, 9, 9)); err != nil || got != m {
 			t.Fatalf("with a trailing field %+v: %+v, %v", m, got, err)
 		}
+	}
+}
+
+// Metadata of the format before the node timeout decodes, without it.
+func TestMetaWithoutNodeTimeout(t *testing.T) {
+	var m Meta
+	if err := m.UnmarshalBinary([]byte{1, flagStore, 8, 8, 0, 2, 'v', '1'}); err != nil {
+		t.Fatal(err)
+	}
+	if want := (Meta{GPUsTotal: 8, GPUsFree: 8, Store: true, Version: "v1"}); m != want {
+		t.Fatalf("%+v, want %+v", m, want)
 	}
 }
 
@@ -50,6 +64,8 @@ func TestMetaBounds(t *testing.T) {
 		"address long":   {GRPCAddr: strings.Repeat("a", maxAddrLen+1)},
 		"version long":   {Version: strings.Repeat("v", maxVersionLen+1)},
 		"not UTF-8":      {Version: "\xff"},
+		"timeout long":   {NodeTimeout: MaxNodeTimeout + time.Millisecond},
+		"timeout ns":     {NodeTimeout: time.Second + 1},
 	} {
 		if _, err := m.MarshalBinary(); !errors.Is(err, ErrMeta) {
 			t.Errorf("%s: %v, want ErrMeta", name, err)
@@ -65,6 +81,7 @@ func TestMetaBounds(t *testing.T) {
 		"overlong varint": {1, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
 		"too big":         append([]byte{1, 0, 0, 0, 0, 0}, make([]byte, MetaMaxSize)...),
 		"bad UTF-8":       {1, 0, 0, 0, 1, 0xff, 0},
+		"timeout long":    {1, 0, 0, 0, 0, 0, 0xc1, 0xcf, 0x24}, // 600001 ms
 	} {
 		var m Meta
 		if err := m.UnmarshalBinary(b); !errors.Is(err, ErrMeta) {

@@ -47,7 +47,8 @@ func (a *agent) logText() string {
 	return string(b)
 }
 
-// newNetwork makes n hosts named a, b, c, ...; the first hosts the store.
+// newNetwork makes n hosts named a, b, c, ... (hostName); the first hosts
+// the store.
 // Everything is removed when the test ends, whatever its outcome.
 func newNetwork(t testing.TB, n int) *network {
 	t.Helper()
@@ -68,7 +69,7 @@ func newNetwork(t testing.TB, n int) *network {
 	nw.ipCmd("-n", nw.sw, "link", "add", "br0", "type", "bridge")
 	nw.ipCmd("-n", nw.sw, "link", "set", "dev", "br0", "up")
 	for i := range n {
-		h := &host{name: string(rune('a' + i)), ns: prefix + string(rune('a'+i)), ip: fmt.Sprintf("10.213.%d.%d", sum%256, i+1)}
+		h := &host{name: hostName(i), ns: prefix + hostName(i), ip: fmt.Sprintf("10.213.%d.%d", sum%256, i+1)}
 		nw.ipCmd("netns", "add", h.ns)
 		nw.hosts = append(nw.hosts, h)
 		nw.ipCmd("link", "add", "eth0", "netns", h.ns, "type", "veth", "peer", "name", h.name, "netns", nw.sw)
@@ -89,6 +90,15 @@ func newNetwork(t testing.TB, n int) *network {
 	nw.ca = filepath.Join(nw.dir, "ca.pem")
 	nw.token = nw.tokenFile("token", "0123456789abcdef0123456789abcdef")
 	return nw
+}
+
+// hostName is the i-th host's name: a to z, then h26, h27, ... (at most
+// 254 hosts, one /24).
+func hostName(i int) string {
+	if i < 26 {
+		return string(rune('a' + i))
+	}
+	return fmt.Sprintf("h%d", i)
 }
 
 // remove kills what still runs on the hosts, then removes the namespaces;

@@ -286,3 +286,98 @@ func procStatus(b testing.TB, pid int) map[string]float64 {
 	}
 	return fields
 }
+
+// BenchmarkCutDetection measures how long a job takes to stop when one of
+// its nodes is cut off (its link taken down), at several cluster sizes: N
+// agents, each in a network namespace of its own on one bridge, a hosting
+// the store, with the default node timeout. Each trial runs a 2-node job on
+// a and another node, cuts that node, times the launcher's exit from just
+// before the cut, and brings the link back up; the cut node changes every
+// trial, so that each has time to come back before its next turn.
+//
+//	go test -run XXX -bench CutDetection -benchtime 1x -timeout 60m -v ./e2e
+//
+// MUSTER_CUT_SIZES=8,40 picks the sizes (at most 254), and
+// MUSTER_NODELOSS_TRIALS the trials at each (20).
+func BenchmarkCutDetection(b *testing.B) {
+	trials := 20
+	if s := os.Getenv("MUSTER_NODELOSS_TRIALS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			b.Fatalf("MUSTER_NODELOSS_TRIALS=%q: want a count above 0", s)
+		}
+		trials = n
+	}
+	sizes := []int{8, 40}
+	if s := os.Getenv("MUSTER_CUT_SIZES"); s != "" {
+		sizes = sizes[:0]
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 3 || n > 254 {
+				b.Fatalf("MUSTER_CUT_SIZES: %q: want 3 to 254", f)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+			nw := newNetwork(b, n)
+			start := time.Now()
+			nw.startHead()
+			for _, h := range nw.hosts[1:] {
+				nw.join(h, nw.token)
+			}
+			nw.waitReady(n, 5*time.Minute)
+			b.Logf("%d agents ready after %.1f s", n, time.Since(start).Seconds())
+			var exits []time.Duration
+			for i := range trials {
+				victim := nw.hosts[1+i%(n-1)]
+				d, named, err := cutTrial(nw, victim)
+				if err != nil {
+					b.Fatalf("trial %d, %s cut: %v", i+1, victim.name, err)
+				}
+				exits = append(exits, d)
+				b.Logf("N=%d trial %2d: %s cut, launcher exit after %.2f s: %s", n, i+1, victim.name, d.Seconds(), named)
+			}
+			p50, mx := nearestRank(exits, 50), slices.Max(exits)
+			b.Logf("N=%d, %d trials: cut → launcher exit p50 %.2f s, max %.2f s, min %.2f s", n, trials, p50.Seconds(), mx.Seconds(), slices.Min(exits).Seconds())
+			b.ReportMetric(p50.Seconds(), "cut-exit-p50-s")
+			b.ReportMetric(mx.Seconds(), "cut-exit-max-s")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// cutTrial runs a 2-node job on the head and victim, cuts victim's link
+// once both workers run, and returns how long the launcher took to exit
+// with victim named lost, and the launcher's message. The link is up again
+// when it returns.
+func cutTrial(nw *network, victim *host) (time.Duration, string, error) {
+	b := nw.t
+	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-cut-%s", time.Now().UnixNano(), victim.name)
+	cmd, _, errb := nw.launcher("run", "-H", nw.hosts[0].name+","+victim.name, "--nproc", "1", "-x", marker, "--", "sleep", "1000")
+	exited := make(chan time.Time, 1)
+	go func() { cmd.Wait(); exited <- time.Now() }()
+	for deadline := time.Now().Add(2 * time.Minute); len(markedProcesses(b, marker)) < 2; time.Sleep(20 * time.Millisecond) {
+		select {
+		case <-exited:
+			return 0, "", fmt.Errorf("the job ended before its workers ran: %s", errb.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			return 0, "", fmt.Errorf("the job's 2 workers never ran")
+		}
+	}
+	t0 := time.Now()
+	nw.cut(victim)
+	defer nw.heal(victim)
+	select {
+	case at := <-exited:
+		if !strings.Contains(errb.String(), "node "+victim.name+" lost") {
+			return 0, "", fmt.Errorf("exit %d without %s named lost: %s", cmd.ProcessState.ExitCode(), victim.name, errb.String())
+		}
+		return at.Sub(t0), strings.TrimSpace(errb.String()), nil
+	case <-time.After(time.Minute):
+		return 0, "", fmt.Errorf("the job went on a minute after the cut")
+	}
+}

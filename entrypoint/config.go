@@ -42,6 +42,9 @@ type Config struct {
 	JoinTimeout time.Duration
 	LastCall    time.Duration
 	KillTimeout time.Duration
+	// NodeTimeout is how long a node may be silent before gossip declares
+	// it dead (0: cluster.DefaultNodeTimeout); the same on every node.
+	NodeTimeout time.Duration
 	Argv        []string
 	// MPI is the job's --mpi: "" or "mpich".
 	MPI string

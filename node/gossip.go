@@ -34,6 +34,10 @@ type Gossip struct {
 	// partition merges.
 	Join    []string
 	Profile cluster.Profile
+	// NodeTimeout is how long a node may be silent before gossip declares it dead
+	// (--node-timeout); 0 is the profile's. Every node should have the same: each
+	// gossips its own, and a node that sees another value logs it.
+	NodeTimeout time.Duration
 }
 
 // gossipMetaTimeout bounds how long a metadata change waits to be sent.
@@ -94,7 +98,12 @@ func (g *Gossip) Check() error {
 // when known: the advertise address when neither --advertise nor a specific
 // --bind says otherwise.
 func (g *Gossip) clusterConfig(log *zap.Logger, name, token, addr string) (cluster.Config, error) {
-	cfg := cluster.Config{Name: name, Token: token, Profile: g.Profile, Logger: log, BindPort: DefaultGossipPort}
+	cfg := cluster.Config{Name: name, Token: token, Profile: g.Profile, NodeTimeout: g.NodeTimeout, Logger: log, BindPort: DefaultGossipPort}
+	if g.NodeTimeout != 0 {
+		if err := cluster.CheckNodeTimeout(g.NodeTimeout); err != nil {
+			return cfg, fmt.Errorf("--node-timeout %s: want %s to %s", g.NodeTimeout, cluster.MinNodeTimeout, cluster.MaxNodeTimeout)
+		}
+	}
 	if g.Bind != "" {
 		host, port, err := splitHostPortDefault(g.Bind, DefaultGossipPort)
 		if err != nil {
@@ -132,7 +141,15 @@ func (n *Node) startGossip(ctx context.Context, g *Gossip, name, token, addr str
 	if err != nil {
 		return err
 	}
-	ccfg.Meta = cluster.Meta{Version: version.Short()}
+	n.nodeTimeout = g.NodeTimeout
+	if n.nodeTimeout == 0 {
+		n.nodeTimeout = cluster.DefaultNodeTimeout
+		if g.Profile == cluster.Local {
+			n.nodeTimeout = cluster.LocalNodeTimeout
+		}
+	}
+	n.timeouts = map[string]time.Duration{}
+	ccfg.Meta = cluster.Meta{Version: version.Short(), NodeTimeout: n.nodeTimeout}
 	c, err := cluster.Start(ctx, ccfg)
 	if errors.Is(err, syscall.EADDRINUSE) {
 		return fmt.Errorf("gossip port %s:%d is in use (another agent on this machine?): give this agent --bind IP:PORT", ccfg.BindAddr, ccfg.BindPort)
@@ -194,7 +211,7 @@ func (n *Node) discoverStore(ctx context.Context, peers []string) (string, error
 
 // setMeta gossips this node's metadata.
 func (n *Node) setMeta(total, free int, storeAddr string) {
-	m := cluster.Meta{GPUsTotal: total, GPUsFree: free, GRPCAddr: storeAddr, Store: storeAddr != "", Version: version.Short()}
+	m := cluster.Meta{GPUsTotal: total, GPUsFree: free, GRPCAddr: storeAddr, Store: storeAddr != "", Version: version.Short(), NodeTimeout: n.nodeTimeout}
 	if err := n.gossip.UpdateMeta(m, gossipMetaTimeout); err != nil {
 		n.log.Debug("gossip metadata", zap.Error(err))
 	}
@@ -228,6 +245,9 @@ func (n *Node) gossipFreeGPUs(storeAddr string) {
 func (n *Node) handleGossip(ev cluster.Event) {
 	n.warnOtherStore(ev)
 	m := ev.Member
+	if ev.Type == cluster.EventJoin || ev.Type == cluster.EventUpdate {
+		n.checkNodeTimeout(m)
+	}
 	l := rendezvous.Liveness{State: rendezvous.GossipAlive, Addr: m.Addr}
 	switch ev.Type {
 	case cluster.EventLeave:
@@ -241,4 +261,24 @@ func (n *Node) handleGossip(ev cluster.Event) {
 	if ev.Type == cluster.EventDead && n.agent != nil {
 		n.agent.PeerLost(failure.Loss(m.Name, musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD, "", m.SinceAck, ""))
 	}
+}
+
+// checkNodeTimeout logs, once per value, a node whose node timeout differs
+// from this one's: nodes then disagree on when a silent node is dead, and
+// the shortest timeout decides for everyone.
+func (n *Node) checkNodeTimeout(m cluster.Member) {
+	theirs := m.Meta.NodeTimeout
+	if theirs == 0 || m.Name == n.gossip.Name() || n.timeouts[m.Name] == theirs {
+		return
+	}
+	n.timeouts[m.Name] = theirs
+	if theirs == n.nodeTimeout {
+		return
+	}
+	what := "node"
+	if m.Meta.Store {
+		what = "the store's node"
+	}
+	n.log.Warn("node timeouts differ: set --node-timeout (MUSTER_NODE_TIMEOUT) the same on every node; the shortest decides when a silent node is dead",
+		zap.String(what, m.Name), zap.Duration("its_node_timeout", theirs), zap.Duration("node_timeout", n.nodeTimeout))
 }

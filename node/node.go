@@ -64,6 +64,8 @@ type Node struct {
 	errc       chan error       // see Err
 	// warnedStores are the other store hosts watchGossip warned of (stores.go).
 	warnedStores map[string]bool
+	nodeTimeout  time.Duration            // gossip's node timeout, gossiped in the metadata
+	timeouts     map[string]time.Duration // the node timeout each node last gossiped; watchGossip's
 }
 
 // Start starts the gossip member, if any, hosts the store, joins it or finds

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/cluster"
 	"github.com/musterhq/muster/cmdline"
 	"github.com/musterhq/muster/gpu"
 	"github.com/musterhq/muster/jobspec"
@@ -40,6 +41,7 @@ func main() {
 	supervise.RunInitIfPID1()
 	nodeRank := cmdline.NewCount(-1, -1, jobspec.MaxNodes-1)
 	killTimeout := cmdline.NewDuration(10 * time.Second)
+	nodeTimeout := cmdline.NewDuration(cluster.DefaultNodeTimeout)
 	app := &cli.App{
 		Name:      "agent",
 		Usage:     "run this node's muster agent, and the cluster's store with --listen",
@@ -63,17 +65,26 @@ func main() {
 			&cli.StringFlag{Name: "tls-key", EnvVars: []string{"MUSTER_TLS_KEY"}, Usage: "the store's TLS key"},
 			&cli.StringFlag{Name: "tls-ca", EnvVars: []string{"MUSTER_TLS_CA"}, Usage: "CA certificate that signed the store's certificate"},
 			cmdline.WithEnv(cmdline.Flag(killTimeout, "kill-timeout", nil, "the most grace workers get when the agent stops, each job's own --kill-timeout when shorter (`DURATION`: 30s, 2m, or seconds)"), "MUSTER_KILL_TIMEOUT"),
+			cmdline.WithEnv(cmdline.Flag(nodeTimeout, "node-timeout", nil, nodeTimeoutUsage), "MUSTER_NODE_TIMEOUT"),
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, EnvVars: []string{"MUSTER_VERBOSE"}, Usage: "log debug detail, memberlist's own lines included"},
 		},
-		Action:   func(c *cli.Context) error { return runAgent(c, nodeRank.Int32(), killTimeout.Value()) },
+		Action: func(c *cli.Context) error {
+			return runAgent(c, nodeRank.Int32(), killTimeout.Value(), nodeTimeout.Value())
+		},
 		Commands: []*cli.Command{runCommand()},
 	}
 	os.Exit(cmdline.Run(app, os.Args))
 }
 
-func runAgent(c *cli.Context, nodeRank int32, killTimeout time.Duration) error {
+// nodeTimeoutUsage is --node-timeout's help, agent's and agent run's.
+const nodeTimeoutUsage = "how long a node may be silent before gossip declares it dead and its jobs fail (`DURATION`, 1s to 10m); the same on every node"
+
+func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout time.Duration) error {
 	if c.NArg() > 0 {
 		return cmdline.Usagef(c, "unexpected argument %q", c.Args().First())
+	}
+	if err := cluster.CheckNodeTimeout(nodeTimeout); err != nil {
+		return cmdline.Usagef(c, "--node-timeout (MUSTER_NODE_TIMEOUT) %s: want %s to %s", nodeTimeout, cluster.MinNodeTimeout, cluster.MaxNodeTimeout)
 	}
 	log, err := logging.New(logging.Config{Level: zapcore.InfoLevel, Verbose: c.Bool("verbose")})
 	if err != nil {
@@ -83,6 +94,9 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout time.Duration) error {
 
 	listen, storeAddr := c.String("listen"), c.String("store")
 	gossip := gossipConfig(c, listen)
+	if gossip != nil {
+		gossip.NodeTimeout = nodeTimeout
+	}
 	if gossip != nil {
 		if err := gossip.Check(); err != nil {
 			return cmdline.Usagef(c, "%s", err)

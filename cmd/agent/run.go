@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/musterhq/muster/cluster"
 	"github.com/musterhq/muster/cmdline"
 	"github.com/musterhq/muster/entrypoint"
 	"github.com/musterhq/muster/gpu"
@@ -26,6 +27,7 @@ import (
 type runFlags struct {
 	gpus, nproc, nodeRank, maxRestarts *cmdline.Count
 	joinTimeout, lastCall, killTimeout *cmdline.Duration
+	nodeTimeout                        *cmdline.Duration
 }
 
 func runCommand() *cli.Command {
@@ -37,6 +39,7 @@ func runCommand() *cli.Command {
 		joinTimeout: cmdline.NewDuration(10 * time.Minute),
 		lastCall:    cmdline.NewDuration(30 * time.Second),
 		killTimeout: cmdline.NewDuration(5 * time.Second),
+		nodeTimeout: cmdline.NewDuration(cluster.DefaultNodeTimeout),
 	}
 	return &cli.Command{
 		Name:      "run",
@@ -56,6 +59,7 @@ func runCommand() *cli.Command {
 			cmdline.WithEnv(cmdline.Flag(f.joinTimeout, "join-timeout", nil, "how long to wait for the rendezvous host, and the host for the nodes (`DURATION`)"), "MUSTER_JOIN_TIMEOUT"),
 			cmdline.WithEnv(cmdline.Flag(f.lastCall, "last-call", nil, "with --nnodes MIN:MAX, how long a round waits for more nodes once MIN are in (`DURATION`)"), "MUSTER_LAST_CALL"),
 			cmdline.WithEnv(cmdline.Flag(f.killTimeout, "kill-timeout", nil, "grace between SIGTERM and SIGKILL for the workers (`DURATION`); keep it below the container's stop grace"), "MUSTER_KILL_TIMEOUT"),
+			cmdline.WithEnv(cmdline.Flag(f.nodeTimeout, "node-timeout", nil, nodeTimeoutUsage), "MUSTER_NODE_TIMEOUT"),
 			&cli.StringFlag{Name: "mpi", EnvVars: []string{"MUSTER_MPI"}, Usage: "the agents serve `MPI`'s process manager interface, so its programs start without mpiexec: mpich (MPICH, Intel MPI), or openmpi (mpirun on node rank 0, the agents its remote shell)"},
 			&cli.BoolFlag{Name: "no-agent-store", EnvVars: []string{"MUSTER_NO_AGENT_STORE"}, Usage: "rank 0 hosts PyTorch's TCPStore on MASTER_PORT (by default node rank 0's agent serves it, and workers get TORCHELASTIC_USE_AGENT_STORE=True)"},
 			&cli.StringFlag{Name: "token-file", EnvVars: []string{"MUSTER_TOKEN_FILE"}, Usage: "file holding the cluster token (or set MUSTER_TOKEN); the same on every node"},
@@ -74,6 +78,9 @@ func run(c *cli.Context, f runFlags) error {
 	if err != nil {
 		return cmdline.Usagef(c, "%s", err)
 	}
+	if err := cluster.CheckNodeTimeout(f.nodeTimeout.Value()); err != nil {
+		return cmdline.Usagef(c, "--node-timeout (MUSTER_NODE_TIMEOUT) %s: want %s to %s", f.nodeTimeout.Value(), cluster.MinNodeTimeout, cluster.MaxNodeTimeout)
+	}
 	token, _, err := security.ResolveToken(security.TokenSource{File: c.String("token-file")})
 	if err != nil {
 		return cli.Exit(err.Error(), cmdline.UsageExitCode)
@@ -86,7 +93,7 @@ func run(c *cli.Context, f runFlags) error {
 		Rdzv: c.String("rdzv"), Host: c.Bool("rdzv-host"), NNodes: nnodes, MinNodes: minNodes,
 		GPUs: int(f.gpus.Int32()), NProc: int(f.nproc.Int32()), NodeRank: int(f.nodeRank.Int32()),
 		MaxRestarts: int(f.maxRestarts.Int32()), JoinTimeout: f.joinTimeout.Value(), LastCall: f.lastCall.Value(),
-		KillTimeout: f.killTimeout.Value(), Argv: c.Args().Slice(), MPI: c.String("mpi"), NoAgentStore: c.Bool("no-agent-store"), Token: token, Name: name, Addr: c.String("addr"),
+		KillTimeout: f.killTimeout.Value(), NodeTimeout: f.nodeTimeout.Value(), Argv: c.Args().Slice(), MPI: c.String("mpi"), NoAgentStore: c.Bool("no-agent-store"), Token: token, Name: name, Addr: c.String("addr"),
 		Environ: os.Environ(), Stdout: os.Stdout, Stderr: os.Stderr,
 	}
 	det, err := platform.DetectFrom(platform.OSSources())
