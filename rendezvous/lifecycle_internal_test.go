@@ -15,16 +15,20 @@ import (
 var testLoss = &musterv1.NodeLoss{Signal: musterv1.LossSignal_LOSS_SIGNAL_LEFT, Detail: "test"}
 
 // newStrictStore is a store for a test that fails the test on any state
-// change its tables refuse.
-func newStrictStore(t *testing.T) *Store {
+// change its tables refuse. edits may change its configuration first.
+func newStrictStore(t *testing.T, edits ...func(*StoreConfig)) *Store {
 	t.Helper()
 	var mu sync.Mutex
 	var refused []error
-	s := NewStore(StoreConfig{Logger: zaptest.NewLogger(t), Refused: func(err error) {
+	cfg := StoreConfig{Logger: zaptest.NewLogger(t), Refused: func(err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		refused = append(refused, err)
-	}})
+	}}
+	for _, edit := range edits {
+		edit(&cfg)
+	}
+	s := NewStore(cfg)
 	// Registered before Close, so it runs after it.
 	t.Cleanup(func() {
 		mu.Lock()
