@@ -123,6 +123,12 @@ func Cause(l *musterv1.NodeLoss) string {
 		s = "it left the cluster"
 	case musterv1.LossSignal_LOSS_SIGNAL_STORE_CLOSING:
 		s = "store closing"
+	case musterv1.LossSignal_LOSS_SIGNAL_SILENT:
+		s = "nothing from its agent"
+		if silent > 0 {
+			s += " for " + seconds(silent)
+		}
+		s += ", and gossip suspects it"
 	default:
 		s = "lost"
 	}

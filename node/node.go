@@ -293,11 +293,13 @@ func (n *Node) host(ctx context.Context, cfg *Config, acfg *agent.Config) error 
 			acfg.Addr = ip.String()
 		}
 	}
-	var agentGone func(string, time.Duration) bool
+	var gossipView func(*storeserver.Config)
 	if n.gossip != nil {
-		agentGone = n.gossip.Refused
+		gossipView = func(c *storeserver.Config) {
+			c.AgentGone, c.NodeTimeout, c.GossipSuspects = n.gossip.Refused, n.nodeTimeout, n.gossipSuspects
+		}
 	}
-	store, err := hostStore(ctx, n.log, cfg, listenAddr, acfg.Addr, sec, agentGone)
+	store, err := hostStore(ctx, n.log, cfg, listenAddr, acfg.Addr, sec, gossipView)
 	if err != nil {
 		return err
 	}
@@ -326,7 +328,7 @@ func (n *Node) host(ctx context.Context, cfg *Config, acfg *agent.Config) error 
 // socket cannot be served (another agent holds it) and was not asked for
 // by name, the store goes on without one.
 func hostStore(ctx context.Context, log *zap.Logger, cfg *Config, listenAddr, nodeAddr string, sec security.Security,
-	agentGone func(string, time.Duration) bool) (*storeserver.Server, error) {
+	gossipView func(*storeserver.Config)) (*storeserver.Server, error) {
 	lis, err := net.Listen("tcp", listenAddr)
 	if err != nil {
 		return nil, fmt.Errorf("store: listen on %s: %w", listenAddr, err)
@@ -338,7 +340,10 @@ func hostStore(ctx context.Context, log *zap.Logger, cfg *Config, listenAddr, no
 		advertise = net.JoinHostPort(nodeAddr, port)
 	}
 	rcfg := storeserver.Config{Logger: log, Listener: lis, AdvertiseAddr: advertise, Security: sec,
-		Socket: cfg.Socket, SocketUsers: cfg.SocketUsers, AgentGone: agentGone}
+		Socket: cfg.Socket, SocketUsers: cfg.SocketUsers}
+	if gossipView != nil {
+		gossipView(&rcfg)
+	}
 	if rcfg.Socket == "" {
 		rcfg.Socket = security.DefaultSocket()
 	}

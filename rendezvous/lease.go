@@ -47,6 +47,7 @@ type suspicion struct {
 	since       time.Time
 	silent      time.Duration // gossip's time without an ack, when it said so
 	byGossip    bool          // the store's own gossip member said so
+	bySilence   bool          // its agent renewed nothing for the node timeout, and gossip suspects it
 	confirmedBy []string      // other nodes whose agents reported it
 	held        bool          // logged as held, once
 }
@@ -65,6 +66,49 @@ func (s *Store) Renew(session string) error {
 
 // FenceAfter is the store's fence bound, which it tells every agent.
 func (s *Store) FenceAfter() time.Duration { return s.cfg.FenceAfter }
+
+// watchSilence suspects each node with jobs whose agent has renewed no lease
+// for the node timeout and which gossip suspects too: a lost node is found
+// within the node timeout whatever the cluster's size (gossip alone takes
+// longer as members are added). It ends when the store closes.
+func (s *Store) watchSilence() {
+	t := time.NewTicker(recheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		var silent []*node
+		for _, n := range s.nodes {
+			if n.suspect == nil && len(n.jobs) > 0 && time.Since(n.renewed) >= s.cfg.NodeTimeout {
+				silent = append(silent, n)
+			}
+		}
+		s.mu.Unlock()
+		// Asked outside the lock: gossip has locks of its own.
+		var suspected []*node
+		for _, n := range silent {
+			if s.cfg.GossipSuspects(n.info.GetName()) {
+				suspected = append(suspected, n)
+			}
+		}
+		if len(suspected) == 0 {
+			continue
+		}
+		s.mu.Lock()
+		for _, n := range suspected {
+			if s.nodes[n.session] == n && n.suspect == nil {
+				s.suspectLocked(n, false, time.Since(n.renewed), "")
+				n.suspect.bySilence = true
+			}
+		}
+		s.settleSuspicionsLocked()
+		s.mu.Unlock()
+	}
+}
 
 // suspectLocked records that n is said to be dead: by gossip (silent is
 // how long it had no ack) or by the agent of node by.
@@ -134,10 +178,14 @@ func (s *Store) settleSuspicionsLocked() {
 				s.log.Warn("node unreachable, with many others at once: the store suspects itself and fails no job for it",
 					zap.String("node", n.info.GetName()), zap.Duration("silent", storeSilent))
 			}
-		case !sp.byGossip && len(sp.confirmedBy) == 0:
+		case !sp.byGossip && !sp.bySilence && len(sp.confirmedBy) == 0:
 			pending = true
 		default:
-			loss := failure.Loss(n.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD, "", sp.silent, "")
+			signal := musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD
+			if sp.bySilence && !sp.byGossip {
+				signal = musterv1.LossSignal_LOSS_SIGNAL_SILENT
+			}
+			loss := failure.Loss(n.info.GetName(), signal, "", sp.silent, "")
 			loss.StoreSilentMs = storeSilent.Milliseconds()
 			loss.ConfirmedBy = slices.Clone(sp.confirmedBy)
 			s.removeNodeLocked(n, loss)

@@ -149,3 +149,57 @@ func TestNextRoundWaitsForTheFence(t *testing.T) {
 		t.Fatalf("the next round formed %s after b's last renewal, before the fence of %s", waited, fence)
 	}
 }
+
+// The store finds a lost node itself, within the node timeout, when its
+// agent renews no lease and gossip suspects it; silence alone, which gossip
+// does not share, is no loss.
+func TestSilentNodeFoundByTheStore(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		suspects bool
+	}{
+		{"gossip suspects it", true},
+		{"gossip does not", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := rendezvoustest.NewStore(t, func(c *storeserver.Config) {
+				c.NodeTimeout, c.RenewSilence, c.FenceAfter = 300*time.Millisecond, 300*time.Millisecond, time.Nanosecond
+				c.GossipSuspects = func(name string) bool { return tt.suspects && name == "b" }
+			})
+			c := rendezvoustest.NewClient(t, s, security.Security{})
+			var agents []*testAgent
+			for i, name := range []string{"a", "b", "c", "d"} {
+				agents = append(agents, newTestAgent(t, c, name, "10.0.0."+string(rune('1'+i)), int32(i), 0))
+			}
+			sub, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"),
+				Nnodes: 2, Nproc: 1, KillTimeoutMs: 100}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reservePorts(t, c, agents[0], 1000, 1001)
+			startsOf(t, agents[0], agents[1])
+			// a, c and d renew their leases; b goes silent.
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() {
+				for ctx.Err() == nil {
+					for _, a := range []*testAgent{agents[0], agents[2], agents[3]} {
+						c.Renew(ctx, &musterv1.RenewRequest{Session: a.session})
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}()
+			if !tt.suspects {
+				time.Sleep(time.Second)
+				if st := jobState(t, c, sub.JobId); st != musterv1.JobState_JOB_STATE_RUNNING {
+					t.Fatalf("job %s though gossip does not suspect b", st)
+				}
+				return
+			}
+			reason := stopsOf(t, agents[0])
+			if !strings.Contains(reason, "node b lost: nothing from its agent for") || !strings.Contains(reason, "gossip suspects it") {
+				t.Fatalf("stop reason %q", reason)
+			}
+		})
+	}
+}

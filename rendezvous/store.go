@@ -40,6 +40,13 @@ type StoreConfig struct {
 	// AgentGone, when set, says whether the named node's agent is gone (its
 	// process died) within timeout; see liveness.go.
 	AgentGone func(name string, timeout time.Duration) bool
+	// NodeTimeout, with GossipSuspects, makes the store find lost nodes
+	// itself: a node whose agent renewed no lease for NodeTimeout, and
+	// which gossip suspects, is suspected (lease.go). 0 turns it off.
+	NodeTimeout time.Duration
+	// GossipSuspects says whether gossip suspects the named node, or
+	// declared it dead.
+	GossipSuspects func(name string) bool
 	// FenceAfter is the fence bound (lease.go); DefaultFenceAfter when 0.
 	FenceAfter time.Duration
 	// RenewSilence is how long without a lease renewal makes a node silent
@@ -73,6 +80,7 @@ type Store struct {
 	liveness map[string]Liveness
 	// recheck looks at held suspicions again (lease.go).
 	recheck *time.Timer
+	done    chan struct{} // closed by Close: ends watchSilence
 	// departed are the nodes that left or died, by name (leave.go).
 	departed map[string]*departure
 	now      func() time.Time
@@ -130,9 +138,13 @@ func NewStore(cfg StoreConfig) *Store {
 	if cfg.DepartedRetention == 0 {
 		cfg.DepartedRetention = DepartedRetention
 	}
-	return &Store{cfg: cfg, log: cfg.Logger, kv: kv.NewMemory(), id: newID("st-"), nodes: map[string]*node{},
+	s := &Store{cfg: cfg, log: cfg.Logger, kv: kv.NewMemory(), id: newID("st-"), nodes: map[string]*node{},
 		byName: map[string]*node{}, jobs: map[string]*job{}, rounds: map[string]*round{},
-		liveness: map[string]Liveness{}, departed: map[string]*departure{}, now: time.Now}
+		liveness: map[string]Liveness{}, departed: map[string]*departure{}, now: time.Now, done: make(chan struct{})}
+	if cfg.NodeTimeout > 0 && cfg.GossipSuspects != nil {
+		go s.watchSilence()
+	}
+	return s
 }
 
 // Addr is the store's address as workers and other nodes reach it.
@@ -256,6 +268,7 @@ func (s *Store) Close() {
 		return
 	}
 	s.closed = true
+	close(s.done)
 	if s.recheck != nil {
 		s.recheck.Stop()
 	}

@@ -68,6 +68,10 @@ type Config struct {
 	// Refused, when set, hears of every state change the store refuses (a
 	// bug; tests fail on it).
 	Refused func(error)
+	// NodeTimeout and GossipSuspects let the store find silent nodes
+	// itself (see rendezvous.StoreConfig).
+	NodeTimeout    time.Duration
+	GossipSuspects func(name string) bool
 	// FenceAfter and RenewSilence are the store's lease bounds (see
 	// rendezvous.StoreConfig); 0 takes the defaults.
 	FenceAfter   time.Duration
@@ -146,7 +150,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cfg: cfg,
 		log: cfg.Logger,
 		store: rendezvous.NewStore(rendezvous.StoreConfig{Logger: cfg.Logger, Addr: addr, SessionGrace: cfg.SessionGrace,
-			AgentGone: cfg.AgentGone, Refused: cfg.Refused, FenceAfter: cfg.FenceAfter, RenewSilence: cfg.RenewSilence}),
+			AgentGone: cfg.AgentGone, Refused: cfg.Refused, FenceAfter: cfg.FenceAfter, RenewSilence: cfg.RenewSilence,
+			NodeTimeout: cfg.NodeTimeout, GossipSuspects: cfg.GossipSuspects}),
 		lis:  lis,
 		sock: sock,
 		uid:  uint32(os.Geteuid()),

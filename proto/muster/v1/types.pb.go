@@ -156,21 +156,25 @@ const (
 	LossSignal_LOSS_SIGNAL_LEFT LossSignal = 8
 	// LOSS_SIGNAL_STORE_CLOSING: the store is shutting down.
 	LossSignal_LOSS_SIGNAL_STORE_CLOSING LossSignal = 9
+	// LOSS_SIGNAL_SILENT: its agent renewed no lease for the node timeout,
+	// and gossip suspects it.
+	LossSignal_LOSS_SIGNAL_SILENT LossSignal = 10
 )
 
 // Enum value maps for LossSignal.
 var (
 	LossSignal_name = map[int32]string{
-		0: "LOSS_SIGNAL_UNSPECIFIED",
-		1: "LOSS_SIGNAL_GOSSIP_DEAD",
-		2: "LOSS_SIGNAL_AGENT_GONE",
-		3: "LOSS_SIGNAL_SESSION_EXPIRED",
-		4: "LOSS_SIGNAL_JOB_FORGOTTEN",
-		5: "LOSS_SIGNAL_UNREAD_COMMANDS",
-		6: "LOSS_SIGNAL_REPLACED",
-		7: "LOSS_SIGNAL_NOT_BACK",
-		8: "LOSS_SIGNAL_LEFT",
-		9: "LOSS_SIGNAL_STORE_CLOSING",
+		0:  "LOSS_SIGNAL_UNSPECIFIED",
+		1:  "LOSS_SIGNAL_GOSSIP_DEAD",
+		2:  "LOSS_SIGNAL_AGENT_GONE",
+		3:  "LOSS_SIGNAL_SESSION_EXPIRED",
+		4:  "LOSS_SIGNAL_JOB_FORGOTTEN",
+		5:  "LOSS_SIGNAL_UNREAD_COMMANDS",
+		6:  "LOSS_SIGNAL_REPLACED",
+		7:  "LOSS_SIGNAL_NOT_BACK",
+		8:  "LOSS_SIGNAL_LEFT",
+		9:  "LOSS_SIGNAL_STORE_CLOSING",
+		10: "LOSS_SIGNAL_SILENT",
 	}
 	LossSignal_value = map[string]int32{
 		"LOSS_SIGNAL_UNSPECIFIED":     0,
@@ -183,6 +187,7 @@ var (
 		"LOSS_SIGNAL_NOT_BACK":        7,
 		"LOSS_SIGNAL_LEFT":            8,
 		"LOSS_SIGNAL_STORE_CLOSING":   9,
+		"LOSS_SIGNAL_SILENT":          10,
 	}
 )
 
@@ -4445,7 +4450,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x06Stream\x12\x16\n" +
 	"\x12STREAM_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTREAM_STDOUT\x10\x01\x12\x11\n" +
-	"\rSTREAM_STDERR\x10\x02*\xac\x02\n" +
+	"\rSTREAM_STDERR\x10\x02*\xc4\x02\n" +
 	"\n" +
 	"LossSignal\x12\x1b\n" +
 	"\x17LOSS_SIGNAL_UNSPECIFIED\x10\x00\x12\x1b\n" +
@@ -4457,7 +4462,9 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x14LOSS_SIGNAL_REPLACED\x10\x06\x12\x18\n" +
 	"\x14LOSS_SIGNAL_NOT_BACK\x10\a\x12\x14\n" +
 	"\x10LOSS_SIGNAL_LEFT\x10\b\x12\x1d\n" +
-	"\x19LOSS_SIGNAL_STORE_CLOSING\x10\tB5Z3github.com/musterhq/muster/proto/muster/v1;musterv1b\x06proto3"
+	"\x19LOSS_SIGNAL_STORE_CLOSING\x10\t\x12\x16\n" +
+	"\x12LOSS_SIGNAL_SILENT\x10\n" +
+	"B5Z3github.com/musterhq/muster/proto/muster/v1;musterv1b\x06proto3"
 
 var (
 	file_muster_v1_types_proto_rawDescOnce sync.Once
