@@ -205,6 +205,8 @@ func (a *Agent) serve(watch musterv1.Agents_WatchClient) error {
 			a.queue(c.Stop.GetJobId(), func() { a.stopJob(c.Stop) })
 		case *musterv1.AgentCommand_ReleaseStore:
 			a.queue(c.ReleaseStore.GetJobId(), func() { a.releaseTorchStore(c.ReleaseStore.GetJobId()) })
+		case *musterv1.AgentCommand_ProbePeer:
+			go a.probePeer(c.ProbePeer)
 		}
 	}
 }

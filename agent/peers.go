@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"net"
 	"time"
 
 	"go.uber.org/zap"
@@ -25,6 +26,22 @@ func (a *Agent) PeerLost(loss *musterv1.NodeLoss) {
 	loss.Observer = a.cfg.Name
 	a.log.Info("gossip lost a peer; telling the store", zap.String("node", loss.GetNode()), zap.String("cause", failure.Cause(loss)))
 	go a.reportLoss(loss)
+}
+
+// probeTimeout bounds a probe of a peer the store asked about.
+const probeTimeout = time.Second
+
+// probePeer tries to reach a node whose agent went silent to the store, on
+// its gossip port over TCP, and tells the store when it cannot.
+func (a *Agent) probePeer(p *musterv1.ProbePeer) {
+	conn, err := net.DialTimeout("tcp", p.GetAddr(), probeTimeout)
+	if err == nil {
+		conn.Close()
+		return
+	}
+	a.log.Info("a peer the store asked about is unreachable", zap.String("node", p.GetNode()), zap.String("addr", p.GetAddr()), zap.Error(err))
+	a.reportLoss(&musterv1.NodeLoss{Node: p.GetNode(), Observer: a.cfg.Name, Signal: musterv1.LossSignal_LOSS_SIGNAL_SILENT,
+		Detail: "no TCP answer from its gossip port"})
 }
 
 // reportLoss tells the store of a loss gossip found.

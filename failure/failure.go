@@ -128,7 +128,6 @@ func Cause(l *musterv1.NodeLoss) string {
 		if silent > 0 {
 			s += " for " + seconds(silent)
 		}
-		s += ", and gossip suspects it"
 	default:
 		s = "lost"
 	}

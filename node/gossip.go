@@ -209,17 +209,6 @@ func (n *Node) discoverStore(ctx context.Context, peers []string) (string, error
 	}
 }
 
-// gossipSuspects says whether gossip suspects the named member, or no
-// longer counts it alive.
-func (n *Node) gossipSuspects(name string) bool {
-	for _, m := range n.gossip.Members() {
-		if m.Name == name {
-			return m.State != cluster.Alive
-		}
-	}
-	return true
-}
-
 // setMeta gossips this node's metadata.
 func (n *Node) setMeta(total, free int, storeAddr string) {
 	m := cluster.Meta{GPUsTotal: total, GPUsFree: free, GRPCAddr: storeAddr, Store: storeAddr != "", Version: version.Short(), NodeTimeout: n.nodeTimeout}

@@ -296,7 +296,7 @@ func (n *Node) host(ctx context.Context, cfg *Config, acfg *agent.Config) error 
 	var gossipView func(*storeserver.Config)
 	if n.gossip != nil {
 		gossipView = func(c *storeserver.Config) {
-			c.AgentGone, c.NodeTimeout, c.GossipSuspects = n.gossip.Refused, n.nodeTimeout, n.gossipSuspects
+			c.AgentGone, c.NodeTimeout = n.gossip.Refused, n.nodeTimeout
 		}
 	}
 	store, err := hostStore(ctx, n.log, cfg, listenAddr, acfg.Addr, sec, gossipView)

@@ -45,11 +45,11 @@ const (
 // not yet taken as its loss.
 type suspicion struct {
 	since       time.Time
-	silent      time.Duration // gossip's time without an ack, when it said so
-	byGossip    bool          // the store's own gossip member said so
-	bySilence   bool          // its agent renewed nothing for the node timeout, and gossip suspects it
-	confirmedBy []string      // other nodes whose agents reported it
-	held        bool          // logged as held, once
+	silent      time.Duration       // gossip's time without an ack, when it said so
+	byGossip    bool                // the store's own gossip member said so
+	signal      musterv1.LossSignal // what said so first
+	confirmedBy []string            // other nodes whose agents reported it
+	held        bool                // logged as held, once
 }
 
 // Renew renews the session's node's lease.
@@ -61,14 +61,22 @@ func (s *Store) Renew(session string) error {
 		return fmt.Errorf("session %q: %w", session, ErrNoSession)
 	}
 	n.renewed = time.Now()
+	if sp := n.suspect; sp != nil && time.Since(sp.since) >= s.cfg.RenewSilence {
+		// It reached the store well after it was said dead.
+		s.clearSuspicionLocked(n)
+	}
 	return nil
 }
 
 // FenceAfter is the store's fence bound, which it tells every agent.
 func (s *Store) FenceAfter() time.Duration { return s.cfg.FenceAfter }
 
-// watchSilence suspects each node with jobs whose agent has renewed no lease
-// for the node timeout and which gossip suspects too: a lost node is found
+// probers is how many other nodes the store asks to probe a silent one.
+const probers = 3
+
+// watchSilence asks other nodes to probe each node with jobs whose agent
+// has renewed no lease for the node timeout; their word that they cannot
+// reach it either makes it a loss (ReportLoss). A lost node is so found
 // within the node timeout whatever the cluster's size (gossip alone takes
 // longer as members are added). It ends when the store closes.
 func (s *Store) watchSilence() {
@@ -81,40 +89,59 @@ func (s *Store) watchSilence() {
 		case <-t.C:
 		}
 		s.mu.Lock()
-		var silent []*node
-		for _, n := range s.nodes {
-			if n.suspect == nil && len(n.jobs) > 0 && time.Since(n.renewed) >= s.cfg.NodeTimeout {
-				silent = append(silent, n)
-			}
-		}
-		s.mu.Unlock()
-		// Asked outside the lock: gossip has locks of its own.
-		var suspected []*node
-		for _, n := range silent {
-			if s.cfg.GossipSuspects(n.info.GetName()) {
-				suspected = append(suspected, n)
-			}
-		}
-		if len(suspected) == 0 {
-			continue
-		}
-		s.mu.Lock()
-		for _, n := range suspected {
-			if s.nodes[n.session] == n && n.suspect == nil {
-				s.suspectLocked(n, false, time.Since(n.renewed), "")
-				n.suspect.bySilence = true
-			}
-		}
-		s.settleSuspicionsLocked()
+		s.probeSilentLocked()
 		s.mu.Unlock()
 	}
 }
 
+func (s *Store) probeSilentLocked() {
+	var healthy []*node
+	for _, n := range sortedNodes(s.nodes) {
+		if n.connected && n.suspect == nil && time.Since(n.renewed) < s.cfg.NodeTimeout {
+			healthy = append(healthy, n)
+		}
+	}
+	for _, n := range s.nodes {
+		silent := time.Since(n.renewed)
+		if len(n.jobs) == 0 || silent < s.cfg.NodeTimeout || n.probed.After(n.renewed) {
+			continue
+		}
+		addr := s.liveness[n.info.GetName()].Addr
+		if addr == "" {
+			continue // not known to gossip: nothing to probe
+		}
+		n.probed = time.Now()
+		asked := 0
+		// The job's own nodes first: they are the ones that need it.
+		for _, m := range slices.SortedFunc(slices.Values(healthy), func(a, b *node) int { return sharedJobs(b, n) - sharedJobs(a, n) }) {
+			if m == n || asked == probers {
+				continue
+			}
+			asked++
+			s.sendLocked(m, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_ProbePeer{ProbePeer: &musterv1.ProbePeer{
+				Node: n.info.GetName(), Addr: addr}}})
+		}
+		s.log.Info("node silent; peers asked to probe it", zap.String("node", n.info.GetName()),
+			zap.Duration("silent", silent), zap.Int("peers", asked))
+	}
+}
+
+// sharedJobs counts the jobs a and b both run.
+func sharedJobs(a, b *node) int {
+	k := 0
+	for id := range a.jobs {
+		if b.jobs[id] {
+			k++
+		}
+	}
+	return k
+}
+
 // suspectLocked records that n is said to be dead: by gossip (silent is
 // how long it had no ack) or by the agent of node by.
-func (s *Store) suspectLocked(n *node, byGossip bool, silent time.Duration, by string) {
+func (s *Store) suspectLocked(n *node, byGossip bool, signal musterv1.LossSignal, silent time.Duration, by string) {
 	if n.suspect == nil {
-		n.suspect = &suspicion{since: time.Now()}
+		n.suspect = &suspicion{since: time.Now(), signal: signal}
 		s.log.Info("node suspected", zap.String("node", n.info.GetName()), zap.Bool("gossip", byGossip), zap.String("by", by))
 	}
 	sp := n.suspect
@@ -178,14 +205,17 @@ func (s *Store) settleSuspicionsLocked() {
 				s.log.Warn("node unreachable, with many others at once: the store suspects itself and fails no job for it",
 					zap.String("node", n.info.GetName()), zap.Duration("silent", storeSilent))
 			}
-		case !sp.byGossip && !sp.bySilence && len(sp.confirmedBy) == 0:
+		case !sp.byGossip && len(sp.confirmedBy) == 0:
 			pending = true
 		default:
-			signal := musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD
-			if sp.bySilence && !sp.byGossip {
-				signal = musterv1.LossSignal_LOSS_SIGNAL_SILENT
+			signal, silent := sp.signal, sp.silent
+			if sp.byGossip {
+				signal = musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD
 			}
-			loss := failure.Loss(n.info.GetName(), signal, "", sp.silent, "")
+			if signal == musterv1.LossSignal_LOSS_SIGNAL_SILENT {
+				silent = storeSilent
+			}
+			loss := failure.Loss(n.info.GetName(), signal, "", silent, "")
 			loss.StoreSilentMs = storeSilent.Milliseconds()
 			loss.ConfirmedBy = slices.Clone(sp.confirmedBy)
 			s.removeNodeLocked(n, loss)

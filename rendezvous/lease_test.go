@@ -150,56 +150,50 @@ func TestNextRoundWaitsForTheFence(t *testing.T) {
 	}
 }
 
-// The store finds a lost node itself, within the node timeout, when its
-// agent renews no lease and gossip suspects it; silence alone, which gossip
-// does not share, is no loss.
-func TestSilentNodeFoundByTheStore(t *testing.T) {
-	for _, tt := range []struct {
-		name     string
-		suspects bool
-	}{
-		{"gossip suspects it", true},
-		{"gossip does not", false},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			s := rendezvoustest.NewStore(t, func(c *storeserver.Config) {
-				c.NodeTimeout, c.RenewSilence, c.FenceAfter = 300*time.Millisecond, 300*time.Millisecond, time.Nanosecond
-				c.GossipSuspects = func(name string) bool { return tt.suspects && name == "b" }
-			})
-			c := rendezvoustest.NewClient(t, s, security.Security{})
-			var agents []*testAgent
-			for i, name := range []string{"a", "b", "c", "d"} {
-				agents = append(agents, newTestAgent(t, c, name, "10.0.0."+string(rune('1'+i)), int32(i), 0))
+// The store finds a lost node itself, within the node timeout: when its
+// agent renews no lease, it asks the job's other nodes to probe it, and their
+// word that they cannot reach it either makes it a loss.
+func TestSilentNodeProbedByPeers(t *testing.T) {
+	s := rendezvoustest.NewStore(t, func(c *storeserver.Config) {
+		c.NodeTimeout, c.RenewSilence, c.FenceAfter = 300*time.Millisecond, 300*time.Millisecond, time.Nanosecond
+	})
+	c := rendezvoustest.NewClient(t, s, security.Security{})
+	var agents []*testAgent
+	for i, name := range []string{"a", "b", "c", "d"} {
+		s.Store().SetLiveness(name, rendezvous.Liveness{State: rendezvous.GossipAlive, Addr: "10.0.0." + string(rune('1'+i)) + ":7946"})
+		agents = append(agents, newTestAgent(t, c, name, "10.0.0."+string(rune('1'+i)), int32(i), 0))
+	}
+	sub, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"),
+		Nnodes: 2, Nproc: 1, KillTimeoutMs: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reservePorts(t, c, agents[0], 1000, 1001)
+	startsOf(t, agents[0], agents[1])
+	// a, c and d renew their leases; b goes silent.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for ctx.Err() == nil {
+			for _, a := range []*testAgent{agents[0], agents[2], agents[3]} {
+				c.Renew(ctx, &musterv1.RenewRequest{Session: a.session})
 			}
-			sub, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"),
-				Nnodes: 2, Nproc: 1, KillTimeoutMs: 100}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			reservePorts(t, c, agents[0], 1000, 1001)
-			startsOf(t, agents[0], agents[1])
-			// a, c and d renew their leases; b goes silent.
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			go func() {
-				for ctx.Err() == nil {
-					for _, a := range []*testAgent{agents[0], agents[2], agents[3]} {
-						c.Renew(ctx, &musterv1.RenewRequest{Session: a.session})
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
-			}()
-			if !tt.suspects {
-				time.Sleep(time.Second)
-				if st := jobState(t, c, sub.JobId); st != musterv1.JobState_JOB_STATE_RUNNING {
-					t.Fatalf("job %s though gossip does not suspect b", st)
-				}
-				return
-			}
-			reason := stopsOf(t, agents[0])
-			if !strings.Contains(reason, "node b lost: nothing from its agent for") || !strings.Contains(reason, "gossip suspects it") {
-				t.Fatalf("stop reason %q", reason)
-			}
-		})
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	probe := agents[0].next().GetProbePeer()
+	if probe.GetNode() != "b" || probe.GetAddr() != "10.0.0.2:7946" {
+		t.Fatalf("a asked to probe %v, want b at 10.0.0.2:7946", probe)
+	}
+	if st := jobState(t, c, sub.JobId); st != musterv1.JobState_JOB_STATE_RUNNING {
+		t.Fatalf("job %s before any peer said it cannot reach b", st)
+	}
+	if _, err := c.ReportLoss(ctx, &musterv1.ReportLossRequest{Session: agents[0].session, Loss: &musterv1.NodeLoss{
+		Node: "b", Signal: musterv1.LossSignal_LOSS_SIGNAL_SILENT, Detail: "no TCP answer from its gossip port"}}); err != nil {
+		t.Fatal(err)
+	}
+	reason := stopsOf(t, agents[0])
+	if !strings.Contains(reason, "node b lost: nothing from its agent for") || !strings.Contains(reason, "confirmed by node a") {
+		t.Fatalf("stop reason %q", reason)
 	}
 }

@@ -59,7 +59,7 @@ func (s *Store) SetLiveness(name string, l Liveness) {
 		return
 	}
 	if l.State == GossipDead {
-		s.suspectLocked(n, true, l.Silent, "")
+		s.suspectLocked(n, true, musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD, l.Silent, "")
 		return
 	}
 	s.clearSuspicionLocked(n)
@@ -86,7 +86,7 @@ func (s *Store) ReportLoss(session string, loss *musterv1.NodeLoss) error {
 	if s.closed || lost == nil || lost == n {
 		return nil
 	}
-	s.suspectLocked(lost, false, time.Duration(loss.GetSilentMs())*time.Millisecond, n.info.GetName())
+	s.suspectLocked(lost, false, reportedSignal(loss), time.Duration(loss.GetSilentMs())*time.Millisecond, n.info.GetName())
 	return nil
 }
 
@@ -149,4 +149,13 @@ func (s *Store) gossipOnlyLocked() []*musterv1.NodeStatus {
 			NotRegistered: true})
 	}
 	return out
+}
+
+// reportedSignal is the signal of an agent's report: gossip's death, or a
+// probe the store asked for; nothing else is an agent's to say.
+func reportedSignal(loss *musterv1.NodeLoss) musterv1.LossSignal {
+	if loss.GetSignal() == musterv1.LossSignal_LOSS_SIGNAL_SILENT {
+		return musterv1.LossSignal_LOSS_SIGNAL_SILENT
+	}
+	return musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD
 }

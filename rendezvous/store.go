@@ -40,13 +40,10 @@ type StoreConfig struct {
 	// AgentGone, when set, says whether the named node's agent is gone (its
 	// process died) within timeout; see liveness.go.
 	AgentGone func(name string, timeout time.Duration) bool
-	// NodeTimeout, with GossipSuspects, makes the store find lost nodes
-	// itself: a node whose agent renewed no lease for NodeTimeout, and
-	// which gossip suspects, is suspected (lease.go). 0 turns it off.
+	// NodeTimeout makes the store find lost nodes itself: it asks other
+	// nodes to probe a node whose agent renewed no lease for NodeTimeout
+	// (lease.go). 0 turns it off.
 	NodeTimeout time.Duration
-	// GossipSuspects says whether gossip suspects the named node, or
-	// declared it dead.
-	GossipSuspects func(name string) bool
 	// FenceAfter is the fence bound (lease.go); DefaultFenceAfter when 0.
 	FenceAfter time.Duration
 	// RenewSilence is how long without a lease renewal makes a node silent
@@ -111,6 +108,7 @@ type node struct {
 	// what was said of its death, not yet taken as its loss (lease.go).
 	renewed time.Time
 	suspect *suspicion
+	probed  time.Time // when peers were last asked to probe it
 	// leaving is set once its agent said it shuts down: no round takes it.
 	leaving bool
 }
@@ -141,7 +139,7 @@ func NewStore(cfg StoreConfig) *Store {
 	s := &Store{cfg: cfg, log: cfg.Logger, kv: kv.NewMemory(), id: newID("st-"), nodes: map[string]*node{},
 		byName: map[string]*node{}, jobs: map[string]*job{}, rounds: map[string]*round{},
 		liveness: map[string]Liveness{}, departed: map[string]*departure{}, now: time.Now, done: make(chan struct{})}
-	if cfg.NodeTimeout > 0 && cfg.GossipSuspects != nil {
+	if cfg.NodeTimeout > 0 {
 		go s.watchSilence()
 	}
 	return s

@@ -68,10 +68,9 @@ type Config struct {
 	// Refused, when set, hears of every state change the store refuses (a
 	// bug; tests fail on it).
 	Refused func(error)
-	// NodeTimeout and GossipSuspects let the store find silent nodes
-	// itself (see rendezvous.StoreConfig).
-	NodeTimeout    time.Duration
-	GossipSuspects func(name string) bool
+	// NodeTimeout lets the store find silent nodes itself (see
+	// rendezvous.StoreConfig).
+	NodeTimeout time.Duration
 	// FenceAfter and RenewSilence are the store's lease bounds (see
 	// rendezvous.StoreConfig); 0 takes the defaults.
 	FenceAfter   time.Duration
@@ -151,7 +150,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		log: cfg.Logger,
 		store: rendezvous.NewStore(rendezvous.StoreConfig{Logger: cfg.Logger, Addr: addr, SessionGrace: cfg.SessionGrace,
 			AgentGone: cfg.AgentGone, Refused: cfg.Refused, FenceAfter: cfg.FenceAfter, RenewSilence: cfg.RenewSilence,
-			NodeTimeout: cfg.NodeTimeout, GossipSuspects: cfg.GossipSuspects}),
+			NodeTimeout: cfg.NodeTimeout}),
 		lis:  lis,
 		sock: sock,
 		uid:  uint32(os.Geteuid()),

@@ -157,7 +157,7 @@ const (
 	// LOSS_SIGNAL_STORE_CLOSING: the store is shutting down.
 	LossSignal_LOSS_SIGNAL_STORE_CLOSING LossSignal = 9
 	// LOSS_SIGNAL_SILENT: its agent renewed no lease for the node timeout,
-	// and gossip suspects it.
+	// and other nodes could not reach it either.
 	LossSignal_LOSS_SIGNAL_SILENT LossSignal = 10
 )
 
@@ -879,6 +879,7 @@ type AgentCommand struct {
 	//	*AgentCommand_Start
 	//	*AgentCommand_Stop
 	//	*AgentCommand_ReleaseStore
+	//	*AgentCommand_ProbePeer
 	Command       isAgentCommand_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -957,6 +958,15 @@ func (x *AgentCommand) GetReleaseStore() *ReleaseStore {
 	return nil
 }
 
+func (x *AgentCommand) GetProbePeer() *ProbePeer {
+	if x != nil {
+		if x, ok := x.Command.(*AgentCommand_ProbePeer); ok {
+			return x.ProbePeer
+		}
+	}
+	return nil
+}
+
 type isAgentCommand_Command interface {
 	isAgentCommand_Command()
 }
@@ -977,6 +987,10 @@ type AgentCommand_ReleaseStore struct {
 	ReleaseStore *ReleaseStore `protobuf:"bytes,4,opt,name=release_store,json=releaseStore,proto3,oneof"`
 }
 
+type AgentCommand_ProbePeer struct {
+	ProbePeer *ProbePeer `protobuf:"bytes,5,opt,name=probe_peer,json=probePeer,proto3,oneof"`
+}
+
 func (*AgentCommand_ReservePorts) isAgentCommand_Command() {}
 
 func (*AgentCommand_Start) isAgentCommand_Command() {}
@@ -984,6 +998,65 @@ func (*AgentCommand_Start) isAgentCommand_Command() {}
 func (*AgentCommand_Stop) isAgentCommand_Command() {}
 
 func (*AgentCommand_ReleaseStore) isAgentCommand_Command() {}
+
+func (*AgentCommand_ProbePeer) isAgentCommand_Command() {}
+
+// ProbePeer asks an agent whether it can reach another node, whose own
+// agent has gone silent to the store: when it cannot, it says so with
+// ReportLoss. A store cut off from its nodes gets no such word.
+type ProbePeer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// addr is the node's gossip address, HOST:PORT, which its agent serves
+	// on TCP.
+	Addr          string `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProbePeer) Reset() {
+	*x = ProbePeer{}
+	mi := &file_muster_v1_types_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProbePeer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProbePeer) ProtoMessage() {}
+
+func (x *ProbePeer) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProbePeer.ProtoReflect.Descriptor instead.
+func (*ProbePeer) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ProbePeer) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ProbePeer) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
 
 // ReleaseStore tells the agent that served a job's TCPStore that no round
 // needs it any more: the job ended, or its node rank 0 moved elsewhere.
@@ -996,7 +1069,7 @@ type ReleaseStore struct {
 
 func (x *ReleaseStore) Reset() {
 	*x = ReleaseStore{}
-	mi := &file_muster_v1_types_proto_msgTypes[10]
+	mi := &file_muster_v1_types_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1008,7 +1081,7 @@ func (x *ReleaseStore) String() string {
 func (*ReleaseStore) ProtoMessage() {}
 
 func (x *ReleaseStore) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[10]
+	mi := &file_muster_v1_types_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1021,7 +1094,7 @@ func (x *ReleaseStore) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseStore.ProtoReflect.Descriptor instead.
 func (*ReleaseStore) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{10}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReleaseStore) GetJobId() string {
@@ -1045,7 +1118,7 @@ type ReservePorts struct {
 
 func (x *ReservePorts) Reset() {
 	*x = ReservePorts{}
-	mi := &file_muster_v1_types_proto_msgTypes[11]
+	mi := &file_muster_v1_types_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1130,7 @@ func (x *ReservePorts) String() string {
 func (*ReservePorts) ProtoMessage() {}
 
 func (x *ReservePorts) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[11]
+	mi := &file_muster_v1_types_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1143,7 @@ func (x *ReservePorts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservePorts.ProtoReflect.Descriptor instead.
 func (*ReservePorts) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{11}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReservePorts) GetRoundId() string {
@@ -1113,7 +1186,7 @@ type PortsReservedRequest struct {
 
 func (x *PortsReservedRequest) Reset() {
 	*x = PortsReservedRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[12]
+	mi := &file_muster_v1_types_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1125,7 +1198,7 @@ func (x *PortsReservedRequest) String() string {
 func (*PortsReservedRequest) ProtoMessage() {}
 
 func (x *PortsReservedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[12]
+	mi := &file_muster_v1_types_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1138,7 +1211,7 @@ func (x *PortsReservedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortsReservedRequest.ProtoReflect.Descriptor instead.
 func (*PortsReservedRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{12}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PortsReservedRequest) GetSession() string {
@@ -1177,7 +1250,7 @@ type PortsReservedResponse struct {
 
 func (x *PortsReservedResponse) Reset() {
 	*x = PortsReservedResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[13]
+	mi := &file_muster_v1_types_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1189,7 +1262,7 @@ func (x *PortsReservedResponse) String() string {
 func (*PortsReservedResponse) ProtoMessage() {}
 
 func (x *PortsReservedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[13]
+	mi := &file_muster_v1_types_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1202,7 +1275,7 @@ func (x *PortsReservedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortsReservedResponse.ProtoReflect.Descriptor instead.
 func (*PortsReservedResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{13}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{14}
 }
 
 // ReportLossRequest is an agent's word that gossip found another node lost.
@@ -1218,7 +1291,7 @@ type ReportLossRequest struct {
 
 func (x *ReportLossRequest) Reset() {
 	*x = ReportLossRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[14]
+	mi := &file_muster_v1_types_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1230,7 +1303,7 @@ func (x *ReportLossRequest) String() string {
 func (*ReportLossRequest) ProtoMessage() {}
 
 func (x *ReportLossRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[14]
+	mi := &file_muster_v1_types_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1243,7 +1316,7 @@ func (x *ReportLossRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportLossRequest.ProtoReflect.Descriptor instead.
 func (*ReportLossRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReportLossRequest) GetSession() string {
@@ -1268,7 +1341,7 @@ type ReportLossResponse struct {
 
 func (x *ReportLossResponse) Reset() {
 	*x = ReportLossResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[15]
+	mi := &file_muster_v1_types_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1353,7 @@ func (x *ReportLossResponse) String() string {
 func (*ReportLossResponse) ProtoMessage() {}
 
 func (x *ReportLossResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[15]
+	mi := &file_muster_v1_types_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1366,7 @@ func (x *ReportLossResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportLossResponse.ProtoReflect.Descriptor instead.
 func (*ReportLossResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{15}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{16}
 }
 
 // LeaveRequest is an agent's word that it is shutting down: its node takes
@@ -1309,7 +1382,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[16]
+	mi := &file_muster_v1_types_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1321,7 +1394,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[16]
+	mi := &file_muster_v1_types_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1334,7 +1407,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{16}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LeaveRequest) GetSession() string {
@@ -1359,7 +1432,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[17]
+	mi := &file_muster_v1_types_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1371,7 +1444,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[17]
+	mi := &file_muster_v1_types_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1384,7 +1457,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{17}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{18}
 }
 
 // JobSpec is what a launcher asks for. The command, environment and
@@ -1446,7 +1519,7 @@ type JobSpec struct {
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_muster_v1_types_proto_msgTypes[18]
+	mi := &file_muster_v1_types_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1458,7 +1531,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[18]
+	mi := &file_muster_v1_types_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1471,7 +1544,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{18}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *JobSpec) GetArgv() [][]byte {
@@ -1644,7 +1717,7 @@ type SubmitRequest struct {
 
 func (x *SubmitRequest) Reset() {
 	*x = SubmitRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[19]
+	mi := &file_muster_v1_types_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +1729,7 @@ func (x *SubmitRequest) String() string {
 func (*SubmitRequest) ProtoMessage() {}
 
 func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[19]
+	mi := &file_muster_v1_types_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +1742,7 @@ func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitRequest.ProtoReflect.Descriptor instead.
 func (*SubmitRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{19}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SubmitRequest) GetSpec() *JobSpec {
@@ -1690,7 +1763,7 @@ type SubmitResponse struct {
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[20]
+	mi := &file_muster_v1_types_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1702,7 +1775,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[20]
+	mi := &file_muster_v1_types_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1715,7 +1788,7 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{20}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SubmitResponse) GetJobId() string {
@@ -1775,7 +1848,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_muster_v1_types_proto_msgTypes[21]
+	mi := &file_muster_v1_types_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1787,7 +1860,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[21]
+	mi := &file_muster_v1_types_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1800,7 +1873,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{21}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Assignment) GetJobId() string {
@@ -1967,7 +2040,7 @@ type Identity struct {
 
 func (x *Identity) Reset() {
 	*x = Identity{}
-	mi := &file_muster_v1_types_proto_msgTypes[22]
+	mi := &file_muster_v1_types_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1979,7 +2052,7 @@ func (x *Identity) String() string {
 func (*Identity) ProtoMessage() {}
 
 func (x *Identity) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[22]
+	mi := &file_muster_v1_types_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1992,7 +2065,7 @@ func (x *Identity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Identity.ProtoReflect.Descriptor instead.
 func (*Identity) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{22}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Identity) GetUid() uint32 {
@@ -2035,7 +2108,7 @@ type StopJob struct {
 
 func (x *StopJob) Reset() {
 	*x = StopJob{}
-	mi := &file_muster_v1_types_proto_msgTypes[23]
+	mi := &file_muster_v1_types_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2047,7 +2120,7 @@ func (x *StopJob) String() string {
 func (*StopJob) ProtoMessage() {}
 
 func (x *StopJob) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[23]
+	mi := &file_muster_v1_types_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2060,7 +2133,7 @@ func (x *StopJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopJob.ProtoReflect.Descriptor instead.
 func (*StopJob) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{23}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StopJob) GetJobId() string {
@@ -2096,7 +2169,7 @@ type WorkerStarted struct {
 
 func (x *WorkerStarted) Reset() {
 	*x = WorkerStarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[24]
+	mi := &file_muster_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2108,7 +2181,7 @@ func (x *WorkerStarted) String() string {
 func (*WorkerStarted) ProtoMessage() {}
 
 func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[24]
+	mi := &file_muster_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2121,7 +2194,7 @@ func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStarted.ProtoReflect.Descriptor instead.
 func (*WorkerStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{24}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WorkerStarted) GetRank() int32 {
@@ -2168,7 +2241,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_muster_v1_types_proto_msgTypes[25]
+	mi := &file_muster_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2180,7 +2253,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[25]
+	mi := &file_muster_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2193,7 +2266,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Output) GetRank() int32 {
@@ -2247,7 +2320,7 @@ type WorkerExited struct {
 
 func (x *WorkerExited) Reset() {
 	*x = WorkerExited{}
-	mi := &file_muster_v1_types_proto_msgTypes[26]
+	mi := &file_muster_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +2332,7 @@ func (x *WorkerExited) String() string {
 func (*WorkerExited) ProtoMessage() {}
 
 func (x *WorkerExited) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[26]
+	mi := &file_muster_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +2345,7 @@ func (x *WorkerExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerExited.ProtoReflect.Descriptor instead.
 func (*WorkerExited) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WorkerExited) GetRank() int32 {
@@ -2369,7 +2442,7 @@ type NodeLoss struct {
 
 func (x *NodeLoss) Reset() {
 	*x = NodeLoss{}
-	mi := &file_muster_v1_types_proto_msgTypes[27]
+	mi := &file_muster_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2381,7 +2454,7 @@ func (x *NodeLoss) String() string {
 func (*NodeLoss) ProtoMessage() {}
 
 func (x *NodeLoss) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[27]
+	mi := &file_muster_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2394,7 +2467,7 @@ func (x *NodeLoss) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoss.ProtoReflect.Descriptor instead.
 func (*NodeLoss) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *NodeLoss) GetNode() string {
@@ -2466,7 +2539,7 @@ type JobFinished struct {
 
 func (x *JobFinished) Reset() {
 	*x = JobFinished{}
-	mi := &file_muster_v1_types_proto_msgTypes[28]
+	mi := &file_muster_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2478,7 +2551,7 @@ func (x *JobFinished) String() string {
 func (*JobFinished) ProtoMessage() {}
 
 func (x *JobFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[28]
+	mi := &file_muster_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2491,7 +2564,7 @@ func (x *JobFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFinished.ProtoReflect.Descriptor instead.
 func (*JobFinished) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *JobFinished) GetState() JobState {
@@ -2534,7 +2607,7 @@ type OutputLost struct {
 
 func (x *OutputLost) Reset() {
 	*x = OutputLost{}
-	mi := &file_muster_v1_types_proto_msgTypes[29]
+	mi := &file_muster_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2546,7 +2619,7 @@ func (x *OutputLost) String() string {
 func (*OutputLost) ProtoMessage() {}
 
 func (x *OutputLost) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[29]
+	mi := &file_muster_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2559,7 +2632,7 @@ func (x *OutputLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLost.ProtoReflect.Descriptor instead.
 func (*OutputLost) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *OutputLost) GetEvents() uint64 {
@@ -2601,7 +2674,7 @@ type WaitingForNodes struct {
 
 func (x *WaitingForNodes) Reset() {
 	*x = WaitingForNodes{}
-	mi := &file_muster_v1_types_proto_msgTypes[30]
+	mi := &file_muster_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2613,7 +2686,7 @@ func (x *WaitingForNodes) String() string {
 func (*WaitingForNodes) ProtoMessage() {}
 
 func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[30]
+	mi := &file_muster_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2626,7 +2699,7 @@ func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitingForNodes.ProtoReflect.Descriptor instead.
 func (*WaitingForNodes) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WaitingForNodes) GetRound() int32 {
@@ -2701,7 +2774,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_muster_v1_types_proto_msgTypes[31]
+	mi := &file_muster_v1_types_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2713,7 +2786,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[31]
+	mi := &file_muster_v1_types_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2726,7 +2799,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -2907,7 +2980,7 @@ type RoundRestarting struct {
 
 func (x *RoundRestarting) Reset() {
 	*x = RoundRestarting{}
-	mi := &file_muster_v1_types_proto_msgTypes[32]
+	mi := &file_muster_v1_types_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2919,7 +2992,7 @@ func (x *RoundRestarting) String() string {
 func (*RoundRestarting) ProtoMessage() {}
 
 func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[32]
+	mi := &file_muster_v1_types_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2932,7 +3005,7 @@ func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundRestarting.ProtoReflect.Descriptor instead.
 func (*RoundRestarting) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{32}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RoundRestarting) GetRound() int32 {
@@ -2982,7 +3055,7 @@ type StoreRestarted struct {
 
 func (x *StoreRestarted) Reset() {
 	*x = StoreRestarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2994,7 +3067,7 @@ func (x *StoreRestarted) String() string {
 func (*StoreRestarted) ProtoMessage() {}
 
 func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3007,7 +3080,7 @@ func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreRestarted.ProtoReflect.Descriptor instead.
 func (*StoreRestarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StoreRestarted) GetStoreId() string {
@@ -3033,7 +3106,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3045,7 +3118,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3058,7 +3131,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PublishRequest) GetSession() string {
@@ -3093,7 +3166,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3105,7 +3178,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3118,7 +3191,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PublishResponse) GetAckedSeq() uint64 {
@@ -3147,7 +3220,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3159,7 +3232,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3172,7 +3245,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -3224,7 +3297,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3236,7 +3309,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3249,7 +3322,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CancelRequest) GetJobId() string {
@@ -3288,7 +3361,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3300,7 +3373,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3313,7 +3386,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
 }
 
 type ListNodesRequest struct {
@@ -3324,7 +3397,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3336,7 +3409,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3349,7 +3422,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
 }
 
 type NodeStatus struct {
@@ -3373,7 +3446,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3385,7 +3458,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3398,7 +3471,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *NodeStatus) GetNode() *Node {
@@ -3452,7 +3525,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3464,7 +3537,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3477,7 +3550,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeStatus {
@@ -3495,7 +3568,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3507,7 +3580,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3520,7 +3593,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
 }
 
 type JobStatus struct {
@@ -3538,7 +3611,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3550,7 +3623,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3563,7 +3636,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *JobStatus) GetJobId() string {
@@ -3617,7 +3690,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3629,7 +3702,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3642,7 +3715,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobStatus {
@@ -3663,7 +3736,7 @@ type StdinChunk struct {
 
 func (x *StdinChunk) Reset() {
 	*x = StdinChunk{}
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3675,7 +3748,7 @@ func (x *StdinChunk) String() string {
 func (*StdinChunk) ProtoMessage() {}
 
 func (x *StdinChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3688,7 +3761,7 @@ func (x *StdinChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdinChunk.ProtoReflect.Descriptor instead.
 func (*StdinChunk) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *StdinChunk) GetJobId() string {
@@ -3713,7 +3786,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3725,7 +3798,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3738,7 +3811,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
 }
 
 type ReadStdinRequest struct {
@@ -3751,7 +3824,7 @@ type ReadStdinRequest struct {
 
 func (x *ReadStdinRequest) Reset() {
 	*x = ReadStdinRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3763,7 +3836,7 @@ func (x *ReadStdinRequest) String() string {
 func (*ReadStdinRequest) ProtoMessage() {}
 
 func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3776,7 +3849,7 @@ func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStdinRequest.ProtoReflect.Descriptor instead.
 func (*ReadStdinRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ReadStdinRequest) GetSession() string {
@@ -3807,7 +3880,7 @@ type KVSetRequest struct {
 
 func (x *KVSetRequest) Reset() {
 	*x = KVSetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3819,7 +3892,7 @@ func (x *KVSetRequest) String() string {
 func (*KVSetRequest) ProtoMessage() {}
 
 func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3832,7 +3905,7 @@ func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetRequest.ProtoReflect.Descriptor instead.
 func (*KVSetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *KVSetRequest) GetScope() string {
@@ -3865,7 +3938,7 @@ type KVSetResponse struct {
 
 func (x *KVSetResponse) Reset() {
 	*x = KVSetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3877,7 +3950,7 @@ func (x *KVSetResponse) String() string {
 func (*KVSetResponse) ProtoMessage() {}
 
 func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3890,7 +3963,7 @@ func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetResponse.ProtoReflect.Descriptor instead.
 func (*KVSetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *KVSetResponse) GetVersion() uint64 {
@@ -3912,7 +3985,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3924,7 +3997,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3937,7 +4010,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *KVGetRequest) GetScope() string {
@@ -3978,7 +4051,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3990,7 +4063,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4003,7 +4076,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *KVGetResponse) GetValue() []byte {
@@ -4034,7 +4107,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4046,7 +4119,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4059,7 +4132,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *BarrierRequest) GetScope() string {
@@ -4105,7 +4178,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4117,7 +4190,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4130,7 +4203,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
 }
 
 var File_muster_v1_types_proto protoreflect.FileDescriptor
@@ -4186,13 +4259,18 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x06exited\x18\x02 \x01(\v2\x17.muster.v1.WorkerExitedR\x06exited\x12\x14\n" +
 	"\x05acked\x18\x03 \x01(\bR\x05acked\"(\n" +
 	"\fWatchRequest\x12\x18\n" +
-	"\asession\x18\x01 \x01(\tR\asession\"\xf2\x01\n" +
+	"\asession\x18\x01 \x01(\tR\asession\"\xa9\x02\n" +
 	"\fAgentCommand\x12>\n" +
 	"\rreserve_ports\x18\x01 \x01(\v2\x17.muster.v1.ReservePortsH\x00R\freservePorts\x12-\n" +
 	"\x05start\x18\x02 \x01(\v2\x15.muster.v1.AssignmentH\x00R\x05start\x12(\n" +
 	"\x04stop\x18\x03 \x01(\v2\x12.muster.v1.StopJobH\x00R\x04stop\x12>\n" +
-	"\rrelease_store\x18\x04 \x01(\v2\x17.muster.v1.ReleaseStoreH\x00R\freleaseStoreB\t\n" +
-	"\acommand\"%\n" +
+	"\rrelease_store\x18\x04 \x01(\v2\x17.muster.v1.ReleaseStoreH\x00R\freleaseStore\x125\n" +
+	"\n" +
+	"probe_peer\x18\x05 \x01(\v2\x14.muster.v1.ProbePeerH\x00R\tprobePeerB\t\n" +
+	"\acommand\"3\n" +
+	"\tProbePeer\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
+	"\x04addr\x18\x02 \x01(\tR\x04addr\"%\n" +
 	"\fReleaseStore\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"w\n" +
 	"\fReservePorts\x12\x19\n" +
@@ -4479,7 +4557,7 @@ func file_muster_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_muster_v1_types_proto_goTypes = []any{
 	(JobState)(0),                 // 0: muster.v1.JobState
 	(Stream)(0),                   // 1: muster.v1.Stream
@@ -4494,93 +4572,95 @@ var file_muster_v1_types_proto_goTypes = []any{
 	(*RankState)(nil),             // 10: muster.v1.RankState
 	(*WatchRequest)(nil),          // 11: muster.v1.WatchRequest
 	(*AgentCommand)(nil),          // 12: muster.v1.AgentCommand
-	(*ReleaseStore)(nil),          // 13: muster.v1.ReleaseStore
-	(*ReservePorts)(nil),          // 14: muster.v1.ReservePorts
-	(*PortsReservedRequest)(nil),  // 15: muster.v1.PortsReservedRequest
-	(*PortsReservedResponse)(nil), // 16: muster.v1.PortsReservedResponse
-	(*ReportLossRequest)(nil),     // 17: muster.v1.ReportLossRequest
-	(*ReportLossResponse)(nil),    // 18: muster.v1.ReportLossResponse
-	(*LeaveRequest)(nil),          // 19: muster.v1.LeaveRequest
-	(*LeaveResponse)(nil),         // 20: muster.v1.LeaveResponse
-	(*JobSpec)(nil),               // 21: muster.v1.JobSpec
-	(*SubmitRequest)(nil),         // 22: muster.v1.SubmitRequest
-	(*SubmitResponse)(nil),        // 23: muster.v1.SubmitResponse
-	(*Assignment)(nil),            // 24: muster.v1.Assignment
-	(*Identity)(nil),              // 25: muster.v1.Identity
-	(*StopJob)(nil),               // 26: muster.v1.StopJob
-	(*WorkerStarted)(nil),         // 27: muster.v1.WorkerStarted
-	(*Output)(nil),                // 28: muster.v1.Output
-	(*WorkerExited)(nil),          // 29: muster.v1.WorkerExited
-	(*NodeLoss)(nil),              // 30: muster.v1.NodeLoss
-	(*JobFinished)(nil),           // 31: muster.v1.JobFinished
-	(*OutputLost)(nil),            // 32: muster.v1.OutputLost
-	(*WaitingForNodes)(nil),       // 33: muster.v1.WaitingForNodes
-	(*JobEvent)(nil),              // 34: muster.v1.JobEvent
-	(*RoundRestarting)(nil),       // 35: muster.v1.RoundRestarting
-	(*StoreRestarted)(nil),        // 36: muster.v1.StoreRestarted
-	(*PublishRequest)(nil),        // 37: muster.v1.PublishRequest
-	(*PublishResponse)(nil),       // 38: muster.v1.PublishResponse
-	(*WatchJobRequest)(nil),       // 39: muster.v1.WatchJobRequest
-	(*CancelRequest)(nil),         // 40: muster.v1.CancelRequest
-	(*CancelResponse)(nil),        // 41: muster.v1.CancelResponse
-	(*ListNodesRequest)(nil),      // 42: muster.v1.ListNodesRequest
-	(*NodeStatus)(nil),            // 43: muster.v1.NodeStatus
-	(*ListNodesResponse)(nil),     // 44: muster.v1.ListNodesResponse
-	(*ListJobsRequest)(nil),       // 45: muster.v1.ListJobsRequest
-	(*JobStatus)(nil),             // 46: muster.v1.JobStatus
-	(*ListJobsResponse)(nil),      // 47: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),            // 48: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),    // 49: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),      // 50: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),          // 51: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),         // 52: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),          // 53: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),         // 54: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),        // 55: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),       // 56: muster.v1.BarrierResponse
+	(*ProbePeer)(nil),             // 13: muster.v1.ProbePeer
+	(*ReleaseStore)(nil),          // 14: muster.v1.ReleaseStore
+	(*ReservePorts)(nil),          // 15: muster.v1.ReservePorts
+	(*PortsReservedRequest)(nil),  // 16: muster.v1.PortsReservedRequest
+	(*PortsReservedResponse)(nil), // 17: muster.v1.PortsReservedResponse
+	(*ReportLossRequest)(nil),     // 18: muster.v1.ReportLossRequest
+	(*ReportLossResponse)(nil),    // 19: muster.v1.ReportLossResponse
+	(*LeaveRequest)(nil),          // 20: muster.v1.LeaveRequest
+	(*LeaveResponse)(nil),         // 21: muster.v1.LeaveResponse
+	(*JobSpec)(nil),               // 22: muster.v1.JobSpec
+	(*SubmitRequest)(nil),         // 23: muster.v1.SubmitRequest
+	(*SubmitResponse)(nil),        // 24: muster.v1.SubmitResponse
+	(*Assignment)(nil),            // 25: muster.v1.Assignment
+	(*Identity)(nil),              // 26: muster.v1.Identity
+	(*StopJob)(nil),               // 27: muster.v1.StopJob
+	(*WorkerStarted)(nil),         // 28: muster.v1.WorkerStarted
+	(*Output)(nil),                // 29: muster.v1.Output
+	(*WorkerExited)(nil),          // 30: muster.v1.WorkerExited
+	(*NodeLoss)(nil),              // 31: muster.v1.NodeLoss
+	(*JobFinished)(nil),           // 32: muster.v1.JobFinished
+	(*OutputLost)(nil),            // 33: muster.v1.OutputLost
+	(*WaitingForNodes)(nil),       // 34: muster.v1.WaitingForNodes
+	(*JobEvent)(nil),              // 35: muster.v1.JobEvent
+	(*RoundRestarting)(nil),       // 36: muster.v1.RoundRestarting
+	(*StoreRestarted)(nil),        // 37: muster.v1.StoreRestarted
+	(*PublishRequest)(nil),        // 38: muster.v1.PublishRequest
+	(*PublishResponse)(nil),       // 39: muster.v1.PublishResponse
+	(*WatchJobRequest)(nil),       // 40: muster.v1.WatchJobRequest
+	(*CancelRequest)(nil),         // 41: muster.v1.CancelRequest
+	(*CancelResponse)(nil),        // 42: muster.v1.CancelResponse
+	(*ListNodesRequest)(nil),      // 43: muster.v1.ListNodesRequest
+	(*NodeStatus)(nil),            // 44: muster.v1.NodeStatus
+	(*ListNodesResponse)(nil),     // 45: muster.v1.ListNodesResponse
+	(*ListJobsRequest)(nil),       // 46: muster.v1.ListJobsRequest
+	(*JobStatus)(nil),             // 47: muster.v1.JobStatus
+	(*ListJobsResponse)(nil),      // 48: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),            // 49: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),    // 50: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),      // 51: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),          // 52: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),         // 53: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),          // 54: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),         // 55: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),        // 56: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),       // 57: muster.v1.BarrierResponse
 }
 var file_muster_v1_types_proto_depIdxs = []int32{
 	3,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
 	4,  // 1: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
 	9,  // 2: muster.v1.RegisterRequest.jobs:type_name -> muster.v1.RunningJob
-	21, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
-	25, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
+	22, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
+	26, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
 	10, // 5: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
-	29, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
-	14, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
-	24, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
-	26, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
-	13, // 10: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
-	30, // 11: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
-	21, // 12: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
-	21, // 13: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
-	25, // 14: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
-	1,  // 15: muster.v1.Output.stream:type_name -> muster.v1.Stream
-	30, // 16: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
-	2,  // 17: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
-	0,  // 18: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
-	29, // 19: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
-	0,  // 20: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
-	27, // 21: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
-	28, // 22: muster.v1.JobEvent.output:type_name -> muster.v1.Output
-	29, // 23: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
-	31, // 24: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
-	32, // 25: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
-	33, // 26: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
-	36, // 27: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
-	35, // 28: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
-	34, // 29: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
-	4,  // 30: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
-	43, // 31: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
-	21, // 32: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
-	0,  // 33: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
-	25, // 34: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	46, // 35: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	30, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
+	15, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
+	25, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
+	27, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
+	14, // 10: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
+	13, // 11: muster.v1.AgentCommand.probe_peer:type_name -> muster.v1.ProbePeer
+	31, // 12: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
+	22, // 13: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
+	22, // 14: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
+	26, // 15: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
+	1,  // 16: muster.v1.Output.stream:type_name -> muster.v1.Stream
+	31, // 17: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
+	2,  // 18: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
+	0,  // 19: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
+	30, // 20: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
+	0,  // 21: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
+	28, // 22: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
+	29, // 23: muster.v1.JobEvent.output:type_name -> muster.v1.Output
+	30, // 24: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
+	32, // 25: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
+	33, // 26: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
+	34, // 27: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
+	37, // 28: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
+	36, // 29: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
+	35, // 30: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
+	4,  // 31: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
+	44, // 32: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
+	22, // 33: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
+	0,  // 34: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
+	26, // 35: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
+	47, // 36: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_types_proto_init() }
@@ -4593,9 +4673,10 @@ func file_muster_v1_types_proto_init() {
 		(*AgentCommand_Start)(nil),
 		(*AgentCommand_Stop)(nil),
 		(*AgentCommand_ReleaseStore)(nil),
+		(*AgentCommand_ProbePeer)(nil),
 	}
-	file_muster_v1_types_proto_msgTypes[18].OneofWrappers = []any{}
-	file_muster_v1_types_proto_msgTypes[31].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[19].OneofWrappers = []any{}
+	file_muster_v1_types_proto_msgTypes[32].OneofWrappers = []any{
 		(*JobEvent_State)(nil),
 		(*JobEvent_Started)(nil),
 		(*JobEvent_Output)(nil),
@@ -4612,7 +4693,7 @@ func file_muster_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_types_proto_rawDesc), len(file_muster_v1_types_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   54,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
