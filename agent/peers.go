@@ -31,13 +31,28 @@ func (a *Agent) PeerLost(loss *musterv1.NodeLoss) {
 // probeTimeout bounds a probe of a peer the store asked about.
 const probeTimeout = time.Second
 
+// probeDials is how many connections a probe tries at once: on a lossy link
+// one lost SYN must not make a live node look gone.
+const probeDials = 3
+
 // probePeer tries to reach a node whose agent went silent to the store, on
 // its gossip port over TCP, and tells the store when it cannot.
 func (a *Agent) probePeer(p *musterv1.ProbePeer) {
-	conn, err := net.DialTimeout("tcp", p.GetAddr(), probeTimeout)
-	if err == nil {
-		conn.Close()
-		return
+	errs := make(chan error, probeDials)
+	for range probeDials {
+		go func() {
+			conn, err := net.DialTimeout("tcp", p.GetAddr(), probeTimeout)
+			if err == nil {
+				conn.Close()
+			}
+			errs <- err
+		}()
+	}
+	var err error
+	for range probeDials {
+		if err = <-errs; err == nil {
+			return
+		}
 	}
 	a.log.Info("a peer the store asked about is unreachable", zap.String("node", p.GetNode()), zap.String("addr", p.GetAddr()), zap.Error(err))
 	a.reportLoss(&musterv1.NodeLoss{Node: p.GetNode(), Observer: a.cfg.Name, Signal: musterv1.LossSignal_LOSS_SIGNAL_SILENT,

@@ -121,6 +121,7 @@ func (s *Store) probeSilentLocked() {
 			s.sendLocked(m, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_ProbePeer{ProbePeer: &musterv1.ProbePeer{
 				Node: n.info.GetName(), Addr: addr}}})
 		}
+		n.probers = asked
 		s.log.Info("node silent; peers asked to probe it", zap.String("node", n.info.GetName()),
 			zap.Duration("silent", silent), zap.Int("peers", asked))
 	}
@@ -206,6 +207,10 @@ func (s *Store) settleSuspicionsLocked() {
 					zap.String("node", n.info.GetName()), zap.Duration("silent", storeSilent))
 			}
 		case !sp.byGossip && len(sp.confirmedBy) == 0:
+			pending = true
+		case sp.signal == musterv1.LossSignal_LOSS_SIGNAL_SILENT && !sp.byGossip && len(sp.confirmedBy) < min(2, n.probers):
+			// A probe crosses the silent node's own link: two must fail
+			// where two were asked, lest one lossy path decide.
 			pending = true
 		default:
 			signal, silent := sp.signal, sp.silent

@@ -188,12 +188,26 @@ func TestSilentNodeProbedByPeers(t *testing.T) {
 	if st := jobState(t, c, sub.JobId); st != musterv1.JobState_JOB_STATE_RUNNING {
 		t.Fatalf("job %s before any peer said it cannot reach b", st)
 	}
-	if _, err := c.ReportLoss(ctx, &musterv1.ReportLossRequest{Session: agents[0].session, Loss: &musterv1.NodeLoss{
-		Node: "b", Signal: musterv1.LossSignal_LOSS_SIGNAL_SILENT, Detail: "no TCP answer from its gossip port"}}); err != nil {
-		t.Fatal(err)
+	// Three peers were asked: one that cannot reach b is not enough (its
+	// probe crosses b's link, which may only be lossy); two are.
+	report := func(a *testAgent) {
+		if _, err := c.ReportLoss(ctx, &musterv1.ReportLossRequest{Session: a.session, Loss: &musterv1.NodeLoss{
+			Node: "b", Signal: musterv1.LossSignal_LOSS_SIGNAL_SILENT, Detail: "no TCP answer from its gossip port"}}); err != nil {
+			t.Fatal(err)
+		}
 	}
+	report(agents[0])
+	for _, a := range agents[2:] {
+		if p := a.next().GetProbePeer(); p.GetNode() != "b" {
+			t.Fatalf("asked to probe %v", p)
+		}
+	}
+	if st := jobState(t, c, sub.JobId); st != musterv1.JobState_JOB_STATE_RUNNING {
+		t.Fatalf("job %s after one peer of three could not reach b", st)
+	}
+	report(agents[2])
 	reason := stopsOf(t, agents[0])
-	if !strings.Contains(reason, "node b lost: nothing from its agent for") || !strings.Contains(reason, "confirmed by node a") {
+	if !strings.Contains(reason, "node b lost: nothing from its agent for") || !strings.Contains(reason, "confirmed by node a, node c") {
 		t.Fatalf("stop reason %q", reason)
 	}
 }

@@ -109,6 +109,7 @@ type node struct {
 	renewed time.Time
 	suspect *suspicion
 	probed  time.Time // when peers were last asked to probe it
+	probers int       // how many were asked then
 	// leaving is set once its agent said it shuts down: no round takes it.
 	leaving bool
 }
