@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"syscall"
@@ -152,7 +153,8 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 	if err != nil {
 		return nil, err
 	}
-	node := &musterv1.Node{Name: cfg.Name, Addr: cfg.Addr, Rank: cfg.Rank, GpuError: cfg.GPUError}
+	// NumCPU counts the CPUs the process may run on (its affinity mask).
+	node := &musterv1.Node{Name: cfg.Name, Addr: cfg.Addr, Rank: cfg.Rank, GpuError: cfg.GPUError, Cpus: int32(runtime.NumCPU())}
 	for _, d := range cfg.GPUs {
 		node.Gpus = append(node.Gpus, &musterv1.GPU{Index: int32(d.Index), Uuid: d.UUID, Name: d.Name, MemoryBytes: d.MemoryBytes})
 	}
