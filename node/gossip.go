@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -151,8 +152,10 @@ func (n *Node) startGossip(ctx context.Context, g *Gossip, name, token, addr str
 	n.timeouts = map[string]time.Duration{}
 	ccfg.Meta = cluster.Meta{Version: version.Short(), NodeTimeout: n.nodeTimeout}
 	c, err := cluster.Start(ctx, ccfg)
-	if errors.Is(err, syscall.EADDRINUSE) {
-		return fmt.Errorf("gossip port %s:%d is in use (another agent on this machine?): give this agent --bind IP:PORT", ccfg.BindAddr, ccfg.BindPort)
+	// memberlist words its listener's error with %v, which drops the errno.
+	if errors.Is(err, syscall.EADDRINUSE) || err != nil && strings.Contains(err.Error(), "address already in use") {
+		return fmt.Errorf("gossip port %s is in use (another agent on this machine?): stop it, or give this agent --bind IP:PORT with a free port",
+			net.JoinHostPort(cmp.Or(ccfg.BindAddr, "0.0.0.0"), strconv.Itoa(ccfg.BindPort)))
 	}
 	if err != nil {
 		return fmt.Errorf("gossip: %w", err)

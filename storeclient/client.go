@@ -5,6 +5,8 @@ package storeclient
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -113,10 +115,51 @@ func (c *Client) Get(ctx context.Context, key string, wait bool) ([]byte, error)
 	return resp.GetValue(), nil
 }
 
-// ErrorMessage is an error from a store call without gRPC's framing.
+// ErrorMessage is an error from a store call in one line a person can act
+// on: without gRPC's framing, and a store that cannot be reached named with
+// what to check.
 func ErrorMessage(err error) string {
-	if s, ok := status.FromError(err); ok {
-		return s.Message()
+	s, ok := status.FromError(err)
+	if !ok {
+		return err.Error()
 	}
-	return err.Error()
+	msg := s.Message()
+	// gRPC quotes the cause of a failed connection: connection error: desc = "...".
+	if q, found := strings.CutPrefix(msg, "connection error: desc = "); found {
+		if uq, err := strconv.Unquote(q); err == nil {
+			msg = uq
+		}
+	}
+	if m, found := strings.CutPrefix(msg, "transport: authentication handshake failed: "); found {
+		return m // security words verification errors itself (handshake.go)
+	}
+	if m, found := strings.CutPrefix(msg, "transport: Error while dialing: "); found {
+		return dialMessage(m)
+	}
+	if msg == "error reading server preface: EOF" {
+		return "the store closed the connection before answering: if it serves TLS, give --tls-ca its CA"
+	}
+	return msg
+}
+
+// dialMessage words a failed dial, "dial tcp ADDR: connect: CAUSE".
+func dialMessage(m string) string {
+	network, rest, ok := strings.Cut(strings.TrimPrefix(m, "dial "), " ")
+	addr, cause, ok2 := strings.Cut(rest, ": ")
+	if !strings.HasPrefix(m, "dial ") || !ok || !ok2 {
+		return "cannot reach the store: " + m
+	}
+	if i := strings.LastIndex(cause, ": "); i >= 0 {
+		cause = cause[i+2:] // "connect: connection refused": the last cause says it
+	}
+	hint := ""
+	switch {
+	case network == "unix":
+		hint = "; is an agent running on this machine?"
+	case strings.Contains(cause, "connection refused"):
+		hint = "; is an agent with --listen running there?"
+	case strings.Contains(cause, "no route to host") || strings.Contains(cause, "i/o timeout") || strings.Contains(cause, "network is unreachable"):
+		hint = "; is the machine up, and is the port open in its firewall?"
+	}
+	return "cannot reach the store at " + addr + ": " + cause + hint
 }
