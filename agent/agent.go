@@ -77,6 +77,8 @@ type Agent struct {
 	smu     sync.Mutex
 	session string
 	storeID string
+	// storeAddr is where the store is now: cfg.StoreAddr, until it moves.
+	storeAddr string
 	lease   lease // fence.go
 
 	mu      sync.Mutex
@@ -160,7 +162,7 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 	}
 	actx, cancel := context.WithCancel(context.Background())
 	a = &Agent{
-		cfg: cfg, log: cfg.Logger, client: c, node: node, key: newNodeKey(), ctx: actx, cancel: cancel, spare: cfg.Spare,
+		cfg: cfg, log: cfg.Logger, client: c, node: node, storeAddr: cfg.StoreAddr, key: newNodeKey(), ctx: actx, cancel: cancel, spare: cfg.Spare,
 		jobs:        map[string]*jobRun{},
 		ports:       map[string][]net.Listener{},
 		torchStores: map[string]*torchStore{},

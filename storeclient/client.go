@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/connectivity"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
@@ -39,6 +41,8 @@ type Client struct {
 	musterv1.JobsClient
 	musterv1.KVClient
 	conn *grpc.ClientConn
+	// moves, when set, is the connection's resolver, which Move updates.
+	moves *manual.Resolver
 }
 
 // Dial connects to the store at addr: host:port, or unix:///path for a
@@ -51,8 +55,40 @@ func Dial(addr string, sec security.Security) (*Client, error) {
 // DialAgent connects an agent to the store at addr. Its keepalive pings wait
 // longer for an answer than a launcher's: a store busy with thousands of
 // nodes may answer late, and a live agent taken for dead fails its jobs.
+//
+// Over TCP the client can follow the store to another address (Move): a
+// head node that dies is replaced by a store on another node.
 func DialAgent(addr string, sec security.Security) (*Client, error) {
-	return dial(addr, sec, AgentKeepaliveTimeout)
+	if security.IsUnixAddr(addr) {
+		return dial(addr, sec, AgentKeepaliveTimeout)
+	}
+	// A resolver of the client's own hands the connection its address; the
+	// certificate is verified against that address, not the first one.
+	r := manual.NewBuilderWithScheme(movableScheme)
+	r.InitialState(storeState(addr))
+	c, err := dial(r.Scheme()+":///"+addr, sec, AgentKeepaliveTimeout, grpc.WithResolvers(r))
+	if err != nil {
+		return nil, err
+	}
+	c.moves = r
+	return c, nil
+}
+
+// movableScheme names the resolver of a client that can move.
+const movableScheme = "muster-store"
+
+func storeState(addr string) resolver.State {
+	return resolver.State{Addresses: []resolver.Address{{Addr: addr, ServerName: addr}}}
+}
+
+// Move points the client at the store at addr (host:port): calls made from
+// now on go there. Only a client DialAgent made over TCP moves.
+func (c *Client) Move(addr string) error {
+	if c.moves == nil {
+		return fmt.Errorf("store connection over a Unix socket cannot move to %s", addr)
+	}
+	c.moves.UpdateState(storeState(addr))
+	return nil
 }
 
 // DialInProcess connects to a store in this same process (the embedded
@@ -63,8 +99,9 @@ func DialInProcess(addr string, sec security.Security) (*Client, error) {
 }
 
 // dial connects to addr; a positive pingTimeout turns keepalive pings on.
-func dial(addr string, sec security.Security, pingTimeout time.Duration) (*Client, error) {
-	opts, err := sec.DialOptions(addr)
+func dial(addr string, sec security.Security, pingTimeout time.Duration, extra ...grpc.DialOption) (*Client, error) {
+	store := strings.TrimPrefix(addr, movableScheme+":///")
+	opts, err := sec.DialOptions(store)
 	if err != nil {
 		return nil, err
 	}
@@ -77,9 +114,9 @@ func dial(addr string, sec security.Security, pingTimeout time.Duration) (*Clien
 		opts = append(opts, grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time: KeepaliveTime, Timeout: pingTimeout, PermitWithoutStream: true}))
 	}
-	conn, err := grpc.NewClient(addr, opts...)
+	conn, err := grpc.NewClient(addr, append(opts, extra...)...)
 	if err != nil {
-		return nil, fmt.Errorf("store %s: %w", addr, err)
+		return nil, fmt.Errorf("store %s: %w", store, err)
 	}
 	return NewClient(conn), nil
 }

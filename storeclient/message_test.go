@@ -38,7 +38,7 @@ func TestErrorMessageOfUnreachableStore(t *testing.T) {
 	}
 	serve := func(files security.CertFiles) string {
 		s, err := storeserver.Start(context.Background(), storeserver.Config{Logger: zaptest.NewLogger(t), ListenAddr: "127.0.0.1:0",
-			Socket: filepath.Join(t.TempDir(), "store.sock"),
+			Socket:   filepath.Join(t.TempDir(), "store.sock"),
 			Security: security.Security{Token: "0123456789abcdef0123456789abcdef", CertFile: files.Cert, KeyFile: files.Key}})
 		if err != nil {
 			t.Fatal(err)
