@@ -79,7 +79,7 @@ type Agent struct {
 	storeID string
 	// storeAddr is where the store is now: cfg.StoreAddr, until it moves.
 	storeAddr string
-	lease   lease // fence.go
+	lease     lease // fence.go
 
 	mu      sync.Mutex
 	closing bool                      // Close began: no job starts
