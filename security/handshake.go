@@ -44,7 +44,7 @@ func handshakeError(err error, addr, caFile string) error {
 	case errors.As(err, &unknown):
 		return fmt.Errorf("the store at %s presents a certificate not signed by %s; give --tls-ca the ca.pem that `launcher certs` wrote with the store's certificate", addr, trusted)
 	case errors.As(err, &host):
-		return fmt.Errorf("the store's certificate is not valid for %s (%v); make one that names it: launcher certs %s ...", addr, host.Error(), hostOf(addr))
+		return fmt.Errorf("the store's certificate is not valid for %s (%v); make one that names it with: launcher certs %s", addr, host.Error(), hostOf(addr))
 	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
 		return fmt.Errorf("the store at %s presents an expired certificate; make a new one with launcher certs", addr)
 	}

@@ -63,7 +63,7 @@ func TestErrorMessageOfUnreachableStore(t *testing.T) {
 				"; give --tls-ca the ca.pem that `launcher certs` wrote with the store's certificate"},
 		{"not for this address", wrongHostStore, security.Security{CAFile: wrongHost.CA},
 			"the store's certificate is not valid for " + wrongHostStore + " (x509: certificate is valid for 10.9.9.9, not 127.0.0.1); " +
-				"make one that names it: launcher certs 127.0.0.1 ..."},
+				"make one that names it with: launcher certs 127.0.0.1"},
 		{"TLS store, no TLS", tlsStore, security.Security{},
 			"the store closed the connection before answering: if it serves TLS, give --tls-ca its CA"},
 	}
