@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"syscall"
@@ -76,7 +77,9 @@ type Agent struct {
 	smu     sync.Mutex
 	session string
 	storeID string
-	lease   lease // fence.go
+	// storeAddr is where the store is now: cfg.StoreAddr, until it moves.
+	storeAddr string
+	lease     lease // fence.go
 
 	mu      sync.Mutex
 	closing bool                      // Close began: no job starts
@@ -152,13 +155,14 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 	if err != nil {
 		return nil, err
 	}
-	node := &musterv1.Node{Name: cfg.Name, Addr: cfg.Addr, Rank: cfg.Rank, GpuError: cfg.GPUError}
+	// NumCPU counts the CPUs the process may run on (its affinity mask).
+	node := &musterv1.Node{Name: cfg.Name, Addr: cfg.Addr, Rank: cfg.Rank, GpuError: cfg.GPUError, Cpus: int32(runtime.NumCPU())}
 	for _, d := range cfg.GPUs {
 		node.Gpus = append(node.Gpus, &musterv1.GPU{Index: int32(d.Index), Uuid: d.UUID, Name: d.Name, MemoryBytes: d.MemoryBytes})
 	}
 	actx, cancel := context.WithCancel(context.Background())
 	a = &Agent{
-		cfg: cfg, log: cfg.Logger, client: c, node: node, key: newNodeKey(), ctx: actx, cancel: cancel, spare: cfg.Spare,
+		cfg: cfg, log: cfg.Logger, client: c, node: node, storeAddr: cfg.StoreAddr, key: newNodeKey(), ctx: actx, cancel: cancel, spare: cfg.Spare,
 		jobs:        map[string]*jobRun{},
 		ports:       map[string][]net.Listener{},
 		torchStores: map[string]*torchStore{},

@@ -32,7 +32,7 @@ func (a *Agent) startPMI(asg *musterv1.Assignment) (*pmiService, error) {
 		return nil, nil
 	}
 	sec := security.Security{JobToken: asg.GetJobToken(), CAFile: a.cfg.Security.CAFile, TLS: a.cfg.Security.TLS}
-	c, err := storeclient.Dial(a.cfg.StoreAddr, sec)
+	c, err := storeclient.Dial(a.storeAddrNow(), sec)
 	if err != nil {
 		return nil, fmt.Errorf("--mpi: the job's KV: %w", err)
 	}

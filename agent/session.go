@@ -59,6 +59,40 @@ func (a *Agent) currentStore() string {
 	return a.storeID
 }
 
+// storeAddrNow is the store's address now.
+func (a *Agent) storeAddrNow() string {
+	a.smu.Lock()
+	defer a.smu.Unlock()
+	return a.storeAddr
+}
+
+// MoveStore follows the store to addr, another node's, when the one the
+// agent knew is gone (its head node died): the agent registers there,
+// reporting its jobs, which that store takes over as a restarted store
+// would. Jobs are kept only if that happens within the fence bound.
+func (a *Agent) MoveStore(addr string) error {
+	a.smu.Lock()
+	old := a.storeAddr
+	if old == addr {
+		a.smu.Unlock()
+		return nil
+	}
+	a.storeAddr = addr
+	a.smu.Unlock()
+	if err := a.client.Move(addr); err != nil {
+		return err
+	}
+	a.log.Warn("the store moved; registering with it there", zap.String("from", old), zap.String("store", addr), zap.Int("jobs", a.jobCount()))
+	return nil
+}
+
+// StoreSilentFor is how long the store has not answered this agent.
+func (a *Agent) StoreSilentFor() time.Duration {
+	a.lease.mu.Lock()
+	defer a.lease.mu.Unlock()
+	return time.Since(a.lease.ok)
+}
+
 // register registers the node with what it runs and opens its Watch stream;
 // it returns once the stream is in place. stop ends the stream.
 func (a *Agent) register(ctx context.Context) (watch musterv1.Agents_WatchClient, stop context.CancelFunc, err error) {
@@ -105,7 +139,7 @@ func (a *Agent) sessionLoop(watch musterv1.Agents_WatchClient, stop context.Canc
 			return
 		}
 		a.log.Warn("lost the store; this node's jobs keep running while the agent registers again",
-			zap.String("store", a.cfg.StoreAddr), zap.Int("jobs", a.jobCount()), zap.String("error", storeclient.ErrorMessage(err)))
+			zap.String("store", a.storeAddrNow()), zap.Int("jobs", a.jobCount()), zap.String("error", storeclient.ErrorMessage(err)))
 		if watch, stop = a.reconnect(); watch == nil {
 			return
 		}
@@ -128,7 +162,7 @@ func (a *Agent) reconnect() (musterv1.Agents_WatchClient, context.CancelFunc) {
 		}
 		watch, stop, err := a.register(a.ctx)
 		if err == nil {
-			a.log.Info("registered with the store again", zap.String("store", a.cfg.StoreAddr),
+			a.log.Info("registered with the store again", zap.String("store", a.storeAddrNow()),
 				zap.Int("tries", try), zap.Duration("down-for", time.Since(since).Round(time.Millisecond)), zap.Int("jobs", a.jobCount()))
 			return watch, stop
 		}
@@ -142,7 +176,7 @@ func (a *Agent) reconnect() (musterv1.Agents_WatchClient, context.CancelFunc) {
 			if status.Code(err) == codes.PermissionDenied {
 				msg = "store refuses to register this node; trying again"
 			}
-			a.log.Warn(msg, zap.String("store", a.cfg.StoreAddr), zap.Int("tries", try),
+			a.log.Warn(msg, zap.String("store", a.storeAddrNow()), zap.Int("tries", try),
 				zap.Duration("down-for", time.Since(since).Round(time.Second)), zap.Duration("next-try-within", delay),
 				zap.String("error", storeclient.ErrorMessage(err)))
 		}

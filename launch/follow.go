@@ -64,9 +64,6 @@ func Run(ctx context.Context, log *zap.Logger, c *storeclient.Client, opts Optio
 		return 1, errors.New(storeclient.ErrorMessage(err))
 	}
 	job := sub.GetJobId()
-	if dir := opts.Spec.GetLogDir(); len(dir) > 0 {
-		fmt.Fprintf(opts.Stderr, "muster: job %s logs to %s/%s/\n", job, dir, job)
-	}
 	f := &follower{c: c, log: log, opts: opts, job: job, storeID: sub.GetStoreId(), p: NewPrinter(opts.Stdout, opts.Stderr, opts.TagOutput)}
 	return f.run(ctx)
 }
@@ -86,6 +83,7 @@ type follower struct {
 	lost       uint64
 	lostBytes  uint64
 	waited     bool // a round's wait for nodes was announced
+	logsTold   bool // where --log-dir writes was said
 }
 
 func (f *follower) run(ctx context.Context) (int, error) {
@@ -218,6 +216,14 @@ func (f *follower) follow(ctx context.Context) (code int, done, got bool, cause 
 func (f *follower) event(ctx context.Context, ev *musterv1.JobEvent) (code int, done bool) {
 	f.next = ev.GetVersion() + 1
 	switch e := ev.GetEvent().(type) {
+	case *musterv1.JobEvent_Started:
+		// Said once a worker runs: its agent made the directory by then, and
+		// a directory it could not make fails the job with that reason instead.
+		if dir := f.opts.Spec.GetLogDir(); len(dir) > 0 && !f.logsTold {
+			f.logsTold = true
+			f.flush(ctx)
+			fmt.Fprintf(f.opts.Stderr, "muster: job %s logs to %s/%s/\n", f.job, dir, f.job)
+		}
 	case *musterv1.JobEvent_Output:
 		if !f.quiet {
 			f.p.Output(e.Output)

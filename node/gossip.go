@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/musterhq/muster/failure"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/security"
 	"github.com/musterhq/muster/version"
 )
 
@@ -151,8 +153,10 @@ func (n *Node) startGossip(ctx context.Context, g *Gossip, name, token, addr str
 	n.timeouts = map[string]time.Duration{}
 	ccfg.Meta = cluster.Meta{Version: version.Short(), NodeTimeout: n.nodeTimeout}
 	c, err := cluster.Start(ctx, ccfg)
-	if errors.Is(err, syscall.EADDRINUSE) {
-		return fmt.Errorf("gossip port %s:%d is in use (another agent on this machine?): give this agent --bind IP:PORT", ccfg.BindAddr, ccfg.BindPort)
+	// memberlist words its listener's error with %v, which drops the errno.
+	if errors.Is(err, syscall.EADDRINUSE) || err != nil && strings.Contains(err.Error(), "address already in use") {
+		return fmt.Errorf("gossip port %s is in use (another agent on this machine?): stop it, or give this agent --bind IP:PORT with a free port",
+			net.JoinHostPort(cmp.Or(ccfg.BindAddr, "0.0.0.0"), strconv.Itoa(ccfg.BindPort)))
 	}
 	if err != nil {
 		return fmt.Errorf("gossip: %w", err)
@@ -281,4 +285,38 @@ func (n *Node) checkNodeTimeout(m cluster.Member) {
 	}
 	n.log.Warn("node timeouts differ: set --node-timeout (MUSTER_NODE_TIMEOUT) the same on every node; the shortest decides when a silent node is dead",
 		zap.String(what, m.Name), zap.Duration("its_node_timeout", theirs), zap.Duration("node_timeout", n.nodeTimeout))
+}
+
+// moveAfter is how long an agent's store may be silent before the agent
+// looks through gossip for a store elsewhere: longer than a store's restart
+// in place takes, well inside the fence bound (15 s), within which the
+// agent must register with the new store for its jobs to live.
+const moveAfter = 3 * time.Second
+
+// followStore moves the agent to a store that another node hosts now, when
+// its own has been silent for moveAfter: the head node died and a store was
+// started on another node. It ends with watchGossip.
+func (n *Node) followStore() {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.gossipDone:
+			return
+		case <-t.C:
+		}
+		if n.agent.StoreSilentFor() < moveAfter {
+			continue
+		}
+		for _, m := range n.gossip.Members() {
+			if m.State != cluster.Alive || !m.Meta.Store || m.Meta.GRPCAddr == "" || m.Name == n.gossip.Name() {
+				continue
+			}
+			if err := n.agent.MoveStore(security.NormalizeAddr(m.Meta.GRPCAddr)); err != nil {
+				n.log.Warn("cannot follow the store", zap.String("node", m.Name), zap.Error(err))
+				return
+			}
+			break
+		}
+	}
 }

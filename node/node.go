@@ -101,6 +101,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		n.gossipDone = make(chan struct{})
 		go n.watchGossip(storeAddr)
+		if n.store == nil {
+			go n.followStore()
+		}
 	}
 	if n.store != nil {
 		go n.watchStore()

@@ -1,6 +1,7 @@
 package rendezvous
 
 import (
+	"cmp"
 	"slices"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
@@ -59,11 +60,13 @@ func (s *Store) countReadyLocked(p *placement) int {
 	return count
 }
 
-// pickLocked picks p's nodes in node rank order among those with enough free
-// GPUs, at most spec.Nnodes of them, and describes why the nodes passed over
-// could not be taken. Without hosts the order is the nodes' (explicit node
-// rank, then name); with hosts it is the hosts', and a listed host that no
-// registered node matches is described too.
+// pickLocked picks p's nodes among those with enough free GPUs, at most
+// spec.Nnodes of them, and describes why the nodes passed over could not be
+// taken. Without hosts, nodes with an explicit node rank come first, then a
+// job without GPUs takes the least loaded nodes and a job with GPUs the
+// first in name order; node ranks follow explicit node rank, then name. With
+// hosts the order is the hosts', and a listed host that no registered node
+// matches is described too.
 func (s *Store) pickLocked(p *placement) (picked []*node, unusable []string) {
 	take := func(n *node) bool {
 		switch {
@@ -79,11 +82,21 @@ func (s *Store) pickLocked(p *placement) (picked []*node, unusable []string) {
 		return int32(len(picked)) == p.spec.Nnodes
 	}
 	if len(p.listed) == 0 {
-		for _, n := range sortedNodes(s.nodes) {
+		nodes := sortedNodes(s.nodes)
+		if p.spec.GetGpus() == 0 {
+			// Jobs without GPUs spread: the least loaded nodes first. Jobs
+			// with GPUs pack in node rank order, which keeps whole nodes
+			// free for larger jobs.
+			load := s.workersLocked()
+			slices.SortStableFunc(nodes, func(a, b *node) int { return compareLoad(a, b, load) })
+		}
+		for _, n := range nodes {
 			if take(n) {
 				break
 			}
 		}
+		// Node ranks follow the node order, whichever nodes were taken.
+		slices.SortFunc(picked, compareNodes)
 		return picked, unusable
 	}
 	// A host matches every node of its name or address; nodes sharing an
@@ -117,4 +130,33 @@ func (s *Store) pickLocked(p *placement) (picked []*node, unusable []string) {
 		}
 	}
 	return picked, unusable
+}
+
+// workersLocked counts, by node, the workers of the rounds running on it.
+func (s *Store) workersLocked() map[*node]int64 {
+	load := map[*node]int64{}
+	for _, n := range s.nodes {
+		for id := range n.jobs {
+			if j := s.jobs[id]; j != nil && j.round != nil {
+				load[n] += int64(j.round.nproc)
+			}
+		}
+	}
+	return load
+}
+
+// compareLoad orders nodes for a job without GPUs: explicit node ranks
+// first, as rounds rank them; then by workers per CPU, so that a node with
+// more CPUs takes more workers; then in name order. A node that reports no
+// CPU count counts as one CPU.
+func compareLoad(a, b *node, load map[*node]int64) int {
+	ra, rb := a.info.GetRank() >= 0, b.info.GetRank() >= 0
+	if ra || rb {
+		return compareNodes(a, b)
+	}
+	ca, cb := max(int64(a.info.GetCpus()), 1), max(int64(b.info.GetCpus()), 1)
+	if c := cmp.Compare(load[a]*cb, load[b]*ca); c != 0 {
+		return c
+	}
+	return compareNodes(a, b)
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -231,8 +232,44 @@ func compareNodes(a, b *node) int {
 	if c := cmp.Compare(ra, rb); c != 0 {
 		return c
 	}
-	return cmp.Compare(a.info.GetName(), b.info.GetName())
+	return naturalCompare(a.info.GetName(), b.info.GetName())
 }
+
+// naturalCompare orders names as Slurm's host lists do: runs of digits by
+// their value, so node2 comes before node10.
+func naturalCompare(a, b string) int {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		if isDigit(a[i]) && isDigit(b[j]) {
+			si, sj := i, j
+			for i < len(a) && isDigit(a[i]) {
+				i++
+			}
+			for j < len(b) && isDigit(b[j]) {
+				j++
+			}
+			da, db := strings.TrimLeft(a[si:i], "0"), strings.TrimLeft(b[sj:j], "0")
+			if c := cmp.Compare(len(da), len(db)); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(da, db); c != 0 {
+				return c
+			}
+			continue
+		}
+		if c := cmp.Compare(a[i], b[j]); c != 0 {
+			return c
+		}
+		i, j = i+1, j+1
+	}
+	if c := cmp.Compare(len(a)-i, len(b)-j); c != 0 {
+		return c
+	}
+	// Equal but for leading zeros (node01, node1): plain order decides.
+	return cmp.Compare(a, b)
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
 // Nodes lists the registered nodes.
 func (s *Store) Nodes() []*musterv1.NodeStatus {
@@ -252,7 +289,7 @@ func (s *Store) Nodes() []*musterv1.NodeStatus {
 	}
 	s.pruneDepartedLocked()
 	gossipOnly := s.gossipOnlyLocked()
-	slices.SortFunc(gossipOnly, func(a, b *musterv1.NodeStatus) int { return cmp.Compare(a.Node.Name, b.Node.Name) })
+	slices.SortFunc(gossipOnly, func(a, b *musterv1.NodeStatus) int { return naturalCompare(a.Node.Name, b.Node.Name) })
 	return append(out, gossipOnly...)
 }
 

@@ -43,6 +43,9 @@ func validateNode(n *musterv1.Node) error {
 	if len(n.GetGpus()) > jobspec.MaxGPUs {
 		return fmt.Errorf("register: node %s offers %d GPUs, more than %d", n.GetName(), len(n.GetGpus()), jobspec.MaxGPUs)
 	}
+	if n.GetCpus() < 0 {
+		return fmt.Errorf("register: node %s reports %d CPUs", n.GetName(), n.GetCpus())
+	}
 	seen := map[int32]bool{}
 	for _, g := range n.GetGpus() {
 		if g.GetIndex() < 0 || seen[g.GetIndex()] {

@@ -125,7 +125,7 @@ func (sec Security) DialOptions(addr string) ([]grpc.DialOption, error) {
 			}
 			cfg.RootCAs = pool
 		}
-		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		opts = append(opts, grpc.WithTransportCredentials(verifyCreds{TransportCredentials: credentials.NewTLS(cfg), caFile: sec.CAFile}))
 	} else {
 		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	}

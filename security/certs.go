@@ -10,7 +10,9 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/big"
 	"net"
 	"os"
@@ -23,16 +25,33 @@ type CertFiles struct {
 	CA, Cert, Key string
 }
 
-// GenerateCerts writes a new CA and a store certificate signed by it, valid
-// for hosts (names or IP addresses), into dir: ca.pem, store.pem and
-// store-key.pem. Agents serve store.pem; launchers and agents that join
-// verify it with ca.pem.
+// GenerateCerts writes a store certificate valid for hosts (names or IP
+// addresses) into dir: store.pem and store-key.pem, signed by the CA of
+// ca.pem and ca-key.pem there, which it makes first when dir has none.
+// Agents serve store.pem; launchers and agents that join verify it with
+// ca.pem. The CA's key is kept, so that a store on another node (a new head
+// node) gets a certificate that every node already trusts.
 func GenerateCerts(dir string, hosts []string, valid time.Duration) (CertFiles, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	now := time.Now()
+	caFile, caKeyFile := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca-key.pem")
+	ca, caKey, err := loadCA(caFile, caKeyFile)
+	switch {
+	case err == nil:
+		notAfter := now.Add(valid)
+		if ca.NotAfter.Before(notAfter) {
+			notAfter = ca.NotAfter // no certificate outlives its CA
+		}
+		return writeCerts(dir, hosts, ca, ca.PublicKey, caKey, notAfter)
+	case !errors.Is(err, fs.ErrNotExist):
+		return CertFiles{}, err
+	case fileExists(caFile):
+		return CertFiles{}, fmt.Errorf("certs: %s has no CA key beside it (%s), so no certificate its nodes trust can be made; "+
+			"make new certificates in an empty --dir and give every node the new ca.pem", caFile, caKeyFile)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return CertFiles{}, err
 	}
-	now := time.Now()
 	caTmpl := &x509.Certificate{
 		SerialNumber:          serial(),
 		Subject:               pkix.Name{CommonName: "muster cluster CA"},
@@ -42,7 +61,51 @@ func GenerateCerts(dir string, hosts []string, valid time.Duration) (CertFiles, 
 		KeyUsage:              x509.KeyUsageCertSign,
 		BasicConstraintsValid: true,
 	}
-	return writeCerts(dir, hosts, caTmpl, &caKey.PublicKey, caKey, now.Add(valid))
+	if caTmpl.Raw, err = x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &key.PublicKey, key); err != nil {
+		return CertFiles{}, err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return CertFiles{}, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return CertFiles{}, fmt.Errorf("certs: %w", err)
+	}
+	if err := os.WriteFile(caKeyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return CertFiles{}, fmt.Errorf("certs: %w", err)
+	}
+	return writeCerts(dir, hosts, caTmpl, &key.PublicKey, key, now.Add(valid))
+}
+
+// loadCA reads a CA certificate and its key.
+func loadCA(certFile, keyFile string) (*x509.Certificate, any, error) {
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	cb, _ := pem.Decode(certPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		return nil, nil, fmt.Errorf("certs: %s or %s holds no PEM block", certFile, keyFile)
+	}
+	ca, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("certs: %s: %w", certFile, err)
+	}
+	key, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("certs: %s: %w", keyFile, err)
+	}
+	return ca, key, nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // tokenCAInfo is HKDF's info string for a token's CA key; changing it

@@ -5,6 +5,8 @@ package storeclient
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -12,6 +14,8 @@ import (
 	"google.golang.org/grpc/connectivity"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
@@ -37,6 +41,8 @@ type Client struct {
 	musterv1.JobsClient
 	musterv1.KVClient
 	conn *grpc.ClientConn
+	// moves, when set, is the connection's resolver, which Move updates.
+	moves *manual.Resolver
 }
 
 // Dial connects to the store at addr: host:port, or unix:///path for a
@@ -49,8 +55,40 @@ func Dial(addr string, sec security.Security) (*Client, error) {
 // DialAgent connects an agent to the store at addr. Its keepalive pings wait
 // longer for an answer than a launcher's: a store busy with thousands of
 // nodes may answer late, and a live agent taken for dead fails its jobs.
+//
+// Over TCP the client can follow the store to another address (Move): a
+// head node that dies is replaced by a store on another node.
 func DialAgent(addr string, sec security.Security) (*Client, error) {
-	return dial(addr, sec, AgentKeepaliveTimeout)
+	if security.IsUnixAddr(addr) {
+		return dial(addr, sec, AgentKeepaliveTimeout)
+	}
+	// A resolver of the client's own hands the connection its address; the
+	// certificate is verified against that address, not the first one.
+	r := manual.NewBuilderWithScheme(movableScheme)
+	r.InitialState(storeState(addr))
+	c, err := dial(r.Scheme()+":///"+addr, sec, AgentKeepaliveTimeout, grpc.WithResolvers(r))
+	if err != nil {
+		return nil, err
+	}
+	c.moves = r
+	return c, nil
+}
+
+// movableScheme names the resolver of a client that can move.
+const movableScheme = "muster-store"
+
+func storeState(addr string) resolver.State {
+	return resolver.State{Addresses: []resolver.Address{{Addr: addr, ServerName: addr}}}
+}
+
+// Move points the client at the store at addr (host:port): calls made from
+// now on go there. Only a client DialAgent made over TCP moves.
+func (c *Client) Move(addr string) error {
+	if c.moves == nil {
+		return fmt.Errorf("store connection over a Unix socket cannot move to %s", addr)
+	}
+	c.moves.UpdateState(storeState(addr))
+	return nil
 }
 
 // DialInProcess connects to a store in this same process (the embedded
@@ -61,8 +99,9 @@ func DialInProcess(addr string, sec security.Security) (*Client, error) {
 }
 
 // dial connects to addr; a positive pingTimeout turns keepalive pings on.
-func dial(addr string, sec security.Security, pingTimeout time.Duration) (*Client, error) {
-	opts, err := sec.DialOptions(addr)
+func dial(addr string, sec security.Security, pingTimeout time.Duration, extra ...grpc.DialOption) (*Client, error) {
+	store := strings.TrimPrefix(addr, movableScheme+":///")
+	opts, err := sec.DialOptions(store)
 	if err != nil {
 		return nil, err
 	}
@@ -75,9 +114,9 @@ func dial(addr string, sec security.Security, pingTimeout time.Duration) (*Clien
 		opts = append(opts, grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time: KeepaliveTime, Timeout: pingTimeout, PermitWithoutStream: true}))
 	}
-	conn, err := grpc.NewClient(addr, opts...)
+	conn, err := grpc.NewClient(addr, append(opts, extra...)...)
 	if err != nil {
-		return nil, fmt.Errorf("store %s: %w", addr, err)
+		return nil, fmt.Errorf("store %s: %w", store, err)
 	}
 	return NewClient(conn), nil
 }
@@ -113,10 +152,51 @@ func (c *Client) Get(ctx context.Context, key string, wait bool) ([]byte, error)
 	return resp.GetValue(), nil
 }
 
-// ErrorMessage is an error from a store call without gRPC's framing.
+// ErrorMessage is an error from a store call in one line a person can act
+// on: without gRPC's framing, and a store that cannot be reached named with
+// what to check.
 func ErrorMessage(err error) string {
-	if s, ok := status.FromError(err); ok {
-		return s.Message()
+	s, ok := status.FromError(err)
+	if !ok {
+		return err.Error()
 	}
-	return err.Error()
+	msg := s.Message()
+	// gRPC quotes the cause of a failed connection: connection error: desc = "...".
+	if q, found := strings.CutPrefix(msg, "connection error: desc = "); found {
+		if uq, err := strconv.Unquote(q); err == nil {
+			msg = uq
+		}
+	}
+	if m, found := strings.CutPrefix(msg, "transport: authentication handshake failed: "); found {
+		return m // security words verification errors itself (handshake.go)
+	}
+	if m, found := strings.CutPrefix(msg, "transport: Error while dialing: "); found {
+		return dialMessage(m)
+	}
+	if msg == "error reading server preface: EOF" {
+		return "the store closed the connection before answering: if it serves TLS, give --tls-ca its CA"
+	}
+	return msg
+}
+
+// dialMessage words a failed dial, "dial tcp ADDR: connect: CAUSE".
+func dialMessage(m string) string {
+	network, rest, ok := strings.Cut(strings.TrimPrefix(m, "dial "), " ")
+	addr, cause, ok2 := strings.Cut(rest, ": ")
+	if !strings.HasPrefix(m, "dial ") || !ok || !ok2 {
+		return "cannot reach the store: " + m
+	}
+	if i := strings.LastIndex(cause, ": "); i >= 0 {
+		cause = cause[i+2:] // "connect: connection refused": the last cause says it
+	}
+	hint := ""
+	switch {
+	case network == "unix":
+		hint = "; is an agent running on this machine?"
+	case strings.Contains(cause, "connection refused"):
+		hint = "; is an agent with --listen running there?"
+	case strings.Contains(cause, "no route to host") || strings.Contains(cause, "i/o timeout") || strings.Contains(cause, "network is unreachable"):
+		hint = "; is the machine up, and is the port open in its firewall?"
+	}
+	return "cannot reach the store at " + addr + ": " + cause + hint
 }

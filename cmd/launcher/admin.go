@@ -152,10 +152,10 @@ func cancelCommand() *cli.Command {
 func certsCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "certs",
-		Usage:     "make a cluster CA and a store certificate for the given host names and addresses",
+		Usage:     "make a store certificate for the given host names and addresses, signed by the CA in --dir (made there first when it has none)",
 		ArgsUsage: "HOST...",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "dir", Value: "muster-certs", Usage: "where to write ca.pem, store.pem and store-key.pem"},
+			&cli.StringFlag{Name: "dir", Value: "muster-certs", Usage: "where the CA (ca.pem, ca-key.pem) is kept and store.pem and store-key.pem are written"},
 			&cli.DurationFlag{Name: "valid", Value: 365 * 24 * time.Hour, Usage: "how long the certificates are valid"},
 		},
 		Action: func(c *cli.Context) error {

@@ -296,7 +296,10 @@ type Node struct {
 	Rank    int32  `protobuf:"varint,4,opt,name=rank,proto3" json:"rank,omitempty"`
 	Version string `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
 	// gpu_error says why no GPUs were found, when discovery failed.
-	GpuError      string `protobuf:"bytes,6,opt,name=gpu_error,json=gpuError,proto3" json:"gpu_error,omitempty"`
+	GpuError string `protobuf:"bytes,6,opt,name=gpu_error,json=gpuError,proto3" json:"gpu_error,omitempty"`
+	// cpus is how many CPUs the agent may run workers on; placement counts
+	// the workers of jobs without GPUs against it. 0: not reported.
+	Cpus          int32 `protobuf:"varint,7,opt,name=cpus,proto3" json:"cpus,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -371,6 +374,13 @@ func (x *Node) GetGpuError() string {
 		return x.GpuError
 	}
 	return ""
+}
+
+func (x *Node) GetCpus() int32 {
+	if x != nil {
+		return x.Cpus
+	}
+	return 0
 }
 
 type RegisterRequest struct {
@@ -4215,14 +4225,15 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04uuid\x18\x02 \x01(\tR\x04uuid\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12!\n" +
-	"\fmemory_bytes\x18\x04 \x01(\x04R\vmemoryBytes\"\x9d\x01\n" +
+	"\fmemory_bytes\x18\x04 \x01(\x04R\vmemoryBytes\"\xb1\x01\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\"\n" +
 	"\x04gpus\x18\x03 \x03(\v2\x0e.muster.v1.GPUR\x04gpus\x12\x12\n" +
 	"\x04rank\x18\x04 \x01(\x05R\x04rank\x12\x18\n" +
 	"\aversion\x18\x05 \x01(\tR\aversion\x12\x1b\n" +
-	"\tgpu_error\x18\x06 \x01(\tR\bgpuError\"\x9f\x01\n" +
+	"\tgpu_error\x18\x06 \x01(\tR\bgpuError\x12\x12\n" +
+	"\x04cpus\x18\a \x01(\x05R\x04cpus\"\x9f\x01\n" +
 	"\x0fRegisterRequest\x12#\n" +
 	"\x04node\x18\x01 \x01(\v2\x0f.muster.v1.NodeR\x04node\x12\x19\n" +
 	"\bnode_key\x18\x02 \x01(\tR\anodeKey\x12)\n" +
