@@ -33,7 +33,8 @@ const (
 	// restarted, or a network that flapped, loses no running job.
 	DefaultFenceAfter = 15 * time.Second
 	// defaultRenewSilence is how long without a renewal makes a node
-	// silent to the store; agents renew every second.
+	// silent to the store when no node timeout is given; agents renew
+	// every second.
 	defaultRenewSilence = 3 * time.Second
 	// recheckEvery is how often held suspicions are looked at again.
 	recheckEvery = 250 * time.Millisecond

@@ -133,7 +133,9 @@ func NewStore(cfg StoreConfig) *Store {
 		cfg.FenceAfter = DefaultFenceAfter
 	}
 	if cfg.RenewSilence == 0 {
-		cfg.RenewSilence = defaultRenewSilence
+		// No silence shorter than the node timeout ever fails a job,
+		// whatever gossip said.
+		cfg.RenewSilence = cmp.Or(cfg.NodeTimeout, defaultRenewSilence)
 	}
 	if cfg.DepartedRetention == 0 {
 		cfg.DepartedRetention = DepartedRetention
