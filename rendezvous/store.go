@@ -61,6 +61,9 @@ type Store struct {
 	log *zap.Logger
 	kv  kv.Store
 	id  string // this incarnation of the store
+	// began is when this incarnation started: its agents report their jobs
+	// within the session grace of it (session.go).
+	began time.Time
 
 	mu      sync.Mutex
 	nodes   map[string]*node // by session
@@ -75,7 +78,10 @@ type Store struct {
 	recheck *time.Timer
 	// departed are the nodes that left or died, by name (leave.go).
 	departed map[string]*departure
-	now      func() time.Time
+	// forgotten are jobs of an earlier incarnation the store told their
+	// launcher it does not hold: a late report of one is refused.
+	forgotten map[string]bool
+	now       func() time.Time
 	closed   bool
 }
 
@@ -132,7 +138,8 @@ func NewStore(cfg StoreConfig) *Store {
 	}
 	return &Store{cfg: cfg, log: cfg.Logger, kv: kv.NewMemory(), id: newID("st-"), nodes: map[string]*node{},
 		byName: map[string]*node{}, jobs: map[string]*job{}, rounds: map[string]*round{},
-		liveness: map[string]Liveness{}, departed: map[string]*departure{}, now: time.Now}
+		liveness: map[string]Liveness{}, departed: map[string]*departure{}, forgotten: map[string]bool{},
+		began: time.Now(), now: time.Now}
 }
 
 // Addr is the store's address as workers and other nodes reach it.

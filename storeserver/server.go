@@ -261,7 +261,7 @@ func rpcError(err error) error {
 		return nil
 	case errors.Is(err, rendezvous.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, rendezvous.ErrNoSession):
+	case errors.Is(err, rendezvous.ErrNoSession), errors.Is(err, rendezvous.ErrReporting):
 		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, rendezvous.ErrBadEvents):
 		return status.Error(codes.InvalidArgument, err.Error())
@@ -348,6 +348,12 @@ func (s *Server) Submit(ctx context.Context, req *musterv1.SubmitRequest) (*must
 }
 
 func (s *Server) WatchJob(req *musterv1.WatchJobRequest, stream musterv1.Jobs_WatchJobServer) error {
+	if id := req.GetStoreId(); id != "" && id != s.store.ID() {
+		// A job of an earlier incarnation: wait for its agents' reports.
+		if err := s.store.Reported(req.GetJobId()); err != nil {
+			return rpcError(err)
+		}
+	}
 	if err := s.mayUseJob(callerFrom(stream.Context()), req.GetJobId()); err != nil {
 		return err
 	}
