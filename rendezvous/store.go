@@ -82,7 +82,7 @@ type Store struct {
 	// launcher it does not hold: a late report of one is refused.
 	forgotten map[string]bool
 	now       func() time.Time
-	closed   bool
+	closed    bool
 }
 
 type node struct {
