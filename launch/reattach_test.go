@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"net"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -19,11 +21,13 @@ import (
 )
 
 // A store restarted in the middle of a job: the launcher follows the job on
-// the new store, says output may be missing, and exits with the job's code.
+// the new store, says output may be missing, and exits with the job's code;
+// the job's TCPStore, which its agent reported to the new store, closes as
+// the job ends.
 func TestLauncherFollowsAJobAcrossAStoreRestart(t *testing.T) {
 	tc := agenttest.NewCluster(t, 2, nil)
 	dir := t.TempDir()
-	script := fmt.Sprintf(`touch %[1]s/started-$RANK; while [ ! -e %[1]s/go ]; do sleep 0.02; done; echo "rank $RANK after"; [ "$RANK" = 1 ] && exit 7; exit 0`, dir)
+	script := fmt.Sprintf(`touch %[1]s/started-$RANK; while [ ! -e %[1]s/go ]; do sleep 0.02; done; echo "rank $RANK after, store $MASTER_ADDR:$MASTER_PORT"; [ "$RANK" = 1 ] && exit 7; exit 0`, dir)
 	var stdout, stderr bytes.Buffer
 	type result struct {
 		code int
@@ -65,6 +69,23 @@ func TestLauncherFollowsAJobAcrossAStoreRestart(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "rank 1 after") {
 		t.Errorf("output written after the restart is missing; stdout:\n%s", stdout.String())
+	}
+	m := regexp.MustCompile(`store (\S+)`).FindStringSubmatch(stdout.String())
+	if m == nil {
+		t.Fatalf("no TCPStore address; stdout:\n%s", stdout.String())
+	}
+	// The release is a command the store sends as the job ends.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", m[1], time.Second)
+		if err != nil {
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("the job's TCPStore at %s still serves 10s after the job ended", m[1])
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
