@@ -87,6 +87,7 @@ type follower struct {
 	lostBytes  uint64
 	waited     bool // a round's wait for nodes was announced
 	ran        bool // the job started workers, as far as its events told
+	badLogs    int  // ranks whose --log-dir file is incomplete
 }
 
 func (f *follower) run(ctx context.Context) (int, error) {
@@ -230,8 +231,15 @@ func (f *follower) event(ctx context.Context, ev *musterv1.JobEvent) (code int, 
 	switch e := ev.GetEvent().(type) {
 	case *musterv1.JobEvent_State:
 		f.ran = f.ran || e.State == musterv1.JobState_JOB_STATE_RUNNING
-	case *musterv1.JobEvent_Started, *musterv1.JobEvent_Exited:
+	case *musterv1.JobEvent_Started:
 		f.ran = true
+	case *musterv1.JobEvent_Exited:
+		f.ran = true
+		if why := e.Exited.GetLogIncomplete(); why != "" {
+			f.badLogs++
+			f.flush(ctx)
+			fmt.Fprintf(f.opts.Stderr, "muster: rank %d's log on node %s is incomplete: %s\n", e.Exited.GetRank(), e.Exited.GetNode(), why)
+		}
 	case *musterv1.JobEvent_Output:
 		f.ran = true
 		if !f.quiet {
@@ -264,7 +272,14 @@ func (f *follower) event(ctx context.Context, ev *musterv1.JobEvent) (code int, 
 		f.p.Close()
 		printSummary(f.opts.Stderr, f.job, e.Finished)
 		code := int(e.Finished.GetExitCode())
-		if f.lost > 0 && code == 0 {
+		if f.badLogs > 0 && code == 0 {
+			what := fmt.Sprintf("%d ranks' --log-dir files are", f.badLogs)
+			if f.badLogs == 1 {
+				what = "a rank's --log-dir file is"
+			}
+			fmt.Fprintf(f.opts.Stderr, "muster: job %s succeeded, but %s incomplete; exit code 1\n", f.job, what)
+			code = 1
+		} else if f.lost > 0 && code == 0 {
 			fmt.Fprintf(f.opts.Stderr, "muster: job %s succeeded, but %d output events were lost; exit code 1\n", f.job, f.lost)
 			code = 1
 		} else if f.restarted && code == 0 {
