@@ -78,6 +78,19 @@ func (l *logFile) write(data []byte) {
 	}
 }
 
+// incomplete says why the file misses some output; "" when it does not.
+func (l *logFile) incomplete() string {
+	if l == nil {
+		return ""
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil {
+		return ""
+	}
+	return validText(l.err.Error())
+}
+
 // Close closes the file and returns the first error writing it.
 func (l *logFile) Close() error {
 	l.mu.Lock()

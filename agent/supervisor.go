@@ -206,7 +206,8 @@ func (s *Supervisor) run(ctx context.Context, js *jobStart) {
 			}
 			// The exit is reported after the worker's last byte of output.
 			w.read.Wait()
-			s.exited(w.plan, st, w.errTail.get())
+			// Its output is all read: its log file is as complete as it gets.
+			s.exited(w.plan, st, w.errTail.get(), w.log.incomplete())
 		}()
 	}
 	got := make([]bool, len(started))
@@ -275,9 +276,10 @@ func execError(argv0, path string, err error) exitStatus {
 	return startError(argv0, &fs.PathError{Op: "fork/exec", Path: path, Err: err})
 }
 
-// exited reports a worker's end; a failure stops the rest of the job here at
-// once, before the store tells every node.
-func (s *Supervisor) exited(pl workerPlan, st exitStatus, stderrTail []string) {
+// exited reports a worker's end, and why its --log-dir file misses output
+// if it does; a failure stops the rest of the job here at once, before the
+// store tells every node.
+func (s *Supervisor) exited(pl workerPlan, st exitStatus, stderrTail []string, logIncomplete string) {
 	s.mu.Lock()
 	// A rank that called MPI_Abort failed by itself, though the stop it
 	// asked for killed it.
@@ -287,9 +289,10 @@ func (s *Supervisor) exited(pl workerPlan, st exitStatus, stderrTail []string) {
 	}
 	s.mu.Unlock()
 	ev := &musterv1.WorkerExited{Rank: int32(pl.rank), LocalRank: int32(pl.localRank), Node: s.node,
-		ExitCode: int32(st.code), Signal: int32(st.signal), StderrTail: stderrTail, Stopped: stopped, Error: st.err}
+		ExitCode: int32(st.code), Signal: int32(st.signal), StderrTail: stderrTail, Stopped: stopped, Error: st.err,
+		LogIncomplete: logIncomplete}
 	s.log.Info("worker exited", zap.String("job", s.job), zap.Int("rank", pl.rank), zap.Int("exit-code", st.code),
-		zap.Int("signal", st.signal), zap.Bool("stopped", stopped), zap.String("error", st.err))
+		zap.Int("signal", st.signal), zap.Bool("stopped", stopped), zap.String("error", st.err), zap.String("log-incomplete", logIncomplete))
 	// Recorded before it is queued: a report never says a worker runs once
 	// the store may have its exit.
 	rec := &exitRecord{ev: ev}

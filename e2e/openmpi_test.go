@@ -66,13 +66,16 @@ for c in /proc/[0-9]*/comm; do
   case $(cat "$c" 2>/dev/null) in ssh*) ssh=$((ssh+1));; esac
 done
 echo "ssh=$ssh agent=$OMPI_MCA_plm_rsh_agent"
+echo "session in job dir: $(case $PMIX_SERVER_TMPDIR in */muster-j-*) echo yes;; *) echo "no, $PMIX_SERVER_TMPDIR";; esac)"
 exec "$0"`
 	args := append(append([]string{"run", "--cluster", host.addr, "-n", "3", "--nproc", "2", "--wait-timeout", "30s"}, openMPIArgs...),
 		"--", "sh", "-c", script, bin)
 	r := runLauncher(t, args...)
 	want := openMPILines(6)
 	for range 6 {
-		want = append(want, "[0] ssh=0 agent="+agentBin+" rsh")
+		// Open MPI's session directory is in the job's directory on each
+		// node, which the job's end removes, even after a node loss.
+		want = append(want, "[0] ssh=0 agent="+agentBin+" rsh", "[0] session in job dir: yes")
 	}
 	slices.Sort(want)
 	checkLines(t, r, want)

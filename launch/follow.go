@@ -84,6 +84,8 @@ type follower struct {
 	lostBytes  uint64
 	waited     bool // a round's wait for nodes was announced
 	logsTold   bool // where --log-dir writes was said
+	ran        bool // the job started workers, as far as its events told
+	badLogs    int  // ranks whose --log-dir file is incomplete
 }
 
 func (f *follower) run(ctx context.Context) (int, error) {
@@ -117,6 +119,15 @@ func (f *follower) run(ctx context.Context) (int, error) {
 		}
 		if first && !heard && status.Code(cause) != codes.Unavailable {
 			return 1, fmt.Errorf("watch job %s: %s", f.job, storeclient.ErrorMessage(cause))
+		}
+		if !first && status.Code(cause) == codes.NotFound {
+			// A restarted store holds only what its agents reported.
+			if err := f.submitAgain(ctx, cause); err != nil {
+				f.p.Close()
+				return 1, err
+			}
+			lostAt = time.Time{}
+			continue
 		}
 		if heard || lostAt.IsZero() {
 			f.flush(ctx)
@@ -216,7 +227,10 @@ func (f *follower) follow(ctx context.Context) (code int, done, got bool, cause 
 func (f *follower) event(ctx context.Context, ev *musterv1.JobEvent) (code int, done bool) {
 	f.next = ev.GetVersion() + 1
 	switch e := ev.GetEvent().(type) {
+	case *musterv1.JobEvent_State:
+		f.ran = f.ran || e.State == musterv1.JobState_JOB_STATE_RUNNING
 	case *musterv1.JobEvent_Started:
+		f.ran = true
 		// Said once a worker runs: its agent made the directory by then, and
 		// a directory it could not make fails the job with that reason instead.
 		if dir := f.opts.Spec.GetLogDir(); len(dir) > 0 && !f.logsTold {
@@ -224,7 +238,15 @@ func (f *follower) event(ctx context.Context, ev *musterv1.JobEvent) (code int, 
 			f.flush(ctx)
 			fmt.Fprintf(f.opts.Stderr, "muster: job %s logs to %s/%s/\n", f.job, dir, f.job)
 		}
+	case *musterv1.JobEvent_Exited:
+		f.ran = true
+		if why := e.Exited.GetLogIncomplete(); why != "" {
+			f.badLogs++
+			f.flush(ctx)
+			fmt.Fprintf(f.opts.Stderr, "muster: rank %d's log on node %s is incomplete: %s\n", e.Exited.GetRank(), e.Exited.GetNode(), why)
+		}
 	case *musterv1.JobEvent_Output:
+		f.ran = true
 		if !f.quiet {
 			f.p.Output(e.Output)
 		}
@@ -247,6 +269,7 @@ func (f *follower) event(ctx context.Context, ev *musterv1.JobEvent) (code int, 
 		fmt.Fprintf(f.opts.Stderr, "muster: %d output events of job %s were dropped before this launcher read them\n", e.Lost.GetEvents(), f.job)
 	case *musterv1.JobEvent_Restarted:
 		f.flush(ctx)
+		f.ran = true // its agents reported it: it runs
 		f.restarted, f.storeID, f.next = true, e.Restarted.GetStoreId(), 0
 		fmt.Fprintf(f.opts.Stderr, "muster: %s restarted while job %s ran; the job went on, but output its workers wrote "+
 			"meanwhile may be missing here (--log-dir keeps all of it)\n", f.storeName(), f.job)
@@ -254,7 +277,14 @@ func (f *follower) event(ctx context.Context, ev *musterv1.JobEvent) (code int, 
 		f.p.Close()
 		printSummary(f.opts.Stderr, f.job, e.Finished)
 		code := int(e.Finished.GetExitCode())
-		if f.lost > 0 && code == 0 {
+		if f.badLogs > 0 && code == 0 {
+			what := fmt.Sprintf("%d ranks' --log-dir files are", f.badLogs)
+			if f.badLogs == 1 {
+				what = "a rank's --log-dir file is"
+			}
+			fmt.Fprintf(f.opts.Stderr, "muster: job %s succeeded, but %s incomplete; exit code 1\n", f.job, what)
+			code = 1
+		} else if f.lost > 0 && code == 0 {
 			fmt.Fprintf(f.opts.Stderr, "muster: job %s succeeded, but %d output events were lost; exit code 1\n", f.job, f.lost)
 			code = 1
 		} else if f.restarted && code == 0 {
@@ -322,6 +352,32 @@ func (f *follower) cancel(ctx context.Context, force bool, reason string, code i
 	if err != nil {
 		fmt.Fprintf(f.opts.Stderr, "muster: could not stop job %s: %s\n", f.job, storeclient.ErrorMessage(err))
 	}
+}
+
+// submitAgain submits the job again after a restarted store lost it: one
+// that never started a worker had no agent to report it, and nothing of it
+// ran, so the spec this launcher holds runs it as if it had just been
+// submitted, under the new job ID the store gives it. A job that ran is not
+// run twice: the launcher says at once that it is lost.
+func (f *follower) submitAgain(ctx context.Context, cause error) error {
+	lost := fmt.Sprintf("job %s: %s restarted, and no agent reports the job", f.job, f.storeName())
+	switch {
+	case f.ran:
+		return fmt.Errorf("%s: it was lost with its nodes; its workers' end is unknown (%s)", lost, storeclient.ErrorMessage(cause))
+	case wantsStdin(f.opts.Spec):
+		return fmt.Errorf("%s; it had not started, but stdin already read went with it: submit it again", lost)
+	}
+	sub, err := f.c.Submit(ctx, &musterv1.SubmitRequest{Spec: f.opts.Spec})
+	if err != nil {
+		return fmt.Errorf("%s; it had not started, and submitting it again failed: %s", lost, storeclient.ErrorMessage(err))
+	}
+	f.flush(ctx)
+	fmt.Fprintf(f.opts.Stderr, "muster: %s restarted before job %s started; submitted it again as job %s\n", f.storeName(), f.job, sub.GetJobId())
+	f.job, f.storeID, f.next, f.waited = sub.GetJobId(), sub.GetStoreId(), 0, false
+	if dir := f.opts.Spec.GetLogDir(); len(dir) > 0 {
+		fmt.Fprintf(f.opts.Stderr, "muster: job %s logs to %s/%s/\n", f.job, dir, f.job)
+	}
+	return nil
 }
 
 // broken says the job's end could not be learnt: the store did not answer

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -19,11 +21,13 @@ import (
 )
 
 // A store restarted in the middle of a job: the launcher follows the job on
-// the new store, says output may be missing, and exits with the job's code.
+// the new store, says output may be missing, and exits with the job's code;
+// the job's TCPStore, which its agent reported to the new store, closes as
+// the job ends.
 func TestLauncherFollowsAJobAcrossAStoreRestart(t *testing.T) {
 	tc := agenttest.NewCluster(t, 2, nil)
 	dir := t.TempDir()
-	script := fmt.Sprintf(`touch %[1]s/started-$RANK; while [ ! -e %[1]s/go ]; do sleep 0.02; done; echo "rank $RANK after"; [ "$RANK" = 1 ] && exit 7; exit 0`, dir)
+	script := fmt.Sprintf(`touch %[1]s/started-$RANK; while [ ! -e %[1]s/go ]; do sleep 0.02; done; echo "rank $RANK after, store $MASTER_ADDR:$MASTER_PORT"; [ "$RANK" = 1 ] && exit 7; exit 0`, dir)
 	var stdout, stderr bytes.Buffer
 	type result struct {
 		code int
@@ -65,5 +69,107 @@ func TestLauncherFollowsAJobAcrossAStoreRestart(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "rank 1 after") {
 		t.Errorf("output written after the restart is missing; stdout:\n%s", stdout.String())
+	}
+	m := regexp.MustCompile(`store (\S+)`).FindStringSubmatch(stdout.String())
+	if m == nil {
+		t.Fatalf("no TCPStore address; stdout:\n%s", stdout.String())
+	}
+	// The release is a command the store sends as the job ends.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", m[1], time.Second)
+		if err != nil {
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("the job's TCPStore at %s still serves 10s after the job ended", m[1])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A store restarted while a job waited for nodes, which no agent held: the
+// launcher submits the job again and it runs once its nodes come. A job
+// that had started and whose nodes went with the store is not run again:
+// the launcher says at once that it is lost.
+func TestLauncherSubmitsAgainAJobTheRestartedStoreLost(t *testing.T) {
+	tests := []struct {
+		name    string
+		nnodes  int32
+		started bool // the job's workers ran before the store went
+		code    int
+		want    string // on stderr, or in the error
+	}{
+		{"waiting for nodes", 2, false, 0, "restarted before job j-"},
+		{"running", 1, true, 1, "no agent reports the job: it was lost with its nodes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tc := agenttest.NewCluster(t, 1, nil)
+			dir := t.TempDir()
+			script := fmt.Sprintf(`echo "rank $RANK of $WORLD_SIZE"; touch %s/started; sleep 30`, dir)
+			if !tt.started {
+				script = `echo "rank $RANK of $WORLD_SIZE"`
+			}
+			var stdout, stderr syncBuffer
+			type result struct {
+				code int
+				err  error
+			}
+			done := make(chan result, 1)
+			go func() {
+				code, err := Run(context.Background(), zaptest.NewLogger(t), tc.Client, Options{
+					Spec: &musterv1.JobSpec{Argv: [][]byte{[]byte("sh"), []byte("-c"), []byte(script)}, Nnodes: tt.nnodes, Nproc: 1,
+						WaitTimeoutMs: time.Minute.Milliseconds(), KillTimeoutMs: 1000},
+					Stdout: &stdout, Stderr: &stderr, Store: tc.Store.Addr(), Reattach: time.Minute,
+				})
+				done <- result{code, err}
+			}()
+			ready := "waiting for nodes"
+			if tt.started {
+				ready = "rank 0 of 1"
+			}
+			deadline := time.Now().Add(20 * time.Second)
+			for !strings.Contains(stderr.String()+stdout.String(), ready) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no %q; stderr:\n%s", ready, stderr.String())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			addr := tc.Store.Addr()
+			tc.Store.Close()
+			if tt.started {
+				// The job's one node goes with the store.
+				tc.Agents[0].Close(0)
+			}
+			rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.ListenAddr = addr; c.SessionGrace = time.Second })
+			if !tt.started {
+				deadline := time.Now().Add(20 * time.Second)
+				for !strings.Contains(stderr.String(), "submitted it again") {
+					if time.Now().After(deadline) {
+						t.Fatalf("the job was not submitted again; stderr:\n%s", stderr.String())
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				tc.AddAgent(t, nil)
+			}
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("the launcher did not end; stderr:\n%s", stderr.String())
+			}
+			got := stderr.String()
+			if r.err != nil {
+				got += r.err.Error()
+			}
+			if r.code != tt.code || !strings.Contains(got, tt.want) {
+				t.Fatalf("exit %d, %v, want %d and %q; stderr:\n%s", r.code, r.err, tt.code, tt.want, stderr.String())
+			}
+			if !tt.started && !strings.Contains(stdout.String(), "rank 1 of 2") {
+				t.Errorf("the job submitted again did not run; stdout:\n%s", stdout.String())
+			}
+		})
 	}
 }

@@ -72,7 +72,7 @@ func RunIfRequested() {
 	case LaunchCommand:
 		code = runLaunch(os.Args[2:])
 	case DaemonCommand:
-		code = runDaemon()
+		code = runDaemon(os.Args[2:])
 	case RSHCommand:
 		code = runRSH(os.Args[2:])
 	default:
@@ -96,7 +96,7 @@ type Node struct {
 // on node rank 0 mpi-launch running mpirun, for which it writes the hostfile.
 func Argv(nodeRank int, n Node) ([]string, error) {
 	if nodeRank != 0 {
-		return []string{n.Self, DaemonCommand}, nil
+		return []string{n.Self, DaemonCommand, n.Dir}, nil
 	}
 	hf := filepath.Join(n.Dir, HostfileName)
 	if err := writeHostfile(hf, n.Names, n.Slots); err != nil {
@@ -106,7 +106,7 @@ func Argv(nodeRank int, n Node) ([]string, error) {
 	if v, ok := envprop.Lookup(n.Env, MpirunVar); ok && v != "" {
 		mpirun = v
 	}
-	argv := []string{n.Self, LaunchCommand, "--", mpirun,
+	argv := []string{n.Self, LaunchCommand, n.Dir, "--", mpirun,
 		"-np", strconv.Itoa(len(n.Names) * n.Slots), "--hostfile", hf,
 		// plm rsh, whatever the environment says (OMPI_MCA_plm=isolated
 		// keeps mpirun to its own node): the agents are its remote shell.
@@ -140,20 +140,19 @@ func writeHostfile(path string, names []string, slots int) error {
 // runLaunch runs mpirun (argv after "--"), passing on SIGTERM and SIGINT,
 // then tells the daemons that it ended and exits with mpirun's code.
 func runLaunch(args []string) int {
-	if len(args) > 0 && args[0] == "--" {
-		args = args[1:]
-	}
-	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "muster mpi-launch: no mpirun command")
+	if len(args) < 3 || args[1] != "--" {
+		fmt.Fprintln(os.Stderr, "muster mpi-launch: usage: mpi-launch JOBDIR -- MPIRUN...")
 		return 2
 	}
+	dir, args := args[0], args[2:]
 	round := os.Getenv(envprop.RoundID)
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = sessionDirEnv(os.Environ(), dir)
 	// rsh reads the job's nodes from the hostfile.
 	for i, a := range args {
 		if a == "--hostfile" && i+1 < len(args) {
-			cmd.Env = append(os.Environ(), HostfileVar+"="+args[i+1])
+			cmd.Env = append(cmd.Env, HostfileVar+"="+args[i+1])
 		}
 	}
 	code := runChild(cmd, "mpirun")
@@ -212,7 +211,11 @@ func runRSH(args []string) int {
 
 // runDaemon waits for its node's launch line or for mpirun's end, whichever
 // first, and runs the line.
-func runDaemon() int {
+func runDaemon(args []string) int {
+	if len(args) != 1 {
+		fmt.Fprintln(os.Stderr, "muster mpi-daemon: usage: mpi-daemon JOBDIR")
+		return 2
+	}
 	round, node := os.Getenv(envprop.RoundID), os.Getenv(envprop.NodeName)
 	store, err := engine.DialStore()
 	if err != nil {
@@ -253,7 +256,24 @@ func runDaemon() int {
 	}
 	cmd := exec.Command("/bin/sh", "-c", string(g.val))
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.Env = sessionDirEnv(os.Environ(), args[0])
 	return runChild(cmd, "orted")
+}
+
+// sessionDirEnv puts Open MPI's session directory of mpirun or of a node's
+// orted in the job's directory on its node, which the job's end removes
+// whatever way it ends, a lost node's included; in /tmp a killed orted's
+// would stay. Open MPI takes it from TMPDIR on each node (its MCA settings
+// would reach the other nodes with node rank 0's path), and the ranks
+// inherit it: their TMPDIR is the job's directory too. A user's own
+// setting of Open MPI's session directory stands.
+func sessionDirEnv(env []string, dir string) []string {
+	for _, name := range []string{"tmpdir_base", "local_tmpdir_base", "remote_tmpdir_base"} {
+		if _, ok := envprop.Lookup(env, "OMPI_MCA_orte_"+name); ok {
+			return env
+		}
+	}
+	return append(env, "TMPDIR="+dir)
 }
 
 // waitKey waits for key until ctx ends, asking again whenever the store's

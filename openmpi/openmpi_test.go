@@ -20,7 +20,7 @@ func TestArgvLaunch(t *testing.T) {
 		t.Fatal(err)
 	}
 	hf := filepath.Join(dir, HostfileName)
-	want := []string{"/bin/agent", "mpi-launch", "--", "mpirun.openmpi", "-np", "6", "--hostfile", hf,
+	want := []string{"/bin/agent", "mpi-launch", dir, "--", "mpirun.openmpi", "-np", "6", "--hostfile", hf,
 		"--mca", "plm", "rsh", "--mca", "plm_rsh_agent", "/bin/agent rsh",
 		"--mca", "oob_tcp_if_include", "eth1", "--mca", "btl_tcp_if_include", "eth1",
 		"--allow-run-as-root", "./app", "-v"}
@@ -45,7 +45,7 @@ func TestArgvLaunchPlain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"/bin/agent", "mpi-launch", "--", "mpirun", "-np", "4", "--hostfile", filepath.Join(n.Dir, HostfileName),
+	want := []string{"/bin/agent", "mpi-launch", n.Dir, "--", "mpirun", "-np", "4", "--hostfile", filepath.Join(n.Dir, HostfileName),
 		"--mca", "plm", "rsh", "--mca", "plm_rsh_agent", "/bin/agent rsh", "./app"}
 	if !slices.Equal(got, want) {
 		t.Errorf("argv\n%q\nwant\n%q", got, want)
@@ -53,9 +53,27 @@ func TestArgvLaunchPlain(t *testing.T) {
 }
 
 func TestArgvDaemon(t *testing.T) {
-	got, err := Argv(2, Node{Self: "/bin/agent"})
-	if err != nil || !slices.Equal(got, []string{"/bin/agent", "mpi-daemon"}) {
+	got, err := Argv(2, Node{Self: "/bin/agent", Dir: "/tmp/muster-j-1.2"})
+	if err != nil || !slices.Equal(got, []string{"/bin/agent", "mpi-daemon", "/tmp/muster-j-1.2"}) {
 		t.Errorf("Argv = %q, %v", got, err)
+	}
+}
+
+// Open MPI's session directory goes in the job's directory, unless the user
+// placed it.
+func TestSessionDirEnv(t *testing.T) {
+	tests := []struct {
+		env  []string
+		want []string
+	}{
+		{[]string{"A=1", "TMPDIR=/tmp"}, []string{"A=1", "TMPDIR=/tmp", "TMPDIR=/j"}},
+		{[]string{"OMPI_MCA_orte_tmpdir_base=/mine"}, []string{"OMPI_MCA_orte_tmpdir_base=/mine"}},
+		{[]string{"OMPI_MCA_orte_remote_tmpdir_base=/mine"}, []string{"OMPI_MCA_orte_remote_tmpdir_base=/mine"}},
+	}
+	for _, tt := range tests {
+		if got := sessionDirEnv(tt.env, "/j"); !slices.Equal(got, tt.want) {
+			t.Errorf("sessionDirEnv(%q) = %q, want %q", tt.env, got, tt.want)
+		}
 	}
 }
 

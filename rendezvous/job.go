@@ -195,6 +195,9 @@ func (s *Store) checkEventLocked(j *job, n *node, ev *musterv1.JobEvent) error {
 		if len(e.Exited.GetStderrTail()) > 100 || totalLen(e.Exited.GetStderrTail()) > 64<<10 {
 			return fmt.Errorf("job %s: stderr tail too long", j.id)
 		}
+		if len(e.Exited.GetLogIncomplete()) > 4<<10 {
+			return fmt.Errorf("job %s: log error of %d bytes", j.id, len(e.Exited.GetLogIncomplete()))
+		}
 	case *musterv1.JobEvent_Lost:
 		return nil // output the agent had to drop while no store took it
 	default:

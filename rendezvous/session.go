@@ -220,6 +220,27 @@ func (s *Store) resumeLocked(n *node, info *musterv1.Node, reports []*musterv1.R
 	}
 }
 
+// Reported says whether the store holds a job a follower read from an
+// earlier incarnation of it. Within the session grace of the store's start
+// its agents may still report the job (ErrReporting); after it, a job
+// nobody reported is gone (ErrNotFound), and a late report of it is refused,
+// so that the launcher may submit it again without its running twice.
+func (s *Store) Reported(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.jobs[id] != nil {
+		return nil
+	}
+	if s.now().Sub(s.began) < s.cfg.SessionGrace {
+		return fmt.Errorf("job %q: %w", id, ErrReporting)
+	}
+	if len(s.forgotten) >= maxFinishedJobs {
+		clear(s.forgotten)
+	}
+	s.forgotten[id] = true
+	return fmt.Errorf("job %q: %w: the store restarted, and no agent reported the job", id, ErrNotFound)
+}
+
 // allExitedLocked says whether every rank of the job on n has exited.
 func (s *Store) allExitedLocked(j *job, n *node) bool {
 	for rank, m := range j.round.nodes {
@@ -274,7 +295,7 @@ func (s *Store) adoptLocked(n *node, rj *musterv1.RunningJob) {
 	id := rj.GetJobId()
 	j := s.jobs[id]
 	switch {
-	case j == nil && rj.GetStoreId() == s.id:
+	case j == nil && (rj.GetStoreId() == s.id || s.forgotten[id]):
 		s.stopReportedLocked(n, rj, "the store no longer holds the job")
 		return
 	case j == nil:

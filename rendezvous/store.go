@@ -66,6 +66,9 @@ type Store struct {
 	log *zap.Logger
 	kv  kv.Store
 	id  string // this incarnation of the store
+	// began is when this incarnation started: its agents report their jobs
+	// within the session grace of it (session.go).
+	began time.Time
 
 	mu      sync.Mutex
 	nodes   map[string]*node // by session
@@ -81,8 +84,11 @@ type Store struct {
 	done    chan struct{} // closed by Close: ends watchSilence
 	// departed are the nodes that left or died, by name (leave.go).
 	departed map[string]*departure
-	now      func() time.Time
-	closed   bool
+	// forgotten are jobs of an earlier incarnation the store told their
+	// launcher it does not hold: a late report of one is refused.
+	forgotten map[string]bool
+	now       func() time.Time
+	closed    bool
 }
 
 type node struct {
@@ -142,7 +148,8 @@ func NewStore(cfg StoreConfig) *Store {
 	}
 	s := &Store{cfg: cfg, log: cfg.Logger, kv: kv.NewMemory(), id: newID("st-"), nodes: map[string]*node{},
 		byName: map[string]*node{}, jobs: map[string]*job{}, rounds: map[string]*round{},
-		liveness: map[string]Liveness{}, departed: map[string]*departure{}, now: time.Now, done: make(chan struct{})}
+		liveness: map[string]Liveness{}, departed: map[string]*departure{}, forgotten: map[string]bool{},
+		began: time.Now(), now: time.Now, done: make(chan struct{})}
 	if cfg.NodeTimeout > 0 {
 		go s.watchSilence()
 	}

@@ -22,12 +22,13 @@ import (
 	"github.com/musterhq/muster/security"
 )
 
-// Bounds on gRPC traffic, which the store's server enforces alike. A
-// launcher that does not answer a keepalive ping within KeepaliveTimeout is
-// gone. Agents get longer (AgentKeepaliveTimeout): a store or agent whose
-// CPU is saturated, as when thousands of nodes register at once, answers
-// late, and dropping a live agent fails its jobs. A dead agent is noticed
-// sooner by its stream breaking or by gossip.
+// Bounds on gRPC traffic. A launcher's pings take a store that does not
+// answer within KeepaliveTimeout for gone. Agents wait longer
+// (AgentKeepaliveTimeout): a store whose CPU is saturated, as when
+// thousands of nodes register at once, answers late. The store sends no
+// pings (a stopped launcher cannot answer them): it drops a peer whose TCP
+// is silent for AgentKeepaliveTimeout. A dead agent is noticed sooner by
+// its stream breaking or by gossip.
 const (
 	KeepaliveTime         = 5 * time.Second
 	KeepaliveTimeout      = 5 * time.Second

@@ -4,6 +4,7 @@
 package storeserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -57,8 +59,14 @@ type Config struct {
 	// ShutdownTimeout bounds the graceful part of Close.
 	ShutdownTimeout time.Duration
 	// InProcess says the store serves its own process (the embedded
-	// default): no keepalive pings, which a suspended process cannot answer.
+	// default), over its socket alone.
 	InProcess bool
+	// DeadPeerAfter is how long the peer of a TCP connection may leave the
+	// store's keepalive probes or data unacknowledged before the store drops
+	// the connection: its host is down or cut off. A peer that is merely
+	// stopped, as a launcher suspended with Ctrl-Z, still answers TCP and
+	// keeps its connection and its job. 30 s when 0.
+	DeadPeerAfter time.Duration
 	// SessionGrace is how long a node whose connection broke keeps its jobs
 	// while its agent reconnects; 10 s by default.
 	SessionGrace time.Duration
@@ -170,8 +178,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.StatsHandler != nil {
 		opts = append(opts, grpc.StatsHandler(cfg.StatsHandler))
 	}
-	if !cfg.InProcess {
-		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * storeclient.KeepaliveTime, Timeout: storeclient.AgentKeepaliveTimeout}))
+	// No keepalive pings from the store: a stopped process cannot answer
+	// them, though its host does (see DeadPeerAfter).
+	if lis != nil {
+		lis = deadPeerListener{Listener: lis, after: cmp.Or(cfg.DeadPeerAfter, storeclient.AgentKeepaliveTimeout)}
 	}
 	s.grpc = grpc.NewServer(opts...)
 	musterv1.RegisterAgentsServer(s.grpc, s)
@@ -259,13 +269,39 @@ func (s *Server) Close() {
 	})
 }
 
+// deadPeerListener bounds how long an accepted connection's peer may leave
+// TCP unanswered: keepalive probes after a third of after idle, four more
+// within the rest, and TCP_USER_TIMEOUT for data sent. The peer's kernel
+// answers both even while its process is stopped.
+type deadPeerListener struct {
+	net.Listener
+	after time.Duration
+}
+
+func (l deadPeerListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	tc, ok := c.(*net.TCPConn)
+	if err != nil || !ok {
+		return c, err
+	}
+	if err := tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: l.after / 3, Interval: l.after / 6, Count: 4}); err != nil {
+		return c, nil // the connection works, only without the bound
+	}
+	if raw, err := tc.SyscallConn(); err == nil {
+		raw.Control(func(fd uintptr) {
+			unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(l.after.Milliseconds()))
+		})
+	}
+	return c, nil
+}
+
 func rpcError(err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, rendezvous.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, rendezvous.ErrNoSession):
+	case errors.Is(err, rendezvous.ErrNoSession), errors.Is(err, rendezvous.ErrReporting):
 		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, rendezvous.ErrBadEvents):
 		return status.Error(codes.InvalidArgument, err.Error())
@@ -352,6 +388,12 @@ func (s *Server) Submit(ctx context.Context, req *musterv1.SubmitRequest) (*must
 }
 
 func (s *Server) WatchJob(req *musterv1.WatchJobRequest, stream musterv1.Jobs_WatchJobServer) error {
+	if id := req.GetStoreId(); id != "" && id != s.store.ID() {
+		// A job of an earlier incarnation: wait for its agents' reports.
+		if err := s.store.Reported(req.GetJobId()); err != nil {
+			return rpcError(err)
+		}
+	}
 	if err := s.mayUseJob(callerFrom(stream.Context()), req.GetJobId()); err != nil {
 		return err
 	}

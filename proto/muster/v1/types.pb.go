@@ -2323,7 +2323,10 @@ type WorkerExited struct {
 	// this worker's agent stop it (gossip said it died): the store then fails
 	// the job for that node's loss, whichever of the two signals reached it
 	// first.
-	NodeLoss      *NodeLoss `protobuf:"bytes,10,opt,name=node_loss,json=nodeLoss,proto3" json:"node_loss,omitempty"`
+	NodeLoss *NodeLoss `protobuf:"bytes,10,opt,name=node_loss,json=nodeLoss,proto3" json:"node_loss,omitempty"`
+	// log_incomplete, when set, says why the worker's --log-dir file misses
+	// some of its output (the error writing it, e.g. a full disk).
+	LogIncomplete string `protobuf:"bytes,15,opt,name=log_incomplete,json=logIncomplete,proto3" json:"log_incomplete,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2419,6 +2422,13 @@ func (x *WorkerExited) GetNodeLoss() *NodeLoss {
 		return x.NodeLoss
 	}
 	return nil
+}
+
+func (x *WorkerExited) GetLogIncomplete() string {
+	if x != nil {
+		return x.LogIncomplete
+	}
+	return ""
 }
 
 // NodeLoss says how a node was found lost: which node, who saw it, by which
@@ -4390,7 +4400,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12)\n" +
 	"\x06stream\x18\x02 \x01(\x0e2\x11.muster.v1.StreamR\x06stream\x12\x12\n" +
 	"\x04data\x18\x05 \x01(\fR\x04data\x12\x16\n" +
-	"\x06paused\x18\x06 \x01(\bR\x06pausedJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"\x93\x02\n" +
+	"\x06paused\x18\x06 \x01(\bR\x06pausedJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"\xba\x02\n" +
 	"\fWorkerExited\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x1d\n" +
 	"\n" +
@@ -4403,7 +4413,8 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\astopped\x18\a \x01(\bR\astopped\x12\x14\n" +
 	"\x05error\x18\b \x01(\tR\x05error\x120\n" +
 	"\tnode_loss\x18\n" +
-	" \x01(\v2\x13.muster.v1.NodeLossR\bnodeLossJ\x04\b\t\x10\n" +
+	" \x01(\v2\x13.muster.v1.NodeLossR\bnodeLoss\x12%\n" +
+	"\x0elog_incomplete\x18\x0f \x01(\tR\rlogIncompleteJ\x04\b\t\x10\n" +
 	"\"\x9f\x02\n" +
 	"\bNodeLoss\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
