@@ -47,7 +47,8 @@ type Config struct {
 	GPUError string
 	// Environ is what workers of jobs that inherit an environment get.
 	Environ []string
-	// TempDir holds each job's generated files (its hostfile).
+	// TempDir holds each job's directory (its hostfile); only the agent's
+	// user may change it. DefaultTempDir by default.
 	TempDir string
 	// SysRoot is where sysfs is, for NCCL network detection.
 	SysRoot string
@@ -88,7 +89,7 @@ type Agent struct {
 	torchStores map[string]*torchStore
 	torchConns  *tcpstore.ConnLimit
 	wg          sync.WaitGroup // jobs; Add under mu, never once closing
-	loops       sync.WaitGroup // the session loop and the lease's
+	loops       sync.WaitGroup // the session loop, the lease's, and the clean-up
 	cmds        sync.WaitGroup // the command queues' goroutines; Add by the session loop only
 	// stepHook, when set, is called ahead of each step of a job's start:
 	// tests hold a start there.
@@ -139,7 +140,7 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 		cfg.Addr = "127.0.0.1"
 	}
 	if cfg.TempDir == "" {
-		cfg.TempDir = os.TempDir()
+		cfg.TempDir = DefaultTempDir()
 	}
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 15 * time.Second
@@ -147,7 +148,9 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 	if _, err := netip.ParseAddr(cfg.Addr); err != nil {
 		return nil, fmt.Errorf("--addr %q is not an IP address", cfg.Addr)
 	}
-	removeStaleJobDirs(cfg.Logger, cfg.TempDir)
+	if err := prepareTempDir(cfg.TempDir); err != nil {
+		return nil, err
+	}
 	c, err := storeclient.DialAgent(cfg.StoreAddr, cfg.Security)
 	if err != nil {
 		return nil, err
@@ -179,9 +182,11 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 		c.Close()
 		return nil, fmt.Errorf("register with store %s: %s", cfg.StoreAddr, storeclient.ErrorMessage(err))
 	}
-	a.loops.Add(2)
+	a.loops.Add(3)
 	go a.sessionLoop(watch, stop)
 	go a.keepLease()
+	// What crashes left goes meanwhile: it never holds up registration.
+	go func() { defer a.loops.Done(); removeStaleJobDirs(a.log, cfg.TempDir) }()
 	a.log.Info("agent registered", zap.String("node", cfg.Name), zap.String("addr", cfg.Addr),
 		zap.String("store", cfg.StoreAddr), zap.Int("gpus", len(cfg.GPUs)))
 	return a, nil
