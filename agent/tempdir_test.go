@@ -58,7 +58,7 @@ func TestNoLocalUserKeepsTheAgentFromStarting(t *testing.T) {
 		setup func(t *testing.T) string
 	}{
 		{"in the shared temporary directory", func(t *testing.T) string {
-			shared := reachableDir(t, 0o1777)
+			shared := reachableDir(t, os.ModeSticky|0o777)
 			plant(shared)
 			t.Setenv("TMPDIR", shared)
 			// systemd's RuntimeDirectory, not to touch this machine's /run/muster.
