@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/musterhq/muster/gpu"
+	"github.com/musterhq/muster/kv"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/security"
 	"github.com/musterhq/muster/storeclient"
@@ -88,6 +89,7 @@ type Agent struct {
 	// within torchConns (torchstore.go).
 	torchStores map[string]*torchStore
 	torchConns  *tcpstore.ConnLimit
+	torchBytes  *kv.Budget
 	wg          sync.WaitGroup // jobs; Add under mu, never once closing
 	loops       sync.WaitGroup // the session loop, the lease's, and the clean-up
 	cmds        sync.WaitGroup // the command queues' goroutines; Add by the session loop only
@@ -167,6 +169,7 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 		torchStores: map[string]*torchStore{},
 		queues:      map[string][]func(){},
 		torchConns:  torchConnLimit(),
+		torchBytes:  kv.NewBudget(torchStoreBytes, "this agent's TCPStores"),
 		gpusChanged: make(chan struct{}, 1),
 	}
 	a.sendCtx, a.storeGone = context.WithCancel(actx)
@@ -310,6 +313,7 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 	a.mu.Unlock()
 	a.signalGPUs()
 	go pub.run()
+	a.allowTorchStoreUsers(asg)
 	js := &jobStart{a: a, asg: asg, sup: sup}
 	err := runSteps(js.startSteps(), func(name string) { a.beforeStep(asg.GetJobId(), name) })
 	go func() {
