@@ -283,6 +283,8 @@ func (a *Agent) stopAll(grace time.Duration, reason string) {
 
 // startJob starts this node's workers of an assignment.
 func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
+	// Other nodes' ranks may connect before this node's start: they wait for this.
+	a.allowTorchStoreUsers(asg)
 	spec := asg.GetSpec()
 	kill := time.Duration(spec.GetKillTimeoutMs()) * time.Millisecond
 	a.mu.Lock()
@@ -313,7 +315,6 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 	a.mu.Unlock()
 	a.signalGPUs()
 	go pub.run()
-	a.allowTorchStoreUsers(asg)
 	js := &jobStart{a: a, asg: asg, sup: sup}
 	err := runSteps(js.startSteps(), func(name string) { a.beforeStep(asg.GetJobId(), name) })
 	go func() {

@@ -138,7 +138,15 @@ func (s *Server) accept() {
 		go func() {
 			defer s.wg.Done()
 			if s.admit != nil {
-				if err := s.admit(s.ctx, nc); err != nil {
+				// A connection waiting to be admitted holds a place too.
+				if !s.limit.take() {
+					s.notAdmitted(nc.RemoteAddr(), errors.New("too many connections"))
+					nc.Close()
+					return
+				}
+				err := s.admit(s.ctx, nc)
+				s.limit.give()
+				if err != nil {
 					s.notAdmitted(nc.RemoteAddr(), err)
 					nc.Close()
 					return
