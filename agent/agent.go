@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/musterhq/muster/gpu"
+	"github.com/musterhq/muster/kv"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/security"
 	"github.com/musterhq/muster/storeclient"
@@ -48,7 +49,8 @@ type Config struct {
 	GPUError string
 	// Environ is what workers of jobs that inherit an environment get.
 	Environ []string
-	// TempDir holds each job's generated files (its hostfile).
+	// TempDir holds each job's directory (its hostfile); only the agent's
+	// user may change it. DefaultTempDir by default.
 	TempDir string
 	// SysRoot is where sysfs is, for NCCL network detection.
 	SysRoot string
@@ -90,8 +92,9 @@ type Agent struct {
 	// within torchConns (torchstore.go).
 	torchStores map[string]*torchStore
 	torchConns  *tcpstore.ConnLimit
+	torchBytes  *kv.Budget
 	wg          sync.WaitGroup // jobs; Add under mu, never once closing
-	loops       sync.WaitGroup // the session loop and the lease's
+	loops       sync.WaitGroup // the session loop, the lease's, and the clean-up
 	cmds        sync.WaitGroup // the command queues' goroutines; Add by the session loop only
 	// stepHook, when set, is called ahead of each step of a job's start:
 	// tests hold a start there.
@@ -142,7 +145,7 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 		cfg.Addr = "127.0.0.1"
 	}
 	if cfg.TempDir == "" {
-		cfg.TempDir = os.TempDir()
+		cfg.TempDir = DefaultTempDir()
 	}
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 15 * time.Second
@@ -150,7 +153,9 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 	if _, err := netip.ParseAddr(cfg.Addr); err != nil {
 		return nil, fmt.Errorf("--addr %q is not an IP address", cfg.Addr)
 	}
-	removeStaleJobDirs(cfg.Logger, cfg.TempDir)
+	if err := prepareTempDir(cfg.TempDir); err != nil {
+		return nil, err
+	}
 	c, err := storeclient.DialAgent(cfg.StoreAddr, cfg.Security)
 	if err != nil {
 		return nil, err
@@ -168,6 +173,7 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 		torchStores: map[string]*torchStore{},
 		queues:      map[string][]func(){},
 		torchConns:  torchConnLimit(),
+		torchBytes:  kv.NewBudget(torchStoreBytes, "this agent's TCPStores"),
 		gpusChanged: make(chan struct{}, 1),
 	}
 	a.sendCtx, a.storeGone = context.WithCancel(actx)
@@ -183,9 +189,11 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 		c.Close()
 		return nil, fmt.Errorf("register with store %s: %s", cfg.StoreAddr, storeclient.ErrorMessage(err))
 	}
-	a.loops.Add(2)
+	a.loops.Add(3)
 	go a.sessionLoop(watch, stop)
 	go a.keepLease()
+	// What crashes left goes meanwhile: it never holds up registration.
+	go func() { defer a.loops.Done(); removeStaleJobDirs(a.log, cfg.TempDir) }()
 	a.log.Info("agent registered", zap.String("node", cfg.Name), zap.String("addr", cfg.Addr),
 		zap.String("store", cfg.StoreAddr), zap.Int("gpus", len(cfg.GPUs)))
 	return a, nil
@@ -281,6 +289,8 @@ func (a *Agent) stopAll(grace time.Duration, reason string) {
 
 // startJob starts this node's workers of an assignment.
 func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
+	// Other nodes' ranks may connect before this node's start: they wait for this.
+	a.allowTorchStoreUsers(asg)
 	spec := asg.GetSpec()
 	kill := time.Duration(spec.GetKillTimeoutMs()) * time.Millisecond
 	a.mu.Lock()

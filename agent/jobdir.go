@@ -1,9 +1,12 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -11,27 +14,91 @@ import (
 )
 
 // A job's directory on a node (its hostfile) is TempDir/muster-JOBID.NODERANK
-// (several agents may share a machine, and its temporary directory). It
-// holds a lock file, locked while the job's agent or shim lives, so that an
-// agent starting later removes what a crash left and nothing in use.
+// (several agents may share a machine, and its job directories). It holds a
+// lock file, locked while the job's agent or shim lives, so that an agent
+// starting later removes what a crash left and nothing in use.
+//
+// TempDir is private: only the agent's user may make entries in it, so no
+// other local user can plant a directory, a FIFO or a link there for the
+// agent to trip on. A job directory is its job's user's, who may change what
+// is inside: the agent opens nothing there that could block or lead elsewhere.
 const (
 	jobDirPrefix = "muster-"
 	jobDirNew    = ".muster-new-" // a job directory being made
 	jobDirLock   = ".lock"
 )
 
+// DefaultTempDir is where an agent keeps its job directories: under
+// systemd's RuntimeDirectory when the unit has one, /run/muster/jobs as root,
+// else this user's runtime directory ($XDG_RUNTIME_DIR/muster/jobs, or
+// /tmp/muster-UID/jobs without one).
+func DefaultTempDir() string {
+	if d, _, _ := strings.Cut(os.Getenv("RUNTIME_DIRECTORY"), ":"); filepath.IsAbs(d) {
+		return filepath.Join(d, "jobs")
+	}
+	if os.Geteuid() == 0 {
+		return "/run/muster/jobs"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
+		return filepath.Join(d, "muster", "jobs")
+	}
+	return filepath.Join("/tmp", fmt.Sprintf("muster-%d", os.Geteuid()), "jobs")
+}
+
+// prepareTempDir makes dir if need be and checks that it is private: a
+// directory of this user that no one else may change, in a parent where
+// no one else may replace it. Root's may be entered by all (mode 0711): its
+// jobs' users read their own job directories there.
+func prepareTempDir(dir string) error {
+	mode := os.FileMode(0o700)
+	if os.Geteuid() == 0 {
+		mode = 0o711
+	}
+	if err := os.MkdirAll(dir, mode); err != nil {
+		return fmt.Errorf("job directories: %w", err)
+	}
+	if err := checkOwnDir(dir, false); err != nil {
+		return err
+	}
+	return checkOwnDir(filepath.Dir(dir), true)
+}
+
+// checkOwnDir says why dir is not private, if it is not: it must be a real
+// directory of this user (or root) that no one else may write to, unless,
+// for a parent, it is root's and sticky, as /tmp is.
+func checkOwnDir(dir string, parent bool) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("job directories: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("job directories: %s is not a directory", dir)
+	case !ok || (int(st.Uid) != os.Geteuid() && st.Uid != 0):
+		return fmt.Errorf("job directories: %s belongs to uid %d, not this agent's user", dir, st.Uid)
+	case fi.Mode().Perm()&0o022 != 0 && !(parent && st.Uid == 0 && fi.Mode()&os.ModeSticky != 0):
+		return fmt.Errorf("job directories: other users may write to %s (mode %o); give a directory only this agent's user may change", dir, fi.Mode().Perm())
+	}
+	return nil
+}
+
 // makeJobDir creates a job's directory and returns it with its lock held.
 // The directory is made and locked under a temporary name, then renamed:
-// an agent starting meanwhile never sees it unlocked.
-func makeJobDir(tempDir, jobID string, nodeRank int32) (string, *os.File, error) {
+// an agent starting meanwhile never sees it unlocked. A job of another user
+// gets the directory (mode 0700) as theirs; the lock stays the agent's.
+func makeJobDir(tempDir, jobID string, nodeRank int32, cred *syscall.Credential) (string, *os.File, error) {
 	dir := filepath.Join(tempDir, fmt.Sprintf("%s%s.%d", jobDirPrefix, jobID, nodeRank))
 	tmp, err := os.MkdirTemp(tempDir, jobDirNew)
 	if err != nil {
 		return "", nil, err
 	}
-	lock, err := os.OpenFile(filepath.Join(tmp, jobDirLock), os.O_CREATE|os.O_RDWR, 0o600)
+	lock, err := os.OpenFile(filepath.Join(tmp, jobDirLock), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
 	if err == nil {
-		if err = unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
+		if err = unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil && cred != nil {
+			err = os.Lchown(tmp, int(cred.Uid), int(cred.Gid))
+		}
+		if err == nil {
 			err = os.Rename(tmp, dir)
 		}
 	}
@@ -46,30 +113,51 @@ func makeJobDir(tempDir, jobID string, nodeRank int32) (string, *os.File, error)
 }
 
 // removeStaleJobDirs removes job directories whose lock nobody holds: what
-// an agent and its shims left when they were killed.
+// an agent and its shims left when they were killed. It never blocks on
+// what a job's user may have put in their directory: a lock that is not
+// the agent's own regular file marks the directory as not in use.
 func removeStaleJobDirs(log *zap.Logger, tempDir string) {
-	// One being made right now may have its lock file and not its lock yet
-	// (another agent on this machine makes it): only what a crash left, a
-	// minute old, goes.
-	news, _ := filepath.Glob(filepath.Join(tempDir, jobDirNew+"*"))
-	for _, dir := range news {
-		if fi, err := os.Stat(dir); err == nil && time.Since(fi.ModTime()) > time.Minute {
-			os.RemoveAll(dir)
-		}
+	entries, err := os.ReadDir(tempDir)
+	if err != nil {
+		return
 	}
-	dirs, _ := filepath.Glob(filepath.Join(tempDir, jobDirPrefix+"j-*"))
-	for _, dir := range dirs {
-		lock, err := os.Open(filepath.Join(dir, jobDirLock))
-		if err != nil {
-			if fi, serr := os.Stat(dir); serr == nil && time.Since(fi.ModTime()) > time.Minute {
+	for _, e := range entries {
+		dir := filepath.Join(tempDir, e.Name())
+		fi, err := os.Lstat(dir)
+		switch {
+		case err != nil || !fi.IsDir():
+		case strings.HasPrefix(e.Name(), jobDirNew):
+			// One being made right now may have its lock file and not its
+			// lock yet (another agent on this machine makes it): only what
+			// a crash left, a minute old, goes.
+			if time.Since(fi.ModTime()) > time.Minute {
 				os.RemoveAll(dir)
 			}
-			continue
+		case strings.HasPrefix(e.Name(), jobDirPrefix+"j-"):
+			if inUse, err := jobDirLocked(filepath.Join(dir, jobDirLock)); !inUse &&
+				(err == nil || time.Since(fi.ModTime()) > time.Minute) {
+				log.Info("removing a job directory left by a crash", zap.String("dir", dir), zap.NamedError("lock", err))
+				os.RemoveAll(dir)
+			}
 		}
-		if unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
-			log.Info("removing a job directory left by a crash", zap.String("dir", dir))
-			os.RemoveAll(dir)
-		}
-		lock.Close()
 	}
+}
+
+// jobDirLocked says whether the lock file at path is held. It opens the
+// file without following a link and without waiting (a FIFO opens at once),
+// and takes only a regular file of the agent's own user as a lock.
+func jobDirLocked(path string) (bool, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return false, err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return false, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() {
+		return false, errors.New("not the agent's lock file")
+	}
+	return unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil, nil
 }

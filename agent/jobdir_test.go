@@ -29,7 +29,7 @@ func TestStaleJobDirRemovalSparesOneBeingMade(t *testing.T) {
 	}()
 	defer func() { close(stop); wg.Wait() }()
 	for i := range 500 {
-		jobDir, lock, err := makeJobDir(dir, fmt.Sprintf("j-%d", i), 0)
+		jobDir, lock, err := makeJobDir(dir, fmt.Sprintf("j-%d", i), 0, nil)
 		if err != nil {
 			t.Fatalf("job directory %d: %v", i, err)
 		}

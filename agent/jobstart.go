@@ -101,10 +101,8 @@ func (js *jobStart) check() error {
 }
 
 func (js *jobStart) makeJobDir() error {
-	err := asUser(js.cred, func() (err error) {
-		js.files.dir, js.files.lock, err = makeJobDir(js.a.cfg.TempDir, js.asg.GetJobId(), js.asg.GetNodeRank())
-		return err
-	})
+	var err error
+	js.files.dir, js.files.lock, err = makeJobDir(js.a.cfg.TempDir, js.asg.GetJobId(), js.asg.GetNodeRank(), js.cred)
 	if err != nil {
 		return fmt.Errorf("job directory: %w", err)
 	}

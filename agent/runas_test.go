@@ -39,7 +39,7 @@ func userCluster(t *testing.T) (nobody *storeclient.Client, agentTmp string) {
 	os.Chmod(tmp, 0o1777)
 	a, err := agent.Start(context.Background(), agent.Config{
 		Logger: zaptest.NewLogger(t), StoreAddr: store.Addr(), Security: rendezvoustest.Security(store),
-		Name: "node-0", Addr: "127.0.0.1", Rank: -1, TempDir: tmp,
+		Name: "node-0", Addr: "127.0.0.1", Rank: -1, TempDir: filepath.Join(dir, "jobs"),
 		Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "AGENT_SECRET=do-not-leak", "HOME=/root", "USER=root"},
 	})
 	if err != nil {

@@ -1,13 +1,21 @@
 package agent
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
 	"github.com/musterhq/muster/kv"
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/security"
 	"github.com/musterhq/muster/tcpstore"
 )
 
@@ -20,6 +28,9 @@ type torchStore struct {
 	kv    *kv.Memory // its own, so that its bounds are the job's alone
 	port  int32
 	round string // whose space it serves
+
+	amu   sync.Mutex
+	users *torchUsers // who may connect in round; set by the round's start
 }
 
 var errClosing = errors.New("the agent is closing")
@@ -38,8 +49,11 @@ func (a *Agent) torchStorePort(job, round string) (int32, error) {
 		if err != nil {
 			return 0, err
 		}
+		limits := tcpstore.Limits
+		limits.Shared = a.torchBytes
 		ts = &torchStore{srv: tcpstore.NewServer(l, a.torchConns, a.log.With(zap.String("job", job))),
-			kv: kv.NewMemoryWith(tcpstore.Limits), port: int32(l.Addr().(*net.TCPAddr).Port)}
+			kv: kv.NewMemoryWith(limits), port: int32(l.Addr().(*net.TCPAddr).Port)}
+		ts.srv.Admit(ts.admit)
 		ts.srv.Start()
 		a.torchStores[job] = ts
 		a.log.Info("serving the job's TCPStore", zap.String("job", job), zap.Int32("port", ts.port))
@@ -48,6 +62,9 @@ func (a *Agent) torchStorePort(job, round string) (int32, error) {
 		// A new round starts on an empty store; the last round's clients
 		// are closed as their space goes.
 		ts.srv.Use(ts.kv.Space(round))
+		ts.amu.Lock()
+		ts.users = newTorchUsers(round)
+		ts.amu.Unlock()
 		if ts.round != "" {
 			ts.kv.Drop(ts.round)
 		}
@@ -95,4 +112,123 @@ func torchConnLimit() *tcpstore.ConnLimit {
 		n = min(n, max(rl.Cur/2, rl.Cur-min(rl.Cur, 4096)))
 	}
 	return tcpstore.NewConnLimit(int(n))
+}
+
+// torchStoreBytes bounds the bytes of all of an agent's TCPStores together,
+// on top of each job's own bound (tcpstore.Limits).
+const torchStoreBytes = 512 << 20
+
+// Who may use a job's TCPStore. PyTorch's clients carry no credential, so
+// the store goes by who connects: from another host, only the round's own
+// nodes' addresses; from this host, only processes of the job's user (the
+// kernel says who owns the other end of a local connection).
+type torchUsers struct {
+	round string
+	ready chan struct{} // closed once the round's start set the rest
+	uid   uint32        // the job's user
+	nodes map[netip.Addr]bool
+}
+
+func newTorchUsers(round string) *torchUsers {
+	return &torchUsers{round: round, ready: make(chan struct{})}
+}
+
+// torchAdmitWait bounds how long a connection waits for its round's start
+// to say who may connect: ranks of other nodes may start first.
+const torchAdmitWait = 60 * time.Second
+
+// allowTorchStoreUsers says who may use job's TCPStore in asg's round, if
+// this agent serves it; a round's connections wait until it has.
+func (a *Agent) allowTorchStoreUsers(asg *musterv1.Assignment) {
+	a.mu.Lock()
+	ts := a.torchStores[asg.GetJobId()]
+	a.mu.Unlock()
+	if ts == nil {
+		return
+	}
+	uid := uint32(os.Geteuid())
+	if id := asg.GetRunAs(); id != nil {
+		uid = id.GetUid()
+	}
+	nodes := map[netip.Addr]bool{}
+	for _, addr := range asg.GetNodeAddrs() {
+		if ip, err := netip.ParseAddr(addr); err == nil {
+			nodes[ip.Unmap()] = true
+		}
+	}
+	ts.amu.Lock()
+	defer ts.amu.Unlock()
+	if u := ts.users; u != nil && u.round == asg.GetRoundId() {
+		select {
+		case <-u.ready:
+		default:
+			u.uid, u.nodes = uid, nodes
+			close(u.ready)
+		}
+	}
+}
+
+// admit decides on a connection to the store, once its round's start has
+// said who may connect.
+func (ts *torchStore) admit(ctx context.Context, nc net.Conn) error {
+	ts.amu.Lock()
+	u := ts.users
+	ts.amu.Unlock()
+	if u == nil {
+		return errors.New("no round yet")
+	}
+	t := time.NewTimer(torchAdmitWait)
+	defer t.Stop()
+	select {
+	case <-u.ready:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return fmt.Errorf("round %s never started here", u.round)
+	}
+	return u.allowed(nc, security.TCPPeerOwner, isLocalAddr)
+}
+
+// allowed says why nc may not use the store, if it may not. owner finds
+// the uid of a local connection's other end; local says whether an address
+// is this host's.
+func (u *torchUsers) allowed(nc net.Conn, owner func(net.Conn) (uint32, bool, error), local func(netip.Addr) bool) error {
+	uid, found, err := owner(nc)
+	if err != nil {
+		return err
+	}
+	if found {
+		if uid != u.uid {
+			return fmt.Errorf("a process of uid %d, not of the job's user (uid %d)", uid, u.uid)
+		}
+		return nil
+	}
+	ip := netip.Addr{}
+	if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		ip = ta.AddrPort().Addr().Unmap()
+	}
+	switch {
+	case !u.nodes[ip]:
+		return fmt.Errorf("%s is not one of the job's nodes", ip)
+	case ip.IsLoopback() || local(ip):
+		// This host's own address, from a socket that is gone already.
+		return fmt.Errorf("a local connection whose socket has gone")
+	}
+	return nil
+}
+
+// isLocalAddr says whether ip is one of this host's addresses.
+func isLocalAddr(ip netip.Addr) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return true // unknown: taken as local, where the owner must be found
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if x, ok := netip.AddrFromSlice(n.IP); ok && x.Unmap() == ip {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -43,7 +43,7 @@ func TestNoDescendantOutlivesTheLauncher(t *testing.T) {
 			}
 			eventually(t, "every process of the job to end", func() bool { return len(jobProcesses(t, marker)) == 0 })
 			eventually(t, "the job directory to go", func() bool {
-				m, _ := filepath.Glob(filepath.Join(tmp, "muster-j-*"))
+				m, _ := filepath.Glob(filepath.Join(tmp, "muster-sock-*", "muster-j-*"))
 				return len(m) == 0
 			})
 		})
@@ -67,15 +67,18 @@ func TestBackgroundChildGetsTheGrace(t *testing.T) {
 	}
 }
 
-// A job directory left by a launcher killed together with its shim goes at
-// the next start.
+// A job directory left by a launcher killed together with its shim, in the
+// launcher's private directory, goes at the next start.
 func TestNextStartRemovesJobDirsLeftByACrash(t *testing.T) {
 	t.Parallel()
 	tmp := t.TempDir()
-	stale := filepath.Join(tmp, "muster-j-000000000000")
-	os.Mkdir(stale, 0o700)
+	private := filepath.Join(tmp, "muster-sock-crashed")
+	stale := filepath.Join(private, "muster-j-000000000000.0")
+	os.MkdirAll(stale, 0o700)
 	os.WriteFile(filepath.Join(stale, ".lock"), nil, 0o600)
 	os.WriteFile(filepath.Join(stale, "hostfile"), []byte("127.0.0.1 slots=1\n"), 0o600)
+	old := time.Now().Add(-time.Minute)
+	os.Chtimes(private, old, old)
 	cmd, out, errb := launcher(t, []string{"TMPDIR=" + tmp}, "run", "--nproc", "1", "--", "true")
 	if r := wait(t, cmd, out, errb); r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)

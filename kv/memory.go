@@ -3,10 +3,12 @@ package kv
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -19,7 +21,27 @@ type Limits struct {
 	// BinaryKeys lets keys be any bytes, empty included, as PyTorch's
 	// TCPStore allows; otherwise they are non-empty UTF-8 without NUL.
 	BinaryKeys bool
+	// Shared, when set, bounds the bytes of every Memory that shares it
+	// together, on top of each one's TotalBytes.
+	Shared *Budget
 }
+
+// ErrFull is what a write past a bound of keys or bytes fails with.
+var ErrFull = errors.New("store full")
+
+// Budget bounds the bytes of several Memories together: the stores of one
+// process, so that many of them cannot take all its memory.
+type Budget struct {
+	max  int64
+	what string // the Memories, for errors
+	used atomic.Int64
+}
+
+// NewBudget allows max bytes in all; what names the stores for errors.
+func NewBudget(max int64, what string) *Budget { return &Budget{max: max, what: what} }
+
+// Used is how many bytes the Memories hold together.
+func (b *Budget) Used() int64 { return b.used.Load() }
 
 // The default bounds, for the store's KV service and PMI.
 const (
@@ -101,10 +123,10 @@ func (m *Memory) Drop(scope string) {
 		return
 	}
 	for k, e := range sp.entries {
-		m.bytes -= len(k) + len(e.value)
+		m.growLocked(-(len(k) + len(e.value)))
 	}
 	for k, q := range sp.queues {
-		m.bytes -= len(k) + q.bytes
+		m.growLocked(-(len(k) + q.bytes))
 	}
 	m.keys -= len(sp.entries) + len(sp.queues)
 	delete(m.spaces, scope)
@@ -160,12 +182,23 @@ func (sp *space) lockLive(key string) error {
 // by grow bytes; m.mu is held.
 func (m *Memory) reserveLocked(newKey bool, grow int) error {
 	if newKey && m.keys >= m.limits.Keys {
-		return fmt.Errorf("store holds %d keys, its limit", m.limits.Keys)
+		return fmt.Errorf("%w: store holds %d keys, its limit", ErrFull, m.limits.Keys)
 	}
 	if m.bytes+grow > m.limits.TotalBytes {
-		return fmt.Errorf("store holds %d bytes of keys and values, its limit", m.limits.TotalBytes)
+		return fmt.Errorf("%w: store holds %d bytes of keys and values, its limit", ErrFull, m.limits.TotalBytes)
+	}
+	if b := m.limits.Shared; b != nil && grow > 0 && b.used.Load()+int64(grow) > b.max {
+		return fmt.Errorf("%w: %s hold %d bytes of keys and values together, their limit", ErrFull, b.what, b.max)
 	}
 	return nil
+}
+
+// growLocked counts n more bytes held (fewer when negative); m.mu is held.
+func (m *Memory) growLocked(n int) {
+	m.bytes += n
+	if b := m.limits.Shared; b != nil {
+		b.used.Add(int64(n))
+	}
 }
 
 // putLocked stores value under key within the bounds; m.mu is held.
@@ -186,7 +219,7 @@ func (sp *space) putLocked(key string, value []byte) (uint64, error) {
 		m.keys++
 	}
 	m.version++
-	m.bytes += grow
+	m.growLocked(grow)
 	sp.entries[key] = entry{value: bytes.Clone(value), version: m.version}
 	sp.cameLocked(key)
 	return m.version, nil
@@ -295,7 +328,7 @@ func (sp *space) Delete(key string) (bool, error) {
 	defer sp.m.mu.Unlock()
 	e, ok := sp.entries[key]
 	if ok {
-		sp.m.bytes -= len(key) + len(e.value)
+		sp.m.growLocked(-(len(key) + len(e.value)))
 		sp.m.keys--
 		delete(sp.entries, key)
 	}

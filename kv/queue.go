@@ -34,11 +34,11 @@ func (sp *space) Push(key string, value []byte) error {
 		q = &queue{}
 		sp.queues[key] = q
 		m.keys++
-		m.bytes += len(key)
+		m.growLocked(len(key))
 	}
 	q.items = append(q.items, append([]byte(nil), value...))
 	q.bytes += len(value)
-	m.bytes += len(value)
+	m.growLocked(len(value))
 	sp.cameLocked(key)
 	return nil
 }
@@ -57,11 +57,11 @@ func (sp *space) Pop(key string) ([]byte, int, error) {
 	q.items[0] = nil
 	q.items = q.items[1:]
 	q.bytes -= len(v)
-	sp.m.bytes -= len(v)
+	sp.m.growLocked(-len(v))
 	if len(q.items) == 0 {
 		delete(sp.queues, key)
 		sp.m.keys--
-		sp.m.bytes -= len(key)
+		sp.m.growLocked(-len(key))
 	}
 	return v, n, nil
 }

@@ -21,6 +21,7 @@ import (
 // talk over the same gRPC API a cluster uses, on a Unix socket in a private
 // directory: no other user can reach it, and the store also checks each
 // caller's peer credentials. Workers reach it there too (MUSTER_STORE_ADDR).
+// The job directories are there too, where no other user can put anything.
 type Embedded struct {
 	Store *storeserver.Server
 	Agent *agent.Agent
@@ -95,7 +96,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 		return nil, err
 	}
 	ncfg := Config{Logger: cfg.Logger, InProcess: true, Socket: filepath.Join(dir, "store.sock"),
-		Agent: agent.Config{Addr: "127.0.0.1", Rank: -1, Environ: os.Environ(), GPUs: cfg.GPUs, Spare: spare}}
+		Agent: agent.Config{Addr: "127.0.0.1", Rank: -1, Environ: os.Environ(), GPUs: cfg.GPUs, Spare: spare, TempDir: dir}}
 	if ncfg.Agent.GPUs == nil && cfg.DiscoverGPUs {
 		if ncfg.Agent.GPUs, err = gpu.FromEnvironment(); err != nil {
 			ncfg.Agent.GPUError = err.Error()

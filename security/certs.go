@@ -160,7 +160,9 @@ func writeCerts(dir string, hosts []string, caTmpl *x509.Certificate, caPub, caK
 	if len(hosts) == 0 {
 		return files, fmt.Errorf("certs: name at least one host the store is reached by")
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	// The certificates are public (workers of every user read the CA
+	// through MUSTER_TLS_CA); only the key is private.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return files, fmt.Errorf("certs: %w", err)
 	}
 	caDER := caTmpl.Raw
@@ -211,11 +213,32 @@ func writeCerts(dir string, hosts []string, caTmpl *x509.Certificate, caPub, caK
 		{files.Cert, "CERTIFICATE", der, 0o644},
 		{files.Key, "EC PRIVATE KEY", keyDER, 0o600},
 	} {
-		if err := os.WriteFile(f.path, pem.EncodeToMemory(&pem.Block{Type: f.kind, Bytes: f.der}), f.mode); err != nil {
+		if err := writeNew(f.path, pem.EncodeToMemory(&pem.Block{Type: f.kind, Bytes: f.der}), f.mode); err != nil {
 			return files, fmt.Errorf("certs: %w", err)
 		}
 	}
 	return files, nil
+}
+
+// writeNew writes data to a new file of mode at path, in place of any there:
+// an old key file readable by others never receives the new key.
+func writeNew(path string, data []byte, mode os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	err = f.Chmod(mode)
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }
 
 // WriteTokenCA writes the token's CA certificate (TokenCA) to path, for a

@@ -108,8 +108,9 @@ func FindTokenFile() string {
 }
 
 // EnsureTokenFile reads the cluster token from path, creating the file
-// (mode 0600, with a fresh random token) and its directory (0700) first
-// when it does not exist. created says whether it did.
+// (mode 0600, with a fresh random token) and its directory first when it
+// does not exist. created says whether it did. The directory is 0755: it
+// is where the public CA certificate goes too (/etc/muster).
 func EnsureTokenFile(path string) (tok string, created bool, err error) {
 	if path == "" {
 		return "", false, errors.New("no place for the cluster token: pass --token-file")
@@ -121,7 +122,7 @@ func EnsureTokenFile(path string) (tok string, created bool, err error) {
 		return "", false, fmt.Errorf("--token-file: %w", err)
 	}
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", false, fmt.Errorf("token directory: %w", err)
 	}
 	var b [32]byte

@@ -51,15 +51,22 @@ type Server struct {
 	// validateWait bounds how long a connection may keep a place before
 	// its VALIDATE, which torch sends as soon as it connects.
 	validateWait time.Duration
+	// admit, when set, decides on each connection before it is served;
+	// ctx ends when the server closes.
+	admit  func(ctx context.Context, nc net.Conn) error
+	ctx    context.Context
+	cancel context.CancelFunc
 
-	mu      sync.Mutex
-	space   kv.Space
-	conns   map[*conn]struct{}
-	closed  bool
-	refused int       // connections refused for the limit since the last warning
-	warned  time.Time // when that was
-	failed  int       // connections closed on bad input since the last log line
-	logged  time.Time // when that was
+	mu       sync.Mutex
+	space    kv.Space
+	conns    map[*conn]struct{}
+	closed   bool
+	refused  int       // connections refused for the limit since the last warning
+	warned   time.Time // when that was
+	failed   int       // connections closed on bad input since the last log line
+	logged   time.Time // when that was
+	denied   int       // connections not admitted since the last log line
+	deniedAt time.Time // when that was
 
 	wg        sync.WaitGroup // the accept loop and every connection
 	closeOnce sync.Once
@@ -74,9 +81,15 @@ func NewServer(l net.Listener, limit *ConnLimit, log *zap.Logger) *Server {
 	if limit == nil {
 		limit = NewConnLimit(MaxConnections)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{l: l, log: log, limit: limit, validateWait: 30 * time.Second,
-		conns: map[*conn]struct{}{}}
+		conns: map[*conn]struct{}{}, ctx: ctx, cancel: cancel}
 }
+
+// Admit has admit decide on each connection, before Start: PyTorch's
+// clients carry no credential, so who may use a store is told by where a
+// connection comes from. A connection it refuses is closed, and logged.
+func (s *Server) Admit(admit func(ctx context.Context, nc net.Conn) error) { s.admit = admit }
 
 // Use makes sp the space of connections accepted from now on.
 func (s *Server) Use(sp kv.Space) {
@@ -124,6 +137,21 @@ func (s *Server) accept() {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
+			if s.admit != nil {
+				// A connection waiting to be admitted holds a place too.
+				if !s.limit.take() {
+					s.notAdmitted(nc.RemoteAddr(), errors.New("too many connections"))
+					nc.Close()
+					return
+				}
+				err := s.admit(s.ctx, nc)
+				s.limit.give()
+				if err != nil {
+					s.notAdmitted(nc.RemoteAddr(), err)
+					nc.Close()
+					return
+				}
+			}
 			if c := s.add(nc); c != nil {
 				c.serve()
 			} else {
@@ -161,8 +189,23 @@ func (s *Server) closedOnError(from net.Addr, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failed++; time.Since(s.logged) > 10*time.Second {
-		s.log.Info("TCPStore connection closed", zap.Stringer("from", from), zap.Error(err), zap.Int("closed-since-last-line", s.failed))
+		level := zap.InfoLevel
+		if errors.Is(err, kv.ErrFull) {
+			level = zap.WarnLevel // a bound reached: the log names the job
+		}
+		s.log.Log(level, "TCPStore connection closed", zap.Stringer("from", from), zap.Error(err), zap.Int("closed-since-last-line", s.failed))
 		s.failed, s.logged = 0, time.Now()
+	}
+}
+
+// notAdmitted logs a connection refused by admit, at most once in 10 s
+// with the count since: a flood of them must not flood the log.
+func (s *Server) notAdmitted(from net.Addr, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.denied++; time.Since(s.deniedAt) > 10*time.Second {
+		s.log.Warn("TCPStore connection refused", zap.Stringer("from", from), zap.Error(err), zap.Int("refused-since-last-line", s.denied))
+		s.denied, s.deniedAt = 0, time.Now()
 	}
 }
 
@@ -186,6 +229,7 @@ func (s *Server) Close() error {
 			conns = append(conns, c)
 		}
 		s.mu.Unlock()
+		s.cancel()
 		err = s.l.Close()
 		for _, c := range conns {
 			c.close()
