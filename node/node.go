@@ -299,7 +299,7 @@ func (n *Node) host(ctx context.Context, cfg *Config, acfg *agent.Config) error 
 	var gossipView func(*storeserver.Config)
 	if n.gossip != nil {
 		gossipView = func(c *storeserver.Config) {
-			c.AgentGone, c.NodeTimeout = n.gossip.Refused, n.nodeTimeout
+			c.AgentGone, c.NodeTimeout, c.OwnNode = n.gossip.Refused, n.nodeTimeout, acfg.Name
 		}
 	}
 	store, err := hostStore(ctx, n.log, cfg, listenAddr, acfg.Addr, sec, gossipView)

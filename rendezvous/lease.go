@@ -98,7 +98,7 @@ func (s *Store) watchSilence() {
 func (s *Store) probeSilentLocked() {
 	var healthy []*node
 	for _, n := range sortedNodes(s.nodes) {
-		if n.connected && n.suspect == nil && time.Since(n.renewed) < s.cfg.NodeTimeout {
+		if n.connected && n.suspect == nil && time.Since(n.renewed) < s.cfg.NodeTimeout && n.info.GetName() != s.cfg.OwnNode {
 			healthy = append(healthy, n)
 		}
 	}

@@ -211,3 +211,37 @@ func TestSilentNodeProbedByPeers(t *testing.T) {
 		t.Fatalf("stop reason %q", reason)
 	}
 }
+
+// The node whose agent shares the store's process sees what the store
+// sees: its word that others are lost confirms nothing when the store,
+// having lost most of its nodes at once, suspects itself.
+func TestOwnNodeConfirmsNothing(t *testing.T) {
+	s := rendezvoustest.NewStore(t, func(c *storeserver.Config) {
+		c.FenceAfter, c.RenewSilence, c.OwnNode = time.Hour, time.Nanosecond, "a"
+	})
+	c := rendezvoustest.NewClient(t, s, security.Security{})
+	var agents []*testAgent
+	for i, name := range []string{"a", "b", "c", "d"} {
+		agents = append(agents, newTestAgent(t, c, name, "10.0.0."+string(rune('1'+i)), int32(i), 0))
+	}
+	sub, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"),
+		Nnodes: 2, Nproc: 1, KillTimeoutMs: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reservePorts(t, c, agents[0], 1000, 1001)
+	startsOf(t, agents[0], agents[1])
+	for _, name := range []string{"b", "c", "d"} {
+		s.Store().SetLiveness(name, rendezvous.Liveness{State: rendezvous.GossipDead, Silent: 5 * time.Second})
+	}
+	if _, err := c.ReportLoss(context.Background(), &musterv1.ReportLossRequest{Session: agents[0].session,
+		Loss: &musterv1.NodeLoss{Node: "b", Signal: musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD, SilentMs: 5000}}); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if st := jobState(t, c, sub.JobId); st != musterv1.JobState_JOB_STATE_RUNNING {
+			t.Fatalf("job %s on the word of the store's own node", st)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

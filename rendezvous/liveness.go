@@ -83,7 +83,7 @@ func (s *Store) ReportLoss(session string, loss *musterv1.NodeLoss) error {
 		return fmt.Errorf("session %q: %w", session, ErrNoSession)
 	}
 	lost := s.byName[loss.GetNode()]
-	if s.closed || lost == nil || lost == n {
+	if s.closed || lost == nil || lost == n || n.info.GetName() == s.cfg.OwnNode {
 		return nil
 	}
 	s.suspectLocked(lost, false, reportedSignal(loss), time.Duration(loss.GetSilentMs())*time.Millisecond, n.info.GetName())

@@ -45,6 +45,10 @@ type StoreConfig struct {
 	// nodes to probe a node whose agent renewed no lease for NodeTimeout
 	// (lease.go). 0 turns it off.
 	NodeTimeout time.Duration
+	// OwnNode names the node whose agent shares the store's process, when
+	// one does: it sees what the store sees, so it is never asked to probe
+	// another node, and its word of a loss confirms nothing.
+	OwnNode string
 	// FenceAfter is the fence bound (lease.go); DefaultFenceAfter when 0.
 	FenceAfter time.Duration
 	// RenewSilence is how long without a lease renewal makes a node silent

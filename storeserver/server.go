@@ -79,6 +79,8 @@ type Config struct {
 	// NodeTimeout lets the store find silent nodes itself (see
 	// rendezvous.StoreConfig).
 	NodeTimeout time.Duration
+	// OwnNode names the node whose agent shares the store's process.
+	OwnNode string
 	// FenceAfter and RenewSilence are the store's lease bounds (see
 	// rendezvous.StoreConfig); 0 takes the defaults.
 	FenceAfter   time.Duration
@@ -158,7 +160,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		log: cfg.Logger,
 		store: rendezvous.NewStore(rendezvous.StoreConfig{Logger: cfg.Logger, Addr: addr, SessionGrace: cfg.SessionGrace,
 			AgentGone: cfg.AgentGone, Refused: cfg.Refused, FenceAfter: cfg.FenceAfter, RenewSilence: cfg.RenewSilence,
-			NodeTimeout: cfg.NodeTimeout}),
+			NodeTimeout: cfg.NodeTimeout, OwnNode: cfg.OwnNode}),
 		lis:  lis,
 		sock: sock,
 		uid:  uint32(os.Geteuid()),
