@@ -363,10 +363,17 @@ func newDockerNet(t testing.TB) string {
 // removed when the test ends.
 func runContainer(t testing.TB, net, name string, env []string, args ...string) string {
 	t.Helper()
+	return runContainerWith(t, net, name, env, nil, args...)
+}
+
+// runContainerWith is runContainer with more flags for docker run, as
+// --cpus 0.5.
+func runContainerWith(t testing.TB, net, name string, env, flags []string, args ...string) string {
+	t.Helper()
 	image := testImage(t)
 	container := net + "-" + name
-	run := []string{"run", "--detach", "--name", container, "--hostname", name,
-		"--network", net, "--network-alias", name}
+	run := append([]string{"run", "--detach", "--name", container, "--hostname", name,
+		"--network", net, "--network-alias", name}, flags...)
 	for _, e := range env {
 		run = append(run, "--env", e)
 	}

@@ -262,7 +262,8 @@ func (n *Node) handleGossip(ev cluster.Event) {
 	if n.store != nil {
 		n.store.SetLiveness(m.Name, l)
 	}
-	if ev.Type == cluster.EventDead && n.agent != nil {
+	// The store's own node sees what the store sees: its word is no second view.
+	if ev.Type == cluster.EventDead && n.agent != nil && n.store == nil {
 		n.agent.PeerLost(failure.Loss(m.Name, musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD, "", m.SinceAck, ""))
 	}
 }
