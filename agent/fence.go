@@ -24,6 +24,10 @@ import (
 const (
 	renewEvery   = time.Second
 	renewTimeout = 2 * time.Second
+	// leaseCheckEvery is how often the lease's end is looked at, apart
+	// from renewals that may hang for renewTimeout: the fence comes within
+	// this of the bound, well inside the store's margin.
+	leaseCheckEvery = 100 * time.Millisecond
 )
 
 // lease is what the agent knows of its node's lease.
@@ -65,29 +69,48 @@ func (l *lease) expired() (time.Duration, bool) {
 	return since, true
 }
 
-// keepLease renews the lease until the agent closes, and fences the node's
-// jobs when it runs out.
+// keepLease renews the lease every renewEvery until the agent closes, one
+// renewal at a time, and fences the node's jobs as soon as it runs out.
 func (a *Agent) keepLease() {
 	defer a.loops.Done()
-	t := time.NewTicker(renewEvery)
+	t := time.NewTicker(leaseCheckEvery)
 	defer t.Stop()
+	renewing := make(chan error, 1)
+	renewing <- nil // none in flight
+	var sent time.Time
+	lastErr := "no renewal answered"
 	for {
 		select {
 		case <-a.ctx.Done():
 			return
 		case <-t.C:
 		}
-		sent := time.Now()
-		ctx, cancel := context.WithTimeout(a.ctx, renewTimeout)
-		_, err := a.client.Renew(ctx, &musterv1.RenewRequest{Session: a.sessionID()})
-		cancel()
-		if err == nil {
-			a.lease.renewed(sent, 0)
+		if since, fence := a.lease.expired(); fence {
+			a.fence(since, lastErr)
+		}
+		if time.Since(sent) < renewEvery {
 			continue
 		}
-		if since, fence := a.lease.expired(); fence {
-			a.fence(since, storeclient.ErrorMessage(err))
+		select {
+		case err := <-renewing:
+			if err != nil {
+				lastErr = storeclient.ErrorMessage(err)
+			}
+		default:
+			continue // the last renewal is still waiting for its answer
 		}
+		sent = time.Now()
+		a.loops.Add(1)
+		go func(sent time.Time) {
+			defer a.loops.Done()
+			ctx, cancel := context.WithTimeout(a.ctx, renewTimeout)
+			_, err := a.client.Renew(ctx, &musterv1.RenewRequest{Session: a.sessionID()})
+			cancel()
+			if err == nil {
+				a.lease.renewed(sent, 0)
+			}
+			renewing <- err
+		}(sent)
 	}
 }
 
