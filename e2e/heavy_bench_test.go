@@ -16,11 +16,12 @@ import (
 // The heavy benchmarks: many agents in network namespaces on this one
 // machine, for minutes. They are benchmarks, not tests, so that `go test`
 // (and CI) never runs them: together they take over ten minutes and load
-// every CPU, which would slow and fail the tests around them.
+// every CPU, which would slow and fail the tests around them. One short
+// form of the concurrent jobs, TestNetnsConcurrentJobs, is a test.
 
 // heavyCluster starts n agents, each on a host of its own, and waits until
 // all are registered.
-func heavyCluster(b *testing.B, n int) *network {
+func heavyCluster(b testing.TB, n int) *network {
 	b.Helper()
 	nw := newNetwork(b, n)
 	start := time.Now()
@@ -70,6 +71,22 @@ func runJobs(nw *network, jobs [][]string) []jobOutcome {
 // (30, how long each worker sleeps) change the load.
 func BenchmarkConcurrentJobs(b *testing.B) {
 	hosts, jobs, secs := envInt(b, "MUSTER_E2E_HOSTS", 30), envInt(b, "MUSTER_E2E_JOBS", 20), envInt(b, "MUSTER_E2E_JOB_SECONDS", 30)
+	failed, slowest := concurrentJobs(b, hosts, jobs, secs)
+	b.ReportMetric(float64(failed), "failed-jobs")
+	b.ReportMetric(slowest.Seconds(), "slowest-job-s")
+	b.ReportMetric(0, "ns/op")
+}
+
+// TestNetnsConcurrentJobs is the same load with workers that sleep 3 s: 20
+// jobs at once, each on all of 30 hosts sharing this machine's CPUs, and
+// not one may fail.
+func TestNetnsConcurrentJobs(t *testing.T) {
+	concurrentJobs(t, 30, 20, 3)
+}
+
+// concurrentJobs runs jobs jobs at once, each on all hosts, whose workers
+// sleep secs, and fails tb for each that does not succeed with every rank.
+func concurrentJobs(b testing.TB, hosts, jobs, secs int) (failed int, slowest time.Duration) {
 	nw := heavyCluster(b, hosts)
 	var args [][]string
 	for range jobs {
@@ -78,7 +95,6 @@ func BenchmarkConcurrentJobs(b *testing.B) {
 	}
 	start := time.Now()
 	outs := runJobs(nw, args)
-	failed, slowest := 0, time.Duration(0)
 	for i, o := range outs {
 		ranks := strings.Count(o.stdout, " ok\n")
 		slowest = max(slowest, o.took)
@@ -89,9 +105,7 @@ func BenchmarkConcurrentJobs(b *testing.B) {
 	}
 	b.Logf("%d jobs of %d nodes at once on %d hosts (%d CPUs), workers sleeping %d s: %d succeeded, %d failed; all done after %.1f s, the slowest launcher %.1f s",
 		jobs, hosts, hosts, runtime.NumCPU(), secs, jobs-failed, failed, time.Since(start).Seconds(), slowest.Seconds())
-	b.ReportMetric(float64(failed), "failed-jobs")
-	b.ReportMetric(slowest.Seconds(), "slowest-job-s")
-	b.ReportMetric(0, "ns/op")
+	return failed, slowest
 }
 
 // BenchmarkSoak keeps 40 hosts running concurrent jobs for 10 minutes
