@@ -35,8 +35,9 @@ const (
 // than a few seconds of detection.
 const DefaultNodeTimeout = 5 * time.Second
 
-// LocalNodeTimeout is the Local profile's node timeout, for tests on one host.
-const LocalNodeTimeout = time.Second
+// LocalNodeTimeout is the Local profile's node timeout, for tests on one host: long
+// enough for dozens of members in one process under the race detector.
+const LocalNodeTimeout = 3 * time.Second
 
 // Bounds on a node timeout: below a second a busy host's scheduling delays look like deaths;
 // above ten minutes a dead node holds its jobs' GPUs longer than any scheduler waits.
