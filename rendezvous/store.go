@@ -144,8 +144,8 @@ func NewStore(cfg StoreConfig) *Store {
 	}
 	if cfg.RenewSilence == 0 {
 		// No silence shorter than the node timeout ever fails a job,
-		// whatever gossip said.
-		cfg.RenewSilence = cmp.Or(cfg.NodeTimeout, defaultRenewSilence)
+		// whatever gossip said, nor one of a few renewals missed.
+		cfg.RenewSilence = max(cfg.NodeTimeout, defaultRenewSilence)
 	}
 	if cfg.DepartedRetention == 0 {
 		cfg.DepartedRetention = DepartedRetention
