@@ -1,7 +1,9 @@
-// Package rendezvous is muster's store: it keeps the registered nodes, forms
-// a round for each job (nodes, node ranks, GPUs, ports, the NCCL unique ID),
-// pushes assignments to agents, collects job events, and serves KV and
-// barriers to workers. Server exposes it over gRPC; Client talks to it.
+// Package rendezvous is muster's store, its state machine alone: it keeps
+// the registered nodes and their leases, forms a round for each job (nodes,
+// node ranks, GPUs, ports, the NCCL unique ID), queues assignments for
+// agents, collects job events, and decides how each job ends. Job states
+// are drawn in lifecycle.go, round states in rounds.go, leases and losses
+// in lease.go. Package storeserver serves it over gRPC; storeclient dials it.
 package rendezvous
 
 import (
