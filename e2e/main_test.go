@@ -72,7 +72,7 @@ func flagGiven(name string) bool {
 func isolate(dir string) error {
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "MUSTER_") && !strings.HasPrefix(k, "MUSTER_E2E_") && k != "MUSTER_NODELOSS_TRIALS" {
+		if strings.HasPrefix(k, "MUSTER_") && !strings.HasPrefix(k, "MUSTER_E2E_") && k != "MUSTER_NODELOSS_TRIALS" && k != "MUSTER_CUT_SIZES" {
 			os.Unsetenv(k)
 		}
 	}

@@ -100,7 +100,7 @@ func BenchmarkNodeLoss(b *testing.B) {
 			gones = append(gones, s.gone)
 			named[s.signal]++
 		}
-		by := fmt.Sprintf("agent connection closed %d, no gossip ack %d", named["connection"], named["gossip"])
+		by := fmt.Sprintf("agent connection closed %d, no gossip ack %d, silent to store and peers %d", named["connection"], named["gossip"], named["silence"])
 		for _, m := range []struct {
 			what, unit string
 			d          []time.Duration
@@ -209,6 +209,8 @@ func nodeLossTrial(nw *network, c *host, name string, lose func()) (nodeLossSamp
 		s.signal = "connection"
 	case strings.Contains(stderr, "node c lost: no gossip ack"):
 		s.signal = "gossip"
+	case strings.Contains(stderr, "node c lost: nothing from its agent"):
+		s.signal = "silence" // the store's own watch, its peers' probes confirming
 	default:
 		b.Fatalf("exit %d without c named lost; stderr:\n%s", code, stderr)
 	}
