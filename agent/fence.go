@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -117,19 +118,12 @@ func (a *Agent) keepLease() {
 // fence stops every job's workers here: the store may run their ranks
 // again elsewhere.
 func (a *Agent) fence(since time.Duration, why string) {
-	a.mu.Lock()
-	runs := make([]*jobRun, 0, len(a.jobs))
-	for _, r := range a.jobs {
-		runs = append(runs, r)
-	}
-	a.mu.Unlock()
-	if len(runs) == 0 {
+	jobs := a.jobCount()
+	if jobs == 0 {
 		return
 	}
-	reason := fmt.Sprintf("node %s lost contact with the store for %.1f s (%s): its workers are stopped, as the store may run their ranks again elsewhere",
-		a.cfg.Name, since.Seconds(), why)
-	a.log.Warn("lease expired; stopping this node's jobs", zap.Int("jobs", len(runs)), zap.Duration("since", since), zap.String("error", why))
-	for _, r := range runs {
-		r.sup.Shutdown(time.Duration(r.asg.GetSpec().GetKillTimeoutMs())*time.Millisecond, reason)
-	}
+	a.log.Warn("lease expired; stopping this node's jobs", zap.Int("jobs", jobs), zap.Duration("since", since), zap.String("error", why))
+	// Each job's workers get its own --kill-timeout.
+	a.stopAll(time.Duration(math.MaxInt64), fmt.Sprintf("node %s lost contact with the store for %.1f s (%s): "+
+		"its workers are stopped, as the store may run their ranks again elsewhere", a.cfg.Name, since.Seconds(), why))
 }

@@ -89,6 +89,10 @@ func seconds(d time.Duration) string {
 // Cause says what told of the loss, without the node's name.
 func Cause(l *musterv1.NodeLoss) string {
 	silent := time.Duration(l.GetSilentMs()) * time.Millisecond
+	within := ""
+	if silent > 0 {
+		within = " within " + silent.String()
+	}
 	var s string
 	switch l.GetSignal() {
 	case musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD:
@@ -103,10 +107,7 @@ func Cause(l *musterv1.NodeLoss) string {
 		if l.GetDetail() != "" {
 			s = l.GetDetail() + ", and its agent did not come back"
 		}
-		if silent > 0 {
-			s += " within " + silent.String()
-		}
-		return s
+		return s + within
 	case musterv1.LossSignal_LOSS_SIGNAL_JOB_FORGOTTEN:
 		s = "its agent registered again without the job (its assignment was lost)"
 	case musterv1.LossSignal_LOSS_SIGNAL_UNREAD_COMMANDS:
@@ -114,11 +115,7 @@ func Cause(l *musterv1.NodeLoss) string {
 	case musterv1.LossSignal_LOSS_SIGNAL_REPLACED:
 		s = "registered again"
 	case musterv1.LossSignal_LOSS_SIGNAL_NOT_BACK:
-		s = "its agent did not register"
-		if silent > 0 {
-			s += " within " + silent.String()
-		}
-		s += " of the store's restart"
+		s = "its agent did not register" + within + " of the store's restart"
 	case musterv1.LossSignal_LOSS_SIGNAL_LEFT:
 		s = "it left the cluster"
 	case musterv1.LossSignal_LOSS_SIGNAL_STORE_CLOSING:

@@ -96,17 +96,23 @@ func (s *Store) watchSilence() {
 }
 
 func (s *Store) probeSilentLocked() {
+	var silentNodes []*node
+	for _, n := range s.nodes {
+		if len(n.jobs) > 0 && time.Since(n.renewed) >= s.cfg.NodeTimeout && !n.probed.After(n.renewed) {
+			silentNodes = append(silentNodes, n)
+		}
+	}
+	if len(silentNodes) == 0 {
+		return // the usual tick: nothing more to look at
+	}
 	var healthy []*node
 	for _, n := range sortedNodes(s.nodes) {
 		if n.connected && n.suspect == nil && time.Since(n.renewed) < s.cfg.NodeTimeout && n.info.GetName() != s.cfg.OwnNode {
 			healthy = append(healthy, n)
 		}
 	}
-	for _, n := range s.nodes {
+	for _, n := range silentNodes {
 		silent := time.Since(n.renewed)
-		if len(n.jobs) == 0 || silent < s.cfg.NodeTimeout || n.probed.After(n.renewed) {
-			continue
-		}
 		addr := s.liveness[n.info.GetName()].Addr
 		if addr == "" {
 			continue // not known to gossip: nothing to probe
@@ -115,7 +121,10 @@ func (s *Store) probeSilentLocked() {
 		asked := 0
 		// The job's own nodes first: they are the ones that need it.
 		for _, m := range slices.SortedFunc(slices.Values(healthy), func(a, b *node) int { return sharedJobs(b, n) - sharedJobs(a, n) }) {
-			if m == n || asked == probers {
+			if asked == probers {
+				break
+			}
+			if m == n {
 				continue
 			}
 			asked++
