@@ -2,6 +2,7 @@ package launch
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"regexp"
 	"testing"
@@ -27,8 +28,12 @@ func TestRunSaysWhichLogIsIncomplete(t *testing.T) {
 	}
 	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
 	tc := agenttest.NewCluster(t, 1, nil)
-	// Rank 1 writes 256 KiB, more than the disk holds; rank 0 one line.
-	script := `if [ "$RANK" = 1 ]; then head -c 262144 /dev/zero | tr '\0' x; echo; else echo small; fi`
+	// Rank 1 writes 256 KiB, more than the disk holds, once rank 0's one
+	// line is on disk.
+	script := fmt.Sprintf(`if [ "$RANK" = 1 ]; then
+	  until [ -s %s/j-*/rank-0.log ]; do sleep 0.01; done
+	  head -c 262144 /dev/zero | tr '\0' x; echo
+	else echo small; fi`, dir)
 	var stdout, stderr syncBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -90,6 +90,7 @@ func (s *Store) watchSilence() {
 		case <-t.C:
 		}
 		s.mu.Lock()
+		s.noteAloneLocked()
 		s.probeSilentLocked()
 		s.mu.Unlock()
 	}
@@ -135,6 +136,13 @@ func (s *Store) probeSilentLocked() {
 		s.log.Info("node silent; peers asked to probe it", zap.String("node", n.info.GetName()),
 			zap.Duration("silent", silent), zap.Int("peers", asked))
 	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // sharedJobs counts the jobs a and b both run.
@@ -190,13 +198,25 @@ func (s *Store) suspectsItselfLocked() bool {
 	return many(suspected) || many(silent)
 }
 
+// noteAloneLocked says whether the store suspects itself now, and records
+// when such a spell ends.
+func (s *Store) noteAloneLocked() bool {
+	alone := s.suspectsItselfLocked()
+	if s.alone && !alone {
+		s.rejoined = time.Now()
+		s.log.Info("the store reaches most of its nodes again; their silence counts from now")
+	}
+	s.alone = alone
+	return alone
+}
+
 // settleSuspicionsLocked turns each suspicion that holds into the node's
 // loss, and looks again later at those that do not hold yet.
 func (s *Store) settleSuspicionsLocked() {
 	if s.closed {
 		return
 	}
-	alone := s.suspectsItselfLocked()
+	alone := s.noteAloneLocked()
 	pending := false
 	for _, n := range sortedNodes(s.nodes) {
 		sp := n.suspect
@@ -204,8 +224,12 @@ func (s *Store) settleSuspicionsLocked() {
 			continue
 		}
 		storeSilent := time.Since(n.renewed)
+		// A silence the store shares proves nothing: a node cut off with it
+		// may need a few seconds more (TCP's backoff) to reach it again.
+		heard := time.Since(later(n.renewed, s.rejoined))
 		switch {
-		case s.cfg.RenewSilence > 0 && storeSilent < s.cfg.RenewSilence:
+		case s.cfg.RenewSilence > 0 && storeSilent < s.cfg.RenewSilence,
+			s.cfg.RenewSilence > 0 && !alone && heard < s.cfg.RenewSilence:
 			// It still reaches the store: whoever lost it has a problem of
 			// its own, or the node is slow, not gone.
 			pending = true

@@ -245,3 +245,78 @@ func TestOwnNodeConfirmsNothing(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// A store that was cut off from most of its nodes counts a node's silence
+// only from when it reaches most of them again: a node whose connection is
+// still in TCP's backoff then gets the renewal silence to come back.
+func TestSilenceCountsFromTheStoresReturn(t *testing.T) {
+	const silence = time.Second
+	for _, tt := range []struct {
+		name   string
+		renews bool
+	}{
+		{"back within the silence", true},
+		{"silent past it", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, c, agents, job := leaseCluster(t, time.Hour, silence)
+			for _, name := range []string{"b", "c", "d"} {
+				s.Store().SetLiveness(name, rendezvous.Liveness{State: rendezvous.GossipDead, Silent: 5 * time.Second})
+			}
+			time.Sleep(silence + 200*time.Millisecond) // everyone silent: the store suspects itself
+			back := time.Now()
+			// a, c and d renew from now on, as live agents do.
+			ctx, cancel := context.WithCancel(context.Background())
+			renewing := make(chan struct{})
+			t.Cleanup(func() { cancel(); <-renewing })
+			renew := func() {
+				for _, a := range []*testAgent{agents[0], agents[2], agents[3]} {
+					c.Renew(ctx, &musterv1.RenewRequest{Session: a.session})
+				}
+			}
+			renew()
+			go func() {
+				defer close(renewing)
+				tick := time.NewTicker(silence / 5)
+				defer tick.Stop()
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-tick.C:
+						renew()
+					}
+				}
+			}()
+			for _, name := range []string{"c", "d"} {
+				s.Store().SetLiveness(name, rendezvous.Liveness{State: rendezvous.GossipAlive})
+			}
+			// b, silent longer than the renewal silence, is not lost at once.
+			for time.Since(back) < silence/2 {
+				if st := jobState(t, c, job); st != musterv1.JobState_JOB_STATE_RUNNING {
+					t.Fatalf("job %s %s after the store reached its nodes again", st, time.Since(back))
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if tt.renews {
+				if _, err := c.Renew(context.Background(), &musterv1.RenewRequest{Session: agents[1].session}); err != nil {
+					t.Fatal(err)
+				}
+				s.Store().SetLiveness("b", rendezvous.Liveness{State: rendezvous.GossipAlive})
+				for range 10 {
+					if st := jobState(t, c, job); st != musterv1.JobState_JOB_STATE_RUNNING {
+						t.Fatalf("job %s after b renewed", st)
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				return
+			}
+			if reason := stopsOf(t, agents[0]); !strings.Contains(reason, "node b lost") {
+				t.Fatalf("stop reason %q, want node b lost", reason)
+			}
+			if waited := time.Since(back); waited < silence {
+				t.Fatalf("b lost %s after the store's return, before the renewal silence %s", waited, silence)
+			}
+		})
+	}
+}

@@ -87,6 +87,10 @@ type Store struct {
 	liveness map[string]Liveness
 	// recheck looks at held suspicions again (lease.go).
 	recheck *time.Timer
+	// alone says the store last found itself cut off from many nodes;
+	// rejoined is when that last ended (lease.go).
+	alone    bool
+	rejoined time.Time
 	done    chan struct{} // closed by Close: ends watchSilence
 	// departed are the nodes that left or died, by name (leave.go).
 	departed map[string]*departure

@@ -67,7 +67,8 @@ func DialAgent(addr string, sec security.Security) (*Client, error) {
 	// certificate is verified against that address, not the first one.
 	r := manual.NewBuilderWithScheme(movableScheme)
 	r.InitialState(storeState(addr))
-	c, err := dial(r.Scheme()+":///"+addr, sec, AgentKeepaliveTimeout, grpc.WithResolvers(r))
+	c, err := dial(r.Scheme()+":///"+addr, sec, AgentKeepaliveTimeout, grpc.WithResolvers(r),
+		grpc.WithContextDialer(unackedDialer(AgentUnackedAfter)))
 	if err != nil {
 		return nil, err
 	}
