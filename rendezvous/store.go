@@ -91,7 +91,7 @@ type Store struct {
 	// rejoined is when that last ended (lease.go).
 	alone    bool
 	rejoined time.Time
-	done    chan struct{} // closed by Close: ends watchSilence
+	done     chan struct{} // closed by Close: ends watchSilence
 	// departed are the nodes that left or died, by name (leave.go).
 	departed map[string]*departure
 	// forgotten are jobs of an earlier incarnation the store told their
