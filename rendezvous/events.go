@@ -80,9 +80,11 @@ func (l *eventLog) append(jobID string, evs ...*musterv1.JobEvent) {
 	if l.closed {
 		return
 	}
+	now := time.Now().UnixMicro()
 	for _, ev := range evs {
 		ev.JobId = jobID
 		ev.Version = l.next
+		ev.TimeUnixUs = now
 		l.next++
 		l.total += uint64(eventSize(ev))
 		l.events = append(l.events, ev)

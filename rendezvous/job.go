@@ -33,6 +33,9 @@ type job struct {
 	// storeNode serves the job's TCPStore: its last node rank 0 that was
 	// asked to, until told to release it.
 	storeNode *node
+	// When the store took the job, its first round started its workers,
+	// and it ended; zero until then.
+	submitted, started, ended time.Time
 }
 
 func (j *job) finished() bool {
@@ -63,11 +66,12 @@ func (s *Store) Submit(spec *musterv1.JobSpec, owner *musterv1.Identity) (string
 		return "", formError(spec, len(s.nodes), picked, unusable)
 	}
 	j := &job{
-		id:     newID("j-"),
-		spec:   spec,
-		place:  place,
-		events: newEventLog(s.cfg.EventCount, s.cfg.EventBytes),
-		owner:  owner,
+		id:        newID("j-"),
+		spec:      spec,
+		place:     place,
+		events:    newEventLog(s.cfg.EventCount, s.cfg.EventBytes),
+		owner:     owner,
+		submitted: time.Now(),
 	}
 	j.token = security.NewJobToken(j.id)
 	if spec.GetStdinAll() || spec.StdinRank != nil {
@@ -303,22 +307,24 @@ func (s *Store) nodeLostLocked(j *job, n *node, loss *musterv1.NodeLoss) {
 	if j.finished() || !ofRound {
 		return
 	}
+	if _, live := s.nodes[n.session]; live && !n.leaving && !r.restart && !j.decided() && restartsLeft(j) {
+		// The node's agent may still be registered when one of its peers
+		// heard of its loss first: the next round must not take it, and
+		// its removal comes back here. A node that is leaving stays
+		// registered, taking no round.
+		s.removeNodeLocked(n, loss)
+		return
+	}
 	loss = s.fenceLocked(j, n, loss)
 	for l := int32(0); l < r.nproc; l++ {
 		r.exited[globalRank(rank, r.nproc, l)] = true
 	}
+	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_NodeLost{NodeLost: loss}})
 	switch {
 	case r.restart:
 		// A node lost while its round stops for a restart fails nothing:
 		// the next round waits for nodes.
 	case !j.decided() && restartsLeft(j):
-		// The node's agent may still be registered when one of its peers
-		// heard of its loss first: the next round must not take it.
-		// A node that is leaving stays registered, taking no round.
-		if _, live := s.nodes[n.session]; live && !n.leaving {
-			s.removeNodeLocked(n, loss)
-			return
-		}
 		s.restartLocked(j, failure.DescribeLoss(loss), true)
 		return
 	default:
@@ -336,6 +342,7 @@ func (s *Store) finishLocked(j *job) {
 	fin := &musterv1.JobFinished{Failure: j.outcome.failure, Summary: j.outcome.reason,
 		State: j.outcome.state(), ExitCode: j.outcome.exitCode()}
 	s.endRoundLocked(j)
+	j.ended = time.Now()
 	s.setJobStateLocked(j, fin.State)
 	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_Finished{Finished: fin}})
 	j.events.close()
@@ -359,3 +366,9 @@ func (s *Store) finishLocked(j *job) {
 }
 
 func (s *Store) appendLocked(j *job, ev *musterv1.JobEvent) { j.events.append(j.id, ev) }
+
+// jobsChangedLocked wakes the jobs' watchers (WatchJobs).
+func (s *Store) jobsChangedLocked() {
+	close(s.jobsChanged)
+	s.jobsChanged = make(chan struct{})
+}

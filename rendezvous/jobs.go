@@ -22,13 +22,30 @@ func (s *Store) Jobs() []*musterv1.JobStatus {
 	var out []*musterv1.JobStatus
 	for _, id := range s.order {
 		j := s.jobs[id]
-		st := &musterv1.JobStatus{JobId: j.id, Spec: j.spec, State: j.state, Owner: j.owner, ExitCode: j.outcome.exitCode()}
+		st := &musterv1.JobStatus{JobId: j.id, Spec: j.spec, State: j.state, Owner: j.owner, ExitCode: j.outcome.exitCode(),
+			SubmittedUnixMs: unixMs(j.submitted), StartedUnixMs: unixMs(j.started), EndedUnixMs: unixMs(j.ended),
+			Restarts: j.restarts, Round: j.round.number}
 		for _, n := range j.round.nodes {
 			st.Nodes = append(st.Nodes, n.info.GetName())
 		}
 		out = append(out, st)
 	}
 	return out
+}
+
+// JobsChanged returns a channel closed at the next change of a job's state,
+// nodes or round: read it before Jobs, so that no change goes unseen.
+func (s *Store) JobsChanged() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.jobsChanged
+}
+
+func unixMs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }
 
 // pruneLocked forgets the oldest ended jobs past maxFinishedJobs.

@@ -106,6 +106,7 @@ func (s *Store) setJobStateLocked(j *job, st musterv1.JobState) error {
 		return s.refusedLocked(fmt.Errorf("job %s: state %s to %s refused", j.id, j.state, st))
 	}
 	j.state = st
+	s.jobsChangedLocked()
 	if !j.finished() {
 		s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_State{State: st}})
 	}

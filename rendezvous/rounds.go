@@ -1,6 +1,8 @@
 package rendezvous
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/netip"
@@ -158,6 +160,7 @@ func (s *Store) startRoundLocked(j *job) {
 		r.number = j.round.number + 1
 	}
 	j.round = r
+	s.jobsChangedLocked()
 	s.rounds[r.id] = r
 	s.setJobStateLocked(j, roundWaiting.jobState())
 	s.waiting = append(s.waiting, j)
@@ -518,6 +521,14 @@ func (s *Store) PortsReserved(session, roundID string, ports []int32, errText st
 	}
 	commID := net.JoinHostPort(master, strconv.Itoa(int(ports[1])))
 	s.setRoundStateLocked(j, roundRunning)
+	if j.started.IsZero() {
+		j.started = time.Now()
+	}
+	idHash := sha256.Sum256(id[:])
+	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_RoundStarted{RoundStarted: &musterv1.RoundStarted{
+		Round: r.number, RoundId: r.id, Nodes: names, Nproc: r.nproc, WorldSize: r.worldSize, MasterAddr: master,
+		MasterPort: ports[0], UniqueIdSha256: hex.EncodeToString(idHash[:]), RestartCount: j.restarts}}})
+	s.jobsChangedLocked()
 	for rank, n := range r.nodes {
 		asg := &musterv1.Assignment{
 			JobId:        j.id,

@@ -99,6 +99,9 @@ type Store struct {
 	forgotten map[string]bool
 	now       func() time.Time
 	closed    bool
+	// jobsChanged is closed and replaced whenever a job's state, nodes or
+	// round change: what WatchJobs waits on.
+	jobsChanged chan struct{}
 }
 
 type node struct {
@@ -159,7 +162,8 @@ func NewStore(cfg StoreConfig) *Store {
 	s := &Store{cfg: cfg, log: cfg.Logger, kv: kv.NewMemory(), id: newID("st-"), nodes: map[string]*node{},
 		byName: map[string]*node{}, jobs: map[string]*job{}, rounds: map[string]*round{},
 		liveness: map[string]Liveness{}, departed: map[string]*departure{}, forgotten: map[string]bool{},
-		began: time.Now(), now: time.Now, done: make(chan struct{})}
+		jobsChanged: make(chan struct{}),
+		began:       time.Now(), now: time.Now, done: make(chan struct{})}
 	if cfg.NodeTimeout > 0 {
 		go s.watchSilence()
 	}

@@ -23,6 +23,8 @@ import (
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
+	"google.golang.org/protobuf/proto"
+
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/security"
@@ -440,16 +442,50 @@ func (s *Server) ListNodes(context.Context, *musterv1.ListNodesRequest) (*muster
 }
 
 func (s *Server) ListJobs(ctx context.Context, _ *musterv1.ListJobsRequest) (*musterv1.ListJobsResponse, error) {
-	jobs := s.store.Jobs()
-	if c := callerFrom(ctx); !c.operator {
-		// Another local user sees their own jobs only.
-		mine := jobs[:0]
-		for _, j := range jobs {
-			if j.GetOwner() != nil && j.GetOwner().GetUid() == c.user.GetUid() {
-				mine = append(mine, j)
+	return &musterv1.ListJobsResponse{Jobs: visibleJobs(callerFrom(ctx), s.store.Jobs())}, nil
+}
+
+// visibleJobs are the jobs c may list: all of them for the operator,
+// another local user's own only.
+func visibleJobs(c caller, jobs []*musterv1.JobStatus) []*musterv1.JobStatus {
+	if c.operator {
+		return jobs
+	}
+	mine := jobs[:0]
+	for _, j := range jobs {
+		if j.GetOwner() != nil && c.user != nil && j.GetOwner().GetUid() == c.user.GetUid() {
+			mine = append(mine, j)
+		}
+	}
+	return mine
+}
+
+// WatchJobs sends the jobs the caller may list, then each one again when it
+// changes. Changes are read from the store's job table, not queued: a slow
+// watcher skips steps and gets each job's latest status, and holds nothing
+// of the store's.
+func (s *Server) WatchJobs(_ *musterv1.WatchJobsRequest, stream musterv1.Jobs_WatchJobsServer) error {
+	ctx := stream.Context()
+	c := callerFrom(ctx)
+	sent := map[string]*musterv1.JobStatus{}
+	for {
+		changed := s.store.JobsChanged()
+		// Only the jobs the store still holds are remembered.
+		now := map[string]*musterv1.JobStatus{}
+		for _, j := range visibleJobs(c, s.store.Jobs()) {
+			now[j.GetJobId()] = j
+			if proto.Equal(sent[j.GetJobId()], j) {
+				continue
+			}
+			if err := stream.Send(j); err != nil {
+				return err
 			}
 		}
-		jobs = mine
+		sent = now
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil
+		}
 	}
-	return &musterv1.ListJobsResponse{Jobs: jobs}, nil
 }

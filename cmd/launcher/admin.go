@@ -1,17 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"strings"
-	"text/tabwriter"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/musterhq/muster/cmdline"
+	"github.com/musterhq/muster/listing"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/security"
 	"github.com/musterhq/muster/storeclient"
@@ -38,6 +38,11 @@ func clusterAction(fn func(ctx context.Context, c *cli.Context, cl *storeclient.
 		}
 		defer cl.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if c.Bool("watch") {
+			// A watch lasts until interrupted.
+			cancel()
+			ctx, cancel = signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		}
 		defer cancel()
 		if err := fn(ctx, c, cl); err != nil {
 			if ec, ok := err.(cli.ExitCoder); ok {
@@ -55,75 +60,68 @@ func nodesCommand() *cli.Command {
 		Usage:       "list the cluster's nodes: gossip state (alive, dead, left; leaving, not-registered), GPUs total and free, jobs (needs --cluster)",
 		Description: "Asks the store given by --cluster HOST:PORT (or MUSTER_CLUSTER); the embedded default has no cluster to list.",
 		ArgsUsage:   " ",
-		Flags:       clusterFlags(true),
-		Action: clusterAction(func(ctx context.Context, _ *cli.Context, cl *storeclient.Client) error {
+		Flags:       append(clusterFlags(true), outputFlag(string(listing.Table), "print a table, a wide one, or a NodeList")),
+		Before:      checkOutput,
+		Action: clusterAction(func(ctx context.Context, c *cli.Context, cl *storeclient.Client) error {
+			f, _ := outputFormat(c)
 			resp, err := cl.ListNodes(ctx, &musterv1.ListNodesRequest{})
 			if err != nil {
 				return err
 			}
-			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NODE\tADDR\tRANK\tSTATE\tGPUS\tFREE\tJOBS")
-			for _, n := range resp.Nodes {
-				rank := "-"
-				if n.Node.Rank >= 0 {
-					rank = fmt.Sprint(n.Node.Rank)
-				}
-				state := nodeState(n)
-				jobs := strings.Join(n.Jobs, ",")
-				if jobs == "" {
-					jobs = "-"
-				}
-				total := len(n.Node.Gpus)
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", n.Node.Name, n.Node.Addr, rank, state, total, total-len(n.BusyGpus), jobs)
-			}
-			return w.Flush()
+			return listing.WriteNodes(c.App.Writer, f, listing.Nodes(resp.GetNodes()))
 		}),
 	}
 }
 
-// nodeState is a node's STATE: its gossip state ("-" on a store without
-// gossip), marked "leaving" while its agent shuts down, and
-// "not-registered" for a member gossip knows that this store does not.
-func nodeState(n *musterv1.NodeStatus) string {
-	state := n.GetGossip()
-	if state == "" {
-		state = "-"
-	}
-	switch {
-	case n.GetLeaving():
-		state += ",leaving"
-	case n.GetNotRegistered() && state == "alive":
-		state += ",not-registered"
-	}
-	return state
+// checkOutput refuses a bad -o before the command asks anything.
+func checkOutput(c *cli.Context) error {
+	_, err := outputFormat(c)
+	return err
 }
 
 func jobsCommand() *cli.Command {
 	return &cli.Command{
-		Name:        "jobs",
-		Usage:       "list the cluster's jobs (needs --cluster)",
-		Description: "Asks the store given by --cluster HOST:PORT (or MUSTER_CLUSTER); the embedded default has no cluster to list.",
-		ArgsUsage:   " ",
-		Flags:       clusterFlags(true),
-		Action: clusterAction(func(ctx context.Context, _ *cli.Context, cl *storeclient.Client) error {
+		Name:  "jobs",
+		Usage: "list the cluster's jobs, or follow their changes with --watch (needs --cluster)",
+		Description: "Asks the store given by --cluster HOST:PORT (or MUSTER_CLUSTER); the embedded default has no cluster to list. " +
+			"A user other than the cluster operator sees their own jobs only.",
+		ArgsUsage: " ",
+		Flags: append(clusterFlags(true), outputFlag(string(listing.Table), "print a table, a wide one, or a JobList"),
+			&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Usage: "list the jobs, then each job again when it changes, until interrupted " +
+				"(with -o json one Job object a line)"}),
+		Before: checkOutput,
+		Action: clusterAction(func(ctx context.Context, c *cli.Context, cl *storeclient.Client) error {
+			f, _ := outputFormat(c)
+			if c.Bool("watch") {
+				return watchJobs(ctx, c, cl, f)
+			}
 			resp, err := cl.ListJobs(ctx, &musterv1.ListJobsRequest{})
 			if err != nil {
 				return err
 			}
-			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "JOB\tSTATE\tEXIT\tUSER\tNODES\tCOMMAND")
-			for _, j := range resp.Jobs {
-				state := strings.ToLower(strings.TrimPrefix(j.State.String(), "JOB_STATE_"))
-				exit := "-" // not ended yet
-				switch j.State {
-				case musterv1.JobState_JOB_STATE_SUCCEEDED, musterv1.JobState_JOB_STATE_FAILED, musterv1.JobState_JOB_STATE_CANCELLED:
-					exit = fmt.Sprint(j.ExitCode)
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", j.JobId, state, exit, owner(j.GetOwner()),
-					strings.Join(j.Nodes, ","), bytes.Join(j.Spec.GetArgv(), []byte(" ")))
-			}
-			return w.Flush()
+			return listing.WriteJobs(c.App.Writer, f, listing.Jobs(resp.GetJobs()))
 		}),
+	}
+}
+
+// watchJobs prints the jobs' changes until ctx ends (an interrupt).
+func watchJobs(ctx context.Context, c *cli.Context, cl *storeclient.Client, f listing.Format) error {
+	stream, err := cl.WatchJobs(ctx, &musterv1.WatchJobsRequest{})
+	if err != nil {
+		return err
+	}
+	w := listing.NewJobWatch(c.App.Writer, f)
+	for {
+		st, err := stream.Recv()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := w.Write(listing.JobOf(st)); err != nil {
+			return cli.Exit("jobs: "+err.Error(), 1)
+		}
 	}
 }
 
@@ -167,16 +165,4 @@ func certsCommand() *cli.Command {
 			return nil
 		},
 	}
-}
-
-// owner names who a job runs as: its submitter, or "-" for the cluster
-// operator's jobs, which run as the agents' own users.
-func owner(id *musterv1.Identity) string {
-	switch {
-	case id == nil:
-		return "(operator)" // submitted with the cluster token
-	case id.GetUser() != "":
-		return id.GetUser()
-	}
-	return fmt.Sprint(id.GetUid())
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/musterhq/muster/engine"
+	"github.com/musterhq/muster/listing"
 	"github.com/musterhq/muster/ncclnet"
 	"github.com/musterhq/muster/platform"
 )
@@ -24,6 +25,7 @@ func doctorCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "master", Usage: "the job's master address or host name", EnvVars: []string{"MASTER_ADDR"}},
 			&cli.StringFlag{Name: "nccl-version", Usage: "assume this NCCL version (e.g. 2.20.5) instead of the loaded library's"},
+			outputFlag(string(listing.Table), "print the report as text or as a Doctor object"),
 			&cli.StringFlag{Name: "sysfs", Value: "/sys", Usage: "where sysfs is mounted", Hidden: true},
 		},
 		Action: doctor,
@@ -34,7 +36,11 @@ func doctor(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return cli.Exit("doctor takes no arguments", 2)
 	}
-	w := c.App.Writer
+	f, err := outputFormat(c)
+	if err != nil {
+		return err
+	}
+	d := listing.NewDoctor()
 	opts := ncclnet.Options{SysRoot: c.String("sysfs"), UserEnv: ncclnet.UserVars(os.Environ())}
 
 	if host := c.String("master"); host != "" {
@@ -47,9 +53,8 @@ func doctor(c *cli.Context) error {
 			addr = addrs[0]
 		}
 		opts.MasterAddr = addr.Unmap()
-		fmt.Fprintf(w, "master:        %s\n", opts.MasterAddr)
-	} else {
-		fmt.Fprintln(w, "master:        unknown (give --master or MASTER_ADDR)")
+		master := opts.MasterAddr.String()
+		d.Master = &master
 	}
 
 	if v := c.String("nccl-version"); v != "" {
@@ -58,55 +63,41 @@ func doctor(c *cli.Context) error {
 			return cli.Exit(err.Error(), 2)
 		}
 		opts.NCCLVersion = code
-		fmt.Fprintf(w, "NCCL version:  %s (from --nccl-version)\n", v)
+		d.NCCLVersion, d.NCCLVersionFrom = v, "flag"
 	} else if code, err := engine.LibraryNCCLVersion(); errors.Is(err, engine.ErrLibraryNotFound) {
-		fmt.Fprintf(w, "NCCL version:  unknown (library not loaded: not found; %s names its path)\n", engine.EnvNCCLLibrary)
+		d.NCCLLibraryError = "not found; " + engine.EnvNCCLLibrary + " names its path"
 	} else if err != nil {
-		first, _, _ := strings.Cut(err.Error(), "\n")
-		fmt.Fprintf(w, "NCCL version:  unknown (library not loaded: %s)\n", first)
+		d.NCCLLibraryError, _, _ = strings.Cut(err.Error(), "\n")
 	} else {
 		opts.NCCLVersion = code
-		fmt.Fprintf(w, "NCCL version:  %s\n", engine.VersionString(code))
+		d.NCCLVersion, d.NCCLVersionFrom = engine.VersionString(code), "library"
 	}
 
 	net, err := ncclnet.Detect(opts)
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
-	fmt.Fprintln(w, "\ndetected (set only where you did not set the variable):")
 	for _, kv := range net.Vars() {
-		v := kv[1]
-		if v == "" {
-			v = "not set"
-		}
-		fmt.Fprintf(w, "  %-20s %s\n", kv[0], v)
+		d.Detected = append(d.Detected, listing.Variable{Name: kv[0], Value: kv[1]})
 	}
-	fmt.Fprintln(w, "\nwhy:")
-	for _, r := range net.Reasons {
-		fmt.Fprintf(w, "  - %s\n", r)
-	}
-
-	fmt.Fprintln(w, "\nyour NCCL_* variables (these win over detection):")
-	if len(opts.UserEnv) == 0 {
-		fmt.Fprintln(w, "  none")
-	}
+	d.Reasons = append(d.Reasons, net.Reasons...)
 	names := make([]string, 0, len(opts.UserEnv))
 	for k := range opts.UserEnv {
 		names = append(names, k)
 	}
 	slices.Sort(names)
 	for _, k := range names {
-		fmt.Fprintf(w, "  %s=%s\n", k, opts.UserEnv[k])
+		d.UserVariables = append(d.UserVariables, listing.Variable{Name: k, Value: opts.UserEnv[k]})
 	}
 
 	// What the platform says is advice here: a bad value is shown, not fatal.
 	if p, err := platform.DetectFrom(platform.OSSources()); err != nil {
-		fmt.Fprintf(w, "\nplatform: %s\n", err)
+		d.PlatformError = err.Error()
 	} else {
-		fmt.Fprintln(w, "\nplatform:")
-		for _, line := range p.Describe() {
-			fmt.Fprintf(w, "  %s\n", line)
-		}
+		d.Platform = append(d.Platform, p.Describe()...)
+	}
+	if err := listing.WriteDoctor(c.App.Writer, f, d); err != nil {
+		return cli.Exit("doctor: "+err.Error(), 1)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/musterhq/muster/hostfile"
+	"github.com/musterhq/muster/listing"
 	"github.com/urfave/cli/v2"
 )
 
@@ -37,10 +38,15 @@ func hostfileCommand() *cli.Command {
 				Aliases: []string{"H"},
 				Usage:   "hosts as a `LIST` of host[:slots], like mpirun -H",
 			},
+			outputFlag("", "print the hosts as a table, a wide one, or a HostList instead of a hostfile"),
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return fmt.Errorf("hostfile: unexpected argument %q", c.Args().First())
+			}
+			out, err := hostsOutput(c)
+			if err != nil {
+				return err
 			}
 			format := hostfile.Format(c.String("format"))
 			if !validFormat(format) {
@@ -64,6 +70,9 @@ func hostfileCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if out != "" {
+				return listing.WriteHosts(c.App.Writer, out, listing.Hosts(hosts))
+			}
 			var b strings.Builder
 			if err := hostfile.Emit(&b, format, hosts); err != nil {
 				return err
@@ -72,6 +81,15 @@ func hostfileCommand() *cli.Command {
 			return err
 		},
 	}
+}
+
+// hostsOutput is -o of the hostfile and hostlist commands: "" (not given)
+// prints their own text.
+func hostsOutput(c *cli.Context) (listing.Format, error) {
+	if c.String("output") == "" {
+		return "", nil
+	}
+	return outputFormat(c)
 }
 
 func validFormat(f hostfile.Format) bool {

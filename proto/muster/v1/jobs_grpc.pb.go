@@ -24,6 +24,7 @@ const (
 	Jobs_Cancel_FullMethodName     = "/muster.v1.Jobs/Cancel"
 	Jobs_ListNodes_FullMethodName  = "/muster.v1.Jobs/ListNodes"
 	Jobs_ListJobs_FullMethodName   = "/muster.v1.Jobs/ListJobs"
+	Jobs_WatchJobs_FullMethodName  = "/muster.v1.Jobs/WatchJobs"
 	Jobs_WriteStdin_FullMethodName = "/muster.v1.Jobs/WriteStdin"
 )
 
@@ -41,6 +42,10 @@ type JobsClient interface {
 	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
 	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
 	ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error)
+	// WatchJobs streams the jobs ListJobs lists, then each job again whenever
+	// its state, nodes or round change. A watcher that falls behind gets each
+	// job's latest status, not every step.
+	WatchJobs(ctx context.Context, in *WatchJobsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[JobStatus], error)
 	// WriteStdin carries the launcher's stdin to the job's stdin ranks: the
 	// first message names the job, the stream's end is the end of input. The
 	// store holds a few chunks at most; a reader that falls behind slows it.
@@ -114,9 +119,28 @@ func (c *jobsClient) ListJobs(ctx context.Context, in *ListJobsRequest, opts ...
 	return out, nil
 }
 
+func (c *jobsClient) WatchJobs(ctx context.Context, in *WatchJobsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[JobStatus], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Jobs_ServiceDesc.Streams[1], Jobs_WatchJobs_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchJobsRequest, JobStatus]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Jobs_WatchJobsClient = grpc.ServerStreamingClient[JobStatus]
+
 func (c *jobsClient) WriteStdin(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[StdinChunk, WriteStdinResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Jobs_ServiceDesc.Streams[1], Jobs_WriteStdin_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Jobs_ServiceDesc.Streams[2], Jobs_WriteStdin_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -141,6 +165,10 @@ type JobsServer interface {
 	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
 	ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error)
+	// WatchJobs streams the jobs ListJobs lists, then each job again whenever
+	// its state, nodes or round change. A watcher that falls behind gets each
+	// job's latest status, not every step.
+	WatchJobs(*WatchJobsRequest, grpc.ServerStreamingServer[JobStatus]) error
 	// WriteStdin carries the launcher's stdin to the job's stdin ranks: the
 	// first message names the job, the stream's end is the end of input. The
 	// store holds a few chunks at most; a reader that falls behind slows it.
@@ -169,6 +197,9 @@ func (UnimplementedJobsServer) ListNodes(context.Context, *ListNodesRequest) (*L
 }
 func (UnimplementedJobsServer) ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListJobs not implemented")
+}
+func (UnimplementedJobsServer) WatchJobs(*WatchJobsRequest, grpc.ServerStreamingServer[JobStatus]) error {
+	return status.Error(codes.Unimplemented, "method WatchJobs not implemented")
 }
 func (UnimplementedJobsServer) WriteStdin(grpc.ClientStreamingServer[StdinChunk, WriteStdinResponse]) error {
 	return status.Error(codes.Unimplemented, "method WriteStdin not implemented")
@@ -277,6 +308,17 @@ func _Jobs_ListJobs_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Jobs_WatchJobs_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchJobsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(JobsServer).WatchJobs(m, &grpc.GenericServerStream[WatchJobsRequest, JobStatus]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Jobs_WatchJobsServer = grpc.ServerStreamingServer[JobStatus]
+
 func _Jobs_WriteStdin_Handler(srv interface{}, stream grpc.ServerStream) error {
 	return srv.(JobsServer).WriteStdin(&grpc.GenericServerStream[StdinChunk, WriteStdinResponse]{ServerStream: stream})
 }
@@ -312,6 +354,11 @@ var Jobs_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchJob",
 			Handler:       _Jobs_WatchJob_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchJobs",
+			Handler:       _Jobs_WatchJobs_Handler,
 			ServerStreams: true,
 		},
 		{

@@ -2787,7 +2787,12 @@ type JobEvent struct {
 	//	*JobEvent_Waiting
 	//	*JobEvent_Restarted
 	//	*JobEvent_Restarting
-	Event         isJobEvent_Event `protobuf_oneof:"event"`
+	//	*JobEvent_RoundStarted
+	//	*JobEvent_NodeLost
+	Event isJobEvent_Event `protobuf_oneof:"event"`
+	// time_unix_us is when the store recorded the event, in microseconds since
+	// the Unix epoch; 0 for events the store makes up for one follower.
+	TimeUnixUs    int64 `protobuf:"varint,220,opt,name=time_unix_us,json=timeUnixUs,proto3" json:"time_unix_us,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2924,6 +2929,31 @@ func (x *JobEvent) GetRestarting() *RoundRestarting {
 	return nil
 }
 
+func (x *JobEvent) GetRoundStarted() *RoundStarted {
+	if x != nil {
+		if x, ok := x.Event.(*JobEvent_RoundStarted); ok {
+			return x.RoundStarted
+		}
+	}
+	return nil
+}
+
+func (x *JobEvent) GetNodeLost() *NodeLoss {
+	if x != nil {
+		if x, ok := x.Event.(*JobEvent_NodeLost); ok {
+			return x.NodeLost
+		}
+	}
+	return nil
+}
+
+func (x *JobEvent) GetTimeUnixUs() int64 {
+	if x != nil {
+		return x.TimeUnixUs
+	}
+	return 0
+}
+
 type isJobEvent_Event interface {
 	isJobEvent_Event()
 }
@@ -2964,6 +2994,16 @@ type JobEvent_Restarting struct {
 	Restarting *RoundRestarting `protobuf:"bytes,11,opt,name=restarting,proto3,oneof"`
 }
 
+type JobEvent_RoundStarted struct {
+	RoundStarted *RoundStarted `protobuf:"bytes,221,opt,name=round_started,json=roundStarted,proto3,oneof"`
+}
+
+type JobEvent_NodeLost struct {
+	// node_lost is a node of the job's round found lost, and how: sent
+	// before the restart or the job's end that the loss brings.
+	NodeLost *NodeLoss `protobuf:"bytes,222,opt,name=node_lost,json=nodeLost,proto3,oneof"`
+}
+
 func (*JobEvent_State) isJobEvent_Event() {}
 
 func (*JobEvent_Started) isJobEvent_Event() {}
@@ -2981,6 +3021,125 @@ func (*JobEvent_Waiting) isJobEvent_Event() {}
 func (*JobEvent_Restarted) isJobEvent_Event() {}
 
 func (*JobEvent_Restarting) isJobEvent_Event() {}
+
+func (*JobEvent_RoundStarted) isJobEvent_Event() {}
+
+func (*JobEvent_NodeLost) isJobEvent_Event() {}
+
+// RoundStarted says a round has its nodes and ports and its agents are told
+// to start its workers: the round's facts, for event logs.
+type RoundStarted struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// round is the round's number, 0 for a job's first.
+	Round   int32  `protobuf:"varint,1,opt,name=round,proto3" json:"round,omitempty"`
+	RoundId string `protobuf:"bytes,2,opt,name=round_id,json=roundId,proto3" json:"round_id,omitempty"`
+	// nodes names the round's nodes by node rank.
+	Nodes      []string `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Nproc      int32    `protobuf:"varint,4,opt,name=nproc,proto3" json:"nproc,omitempty"`
+	WorldSize  int32    `protobuf:"varint,5,opt,name=world_size,json=worldSize,proto3" json:"world_size,omitempty"`
+	MasterAddr string   `protobuf:"bytes,6,opt,name=master_addr,json=masterAddr,proto3" json:"master_addr,omitempty"`
+	MasterPort int32    `protobuf:"varint,7,opt,name=master_port,json=masterPort,proto3" json:"master_port,omitempty"`
+	// unique_id_sha256 is the SHA-256 of the round's NCCL unique ID, in hex:
+	// it tells rounds apart without handing out the ID.
+	UniqueIdSha256 string `protobuf:"bytes,8,opt,name=unique_id_sha256,json=uniqueIdSha256,proto3" json:"unique_id_sha256,omitempty"`
+	// restart_count is the job's counted restarts before this round.
+	RestartCount  int32 `protobuf:"varint,9,opt,name=restart_count,json=restartCount,proto3" json:"restart_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoundStarted) Reset() {
+	*x = RoundStarted{}
+	mi := &file_muster_v1_types_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoundStarted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoundStarted) ProtoMessage() {}
+
+func (x *RoundStarted) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoundStarted.ProtoReflect.Descriptor instead.
+func (*RoundStarted) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *RoundStarted) GetRound() int32 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
+func (x *RoundStarted) GetRoundId() string {
+	if x != nil {
+		return x.RoundId
+	}
+	return ""
+}
+
+func (x *RoundStarted) GetNodes() []string {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *RoundStarted) GetNproc() int32 {
+	if x != nil {
+		return x.Nproc
+	}
+	return 0
+}
+
+func (x *RoundStarted) GetWorldSize() int32 {
+	if x != nil {
+		return x.WorldSize
+	}
+	return 0
+}
+
+func (x *RoundStarted) GetMasterAddr() string {
+	if x != nil {
+		return x.MasterAddr
+	}
+	return ""
+}
+
+func (x *RoundStarted) GetMasterPort() int32 {
+	if x != nil {
+		return x.MasterPort
+	}
+	return 0
+}
+
+func (x *RoundStarted) GetUniqueIdSha256() string {
+	if x != nil {
+		return x.UniqueIdSha256
+	}
+	return ""
+}
+
+func (x *RoundStarted) GetRestartCount() int32 {
+	if x != nil {
+		return x.RestartCount
+	}
+	return 0
+}
 
 // RoundRestarting says the job's round stops and a new one follows: a worker
 // failed or a node was lost with restarts left (counted), or a node came
@@ -3000,7 +3159,7 @@ type RoundRestarting struct {
 
 func (x *RoundRestarting) Reset() {
 	*x = RoundRestarting{}
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3012,7 +3171,7 @@ func (x *RoundRestarting) String() string {
 func (*RoundRestarting) ProtoMessage() {}
 
 func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3025,7 +3184,7 @@ func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundRestarting.ProtoReflect.Descriptor instead.
 func (*RoundRestarting) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RoundRestarting) GetRound() int32 {
@@ -3075,7 +3234,7 @@ type StoreRestarted struct {
 
 func (x *StoreRestarted) Reset() {
 	*x = StoreRestarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3087,7 +3246,7 @@ func (x *StoreRestarted) String() string {
 func (*StoreRestarted) ProtoMessage() {}
 
 func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3100,7 +3259,7 @@ func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreRestarted.ProtoReflect.Descriptor instead.
 func (*StoreRestarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StoreRestarted) GetStoreId() string {
@@ -3126,7 +3285,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3138,7 +3297,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3151,7 +3310,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PublishRequest) GetSession() string {
@@ -3186,7 +3345,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3198,7 +3357,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3211,7 +3370,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PublishResponse) GetAckedSeq() uint64 {
@@ -3240,7 +3399,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3252,7 +3411,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3265,7 +3424,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -3317,7 +3476,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3329,7 +3488,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3342,7 +3501,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CancelRequest) GetJobId() string {
@@ -3381,7 +3540,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3393,7 +3552,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3406,7 +3565,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
 }
 
 type ListNodesRequest struct {
@@ -3417,7 +3576,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3429,7 +3588,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3442,7 +3601,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
 }
 
 type NodeStatus struct {
@@ -3466,7 +3625,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3478,7 +3637,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3491,7 +3650,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *NodeStatus) GetNode() *Node {
@@ -3545,7 +3704,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3557,7 +3716,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3570,7 +3729,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeStatus {
@@ -3588,7 +3747,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3600,7 +3759,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3613,7 +3772,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
 }
 
 type JobStatus struct {
@@ -3624,14 +3783,24 @@ type JobStatus struct {
 	ExitCode int32                  `protobuf:"varint,4,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
 	Nodes    []string               `protobuf:"bytes,5,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	// owner is who submitted the job; unset for the cluster operator's jobs.
-	Owner         *Identity `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`
+	Owner *Identity `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`
+	// submitted_unix_ms is when the store took the job; started_unix_ms when
+	// its first round started its workers, ended_unix_ms when it ended (0:
+	// not yet).
+	SubmittedUnixMs int64 `protobuf:"varint,223,opt,name=submitted_unix_ms,json=submittedUnixMs,proto3" json:"submitted_unix_ms,omitempty"`
+	StartedUnixMs   int64 `protobuf:"varint,224,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
+	EndedUnixMs     int64 `protobuf:"varint,225,opt,name=ended_unix_ms,json=endedUnixMs,proto3" json:"ended_unix_ms,omitempty"`
+	// restarts counts the job's counted restarts; round is its current
+	// round's number.
+	Restarts      int32 `protobuf:"varint,226,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	Round         int32 `protobuf:"varint,227,opt,name=round,proto3" json:"round,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3643,7 +3812,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3656,7 +3825,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *JobStatus) GetJobId() string {
@@ -3701,6 +3870,78 @@ func (x *JobStatus) GetOwner() *Identity {
 	return nil
 }
 
+func (x *JobStatus) GetSubmittedUnixMs() int64 {
+	if x != nil {
+		return x.SubmittedUnixMs
+	}
+	return 0
+}
+
+func (x *JobStatus) GetStartedUnixMs() int64 {
+	if x != nil {
+		return x.StartedUnixMs
+	}
+	return 0
+}
+
+func (x *JobStatus) GetEndedUnixMs() int64 {
+	if x != nil {
+		return x.EndedUnixMs
+	}
+	return 0
+}
+
+func (x *JobStatus) GetRestarts() int32 {
+	if x != nil {
+		return x.Restarts
+	}
+	return 0
+}
+
+func (x *JobStatus) GetRound() int32 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
+// WatchJobsRequest asks for the jobs the caller may list, then each change.
+type WatchJobsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchJobsRequest) Reset() {
+	*x = WatchJobsRequest{}
+	mi := &file_muster_v1_types_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchJobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchJobsRequest) ProtoMessage() {}
+
+func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchJobsRequest.ProtoReflect.Descriptor instead.
+func (*WatchJobsRequest) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
+}
+
 type ListJobsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Jobs          []*JobStatus           `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
@@ -3710,7 +3951,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3722,7 +3963,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3735,7 +3976,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobStatus {
@@ -3756,7 +3997,7 @@ type StdinChunk struct {
 
 func (x *StdinChunk) Reset() {
 	*x = StdinChunk{}
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3768,7 +4009,7 @@ func (x *StdinChunk) String() string {
 func (*StdinChunk) ProtoMessage() {}
 
 func (x *StdinChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3781,7 +4022,7 @@ func (x *StdinChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdinChunk.ProtoReflect.Descriptor instead.
 func (*StdinChunk) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *StdinChunk) GetJobId() string {
@@ -3806,7 +4047,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3818,7 +4059,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3831,7 +4072,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
 }
 
 type ReadStdinRequest struct {
@@ -3844,7 +4085,7 @@ type ReadStdinRequest struct {
 
 func (x *ReadStdinRequest) Reset() {
 	*x = ReadStdinRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3856,7 +4097,7 @@ func (x *ReadStdinRequest) String() string {
 func (*ReadStdinRequest) ProtoMessage() {}
 
 func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3869,7 +4110,7 @@ func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStdinRequest.ProtoReflect.Descriptor instead.
 func (*ReadStdinRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ReadStdinRequest) GetSession() string {
@@ -3900,7 +4141,7 @@ type KVSetRequest struct {
 
 func (x *KVSetRequest) Reset() {
 	*x = KVSetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3912,7 +4153,7 @@ func (x *KVSetRequest) String() string {
 func (*KVSetRequest) ProtoMessage() {}
 
 func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3925,7 +4166,7 @@ func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetRequest.ProtoReflect.Descriptor instead.
 func (*KVSetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *KVSetRequest) GetScope() string {
@@ -3958,7 +4199,7 @@ type KVSetResponse struct {
 
 func (x *KVSetResponse) Reset() {
 	*x = KVSetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3970,7 +4211,7 @@ func (x *KVSetResponse) String() string {
 func (*KVSetResponse) ProtoMessage() {}
 
 func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3983,7 +4224,7 @@ func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetResponse.ProtoReflect.Descriptor instead.
 func (*KVSetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *KVSetResponse) GetVersion() uint64 {
@@ -4005,7 +4246,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4017,7 +4258,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4030,7 +4271,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *KVGetRequest) GetScope() string {
@@ -4071,7 +4312,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4083,7 +4324,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4096,7 +4337,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *KVGetResponse) GetValue() []byte {
@@ -4127,7 +4368,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4139,7 +4380,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4152,7 +4393,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *BarrierRequest) GetScope() string {
@@ -4198,7 +4439,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4210,7 +4451,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4223,7 +4464,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
 }
 
 var File_muster_v1_types_proto protoreflect.FileDescriptor
@@ -4443,7 +4684,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\bunusable\x18\x05 \x03(\tR\bunusable\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\x12\x14\n" +
-	"\x05least\x18\a \x01(\x05R\x05least\"\x9b\x04\n" +
+	"\x05least\x18\a \x01(\x05R\x05least\"\xb4\x05\n" +
 	"\bJobEvent\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12+\n" +
@@ -4458,8 +4699,25 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	" \x01(\v2\x19.muster.v1.StoreRestartedH\x00R\trestarted\x12<\n" +
 	"\n" +
 	"restarting\x18\v \x01(\v2\x1a.muster.v1.RoundRestartingH\x00R\n" +
-	"restartingB\a\n" +
-	"\x05event\"\xa1\x01\n" +
+	"restarting\x12?\n" +
+	"\rround_started\x18\xdd\x01 \x01(\v2\x17.muster.v1.RoundStartedH\x00R\froundStarted\x123\n" +
+	"\tnode_lost\x18\xde\x01 \x01(\v2\x13.muster.v1.NodeLossH\x00R\bnodeLost\x12!\n" +
+	"\ftime_unix_us\x18\xdc\x01 \x01(\x03R\n" +
+	"timeUnixUsB\a\n" +
+	"\x05event\"\x9b\x02\n" +
+	"\fRoundStarted\x12\x14\n" +
+	"\x05round\x18\x01 \x01(\x05R\x05round\x12\x19\n" +
+	"\bround_id\x18\x02 \x01(\tR\aroundId\x12\x14\n" +
+	"\x05nodes\x18\x03 \x03(\tR\x05nodes\x12\x14\n" +
+	"\x05nproc\x18\x04 \x01(\x05R\x05nproc\x12\x1d\n" +
+	"\n" +
+	"world_size\x18\x05 \x01(\x05R\tworldSize\x12\x1f\n" +
+	"\vmaster_addr\x18\x06 \x01(\tR\n" +
+	"masterAddr\x12\x1f\n" +
+	"\vmaster_port\x18\a \x01(\x05R\n" +
+	"masterPort\x12(\n" +
+	"\x10unique_id_sha256\x18\b \x01(\tR\x0euniqueIdSha256\x12#\n" +
+	"\rrestart_count\x18\t \x01(\x05R\frestartCount\"\xa1\x01\n" +
 	"\x0fRoundRestarting\x12\x14\n" +
 	"\x05round\x18\x01 \x01(\x05R\x05round\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12#\n" +
@@ -4498,14 +4756,20 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\aleaving\x18\x06 \x01(\bR\aleaving\"@\n" +
 	"\x11ListNodesResponse\x12+\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x15.muster.v1.NodeStatusR\x05nodes\"\x11\n" +
-	"\x0fListJobsRequest\"\xd3\x01\n" +
+	"\x0fListJobsRequest\"\x82\x03\n" +
 	"\tJobStatus\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12&\n" +
 	"\x04spec\x18\x02 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\x12)\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x13.muster.v1.JobStateR\x05state\x12\x1b\n" +
 	"\texit_code\x18\x04 \x01(\x05R\bexitCode\x12\x14\n" +
 	"\x05nodes\x18\x05 \x03(\tR\x05nodes\x12)\n" +
-	"\x05owner\x18\x06 \x01(\v2\x13.muster.v1.IdentityR\x05owner\"<\n" +
+	"\x05owner\x18\x06 \x01(\v2\x13.muster.v1.IdentityR\x05owner\x12+\n" +
+	"\x11submitted_unix_ms\x18\xdf\x01 \x01(\x03R\x0fsubmittedUnixMs\x12'\n" +
+	"\x0fstarted_unix_ms\x18\xe0\x01 \x01(\x03R\rstartedUnixMs\x12#\n" +
+	"\rended_unix_ms\x18\xe1\x01 \x01(\x03R\vendedUnixMs\x12\x1b\n" +
+	"\brestarts\x18\xe2\x01 \x01(\x05R\brestarts\x12\x15\n" +
+	"\x05round\x18\xe3\x01 \x01(\x05R\x05round\"\x12\n" +
+	"\x10WatchJobsRequest\"<\n" +
 	"\x10ListJobsResponse\x12(\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x14.muster.v1.JobStatusR\x04jobs\"7\n" +
 	"\n" +
@@ -4579,7 +4843,7 @@ func file_muster_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_muster_v1_types_proto_goTypes = []any{
 	(JobState)(0),                 // 0: muster.v1.JobState
 	(Stream)(0),                   // 1: muster.v1.Stream
@@ -4617,28 +4881,30 @@ var file_muster_v1_types_proto_goTypes = []any{
 	(*OutputLost)(nil),            // 33: muster.v1.OutputLost
 	(*WaitingForNodes)(nil),       // 34: muster.v1.WaitingForNodes
 	(*JobEvent)(nil),              // 35: muster.v1.JobEvent
-	(*RoundRestarting)(nil),       // 36: muster.v1.RoundRestarting
-	(*StoreRestarted)(nil),        // 37: muster.v1.StoreRestarted
-	(*PublishRequest)(nil),        // 38: muster.v1.PublishRequest
-	(*PublishResponse)(nil),       // 39: muster.v1.PublishResponse
-	(*WatchJobRequest)(nil),       // 40: muster.v1.WatchJobRequest
-	(*CancelRequest)(nil),         // 41: muster.v1.CancelRequest
-	(*CancelResponse)(nil),        // 42: muster.v1.CancelResponse
-	(*ListNodesRequest)(nil),      // 43: muster.v1.ListNodesRequest
-	(*NodeStatus)(nil),            // 44: muster.v1.NodeStatus
-	(*ListNodesResponse)(nil),     // 45: muster.v1.ListNodesResponse
-	(*ListJobsRequest)(nil),       // 46: muster.v1.ListJobsRequest
-	(*JobStatus)(nil),             // 47: muster.v1.JobStatus
-	(*ListJobsResponse)(nil),      // 48: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),            // 49: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),    // 50: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),      // 51: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),          // 52: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),         // 53: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),          // 54: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),         // 55: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),        // 56: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),       // 57: muster.v1.BarrierResponse
+	(*RoundStarted)(nil),          // 36: muster.v1.RoundStarted
+	(*RoundRestarting)(nil),       // 37: muster.v1.RoundRestarting
+	(*StoreRestarted)(nil),        // 38: muster.v1.StoreRestarted
+	(*PublishRequest)(nil),        // 39: muster.v1.PublishRequest
+	(*PublishResponse)(nil),       // 40: muster.v1.PublishResponse
+	(*WatchJobRequest)(nil),       // 41: muster.v1.WatchJobRequest
+	(*CancelRequest)(nil),         // 42: muster.v1.CancelRequest
+	(*CancelResponse)(nil),        // 43: muster.v1.CancelResponse
+	(*ListNodesRequest)(nil),      // 44: muster.v1.ListNodesRequest
+	(*NodeStatus)(nil),            // 45: muster.v1.NodeStatus
+	(*ListNodesResponse)(nil),     // 46: muster.v1.ListNodesResponse
+	(*ListJobsRequest)(nil),       // 47: muster.v1.ListJobsRequest
+	(*JobStatus)(nil),             // 48: muster.v1.JobStatus
+	(*WatchJobsRequest)(nil),      // 49: muster.v1.WatchJobsRequest
+	(*ListJobsResponse)(nil),      // 50: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),            // 51: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),    // 52: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),      // 53: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),          // 54: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),         // 55: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),          // 56: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),         // 57: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),        // 58: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),       // 59: muster.v1.BarrierResponse
 }
 var file_muster_v1_types_proto_depIdxs = []int32{
 	3,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
@@ -4669,20 +4935,22 @@ var file_muster_v1_types_proto_depIdxs = []int32{
 	32, // 25: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
 	33, // 26: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
 	34, // 27: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
-	37, // 28: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
-	36, // 29: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
-	35, // 30: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
-	4,  // 31: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
-	44, // 32: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
-	22, // 33: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
-	0,  // 34: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
-	26, // 35: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	47, // 36: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	38, // 28: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
+	37, // 29: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
+	36, // 30: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
+	31, // 31: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
+	35, // 32: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
+	4,  // 33: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
+	45, // 34: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
+	22, // 35: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
+	0,  // 36: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
+	26, // 37: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
+	48, // 38: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_types_proto_init() }
@@ -4708,6 +4976,8 @@ func file_muster_v1_types_proto_init() {
 		(*JobEvent_Waiting)(nil),
 		(*JobEvent_Restarted)(nil),
 		(*JobEvent_Restarting)(nil),
+		(*JobEvent_RoundStarted)(nil),
+		(*JobEvent_NodeLost)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -4715,7 +4985,7 @@ func file_muster_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_types_proto_rawDesc), len(file_muster_v1_types_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   55,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

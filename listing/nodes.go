@@ -1,0 +1,123 @@
+package listing
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+)
+
+// NodeList is what `launcher nodes -o json|yaml` writes.
+type NodeList struct {
+	APIVersion string `json:"apiVersion" yaml:"apiVersion"`
+	Kind       string `json:"kind" yaml:"kind"` // NodeList
+	Items      []Node `json:"items" yaml:"items"`
+}
+
+// Node is one node of a cluster, as its store and gossip know it.
+type Node struct {
+	APIVersion string `json:"apiVersion" yaml:"apiVersion"`
+	Kind       string `json:"kind" yaml:"kind"` // Node
+	Name       string `json:"name" yaml:"name"`
+	// Address is where its workers are reached (MASTER_ADDR, NCCL's root).
+	Address string `json:"address" yaml:"address"`
+	// Rank is its explicit node rank; null when nodes are ranked by name.
+	Rank *int32 `json:"rank" yaml:"rank"`
+	// Gossip is its gossip state (alive, dead, left); "" on a store that
+	// takes no part in gossip.
+	Gossip string `json:"gossip" yaml:"gossip"`
+	// Registered is false for a member gossip knows and the store does not.
+	Registered bool `json:"registered" yaml:"registered"`
+	// Leaving marks a node whose agent shuts down: no round takes it.
+	Leaving    bool    `json:"leaving" yaml:"leaving"`
+	Version    string  `json:"version" yaml:"version"`
+	CPUs       int32   `json:"cpus" yaml:"cpus"`
+	GPUs       int     `json:"gpus" yaml:"gpus"`
+	FreeGPUs   int     `json:"freeGpus" yaml:"freeGpus"`
+	BusyGPUs   []int32 `json:"busyGpus" yaml:"busyGpus"`
+	GPUDevices []GPU   `json:"gpuDevices" yaml:"gpuDevices"`
+	// GPUError says why no GPUs were found, when discovery failed.
+	GPUError string   `json:"gpuError" yaml:"gpuError"`
+	Jobs     []string `json:"jobs" yaml:"jobs"`
+}
+
+// GPU is one of a node's GPUs.
+type GPU struct {
+	Index       int32  `json:"index" yaml:"index"`
+	UUID        string `json:"uuid" yaml:"uuid"`
+	Name        string `json:"name" yaml:"name"`
+	MemoryBytes uint64 `json:"memoryBytes" yaml:"memoryBytes"`
+}
+
+// Nodes turns the store's answer into the schema.
+func Nodes(nodes []*musterv1.NodeStatus) NodeList {
+	l := NodeList{APIVersion: APIVersion, Kind: "NodeList", Items: []Node{}}
+	for _, n := range nodes {
+		info := n.GetNode()
+		item := Node{APIVersion: APIVersion, Kind: "Node", Name: info.GetName(), Address: info.GetAddr(),
+			Gossip: n.GetGossip(), Registered: !n.GetNotRegistered(), Leaving: n.GetLeaving(),
+			Version: info.GetVersion(), CPUs: info.GetCpus(), GPUs: len(info.GetGpus()),
+			FreeGPUs: len(info.GetGpus()) - len(n.GetBusyGpus()), BusyGPUs: append([]int32{}, n.GetBusyGpus()...),
+			GPUDevices: []GPU{}, GPUError: info.GetGpuError(), Jobs: append([]string{}, n.GetJobs()...)}
+		if r := info.GetRank(); info != nil && r >= 0 {
+			item.Rank = &r
+		}
+		for _, g := range info.GetGpus() {
+			item.GPUDevices = append(item.GPUDevices, GPU{Index: g.GetIndex(), UUID: g.GetUuid(), Name: g.GetName(), MemoryBytes: g.GetMemoryBytes()})
+		}
+		l.Items = append(l.Items, item)
+	}
+	return l
+}
+
+// State is a node's STATE cell: its gossip state ("-" on a store without
+// gossip), marked "leaving" while its agent shuts down, and
+// "not-registered" for a member gossip knows that the store does not.
+func (n Node) State() string {
+	state := orDash(n.Gossip)
+	switch {
+	case n.Leaving:
+		state += ",leaving"
+	case !n.Registered && state == "alive":
+		state += ",not-registered"
+	}
+	return state
+}
+
+// WriteNodes writes the nodes in f.
+func WriteNodes(w io.Writer, f Format, l NodeList) error {
+	if f.Structured() {
+		return Write(w, f, l)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	header := "NODE\tADDR\tRANK\tSTATE\tGPUS\tFREE\tJOBS"
+	if f == Wide {
+		header += "\tBUSY\tCPUS\tVERSION\tGPU-NAMES"
+	}
+	fmt.Fprintln(tw, header)
+	for _, n := range l.Items {
+		rank := "-"
+		if n.Rank != nil {
+			rank = fmt.Sprint(*n.Rank)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s", n.Name, n.Address, rank, n.State(), n.GPUs, n.FreeGPUs, orDash(strings.Join(n.Jobs, ",")))
+		if f == Wide {
+			var busy, names []string
+			for _, g := range n.BusyGPUs {
+				busy = append(busy, fmt.Sprint(g))
+			}
+			for _, g := range n.GPUDevices {
+				names = append(names, g.Name)
+			}
+			cpus := "-"
+			if n.CPUs > 0 {
+				cpus = fmt.Sprint(n.CPUs)
+			}
+			fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s", orDash(strings.Join(busy, ",")), cpus, orDash(n.Version), orDash(strings.Join(names, ",")))
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}
