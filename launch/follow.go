@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/musterhq/muster/eventfile"
 	"github.com/musterhq/muster/progress"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/storeclient"
@@ -49,6 +50,8 @@ type Options struct {
 	// WaitFlag names the flag that sets how long the job waits for nodes,
 	// in progress lines (default --wait-timeout).
 	WaitFlag string
+	// Events, when set, gets the job's lifecycle (--events).
+	Events *eventfile.Writer
 	// Reattach is how long the launcher keeps trying to follow the job again
 	// after it lost its store (a store that restarts takes the job over from
 	// its agents); 3 s when unset.
@@ -64,6 +67,9 @@ func Run(ctx context.Context, log *zap.Logger, c *storeclient.Client, opts Optio
 		return 1, errors.New(storeclient.ErrorMessage(err))
 	}
 	job := sub.GetJobId()
+	if opts.Events != nil {
+		opts.Events.Submitted(job, opts.Spec)
+	}
 	f := &follower{c: c, log: log, opts: opts, job: job, storeID: sub.GetStoreId(), p: NewPrinter(opts.Stdout, opts.Stderr, opts.TagOutput)}
 	return f.run(ctx)
 }
@@ -226,6 +232,9 @@ func (f *follower) follow(ctx context.Context) (code int, done, got bool, cause 
 // event handles one event; done says the job ended with code.
 func (f *follower) event(ctx context.Context, ev *musterv1.JobEvent) (code int, done bool) {
 	f.next = ev.GetVersion() + 1
+	if f.opts.Events != nil {
+		f.opts.Events.Event(ev)
+	}
 	switch e := ev.GetEvent().(type) {
 	case *musterv1.JobEvent_State:
 		f.ran = f.ran || e.State == musterv1.JobState_JOB_STATE_RUNNING
@@ -284,6 +293,9 @@ func (f *follower) event(ctx context.Context, ev *musterv1.JobEvent) (code int, 
 			}
 			fmt.Fprintf(f.opts.Stderr, "muster: job %s succeeded, but %s incomplete; exit code 1\n", f.job, what)
 			code = 1
+		} else if err := f.eventsErr(); err != nil && code == 0 {
+			fmt.Fprintf(f.opts.Stderr, "muster: job %s succeeded, but its events file is incomplete: %s; exit code 1\n", f.job, err)
+			code = 1
 		} else if f.lost > 0 && code == 0 {
 			fmt.Fprintf(f.opts.Stderr, "muster: job %s succeeded, but %d output events were lost; exit code 1\n", f.job, f.lost)
 			code = 1
@@ -293,6 +305,14 @@ func (f *follower) event(ctx context.Context, ev *musterv1.JobEvent) (code int, 
 		return code, true
 	}
 	return 0, false
+}
+
+// eventsErr is the error that left the --events file incomplete, if any.
+func (f *follower) eventsErr() error {
+	if f.opts.Events == nil {
+		return nil
+	}
+	return f.opts.Events.Err()
 }
 
 // DescribeRestart says why a job's round stops for a new one, e.g.
@@ -374,6 +394,9 @@ func (f *follower) submitAgain(ctx context.Context, cause error) error {
 	f.flush(ctx)
 	fmt.Fprintf(f.opts.Stderr, "muster: %s restarted before job %s started; submitted it again as job %s\n", f.storeName(), f.job, sub.GetJobId())
 	f.job, f.storeID, f.next, f.waited = sub.GetJobId(), sub.GetStoreId(), 0, false
+	if f.opts.Events != nil {
+		f.opts.Events.Submitted(f.job, f.opts.Spec)
+	}
 	if dir := f.opts.Spec.GetLogDir(); len(dir) > 0 {
 		fmt.Fprintf(f.opts.Stderr, "muster: job %s logs to %s/%s/\n", f.job, dir, f.job)
 	}

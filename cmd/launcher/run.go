@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/musterhq/muster/cmdline"
+	"github.com/musterhq/muster/eventfile"
 	"github.com/musterhq/muster/gpu"
 	"github.com/musterhq/muster/jobspec"
 	"github.com/musterhq/muster/launch"
@@ -68,6 +69,7 @@ func runCommand() *cli.Command {
 				cmdline.Flag(f.stdin, "stdin", nil, "which rank reads the launcher's stdin: a `RANK`, all (a copy each) or none; the others get /dev/null"),
 				&cli.BoolFlag{Name: "tag-output", Value: true, Usage: "prefix each output line with [rank] (--no-tag-output turns it off)"},
 				&cli.BoolFlag{Name: "no-tag-output", Usage: "print output lines as they are"},
+				&cli.StringFlag{Name: "events", TakesFile: true, Usage: "append the job's lifecycle to `FILE` as JSON lines: submitted, waiting, each round (nodes, unique-ID hash), each rank's start and exit, node lost, restart, ended"},
 				&cli.StringFlag{Name: "log-dir", Usage: "write each rank's output to `DIR`/JOB-ID/rank-N.log (each job a directory of its own)"},
 				&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log what the store and agent do"},
 			),
@@ -125,6 +127,15 @@ func run(c *cli.Context, f runFlags) error {
 		return cmdline.Usagef(c, "%s", err)
 	}
 	jobspec.Defaults(spec)
+	var events *eventfile.Writer
+	if name := c.String("events"); name != "" {
+		if events, err = eventfile.Open(name); err != nil {
+			return cli.Exit(err.Error(), cmdline.UsageExitCode)
+		}
+		defer events.Close()
+	} else if c.IsSet("events") {
+		return cmdline.Usagef(c, "--events: empty file name")
+	}
 	log, err := newLogger(c.Bool("verbose"))
 	if err != nil {
 		return err
@@ -187,6 +198,7 @@ func run(c *cli.Context, f runFlags) error {
 		Store:     target.Store,
 		Liveness:  target.Liveness(),
 		Reattach:  target.Reattach(),
+		Events:    events,
 	})
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
