@@ -77,6 +77,11 @@ func TestJobCredentialReachesOnlyItsJob(t *testing.T) {
 	if _, err := ca.ListJobs(ctx, &musterv1.ListJobsRequest{}); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("list with a job credential: %v", err)
 	}
+	if w, err := ca.WatchJobs(ctx, &musterv1.WatchJobsRequest{}); err == nil {
+		if _, err = w.Recv(); status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("watch jobs with a job credential: %v", err)
+		}
+	}
 	// A forged credential, or one of an ended job, opens nothing.
 	forged := rendezvoustest.NewClient(t, s, security.Security{JobToken: jobA.JobId + ".00"})
 	if _, err := forged.KVGet(ctx, &musterv1.KVGetRequest{Key: "secret"}); status.Code(err) != codes.Unauthenticated {
@@ -186,6 +191,24 @@ func TestSocketUsersRunAsThemselves(t *testing.T) {
 	if err != nil || len(jobs.Jobs) != 1 || jobs.Jobs[0].JobId != resp.JobId || jobs.Jobs[0].GetOwner().GetUid() != 65534 {
 		t.Fatalf("a user lists %v, %v; want only their own job", jobs.GetJobs(), err)
 	}
+	// A watch of the jobs shows a user what ListJobs shows them: their own
+	// job, then its change, and never the operator's, listed after it.
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	watch, err := nobody.WatchJobs(wctx, &musterv1.WatchJobsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := watch.Recv(); err != nil || got.GetJobId() != resp.JobId {
+		t.Fatalf("a user's watch begins with %v, %v; want their own job", got, err)
+	}
+	if _, err := nobody.Cancel(ctx, &musterv1.CancelRequest{JobId: resp.JobId, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := watch.Recv(); err != nil || got.GetJobId() != resp.JobId || got.GetState() == musterv1.JobState_JOB_STATE_RUNNING {
+		t.Fatalf("a user's watch then sends %v, %v; want their own job, stopping", got, err)
+	}
+	wcancel()
 	if _, err := nobody.Register(ctx, &musterv1.RegisterRequest{Node: &musterv1.Node{Name: "fake", Addr: "127.0.0.1", Rank: -1}}); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("a user registered an agent: %v", err)
 	}
