@@ -1,0 +1,135 @@
+package eventfile
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+)
+
+func TestLine(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)
+	now := func() time.Time { return at }
+	stamped := at.UnixMicro()
+	for _, tt := range []struct {
+		name string
+		ev   *musterv1.JobEvent
+		want string // the line, "" for none
+	}{
+		{"waiting", &musterv1.JobEvent{JobId: "j-1", TimeUnixUs: stamped, Event: &musterv1.JobEvent_Waiting{Waiting: &musterv1.WaitingForNodes{
+			Wanted: 3, Ready: 1, ReadyNodes: []string{"a"}}}},
+			`{"type":"waiting","time":"2026-01-02T03:04:05.123456Z","job":"j-1","round":0,"wanted":3,"ready":1,"least":0,"readyNodes":["a"],"unusable":[]}`},
+		{"round started", &musterv1.JobEvent{JobId: "j-1", Event: &musterv1.JobEvent_RoundStarted{RoundStarted: &musterv1.RoundStarted{
+			Round: 1, RoundId: "r-1", Nodes: []string{"a", "c"}, Nproc: 2, WorldSize: 4, MasterAddr: "10.0.0.1", MasterPort: 29500,
+			UniqueIdSha256: "ab", RestartCount: 1}}},
+			`{"type":"round_started","time":"2026-01-02T03:04:05.123456Z","job":"j-1","round":1,"roundId":"r-1","nodes":["a","c"],"nprocPerNode":2,"worldSize":4,"masterAddr":"10.0.0.1","masterPort":29500,"uniqueIdSha256":"ab","restartCount":1}`},
+		{"worker started", &musterv1.JobEvent{JobId: "j-1", Event: &musterv1.JobEvent_Started{Started: &musterv1.WorkerStarted{Rank: 3, LocalRank: 1, Node: "b", Pid: 42}}},
+			`{"type":"worker_started","time":"2026-01-02T03:04:05.123456Z","job":"j-1","rank":3,"localRank":1,"node":"b","pid":42}`},
+		{"worker exited with a code", &musterv1.JobEvent{JobId: "j-1", Event: &musterv1.JobEvent_Exited{Exited: &musterv1.WorkerExited{Rank: 3, Node: "b", ExitCode: 0}}},
+			`{"type":"worker_exited","time":"2026-01-02T03:04:05.123456Z","job":"j-1","rank":3,"localRank":0,"node":"b","exitCode":0,"signal":0,"signalName":"","stopped":false,"error":""}`},
+		{"worker killed", &musterv1.JobEvent{JobId: "j-1", Event: &musterv1.JobEvent_Exited{Exited: &musterv1.WorkerExited{Rank: 0, Node: "a", Signal: 9, Stopped: true}}},
+			`{"type":"worker_exited","time":"2026-01-02T03:04:05.123456Z","job":"j-1","rank":0,"localRank":0,"node":"a","exitCode":null,"signal":9,"signalName":"SIGKILL","stopped":true,"error":""}`},
+		{"node lost", &musterv1.JobEvent{JobId: "j-1", Event: &musterv1.JobEvent_NodeLost{NodeLost: &musterv1.NodeLoss{Node: "b",
+			Signal: musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD, Observer: "a", SilentMs: 1200, ConfirmedBy: []string{"c"},
+			WorkersGoneByUnixMs: 1_700_000_000_000}}},
+			`{"type":"node_lost","time":"2026-01-02T03:04:05.123456Z","job":"j-1","node":"b","signal":"gossip_dead","cause":"no gossip ack for 1.2 s","observer":"a","silentMs":1200,"confirmedBy":["c"],"workersGoneBy":"2023-11-14T22:13:20.000000Z"}`},
+		{"restart", &musterv1.JobEvent{JobId: "j-1", Event: &musterv1.JobEvent_Restarting{Restarting: &musterv1.RoundRestarting{
+			Round: 0, Reason: "node b lost", RestartCount: 1, MaxRestarts: 2, Counted: true}}},
+			`{"type":"restart","time":"2026-01-02T03:04:05.123456Z","job":"j-1","round":0,"reason":"node b lost","restartCount":1,"maxRestarts":2,"counted":true}`},
+		{"ended", &musterv1.JobEvent{JobId: "j-1", Event: &musterv1.JobEvent_Finished{Finished: &musterv1.JobFinished{
+			State: musterv1.JobState_JOB_STATE_FAILED, ExitCode: 3, Summary: "rank 1 exited with code 3",
+			Failure: &musterv1.WorkerExited{Rank: 1, Node: "a", ExitCode: 3}}}},
+			`{"type":"ended","time":"2026-01-02T03:04:05.123456Z","job":"j-1","state":"failed","exitCode":3,"summary":"rank 1 exited with code 3","failedRank":1,"failedNode":"a"}`},
+		{"succeeded", &musterv1.JobEvent{JobId: "j-1", Event: &musterv1.JobEvent_Finished{Finished: &musterv1.JobFinished{State: musterv1.JobState_JOB_STATE_SUCCEEDED}}},
+			`{"type":"ended","time":"2026-01-02T03:04:05.123456Z","job":"j-1","state":"succeeded","exitCode":0,"summary":"","failedRank":null,"failedNode":""}`},
+		{"output is not written", &musterv1.JobEvent{JobId: "j-1", Event: &musterv1.JobEvent_Output{Output: &musterv1.Output{Data: []byte("x\n")}}}, ""},
+		{"state is not written", &musterv1.JobEvent{JobId: "j-1", Event: &musterv1.JobEvent_State{State: musterv1.JobState_JOB_STATE_RUNNING}}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			line := Line(tt.ev, now)
+			if tt.want == "" {
+				if line != nil {
+					t.Fatalf("a line for %v: %v", tt.ev, line)
+				}
+				return
+			}
+			b, err := json.Marshal(line)
+			if err != nil || string(b) != tt.want {
+				t.Fatalf("\n%s, %v\nwant\n%s", b, err, tt.want)
+			}
+		})
+	}
+}
+
+// Two writers append to one file (two launchers' jobs): every line is
+// whole, and each writer's lines are in its order.
+func TestWriterAppends(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(name, []byte(`{"type":"earlier"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const n = 500
+	var wg sync.WaitGroup
+	for _, job := range []string{"j-a", "j-b"} {
+		w, err := Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.Submitted(job, &musterv1.JobSpec{Argv: [][]byte{[]byte("true")}, Nnodes: 1})
+			for i := range n {
+				w.Event(&musterv1.JobEvent{JobId: job, Event: &musterv1.JobEvent_Started{Started: &musterv1.WorkerStarted{Rank: int32(i)}}})
+			}
+			if err := w.Err(); err != nil {
+				t.Error(err)
+			}
+			w.Close()
+		}()
+	}
+	wg.Wait()
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	next := map[string]int{}
+	count := map[string]int{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var h struct {
+			Header
+			Rank int `json:"rank"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &h); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		count[h.Type]++
+		if h.Type == TypeWorkerStarted {
+			if h.Rank != next[h.Job] {
+				t.Fatalf("job %s: rank %d after %d", h.Job, h.Rank, next[h.Job]-1)
+			}
+			next[h.Job]++
+		}
+		if h.Type != "earlier" && !strings.HasSuffix(h.Time, "Z") {
+			t.Fatalf("time %q", h.Time)
+		}
+	}
+	if count["earlier"] != 1 || count[TypeSubmitted] != 2 || count[TypeWorkerStarted] != 2*n {
+		t.Fatalf("lines by type %v", count)
+	}
+}
+
+func TestOpenNamesTheFlag(t *testing.T) {
+	_, err := Open(filepath.Join(t.TempDir(), "no", "such", "dir", "f"))
+	if err == nil || !strings.HasPrefix(err.Error(), "--events: ") {
+		t.Fatalf("%v", err)
+	}
+}
