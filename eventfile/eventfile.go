@@ -108,13 +108,14 @@ type WorkerExited struct {
 type NodeLost struct {
 	Header
 	Node string `json:"node"`
-	// Signal is what told: gossip_dead, agent_gone, session_expired, ...;
-	// Cause says it in words.
-	Signal   string   `json:"signal"`
-	Cause    string   `json:"cause"`
-	Observer string   `json:"observer"` // the node whose agent saw it; "" for the store
-	SilentMs int64    `json:"silentMs"`
-	Confirm  []string `json:"confirmedBy"`
+	// DetectedBy is what told of the loss: gossip_dead, agent_gone,
+	// session_expired, ... (named apart from a worker's signal); Cause says
+	// it in words.
+	DetectedBy string   `json:"detectedBy"`
+	Cause      string   `json:"cause"`
+	Observer   string   `json:"observer"` // the node whose agent saw it; "" for the store
+	SilentMs   int64    `json:"silentMs"`
+	Confirm    []string `json:"confirmedBy"`
 	// WorkersGoneBy is when its workers are certainly gone; null when not in doubt.
 	WorkersGoneBy *string `json:"workersGoneBy"`
 }
@@ -242,7 +243,7 @@ func Line(ev *musterv1.JobEvent, now func() time.Time) any {
 		return out
 	case *musterv1.JobEvent_NodeLost:
 		l := e.NodeLost
-		out := NodeLost{Header: h(TypeNodeLost), Node: l.GetNode(), Signal: SignalName(l.GetSignal()), Cause: failure.Cause(l),
+		out := NodeLost{Header: h(TypeNodeLost), Node: l.GetNode(), DetectedBy: SignalName(l.GetSignal()), Cause: failure.Cause(l),
 			Observer: l.GetObserver(), SilentMs: l.GetSilentMs(), Confirm: nonNil(l.GetConfirmedBy())}
 		if ms := l.GetWorkersGoneByUnixMs(); ms > 0 {
 			t := time.UnixMilli(ms).UTC().Format(TimeLayout)

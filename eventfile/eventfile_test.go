@@ -38,7 +38,7 @@ func TestLine(t *testing.T) {
 		{"node lost", &musterv1.JobEvent{JobId: "j-1", Event: &musterv1.JobEvent_NodeLost{NodeLost: &musterv1.NodeLoss{Node: "b",
 			Signal: musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD, Observer: "a", SilentMs: 1200, ConfirmedBy: []string{"c"},
 			WorkersGoneByUnixMs: 1_700_000_000_000}}},
-			`{"type":"node_lost","time":"2026-01-02T03:04:05.123456Z","job":"j-1","node":"b","signal":"gossip_dead","cause":"no gossip ack for 1.2 s","observer":"a","silentMs":1200,"confirmedBy":["c"],"workersGoneBy":"2023-11-14T22:13:20.000000Z"}`},
+			`{"type":"node_lost","time":"2026-01-02T03:04:05.123456Z","job":"j-1","node":"b","detectedBy":"gossip_dead","cause":"no gossip ack for 1.2 s","observer":"a","silentMs":1200,"confirmedBy":["c"],"workersGoneBy":"2023-11-14T22:13:20.000000Z"}`},
 		{"restart", &musterv1.JobEvent{JobId: "j-1", Event: &musterv1.JobEvent_Restarting{Restarting: &musterv1.RoundRestarting{
 			Round: 0, Reason: "node b lost", RestartCount: 1, MaxRestarts: 2, Counted: true}}},
 			`{"type":"restart","time":"2026-01-02T03:04:05.123456Z","job":"j-1","round":0,"reason":"node b lost","restartCount":1,"maxRestarts":2,"counted":true}`},
