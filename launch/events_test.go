@@ -43,7 +43,7 @@ func TestEventsFile(t *testing.T) {
 			const workers = 64
 			var stdout, stderr syncBuffer
 			code, err := Run(context.Background(), zaptest.NewLogger(t), tc.Client, Options{
-				Spec: &musterv1.JobSpec{Argv: [][]byte{[]byte("true")}, Nnodes: 1, Nproc: workers, KillTimeoutMs: 1000},
+				Spec:   &musterv1.JobSpec{Argv: [][]byte{[]byte("true")}, Nnodes: 1, Nproc: workers, KillTimeoutMs: 1000},
 				Stdout: &stdout, Stderr: &stderr, Events: events,
 			})
 			if err != nil || code != tt.code || !strings.HasSuffix(stderr.String(), tt.stderr) {
