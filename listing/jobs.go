@@ -36,9 +36,9 @@ type Job struct {
 	NNodes       int32    `json:"nnodes" yaml:"nnodes"`
 	NProcPerNode int32    `json:"nprocPerNode" yaml:"nprocPerNode"`
 	GPUsPerNode  int32    `json:"gpusPerNode" yaml:"gpusPerNode"`
-	// Round is its current round's number, 0 for the first; Restarts
-	// counts the restarts it used, of MaxRestarts.
-	Round       int32 `json:"round" yaml:"round"`
+	// Rounds counts the rounds it began; Restarts those begun after a
+	// failure or a lost node, of MaxRestarts.
+	Rounds      int32 `json:"rounds" yaml:"rounds"`
 	Restarts    int32 `json:"restarts" yaml:"restarts"`
 	MaxRestarts int32 `json:"maxRestarts" yaml:"maxRestarts"`
 	// Times in RFC 3339, UTC; null until reached (or unknown to a store
@@ -62,7 +62,7 @@ func JobOf(j *musterv1.JobStatus) Job {
 	spec := j.GetSpec()
 	out := Job{APIVersion: APIVersion, Kind: "Job", ID: j.GetJobId(), Name: spec.GetName(), State: StateName(j.GetState()),
 		Command: []string{}, Nodes: append([]string{}, j.GetNodes()...), NNodes: spec.GetNnodes(),
-		NProcPerNode: spec.GetNproc(), GPUsPerNode: spec.GetGpus(), Round: j.GetRound(), Restarts: j.GetRestarts(),
+		NProcPerNode: spec.GetNproc(), GPUsPerNode: spec.GetGpus(), Rounds: j.GetRounds(), Restarts: j.GetRestarts(),
 		MaxRestarts: spec.GetMaxRestarts(), SubmitTime: Time(j.GetSubmittedUnixMs()), StartTime: Time(j.GetStartedUnixMs()),
 		EndTime: Time(j.GetEndedUnixMs())}
 	if Ended(j.GetState()) {
@@ -127,7 +127,7 @@ func (t *JobTable) writeHeader() {
 	}
 	t.header = true
 	if t.wide {
-		fmt.Fprintln(t.tw, "JOB\tNAME\tSTATE\tEXIT\tUSER\tNODES\tROUND\tRESTARTS\tSUBMITTED\tSTARTED\tENDED\tCOMMAND")
+		fmt.Fprintln(t.tw, "JOB\tNAME\tSTATE\tEXIT\tUSER\tNODES\tROUNDS\tRESTARTS\tSUBMITTED\tSTARTED\tENDED\tCOMMAND")
 	} else {
 		fmt.Fprintln(t.tw, "JOB\tSTATE\tEXIT\tUSER\tNODES\tCOMMAND")
 	}
@@ -160,7 +160,7 @@ func (t *JobTable) Row(j Job) {
 		return *s
 	}
 	fmt.Fprintf(t.tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", j.ID, orDash(j.Name), j.State, exit, user,
-		orDash(strings.Join(j.Nodes, ",")), j.Round, restarts, cell(j.SubmitTime), cell(j.StartTime), cell(j.EndTime), command)
+		orDash(strings.Join(j.Nodes, ",")), j.Rounds, restarts, cell(j.SubmitTime), cell(j.StartTime), cell(j.EndTime), command)
 }
 
 // Flush writes the rows so far.

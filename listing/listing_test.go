@@ -157,10 +157,10 @@ c     10.0.0.3  -     alive,not-registered  0     0     -     -     -     -     
 
 func testJobs() []*musterv1.JobStatus {
 	return []*musterv1.JobStatus{
-		{JobId: "j-1", State: musterv1.JobState_JOB_STATE_RUNNING, Nodes: []string{"a", "b"}, Round: 1, Restarts: 1,
+		{JobId: "j-1", State: musterv1.JobState_JOB_STATE_RUNNING, Nodes: []string{"a", "b"}, Rounds: 2, Restarts: 1,
 			Spec:            &musterv1.JobSpec{Argv: [][]byte{[]byte("python"), []byte("train.py")}, Nnodes: 2, Nproc: 4, Gpus: 4, MaxRestarts: 3, Name: "train"},
 			SubmittedUnixMs: 1_700_000_000_123, StartedUnixMs: 1_700_000_001_000},
-		{JobId: "j-2", State: musterv1.JobState_JOB_STATE_FAILED, ExitCode: 3, Owner: &musterv1.Identity{Uid: 1000, User: "ann"},
+		{JobId: "j-2", State: musterv1.JobState_JOB_STATE_FAILED, ExitCode: 3, Owner: &musterv1.Identity{Uid: 1000, User: "ann"}, Rounds: 1,
 			Spec: &musterv1.JobSpec{Argv: [][]byte{[]byte("false")}, Nnodes: 1}, SubmittedUnixMs: 1_700_000_000_000,
 			StartedUnixMs: 1_700_000_000_500, EndedUnixMs: 1_700_000_002_000},
 	}
@@ -181,7 +181,7 @@ func TestJobsSerialized(t *testing.T) {
 			for i, want := range []map[string]string{
 				{"kind": "Job", "id": "j-1", "name": "train", "state": "running", "exitCode": "<nil>", "user": "", "uid": "<nil>",
 					"command": "[python train.py]", "nodes": "[a b]", "nnodes": "2", "nprocPerNode": "4", "gpusPerNode": "4",
-					"round": "1", "restarts": "1", "maxRestarts": "3", "submitTime": "2023-11-14T22:13:20.123Z",
+					"rounds": "2", "restarts": "1", "maxRestarts": "3", "submitTime": "2023-11-14T22:13:20.123Z",
 					"startTime": "2023-11-14T22:13:21.000Z", "endTime": "<nil>"},
 				{"id": "j-2", "state": "failed", "exitCode": "3", "user": "ann", "uid": "1000", "nodes": "[]",
 					"endTime": "2023-11-14T22:13:22.000Z"},
@@ -206,9 +206,9 @@ func TestJobsTable(t *testing.T) {
 j-1  running  -     (operator)  a,b    python train.py
 j-2  failed   3     ann                false
 `},
-		{Wide, `JOB  NAME   STATE    EXIT  USER        NODES  ROUND  RESTARTS  SUBMITTED                 STARTED                   ENDED                     COMMAND
-j-1  train  running  -     (operator)  a,b    1      1/3       2023-11-14T22:13:20.123Z  2023-11-14T22:13:21.000Z  -                         python train.py
-j-2  -      failed   3     ann         -      0      0         2023-11-14T22:13:20.000Z  2023-11-14T22:13:20.500Z  2023-11-14T22:13:22.000Z  false
+		{Wide, `JOB  NAME   STATE    EXIT  USER        NODES  ROUNDS  RESTARTS  SUBMITTED                 STARTED                   ENDED                     COMMAND
+j-1  train  running  -     (operator)  a,b    2       1/3       2023-11-14T22:13:20.123Z  2023-11-14T22:13:21.000Z  -                         python train.py
+j-2  -      failed   3     ann         -      1       0         2023-11-14T22:13:20.000Z  2023-11-14T22:13:20.500Z  2023-11-14T22:13:22.000Z  false
 `},
 	} {
 		var b bytes.Buffer

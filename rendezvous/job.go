@@ -33,8 +33,8 @@ type job struct {
 	// storeNode serves the job's TCPStore: its last node rank 0 that was
 	// asked to, until told to release it.
 	storeNode *node
-	// When the store took the job, its first round started its workers,
-	// and it ended; zero until then.
+	// When it was submitted, its workers first started and it ended (zero
+	// for what the store did not see).
 	submitted, started, ended time.Time
 }
 
@@ -71,7 +71,7 @@ func (s *Store) Submit(spec *musterv1.JobSpec, owner *musterv1.Identity) (string
 		place:     place,
 		events:    newEventLog(s.cfg.EventCount, s.cfg.EventBytes),
 		owner:     owner,
-		submitted: time.Now(),
+		submitted: s.now(),
 	}
 	j.token = security.NewJobToken(j.id)
 	if spec.GetStdinAll() || spec.StdinRank != nil {
@@ -342,8 +342,8 @@ func (s *Store) finishLocked(j *job) {
 	fin := &musterv1.JobFinished{Failure: j.outcome.failure, Summary: j.outcome.reason,
 		State: j.outcome.state(), ExitCode: j.outcome.exitCode()}
 	s.endRoundLocked(j)
-	j.ended = time.Now()
 	s.setJobStateLocked(j, fin.State)
+	j.ended = s.now()
 	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_Finished{Finished: fin}})
 	j.events.close()
 	if j.attached == 0 {

@@ -24,7 +24,7 @@ func (s *Store) Jobs() []*musterv1.JobStatus {
 		j := s.jobs[id]
 		st := &musterv1.JobStatus{JobId: j.id, Spec: j.spec, State: j.state, Owner: j.owner, ExitCode: j.outcome.exitCode(),
 			SubmittedUnixMs: unixMs(j.submitted), StartedUnixMs: unixMs(j.started), EndedUnixMs: unixMs(j.ended),
-			Restarts: j.restarts, Round: j.round.number}
+			Rounds: j.round.number + 1, Restarts: j.restarts}
 		for _, n := range j.round.nodes {
 			st.Nodes = append(st.Nodes, n.info.GetName())
 		}

@@ -63,7 +63,7 @@ func TestLifecycleEvents(t *testing.T) {
 		t.Fatalf("jobs %v, %v", resp, err)
 	}
 	j := resp.Jobs[0]
-	if j.SubmittedUnixMs == 0 || j.StartedUnixMs < j.SubmittedUnixMs || j.EndedUnixMs < j.StartedUnixMs || j.Round != 1 || j.Restarts != 1 {
-		t.Fatalf("job %v: want submitted <= started <= ended, round 1, 1 restart", j)
+	if j.SubmittedUnixMs == 0 || j.StartedUnixMs < j.SubmittedUnixMs || j.EndedUnixMs < j.StartedUnixMs || j.Rounds != 2 || j.Restarts != 1 {
+		t.Fatalf("job %v: want submitted <= started <= ended, 2 rounds, 1 restart", j)
 	}
 }

@@ -522,7 +522,7 @@ func (s *Store) PortsReserved(session, roundID string, ports []int32, errText st
 	commID := net.JoinHostPort(master, strconv.Itoa(int(ports[1])))
 	s.setRoundStateLocked(j, roundRunning)
 	if j.started.IsZero() {
-		j.started = time.Now()
+		j.started = s.now()
 	}
 	idHash := sha256.Sum256(id[:])
 	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_RoundStarted{RoundStarted: &musterv1.RoundStarted{

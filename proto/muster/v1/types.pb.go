@@ -3784,16 +3784,15 @@ type JobStatus struct {
 	Nodes    []string               `protobuf:"bytes,5,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	// owner is who submitted the job; unset for the cluster operator's jobs.
 	Owner *Identity `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`
-	// submitted_unix_ms is when the store took the job; started_unix_ms when
-	// its first round started its workers, ended_unix_ms when it ended (0:
-	// not yet).
+	// When the job was submitted, its first round started its workers, and
+	// it ended, in Unix milliseconds; 0 for what has not happened.
 	SubmittedUnixMs int64 `protobuf:"varint,223,opt,name=submitted_unix_ms,json=submittedUnixMs,proto3" json:"submitted_unix_ms,omitempty"`
 	StartedUnixMs   int64 `protobuf:"varint,224,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
 	EndedUnixMs     int64 `protobuf:"varint,225,opt,name=ended_unix_ms,json=endedUnixMs,proto3" json:"ended_unix_ms,omitempty"`
-	// restarts counts the job's counted restarts; round is its current
-	// round's number.
+	// rounds counts the rounds the job began; restarts those begun after a
+	// failure or a lost node.
+	Rounds        int32 `protobuf:"varint,227,opt,name=rounds,proto3" json:"rounds,omitempty"`
 	Restarts      int32 `protobuf:"varint,226,opt,name=restarts,proto3" json:"restarts,omitempty"`
-	Round         int32 `protobuf:"varint,227,opt,name=round,proto3" json:"round,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3891,16 +3890,16 @@ func (x *JobStatus) GetEndedUnixMs() int64 {
 	return 0
 }
 
-func (x *JobStatus) GetRestarts() int32 {
+func (x *JobStatus) GetRounds() int32 {
 	if x != nil {
-		return x.Restarts
+		return x.Rounds
 	}
 	return 0
 }
 
-func (x *JobStatus) GetRound() int32 {
+func (x *JobStatus) GetRestarts() int32 {
 	if x != nil {
-		return x.Round
+		return x.Restarts
 	}
 	return 0
 }
@@ -4756,7 +4755,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\aleaving\x18\x06 \x01(\bR\aleaving\"@\n" +
 	"\x11ListNodesResponse\x12+\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x15.muster.v1.NodeStatusR\x05nodes\"\x11\n" +
-	"\x0fListJobsRequest\"\x82\x03\n" +
+	"\x0fListJobsRequest\"\x84\x03\n" +
 	"\tJobStatus\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12&\n" +
 	"\x04spec\x18\x02 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\x12)\n" +
@@ -4766,9 +4765,9 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x05owner\x18\x06 \x01(\v2\x13.muster.v1.IdentityR\x05owner\x12+\n" +
 	"\x11submitted_unix_ms\x18\xdf\x01 \x01(\x03R\x0fsubmittedUnixMs\x12'\n" +
 	"\x0fstarted_unix_ms\x18\xe0\x01 \x01(\x03R\rstartedUnixMs\x12#\n" +
-	"\rended_unix_ms\x18\xe1\x01 \x01(\x03R\vendedUnixMs\x12\x1b\n" +
-	"\brestarts\x18\xe2\x01 \x01(\x05R\brestarts\x12\x15\n" +
-	"\x05round\x18\xe3\x01 \x01(\x05R\x05round\"\x12\n" +
+	"\rended_unix_ms\x18\xe1\x01 \x01(\x03R\vendedUnixMs\x12\x17\n" +
+	"\x06rounds\x18\xe3\x01 \x01(\x05R\x06rounds\x12\x1b\n" +
+	"\brestarts\x18\xe2\x01 \x01(\x05R\brestarts\"\x12\n" +
 	"\x10WatchJobsRequest\"<\n" +
 	"\x10ListJobsResponse\x12(\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x14.muster.v1.JobStatusR\x04jobs\"7\n" +
