@@ -336,3 +336,60 @@ func TestNetnsEventsNodeLostAndRestart(t *testing.T) {
 		t.Errorf("%d ranks stopped on a, %d exited with 0, ended %+v; want 2, 4, succeeded", stopped, zero, end)
 	}
 }
+
+// doctor, hostfile and hostlist in JSON and YAML, from the real binary.
+func TestLocalCommandsMachineReadable(t *testing.T) {
+	t.Parallel()
+	parse := func(t *testing.T, format, out string) map[string]any {
+		t.Helper()
+		var v map[string]any
+		var err error
+		if format == "json" {
+			err = json.Unmarshal([]byte(out), &v)
+		} else {
+			err = yaml.Unmarshal([]byte(out), &v)
+		}
+		if err != nil || v["apiVersion"] != "muster/v1" {
+			t.Fatalf("-o %s: %v:\n%s", format, err, out)
+		}
+		return v
+	}
+	for _, format := range []string{"json", "yaml"} {
+		r := runLauncher(t, "doctor", "-o", format, "--master", "127.0.0.1", "--nccl-version", "2.20.5")
+		d := parse(t, format, r.stdout)
+		if r.code != 0 || d["kind"] != "Doctor" || d["master"] != "127.0.0.1" || d["ncclVersion"] != "2.20.5" ||
+			d["ncclVersionFrom"] != "flag" || len(d["detected"].([]any)) != 3 || len(d["reasons"].([]any)) == 0 {
+			t.Errorf("doctor -o %s: exit %d, %v", format, r.code, d)
+		}
+
+		r = runLauncher(t, "hostfile", "-H", "a:2,b:4", "-o", format)
+		h := parse(t, format, r.stdout)
+		items, _ := h["items"].([]any)
+		if r.code != 0 || h["kind"] != "HostList" || len(items) != 2 || items[1].(map[string]any)["name"] != "b" ||
+			fmt.Sprint(items[1].(map[string]any)["slots"]) != "4" {
+			t.Errorf("hostfile -o %s: exit %d, %v", format, r.code, h)
+		}
+
+		r = runLauncher(t, "hostlist", "expand", "-o", format, "n[01-64]")
+		h = parse(t, format, r.stdout)
+		items, _ = h["items"].([]any)
+		if r.code != 0 || len(items) != 64 || items[63].(map[string]any)["name"] != "n64" {
+			t.Errorf("hostlist expand -o %s: exit %d, %d items", format, r.code, len(items))
+		}
+
+		r = runLauncher(t, "hostlist", "compress", "-o", format, "n1", "n2,n3", "n[4-5]")
+		h = parse(t, format, r.stdout)
+		if r.code != 0 || h["kind"] != "Hostlist" || h["hostlist"] != "n[1-5]" || fmt.Sprint(h["count"]) != "5" {
+			t.Errorf("hostlist compress -o %s: exit %d, %v", format, r.code, h)
+		}
+	}
+	// Without -o, hostfile prints the hostfile itself; a bad -o names the flag.
+	if r := runLauncher(t, "hostfile", "-H", "a:2,b:4"); r.stdout != "a slots=2\nb slots=4\n" {
+		t.Errorf("hostfile: %q", r.stdout)
+	}
+	for _, args := range [][]string{{"doctor", "-o", "xml"}, {"hostfile", "-H", "a", "-o", "xml"}, {"hostlist", "expand", "-o", "xml", "n1"}} {
+		if r := runLauncher(t, args...); r.code != 2 || !strings.Contains(r.stderr, `-o/--output: unknown format "xml" (want table, wide, json or yaml)`) {
+			t.Errorf("%v: exit %d, stderr %q", args, r.code, r.stderr)
+		}
+	}
+}
