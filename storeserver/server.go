@@ -22,7 +22,6 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
-
 	"google.golang.org/protobuf/proto"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
