@@ -26,7 +26,7 @@ type eventLine struct {
 	UniqueIDSHA256                 string `json:"uniqueIdSha256"`
 	Rank                           int
 	Node, DetectedBy, Cause, State string
-	Reason                         string
+	Reason, Summary                string
 	ExitCode                       *int
 	Stopped, Counted               bool
 	Wanted, Ready, RestartCount    int
@@ -245,6 +245,25 @@ func TestNetnsListingAndEvents(t *testing.T) {
 		if seen[id] < 2 || last[id].State != map[string]string{ok: "succeeded", failed: "failed"}[id] {
 			t.Errorf("watch: job %s seen %d times, last %+v", id, seen[id], last[id])
 		}
+	}
+
+	// A job that waits in vain for a fourth node: one waiting line with the
+	// counts (progress is written when it changes), then its end.
+	waiting := filepath.Join(t.TempDir(), "waiting.jsonl")
+	if r := nw.run("run", "--events", waiting, "-n", "4", "--wait-timeout", "1s", "--", "true"); r.code != 1 {
+		t.Fatalf("a job on 4 of 3 nodes: exit %d:\n%s", r.code, r.stderr)
+	}
+	evs = readEvents(t, waiting)
+	job := evs[0].Job
+	if got, want := countTypes(evs, job), map[string]int{"submitted": 1, "waiting": 1, "ended": 1}; !mapsEqual(got, want) {
+		t.Fatalf("lines by type %v, want %v", got, want)
+	}
+	w := ofType(evs, job, "waiting")[0]
+	if w.Wanted != 4 || w.Ready != 3 || !slices.Equal(w.ReadyNodes, []string{"a", "b", "c"}) {
+		t.Errorf("waiting %+v, want 3 of 4 ready: a, b, c", w)
+	}
+	if end := ofType(evs, job, "ended")[0]; end.State != "failed" || *end.ExitCode != 1 || !strings.Contains(end.Summary, "waited 1s for nodes") {
+		t.Errorf("ended %+v", end)
 	}
 }
 
