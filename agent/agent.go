@@ -24,6 +24,7 @@ import (
 	"github.com/musterhq/muster/gpu"
 	"github.com/musterhq/muster/kv"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/ranklog"
 	"github.com/musterhq/muster/security"
 	"github.com/musterhq/muster/storeclient"
 	"github.com/musterhq/muster/supervise"
@@ -59,6 +60,9 @@ type Config struct {
 	// Spare, when set, is a shim started ahead for the first job's workers;
 	// the agent owns it, and ends it if no job takes it.
 	Spare *supervise.Spare
+	// RankLogs is where and how much of its jobs' ranks' output the agent
+	// keeps, for `launcher logs`; with no Dir it keeps none.
+	RankLogs ranklog.Config
 }
 
 // Agent is a running node daemon.
@@ -67,6 +71,8 @@ type Agent struct {
 	log    *zap.Logger
 	client *storeclient.Client
 	node   *musterv1.Node
+	// rankLogs keeps the jobs' ranks' output; nil when none is kept.
+	rankLogs *ranklog.Store
 	key    string // the node key: proves a registration is this agent's
 
 	ctx    context.Context // ends when the agent has closed
@@ -156,6 +162,12 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 	if err := prepareTempDir(cfg.TempDir); err != nil {
 		return nil, err
 	}
+	var kept *ranklog.Store
+	if cfg.RankLogs.Dir != "" {
+		if kept, err = ranklog.Open(cfg.Logger, cfg.RankLogs); err != nil {
+			return nil, err
+		}
+	}
 	c, err := storeclient.DialAgent(cfg.StoreAddr, cfg.Security)
 	if err != nil {
 		return nil, err
@@ -167,7 +179,7 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 	}
 	actx, cancel := context.WithCancel(context.Background())
 	a = &Agent{
-		cfg: cfg, log: cfg.Logger, client: c, node: node, storeAddr: cfg.StoreAddr, key: newNodeKey(), ctx: actx, cancel: cancel, spare: cfg.Spare,
+		cfg: cfg, log: cfg.Logger, client: c, node: node, rankLogs: kept, storeAddr: cfg.StoreAddr, key: newNodeKey(), ctx: actx, cancel: cancel, spare: cfg.Spare,
 		jobs:        map[string]*jobRun{},
 		ports:       map[string][]net.Listener{},
 		torchStores: map[string]*torchStore{},
@@ -219,6 +231,13 @@ func (a *Agent) serve(watch musterv1.Agents_WatchClient) error {
 			a.queue(c.ReleaseStore.GetJobId(), func() { a.releaseTorchStore(c.ReleaseStore.GetJobId()) })
 		case *musterv1.AgentCommand_ProbePeer:
 			go a.probePeer(c.ProbePeer)
+		case *musterv1.AgentCommand_SendLogs:
+			// After the job's start, if it was sent before: a follow then
+			// finds the job's ranks here.
+			a.queue(c.SendLogs.GetJobId(), func() {
+				a.cmds.Add(1)
+				go func() { defer a.cmds.Done(); a.sendLogs(c.SendLogs) }()
+			})
 		}
 	}
 }

@@ -33,6 +33,9 @@ type job struct {
 	// storeNode serves the job's TCPStore: its last node rank 0 that was
 	// asked to, until told to release it.
 	storeNode *node
+	// ranOn names the nodes of every round formed, which keep their
+	// ranks' output (logs.go).
+	ranOn []string
 }
 
 func (j *job) finished() bool {
