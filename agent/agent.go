@@ -11,8 +11,10 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -63,6 +65,14 @@ type Config struct {
 	// RankLogs is where and how much of its jobs' ranks' output the agent
 	// keeps, for `launcher logs`; with no Dir it keeps none.
 	RankLogs ranklog.Config
+}
+
+// nodeDirName is a node's name as one path element.
+func nodeDirName(name string) string {
+	if name == "" || name == "." || name == ".." {
+		return "_" + name
+	}
+	return strings.NewReplacer("/", "_", "\x00", "_").Replace(name)
 }
 
 // Agent is a running node daemon.
@@ -164,7 +174,10 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 	}
 	var kept *ranklog.Store
 	if cfg.RankLogs.Dir != "" {
-		if kept, err = ranklog.Open(cfg.Logger, cfg.RankLogs); err != nil {
+		// A directory per node: agents sharing a machine keep theirs apart.
+		kc := cfg.RankLogs
+		kc.Dir = filepath.Join(kc.Dir, nodeDirName(cfg.Name))
+		if kept, err = ranklog.Open(cfg.Logger, kc); err != nil {
 			return nil, err
 		}
 	}
