@@ -68,7 +68,7 @@ func runCommand() *cli.Command {
 				cmdline.Flag(f.stdin, "stdin", nil, "which rank reads the launcher's stdin: a `RANK`, all (a copy each) or none; the others get /dev/null"),
 				&cli.BoolFlag{Name: "tag-output", Value: true, Usage: "prefix each output line with [rank] (--no-tag-output turns it off)"},
 				&cli.BoolFlag{Name: "no-tag-output", Usage: "print output lines as they are"},
-				&cli.StringFlag{Name: "log-dir", Usage: "write each rank's output to `DIR`/JOB-ID/rank-N.log (each job a directory of its own)"},
+				&cli.StringFlag{Name: "log-dir", Usage: "write each rank's stdout to `DIR`/JOB-ID/rank-N.log and its stderr to rank-N.err.log (each job a directory of its own)"},
 				&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log what the store and agent do"},
 			),
 			cmdline.InCategory(catFailures,
