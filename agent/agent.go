@@ -83,7 +83,7 @@ type Agent struct {
 	node   *musterv1.Node
 	// rankLogs keeps the jobs' ranks' output; nil when none is kept.
 	rankLogs *ranklog.Store
-	key    string // the node key: proves a registration is this agent's
+	key      string // the node key: proves a registration is this agent's
 
 	ctx    context.Context // ends when the agent has closed
 	cancel context.CancelFunc
