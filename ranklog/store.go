@@ -56,7 +56,10 @@ type Store struct {
 
 	mu    sync.Mutex
 	total int64 // bytes of every file
-	live  map[string]*liveJob
+	// full says the running jobs alone fill the bound: appends do not look
+	// for ended jobs to drop again until a job ends.
+	full bool
+	live map[string]*liveJob
 	now   func() time.Time
 }
 
@@ -260,10 +263,11 @@ func (w *Writer) append(stream int, data []byte, paused bool) {
 	n := int64(headerBytes + fixedBytes + len(data))
 	s := w.s
 	s.mu.Lock()
-	if s.total+n > s.cfg.MaxBytes {
+	if s.total+n > s.cfg.MaxBytes && !s.full {
 		s.pruneLocked(n)
 	}
 	fits := s.total+n <= s.cfg.MaxBytes
+	s.full = !fits
 	if fits {
 		s.total += n
 	}
@@ -314,6 +318,7 @@ func (w *Writer) Close() error {
 			delete(s.live, w.job)
 			close(lj.changed)
 			s.pruneLocked(0)
+			s.full = false
 		}
 	}
 	return err
