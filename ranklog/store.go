@@ -60,7 +60,7 @@ type Store struct {
 	// for ended jobs to drop again until a job ends.
 	full bool
 	live map[string]*liveJob
-	now   func() time.Time
+	now  func() time.Time
 }
 
 // liveJob is a job whose ranks may still write here.
