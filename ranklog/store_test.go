@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap"
 )
 
-func open(t *testing.T, cfg Config) *Store {
+func open(t testing.TB, cfg Config) *Store {
 	t.Helper()
 	if cfg.Dir == "" {
 		cfg.Dir = filepath.Join(t.TempDir(), "logs")
