@@ -82,8 +82,9 @@ type Agent struct {
 	client *storeclient.Client
 	node   *musterv1.Node
 	// rankLogs keeps the jobs' ranks' output; nil when none is kept.
-	rankLogs *ranklog.Store
-	key      string // the node key: proves a registration is this agent's
+	rankLogs    *ranklog.Store
+	rankLogsErr error  // why rankLogs is nil, when it was asked for
+	key         string // the node key: proves a registration is this agent's
 
 	ctx    context.Context // ends when the agent has closed
 	cancel context.CancelFunc
@@ -173,12 +174,15 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 		return nil, err
 	}
 	var kept *ranklog.Store
+	var keptErr error
 	if cfg.RankLogs.Dir != "" {
 		// A directory per node: agents sharing a machine keep theirs apart.
 		kc := cfg.RankLogs
 		kc.Dir = filepath.Join(kc.Dir, nodeDirName(cfg.Name))
-		if kept, err = ranklog.Open(cfg.Logger, kc); err != nil {
-			return nil, err
+		// Workers run without it: only `launcher logs` misses their output,
+		// and says why.
+		if kept, keptErr = ranklog.Open(cfg.Logger, kc); keptErr != nil {
+			cfg.Logger.Warn("keeping no rank output", zap.Error(keptErr))
 		}
 	}
 	c, err := storeclient.DialAgent(cfg.StoreAddr, cfg.Security)
@@ -192,7 +196,7 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 	}
 	actx, cancel := context.WithCancel(context.Background())
 	a = &Agent{
-		cfg: cfg, log: cfg.Logger, client: c, node: node, rankLogs: kept, storeAddr: cfg.StoreAddr, key: newNodeKey(), ctx: actx, cancel: cancel, spare: cfg.Spare,
+		cfg: cfg, log: cfg.Logger, client: c, node: node, rankLogs: kept, rankLogsErr: keptErr, storeAddr: cfg.StoreAddr, key: newNodeKey(), ctx: actx, cancel: cancel, spare: cfg.Spare,
 		jobs:        map[string]*jobRun{},
 		ports:       map[string][]net.Listener{},
 		torchStores: map[string]*torchStore{},

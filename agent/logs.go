@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"go.uber.org/zap"
 
@@ -49,7 +50,10 @@ func (a *Agent) sendLogs(cmd *musterv1.SendLogs) {
 // readKept sends the records cmd asks for, as the wire carries them.
 func (a *Agent) readKept(ctx context.Context, cmd *musterv1.SendLogs, send func([]*musterv1.LogRecord) error) error {
 	if a.rankLogs == nil {
-		return errors.New("keeps no output: its agent runs without kept output")
+		if a.rankLogsErr != nil {
+			return fmt.Errorf("keeps no output: %w", a.rankLogsErr)
+		}
+		return errors.New("keeps no output: its agent runs with --rank-logs none")
 	}
 	opt := ranklog.ReadOptions{Rank: -1, Tail: -1, Follow: cmd.GetFollow()}
 	if cmd.Rank != nil {
