@@ -76,6 +76,14 @@ func Open(log *zap.Logger, cfg Config) (*Store, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("rank logs: %w", err)
 	}
+	// Only this user's own directory: no one else may put a link there.
+	fi, err := os.Lstat(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("rank logs: %w", err)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() {
+		return nil, fmt.Errorf("rank logs: %s is not a directory of this agent's user", cfg.Dir)
+	}
 	if err := os.Chmod(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("rank logs: %w", err)
 	}
