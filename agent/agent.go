@@ -113,6 +113,7 @@ type Agent struct {
 	wg          sync.WaitGroup // jobs; Add under mu, never once closing
 	loops       sync.WaitGroup // the session loop, the lease's, and the clean-up
 	cmds        sync.WaitGroup // the command queues' goroutines; Add by the session loop only
+	logSends    sync.WaitGroup // answers to SendLogs; Add by the command queues only
 	// stepHook, when set, is called ahead of each step of a job's start:
 	// tests hold a start there.
 	stepHook func(job, step string)
@@ -251,9 +252,11 @@ func (a *Agent) serve(watch musterv1.Agents_WatchClient) error {
 		case *musterv1.AgentCommand_SendLogs:
 			// After the job's start, if it was sent before: a follow then
 			// finds the job's ranks here.
+			// Its answer runs apart: a long --follow holds up no other
+			// command, nor registering again.
 			a.queue(c.SendLogs.GetJobId(), func() {
-				a.cmds.Add(1)
-				go func() { defer a.cmds.Done(); a.sendLogs(c.SendLogs) }()
+				a.logSends.Add(1)
+				go func() { defer a.logSends.Done(); a.sendLogs(c.SendLogs) }()
 			})
 		}
 	}
@@ -411,7 +414,9 @@ func (a *Agent) Close(grace time.Duration) error {
 			err = errors.New("agent: workers or their events still pending after SIGKILL")
 		}
 		a.cancel()
-		if !waitFor(&a.loops, closeJoinTimeout) || !waitFor(&a.wg, closeJoinTimeout) {
+		// The loops end after the command queues, which alone start
+		// answers to SendLogs: none starts once they are waited for.
+		if !waitFor(&a.loops, closeJoinTimeout) || !waitFor(&a.wg, closeJoinTimeout) || !waitFor(&a.logSends, closeJoinTimeout) {
 			err = errors.Join(err, errors.New("agent: its goroutines did not end"))
 		}
 		a.mu.Lock()
