@@ -11,8 +11,10 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -24,6 +26,7 @@ import (
 	"github.com/musterhq/muster/gpu"
 	"github.com/musterhq/muster/kv"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/ranklog"
 	"github.com/musterhq/muster/security"
 	"github.com/musterhq/muster/storeclient"
 	"github.com/musterhq/muster/supervise"
@@ -59,6 +62,17 @@ type Config struct {
 	// Spare, when set, is a shim started ahead for the first job's workers;
 	// the agent owns it, and ends it if no job takes it.
 	Spare *supervise.Spare
+	// RankLogs is where and how much of its jobs' ranks' output the agent
+	// keeps, for `launcher logs`; with no Dir it keeps none.
+	RankLogs ranklog.Config
+}
+
+// nodeDirName is a node's name as one path element.
+func nodeDirName(name string) string {
+	if name == "" || name == "." || name == ".." {
+		return "_" + name
+	}
+	return strings.NewReplacer("/", "_", "\x00", "_").Replace(name)
 }
 
 // Agent is a running node daemon.
@@ -67,7 +81,10 @@ type Agent struct {
 	log    *zap.Logger
 	client *storeclient.Client
 	node   *musterv1.Node
-	key    string // the node key: proves a registration is this agent's
+	// rankLogs keeps the jobs' ranks' output; nil when none is kept.
+	rankLogs    *ranklog.Store
+	rankLogsErr error  // why rankLogs is nil, when it was asked for
+	key         string // the node key: proves a registration is this agent's
 
 	ctx    context.Context // ends when the agent has closed
 	cancel context.CancelFunc
@@ -96,6 +113,7 @@ type Agent struct {
 	wg          sync.WaitGroup // jobs; Add under mu, never once closing
 	loops       sync.WaitGroup // the session loop, the lease's, and the clean-up
 	cmds        sync.WaitGroup // the command queues' goroutines; Add by the session loop only
+	logSends    sync.WaitGroup // answers to SendLogs; Add by the command queues only
 	// stepHook, when set, is called ahead of each step of a job's start:
 	// tests hold a start there.
 	stepHook func(job, step string)
@@ -156,6 +174,18 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 	if err := prepareTempDir(cfg.TempDir); err != nil {
 		return nil, err
 	}
+	var kept *ranklog.Store
+	var keptErr error
+	if cfg.RankLogs.Dir != "" {
+		// A directory per node: agents sharing a machine keep theirs apart.
+		kc := cfg.RankLogs
+		kc.Dir = filepath.Join(kc.Dir, nodeDirName(cfg.Name))
+		// Workers run without it: only `launcher logs` misses their output,
+		// and says why.
+		if kept, keptErr = ranklog.Open(cfg.Logger, kc); keptErr != nil {
+			cfg.Logger.Warn("keeping no rank output", zap.Error(keptErr))
+		}
+	}
 	c, err := storeclient.DialAgent(cfg.StoreAddr, cfg.Security)
 	if err != nil {
 		return nil, err
@@ -167,7 +197,7 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 	}
 	actx, cancel := context.WithCancel(context.Background())
 	a = &Agent{
-		cfg: cfg, log: cfg.Logger, client: c, node: node, storeAddr: cfg.StoreAddr, key: newNodeKey(), ctx: actx, cancel: cancel, spare: cfg.Spare,
+		cfg: cfg, log: cfg.Logger, client: c, node: node, rankLogs: kept, rankLogsErr: keptErr, storeAddr: cfg.StoreAddr, key: newNodeKey(), ctx: actx, cancel: cancel, spare: cfg.Spare,
 		jobs:        map[string]*jobRun{},
 		ports:       map[string][]net.Listener{},
 		torchStores: map[string]*torchStore{},
@@ -219,6 +249,15 @@ func (a *Agent) serve(watch musterv1.Agents_WatchClient) error {
 			a.queue(c.ReleaseStore.GetJobId(), func() { a.releaseTorchStore(c.ReleaseStore.GetJobId()) })
 		case *musterv1.AgentCommand_ProbePeer:
 			go a.probePeer(c.ProbePeer)
+		case *musterv1.AgentCommand_SendLogs:
+			// After the job's start, if it was sent before: a follow then
+			// finds the job's ranks here.
+			// Its answer runs apart: a long --follow holds up no other
+			// command, nor registering again.
+			a.queue(c.SendLogs.GetJobId(), func() {
+				a.logSends.Add(1)
+				go func() { defer a.logSends.Done(); a.sendLogs(c.SendLogs) }()
+			})
 		}
 	}
 }
@@ -375,7 +414,9 @@ func (a *Agent) Close(grace time.Duration) error {
 			err = errors.New("agent: workers or their events still pending after SIGKILL")
 		}
 		a.cancel()
-		if !waitFor(&a.loops, closeJoinTimeout) || !waitFor(&a.wg, closeJoinTimeout) {
+		// The loops end after the command queues, which alone start
+		// answers to SendLogs: none starts once they are waited for.
+		if !waitFor(&a.loops, closeJoinTimeout) || !waitFor(&a.wg, closeJoinTimeout) || !waitFor(&a.logSends, closeJoinTimeout) {
 			err = errors.Join(err, errors.New("agent: its goroutines did not end"))
 		}
 		a.mu.Lock()

@@ -93,19 +93,15 @@ func TestLogDirAndHostfile(t *testing.T) {
 		t.Fatalf("job: %v %s", fin.State, fin.Summary)
 	}
 	for rank := 0; rank < 2; rank++ {
-		// Each job's logs have a directory of their own.
-		files, _ := filepath.Glob(filepath.Join(logDir, "j-*", fmt.Sprintf("rank-%d.log", rank)))
-		if len(files) != 1 {
-			t.Fatalf("rank %d: log files %v", rank, files)
-		}
-		b, err := os.ReadFile(files[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-		sort.Strings(lines)
-		if strings.Join(lines, "|") != "127.0.0.2 slots=2|to stderr" {
-			t.Errorf("rank %d log: %q", rank, b)
+		// Each job's logs have a directory of their own, a file per stream.
+		for name, want := range map[string]string{"rank-%d.log": "127.0.0.2 slots=2\n", "rank-%d.err.log": "to stderr\n"} {
+			files, _ := filepath.Glob(filepath.Join(logDir, "j-*", fmt.Sprintf(name, rank)))
+			if len(files) != 1 {
+				t.Fatalf("rank %d: log files %v", rank, files)
+			}
+			if b, err := os.ReadFile(files[0]); err != nil || string(b) != want {
+				t.Errorf("%s: %q (%v), want %q", files[0], b, err, want)
+			}
 		}
 	}
 	// The job's own files go with it, once its last worker was reported.

@@ -51,9 +51,9 @@ func (t *tail) get() []string {
 	return out
 }
 
-// logFile is one rank's file under --log-dir, shared by its two streams.
-// Each chunk is written at once, so the file is complete whatever happens
-// to the launcher.
+// logFile is one of a rank's files under --log-dir, one per stream. Each
+// chunk is written at once, so the file is complete whatever happens to the
+// launcher.
 type logFile struct {
 	mu  sync.Mutex
 	f   *os.File

@@ -96,7 +96,7 @@ func TestStartUndoneTwice(t *testing.T) {
 		t.Errorf("the round's port is still held: %v", err)
 	}
 	for _, w := range js.workers {
-		if w.log != nil {
+		if w.logs != [2]*logFile{} || w.kept != nil {
 			t.Errorf("rank %d's log file is open", w.plan.rank)
 		}
 		if _, err := js.spec.Workers[w.plan.localRank].Stdout.Write([]byte("x")); !errors.Is(err, os.ErrClosed) {

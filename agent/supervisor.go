@@ -15,6 +15,7 @@ import (
 
 	"github.com/musterhq/muster/failure"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/ranklog"
 	"github.com/musterhq/muster/supervise"
 )
 
@@ -63,7 +64,8 @@ func newSupervisor(log *zap.Logger, job, node string, killTimeout time.Duration,
 // worker is one running worker's plumbing.
 type worker struct {
 	plan    workerPlan
-	log     *logFile
+	logs    [2]*logFile     // --log-dir's files, by stream: stdout, stderr
+	kept    *ranklog.Writer // the node's kept output, for `launcher logs`
 	errTail tail
 	readers [2]*supervise.Reader
 	path    string
@@ -72,30 +74,51 @@ type worker struct {
 	pmi     *pmiConn // an MPI worker's PMI connection
 }
 
-// openLogs opens each worker's log file, when the job has a log directory.
+// openLogs opens each worker's kept output and, when the job has a log
+// directory, its two log files there: rank-N.log for its stdout and
+// rank-N.err.log for its stderr, so that each line keeps its stream and its
+// order in it (the order of lines of two pipes, one against the other, is
+// not known to anyone who reads them).
 func (js *jobStart) openLogs() error {
-	if js.files.logDir == "" {
-		return nil
-	}
 	for _, w := range js.workers {
-		lf, err := openLogFile(filepath.Join(js.files.logDir, fmt.Sprintf("rank-%d.log", w.plan.rank)), w.plan.spec.cred)
-		if err != nil {
-			return errors.New(validText(fmt.Sprintf("--log-dir: %v", err)))
+		if kept := js.a.rankLogs; kept != nil {
+			kw, err := kept.Rank(js.asg.GetJobId(), w.plan.rank)
+			if err != nil {
+				// The job runs anyway: only `launcher logs` misses it.
+				js.sup.log.Warn("rank output not kept", zap.String("job", js.sup.job), zap.Int("rank", w.plan.rank), zap.Error(err))
+			} else {
+				w.kept = kw
+			}
 		}
-		w.log = lf
+		if js.files.logDir == "" {
+			continue
+		}
+		for i, name := range [2]string{"rank-%d.log", "rank-%d.err.log"} {
+			lf, err := openLogFile(filepath.Join(js.files.logDir, fmt.Sprintf(name, w.plan.rank)), w.plan.spec.cred)
+			if err != nil {
+				return errors.New(validText(fmt.Sprintf("--log-dir: %v", err)))
+			}
+			w.logs[i] = lf
+		}
 	}
 	return nil
 }
 
-// closeLogs closes the workers' log files, once the job is over or will
-// not start.
+// closeLogs closes the workers' log files and kept output, once the job is
+// over or will not start.
 func (js *jobStart) closeLogs() {
 	for _, w := range js.workers {
-		if w.log != nil {
-			if err := w.log.Close(); err != nil {
-				js.sup.log.Warn("log file incomplete", zap.String("job", js.sup.job), zap.Int("rank", w.plan.rank), zap.Error(err))
+		for i, lf := range w.logs {
+			if lf != nil {
+				if err := lf.Close(); err != nil {
+					js.sup.log.Warn("log file incomplete", zap.String("job", js.sup.job), zap.Int("rank", w.plan.rank), zap.Error(err))
+				}
+				w.logs[i] = nil
 			}
-			w.log = nil
+		}
+		if w.kept != nil {
+			w.kept.Close()
+			w.kept = nil
 		}
 	}
 }
@@ -207,7 +230,7 @@ func (s *Supervisor) run(ctx context.Context, js *jobStart) {
 			// The exit is reported after the worker's last byte of output.
 			w.read.Wait()
 			// Its output is all read: its log file is as complete as it gets.
-			s.exited(w.plan, st, w.errTail.get(), w.log.incomplete())
+			s.exited(w.plan, st, w.errTail.get(), w.incomplete())
 		}()
 	}
 	got := make([]bool, len(started))
@@ -239,16 +262,20 @@ func (s *Supervisor) run(ctx context.Context, js *jobStart) {
 	cut.Stop()
 }
 
-// readOutput reads one of a worker's streams: into its log file, its stderr
-// tail, and the job's events, in that order; a slow store slows the worker.
+// readOutput reads one of a worker's streams: into its log file, its kept
+// output, its stderr tail, and the job's events, in that order; a slow store
+// slows the worker.
 func (s *Supervisor) readOutput(w *worker, i int) {
 	stream := musterv1.Stream_STREAM_STDOUT
 	if i == 1 {
 		stream = musterv1.Stream_STREAM_STDERR
 	}
 	err := w.readers[i].Read(func(data []byte, paused bool) {
-		if w.log != nil {
-			w.log.write(data)
+		if w.logs[i] != nil {
+			w.logs[i].write(data)
+		}
+		if w.kept != nil {
+			w.kept.Append(int(stream), data, paused)
 		}
 		if i == 1 {
 			w.errTail.add(data)
@@ -259,6 +286,17 @@ func (s *Supervisor) readOutput(w *worker, i int) {
 	if err != nil {
 		s.log.Warn("worker output cut", zap.String("job", s.job), zap.Int("rank", w.plan.rank), zap.Error(err))
 	}
+}
+
+// incomplete says why the worker's --log-dir files miss output; "" when
+// they do not.
+func (w *worker) incomplete() string {
+	for _, lf := range w.logs {
+		if why := lf.incomplete(); why != "" {
+			return why
+		}
+	}
+	return ""
 }
 
 func closeReaders(workers []*worker) {

@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 BIN=$(cd "${BIN:-bin}" && pwd)
 N=${N:-8} DURATION=${DURATION:-600} BURNERS=${BURNERS:-$(( 2 * $(nproc) ))}
 D=$(mktemp -d)
+export MUSTER_RANK_LOGS="$D/rank-logs"   # the agents keep their ranks' output with the rest
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$D"' EXIT
 head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$D/token"; chmod 600 "$D/token"

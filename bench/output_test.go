@@ -113,7 +113,8 @@ func BenchmarkOutputMemory(b *testing.B) {
 
 		dir := b.TempDir()
 		addr := "127.0.0.1:" + strconv.Itoa(freePort(b))
-		ag := exec.Command(agent, "--listen", addr, "--socket", filepath.Join(dir, "agent.sock"), "--token-file", filepath.Join(dir, "token"))
+		ag := exec.Command(agent, "--listen", addr, "--socket", filepath.Join(dir, "agent.sock"), "--token-file", filepath.Join(dir, "token"),
+			"--rank-logs", filepath.Join(dir, "rank-logs"))
 		if err := ag.Start(); err != nil {
 			b.Fatal(err)
 		}

@@ -86,6 +86,8 @@ func isolate(dir string) error {
 		return err
 	}
 	os.Setenv("MUSTER_SOCKET", noAgentSocket)
+	// The agents' kept output stays with the tests' other files.
+	os.Setenv("MUSTER_RANK_LOGS", filepath.Join(dir, "rank-logs"))
 	os.Setenv("MUSTER_TOKEN_FILE", token)
 	pointUCXAtLoopback()
 	return nil

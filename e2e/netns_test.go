@@ -170,7 +170,7 @@ func (nw *network) startAgent(h *host, name string, args ...string) *agent {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	args = append([]string{"netns", "exec", h.ns, agentBin, "--name", name, "--kill-timeout", "2s"}, args...)
+	args = append([]string{"netns", "exec", h.ns, agentBin, "--name", name, "--kill-timeout", "2s", "--rank-logs", filepath.Join(dir, "rank-logs")}, args...)
 	a.cmd = exec.Command("ip", args...)
 	a.cmd.Env = agentEnv("TMPDIR=" + dir)
 	a.cmd.Stdout, a.cmd.Stderr = f, f

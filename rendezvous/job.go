@@ -36,6 +36,9 @@ type job struct {
 	// When it was submitted, its workers first started and it ended (zero
 	// for what the store did not see).
 	submitted, started, ended time.Time
+	// ranOn names the nodes of every round formed, which keep their
+	// ranks' output (logs.go).
+	ranOn []string
 }
 
 func (j *job) finished() bool {

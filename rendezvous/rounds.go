@@ -248,6 +248,7 @@ func (s *Store) formLocked(j *job, picked []*node) {
 	r := j.round
 	s.unwaitLocked(r)
 	r.nodes = picked
+	j.ranLocked(picked)
 	r.worldSize = int32(len(picked)) * r.nproc
 	r.rank = make(map[*node]int32, len(picked))
 	for i, n := range picked {

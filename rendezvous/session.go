@@ -329,6 +329,7 @@ func (s *Store) adoptLocked(n *node, rj *musterv1.RunningJob) {
 		return
 	}
 	n.jobs[id] = true
+	j.ranLocked([]*node{n})
 	for _, g := range rj.GetGpus() {
 		n.busy[g] = id
 	}

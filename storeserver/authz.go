@@ -48,6 +48,7 @@ var (
 		musterv1.Agents_Renew_FullMethodName:         true,
 		musterv1.Agents_Leave_FullMethodName:         true,
 		musterv1.Agents_Publish_FullMethodName:       true,
+		musterv1.Agents_PushLogs_FullMethodName:      true,
 	}
 	launcherMethods = map[string]bool{
 		musterv1.Jobs_Submit_FullMethodName:    true,
@@ -56,6 +57,7 @@ var (
 		musterv1.Jobs_ListNodes_FullMethodName: true,
 		musterv1.Jobs_ListJobs_FullMethodName:  true,
 		musterv1.Jobs_WatchJobs_FullMethodName: true,
+		musterv1.Jobs_Logs_FullMethodName:      true,
 	}
 	workerMethods = map[string]bool{
 		musterv1.KV_KVSet_FullMethodName:   true,

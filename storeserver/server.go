@@ -104,6 +104,7 @@ type Server struct {
 	grpc  *grpc.Server
 	uid   uint32 // the store's own user
 	token []byte // "Bearer " + the cluster token; nil without one
+	logs  logRelays
 
 	errc      chan error
 	closeOnce sync.Once

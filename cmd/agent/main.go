@@ -28,6 +28,7 @@ import (
 	"github.com/musterhq/muster/jobspec"
 	"github.com/musterhq/muster/logging"
 	"github.com/musterhq/muster/node"
+	"github.com/musterhq/muster/ranklog"
 	"github.com/musterhq/muster/security"
 )
 
@@ -42,6 +43,8 @@ func main() {
 	nodeRank := cmdline.NewCount(-1, -1, jobspec.MaxNodes-1)
 	killTimeout := cmdline.NewDuration(10 * time.Second)
 	nodeTimeout := cmdline.NewDuration(cluster.DefaultNodeTimeout)
+	keptSize := cmdline.NewBytes(0)
+	keptAge := cmdline.NewDuration(ranklog.DefaultMaxAge)
 	app := &cli.App{
 		Name:      "agent",
 		Usage:     "run this node's muster agent, and the cluster's store with --listen",
@@ -66,10 +69,18 @@ func main() {
 			&cli.StringFlag{Name: "tls-ca", EnvVars: []string{"MUSTER_TLS_CA"}, Usage: "CA certificate that signed the store's certificate"},
 			cmdline.WithEnv(cmdline.Flag(killTimeout, "kill-timeout", nil, "the most grace workers get when the agent stops, each job's own --kill-timeout when shorter (`DURATION`: 30s, 2m, or seconds)"), "MUSTER_KILL_TIMEOUT"),
 			cmdline.WithEnv(cmdline.Flag(nodeTimeout, "node-timeout", nil, nodeTimeoutUsage), "MUSTER_NODE_TIMEOUT"),
+			&cli.StringFlag{Name: "rank-logs", EnvVars: []string{"MUSTER_RANK_LOGS"}, Value: ranklog.DefaultDir(),
+				Usage: "keep each rank's output of recent jobs in `DIR`, for `launcher logs` (none: keep nothing)"},
+			cmdline.WithEnv(cmdline.Flag(keptSize, "rank-logs-max-size", nil, "bound the kept output to `SIZE` (512M, 2G), the oldest jobs dropped first (default: 1G, or a tenth of its file system if less)"), "MUSTER_RANK_LOGS_MAX_SIZE"),
+			cmdline.WithEnv(cmdline.Flag(keptAge, "rank-logs-max-age", nil, "drop a job's kept output `DURATION` after its last line (default 168h)"), "MUSTER_RANK_LOGS_MAX_AGE"),
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, EnvVars: []string{"MUSTER_VERBOSE"}, Usage: "log debug detail, memberlist's own lines included"},
 		},
 		Action: func(c *cli.Context) error {
-			return runAgent(c, nodeRank.Int32(), killTimeout.Value(), nodeTimeout.Value())
+			kept := ranklog.Config{Dir: c.String("rank-logs"), MaxBytes: keptSize.Value(), MaxAge: keptAge.Value()}
+			if kept.Dir == "none" {
+				kept.Dir = ""
+			}
+			return runAgent(c, nodeRank.Int32(), killTimeout.Value(), nodeTimeout.Value(), kept)
 		},
 		Commands: []*cli.Command{runCommand()},
 	}
@@ -79,7 +90,7 @@ func main() {
 // nodeTimeoutUsage is --node-timeout's help, agent's and agent run's.
 const nodeTimeoutUsage = "how long a node may be silent before gossip declares it dead and its jobs fail (`DURATION`, 1s to 10m); the same on every node"
 
-func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout time.Duration) error {
+func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout time.Duration, kept ranklog.Config) error {
 	if c.NArg() > 0 {
 		return cmdline.Usagef(c, "unexpected argument %q", c.Args().First())
 	}
@@ -128,7 +139,7 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout time.Dura
 	defer stop()
 	ncfg := node.Config{Logger: log, Listen: listen, Join: storeAddr, Gossip: gossip, Security: sec, TokenFile: tokenFile,
 		Socket: c.String("socket"), SocketRequired: c.IsSet("socket"), SocketUsers: os.Geteuid() == 0}
-	ncfg.Agent = agent.Config{Name: c.String("name"), Addr: c.String("addr"), Rank: nodeRank, Environ: os.Environ()}
+	ncfg.Agent = agent.Config{Name: c.String("name"), Addr: c.String("addr"), Rank: nodeRank, Environ: os.Environ(), RankLogs: kept}
 	if list := c.String("gpu-devices"); list != "" {
 		if ncfg.Agent.GPUs, err = gpu.Parse(list); err != nil {
 			return fmt.Errorf("--gpu-devices: %w", err)

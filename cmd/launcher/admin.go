@@ -20,6 +20,12 @@ import (
 // clusterAction runs fn with a connection to --cluster, which the cluster
 // commands require, and a bounded context.
 func clusterAction(fn func(ctx context.Context, c *cli.Context, cl *storeclient.Client) error) cli.ActionFunc {
+	return clusterActionWithin(10*time.Second, fn)
+}
+
+// clusterActionWithin is clusterAction with a context bounded by timeout, or
+// not at all for 0 (a stream that lasts as long as the job).
+func clusterActionWithin(timeout time.Duration, fn func(ctx context.Context, c *cli.Context, cl *storeclient.Client) error) cli.ActionFunc {
 	return func(c *cli.Context) error {
 		addr, err := clusterAddr(c)
 		if err != nil {
@@ -37,7 +43,10 @@ func clusterAction(fn func(ctx context.Context, c *cli.Context, cl *storeclient.
 			return cli.Exit(err.Error(), 1)
 		}
 		defer cl.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithCancel(context.Background())
+		if timeout > 0 {
+			ctx, cancel = context.WithTimeout(context.Background(), timeout)
+		}
 		if c.Bool("watch") {
 			// A watch lasts until interrupted.
 			cancel()

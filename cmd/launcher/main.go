@@ -28,6 +28,7 @@ func main() {
 			nodesCommand(),
 			jobsCommand(),
 			cancelCommand(),
+			logsCommand(),
 			certsCommand(),
 		},
 	}

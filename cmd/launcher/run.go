@@ -70,7 +70,7 @@ func runCommand() *cli.Command {
 				&cli.BoolFlag{Name: "tag-output", Value: true, Usage: "prefix each output line with [rank] (--no-tag-output turns it off)"},
 				&cli.BoolFlag{Name: "no-tag-output", Usage: "print output lines as they are"},
 				&cli.StringFlag{Name: "events", TakesFile: true, Usage: "append the job's lifecycle to `FILE` as JSON lines: submitted, waiting, each round (nodes, unique-ID hash), each rank's start and exit, node lost, restart, ended"},
-				&cli.StringFlag{Name: "log-dir", Usage: "write each rank's output to `DIR`/JOB-ID/rank-N.log (each job a directory of its own)"},
+				&cli.StringFlag{Name: "log-dir", Usage: "write each rank's stdout to `DIR`/JOB-ID/rank-N.log and its stderr to rank-N.err.log (each job a directory of its own)"},
 				&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log what the store and agent do"},
 			),
 			cmdline.InCategory(catFailures,

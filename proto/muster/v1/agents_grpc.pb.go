@@ -27,6 +27,7 @@ const (
 	Agents_Leave_FullMethodName         = "/muster.v1.Agents/Leave"
 	Agents_Publish_FullMethodName       = "/muster.v1.Agents/Publish"
 	Agents_ReadStdin_FullMethodName     = "/muster.v1.Agents/ReadStdin"
+	Agents_PushLogs_FullMethodName      = "/muster.v1.Agents/PushLogs"
 )
 
 // AgentsClient is the client API for Agents service.
@@ -55,6 +56,9 @@ type AgentsClient interface {
 	// ReadStdin streams the launcher's stdin to an agent that runs a stdin
 	// rank of the job; the stream ends after the last chunk.
 	ReadStdin(ctx context.Context, in *ReadStdinRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StdinChunk], error)
+	// PushLogs answers a SendLogs command with the node's records of the
+	// job's ranks; the store relays them to the launcher that asked.
+	PushLogs(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PushLogsRequest, PushLogsResponse], error)
 }
 
 type agentsClient struct {
@@ -163,6 +167,19 @@ func (c *agentsClient) ReadStdin(ctx context.Context, in *ReadStdinRequest, opts
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Agents_ReadStdinClient = grpc.ServerStreamingClient[StdinChunk]
 
+func (c *agentsClient) PushLogs(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PushLogsRequest, PushLogsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Agents_ServiceDesc.Streams[2], Agents_PushLogs_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[PushLogsRequest, PushLogsResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Agents_PushLogsClient = grpc.ClientStreamingClient[PushLogsRequest, PushLogsResponse]
+
 // AgentsServer is the server API for Agents service.
 // All implementations must embed UnimplementedAgentsServer
 // for forward compatibility.
@@ -189,6 +206,9 @@ type AgentsServer interface {
 	// ReadStdin streams the launcher's stdin to an agent that runs a stdin
 	// rank of the job; the stream ends after the last chunk.
 	ReadStdin(*ReadStdinRequest, grpc.ServerStreamingServer[StdinChunk]) error
+	// PushLogs answers a SendLogs command with the node's records of the
+	// job's ranks; the store relays them to the launcher that asked.
+	PushLogs(grpc.ClientStreamingServer[PushLogsRequest, PushLogsResponse]) error
 	mustEmbedUnimplementedAgentsServer()
 }
 
@@ -222,6 +242,9 @@ func (UnimplementedAgentsServer) Publish(context.Context, *PublishRequest) (*Pub
 }
 func (UnimplementedAgentsServer) ReadStdin(*ReadStdinRequest, grpc.ServerStreamingServer[StdinChunk]) error {
 	return status.Error(codes.Unimplemented, "method ReadStdin not implemented")
+}
+func (UnimplementedAgentsServer) PushLogs(grpc.ClientStreamingServer[PushLogsRequest, PushLogsResponse]) error {
+	return status.Error(codes.Unimplemented, "method PushLogs not implemented")
 }
 func (UnimplementedAgentsServer) mustEmbedUnimplementedAgentsServer() {}
 func (UnimplementedAgentsServer) testEmbeddedByValue()                {}
@@ -374,6 +397,13 @@ func _Agents_ReadStdin_Handler(srv interface{}, stream grpc.ServerStream) error 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Agents_ReadStdinServer = grpc.ServerStreamingServer[StdinChunk]
 
+func _Agents_PushLogs_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(AgentsServer).PushLogs(&grpc.GenericServerStream[PushLogsRequest, PushLogsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Agents_PushLogsServer = grpc.ClientStreamingServer[PushLogsRequest, PushLogsResponse]
+
 // Agents_ServiceDesc is the grpc.ServiceDesc for Agents service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -416,6 +446,11 @@ var Agents_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "ReadStdin",
 			Handler:       _Agents_ReadStdin_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "PushLogs",
+			Handler:       _Agents_PushLogs_Handler,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "muster/v1/agents.proto",

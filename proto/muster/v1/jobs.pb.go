@@ -24,7 +24,7 @@ var File_muster_v1_jobs_proto protoreflect.FileDescriptor
 
 const file_muster_v1_jobs_proto_rawDesc = "" +
 	"\n" +
-	"\x14muster/v1/jobs.proto\x12\tmuster.v1\x1a\x15muster/v1/types.proto2\xd8\x03\n" +
+	"\x14muster/v1/jobs.proto\x12\tmuster.v1\x1a\x15muster/v1/types.proto2\x93\x04\n" +
 	"\x04Jobs\x12=\n" +
 	"\x06Submit\x12\x18.muster.v1.SubmitRequest\x1a\x19.muster.v1.SubmitResponse\x12=\n" +
 	"\bWatchJob\x12\x1a.muster.v1.WatchJobRequest\x1a\x13.muster.v1.JobEvent0\x01\x12=\n" +
@@ -33,7 +33,8 @@ const file_muster_v1_jobs_proto_rawDesc = "" +
 	"\bListJobs\x12\x1a.muster.v1.ListJobsRequest\x1a\x1b.muster.v1.ListJobsResponse\x12@\n" +
 	"\tWatchJobs\x12\x1b.muster.v1.WatchJobsRequest\x1a\x14.muster.v1.JobStatus0\x01\x12D\n" +
 	"\n" +
-	"WriteStdin\x12\x15.muster.v1.StdinChunk\x1a\x1d.muster.v1.WriteStdinResponse(\x01B5Z3github.com/musterhq/muster/proto/muster/v1;musterv1b\x06proto3"
+	"WriteStdin\x12\x15.muster.v1.StdinChunk\x1a\x1d.muster.v1.WriteStdinResponse(\x01\x129\n" +
+	"\x04Logs\x12\x16.muster.v1.LogsRequest\x1a\x17.muster.v1.LogsResponse0\x01B5Z3github.com/musterhq/muster/proto/muster/v1;musterv1b\x06proto3"
 
 var file_muster_v1_jobs_proto_goTypes = []any{
 	(*SubmitRequest)(nil),      // 0: muster.v1.SubmitRequest
@@ -43,13 +44,15 @@ var file_muster_v1_jobs_proto_goTypes = []any{
 	(*ListJobsRequest)(nil),    // 4: muster.v1.ListJobsRequest
 	(*WatchJobsRequest)(nil),   // 5: muster.v1.WatchJobsRequest
 	(*StdinChunk)(nil),         // 6: muster.v1.StdinChunk
-	(*SubmitResponse)(nil),     // 7: muster.v1.SubmitResponse
-	(*JobEvent)(nil),           // 8: muster.v1.JobEvent
-	(*CancelResponse)(nil),     // 9: muster.v1.CancelResponse
-	(*ListNodesResponse)(nil),  // 10: muster.v1.ListNodesResponse
-	(*ListJobsResponse)(nil),   // 11: muster.v1.ListJobsResponse
-	(*JobStatus)(nil),          // 12: muster.v1.JobStatus
-	(*WriteStdinResponse)(nil), // 13: muster.v1.WriteStdinResponse
+	(*LogsRequest)(nil),        // 7: muster.v1.LogsRequest
+	(*SubmitResponse)(nil),     // 8: muster.v1.SubmitResponse
+	(*JobEvent)(nil),           // 9: muster.v1.JobEvent
+	(*CancelResponse)(nil),     // 10: muster.v1.CancelResponse
+	(*ListNodesResponse)(nil),  // 11: muster.v1.ListNodesResponse
+	(*ListJobsResponse)(nil),   // 12: muster.v1.ListJobsResponse
+	(*JobStatus)(nil),          // 13: muster.v1.JobStatus
+	(*WriteStdinResponse)(nil), // 14: muster.v1.WriteStdinResponse
+	(*LogsResponse)(nil),       // 15: muster.v1.LogsResponse
 }
 var file_muster_v1_jobs_proto_depIdxs = []int32{
 	0,  // 0: muster.v1.Jobs.Submit:input_type -> muster.v1.SubmitRequest
@@ -59,15 +62,17 @@ var file_muster_v1_jobs_proto_depIdxs = []int32{
 	4,  // 4: muster.v1.Jobs.ListJobs:input_type -> muster.v1.ListJobsRequest
 	5,  // 5: muster.v1.Jobs.WatchJobs:input_type -> muster.v1.WatchJobsRequest
 	6,  // 6: muster.v1.Jobs.WriteStdin:input_type -> muster.v1.StdinChunk
-	7,  // 7: muster.v1.Jobs.Submit:output_type -> muster.v1.SubmitResponse
-	8,  // 8: muster.v1.Jobs.WatchJob:output_type -> muster.v1.JobEvent
-	9,  // 9: muster.v1.Jobs.Cancel:output_type -> muster.v1.CancelResponse
-	10, // 10: muster.v1.Jobs.ListNodes:output_type -> muster.v1.ListNodesResponse
-	11, // 11: muster.v1.Jobs.ListJobs:output_type -> muster.v1.ListJobsResponse
-	12, // 12: muster.v1.Jobs.WatchJobs:output_type -> muster.v1.JobStatus
-	13, // 13: muster.v1.Jobs.WriteStdin:output_type -> muster.v1.WriteStdinResponse
-	7,  // [7:14] is the sub-list for method output_type
-	0,  // [0:7] is the sub-list for method input_type
+	7,  // 7: muster.v1.Jobs.Logs:input_type -> muster.v1.LogsRequest
+	8,  // 8: muster.v1.Jobs.Submit:output_type -> muster.v1.SubmitResponse
+	9,  // 9: muster.v1.Jobs.WatchJob:output_type -> muster.v1.JobEvent
+	10, // 10: muster.v1.Jobs.Cancel:output_type -> muster.v1.CancelResponse
+	11, // 11: muster.v1.Jobs.ListNodes:output_type -> muster.v1.ListNodesResponse
+	12, // 12: muster.v1.Jobs.ListJobs:output_type -> muster.v1.ListJobsResponse
+	13, // 13: muster.v1.Jobs.WatchJobs:output_type -> muster.v1.JobStatus
+	14, // 14: muster.v1.Jobs.WriteStdin:output_type -> muster.v1.WriteStdinResponse
+	15, // 15: muster.v1.Jobs.Logs:output_type -> muster.v1.LogsResponse
+	8,  // [8:16] is the sub-list for method output_type
+	0,  // [0:8] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

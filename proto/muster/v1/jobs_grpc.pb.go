@@ -26,6 +26,7 @@ const (
 	Jobs_ListJobs_FullMethodName   = "/muster.v1.Jobs/ListJobs"
 	Jobs_WatchJobs_FullMethodName  = "/muster.v1.Jobs/WatchJobs"
 	Jobs_WriteStdin_FullMethodName = "/muster.v1.Jobs/WriteStdin"
+	Jobs_Logs_FullMethodName       = "/muster.v1.Jobs/Logs"
 )
 
 // JobsClient is the client API for Jobs service.
@@ -50,6 +51,9 @@ type JobsClient interface {
 	// first message names the job, the stream's end is the end of input. The
 	// store holds a few chunks at most; a reader that falls behind slows it.
 	WriteStdin(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[StdinChunk, WriteStdinResponse], error)
+	// Logs streams a job's ranks' output as its nodes kept it: whole, or with
+	// follow, on until the job ends.
+	Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogsResponse], error)
 }
 
 type jobsClient struct {
@@ -151,6 +155,25 @@ func (c *jobsClient) WriteStdin(ctx context.Context, opts ...grpc.CallOption) (g
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Jobs_WriteStdinClient = grpc.ClientStreamingClient[StdinChunk, WriteStdinResponse]
 
+func (c *jobsClient) Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Jobs_ServiceDesc.Streams[3], Jobs_Logs_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[LogsRequest, LogsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Jobs_LogsClient = grpc.ServerStreamingClient[LogsResponse]
+
 // JobsServer is the server API for Jobs service.
 // All implementations must embed UnimplementedJobsServer
 // for forward compatibility.
@@ -173,6 +196,9 @@ type JobsServer interface {
 	// first message names the job, the stream's end is the end of input. The
 	// store holds a few chunks at most; a reader that falls behind slows it.
 	WriteStdin(grpc.ClientStreamingServer[StdinChunk, WriteStdinResponse]) error
+	// Logs streams a job's ranks' output as its nodes kept it: whole, or with
+	// follow, on until the job ends.
+	Logs(*LogsRequest, grpc.ServerStreamingServer[LogsResponse]) error
 	mustEmbedUnimplementedJobsServer()
 }
 
@@ -203,6 +229,9 @@ func (UnimplementedJobsServer) WatchJobs(*WatchJobsRequest, grpc.ServerStreaming
 }
 func (UnimplementedJobsServer) WriteStdin(grpc.ClientStreamingServer[StdinChunk, WriteStdinResponse]) error {
 	return status.Error(codes.Unimplemented, "method WriteStdin not implemented")
+}
+func (UnimplementedJobsServer) Logs(*LogsRequest, grpc.ServerStreamingServer[LogsResponse]) error {
+	return status.Error(codes.Unimplemented, "method Logs not implemented")
 }
 func (UnimplementedJobsServer) mustEmbedUnimplementedJobsServer() {}
 func (UnimplementedJobsServer) testEmbeddedByValue()              {}
@@ -326,6 +355,17 @@ func _Jobs_WriteStdin_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Jobs_WriteStdinServer = grpc.ClientStreamingServer[StdinChunk, WriteStdinResponse]
 
+func _Jobs_Logs_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(LogsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(JobsServer).Logs(m, &grpc.GenericServerStream[LogsRequest, LogsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Jobs_LogsServer = grpc.ServerStreamingServer[LogsResponse]
+
 // Jobs_ServiceDesc is the grpc.ServiceDesc for Jobs service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -365,6 +405,11 @@ var Jobs_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "WriteStdin",
 			Handler:       _Jobs_WriteStdin_Handler,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "Logs",
+			Handler:       _Jobs_Logs_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "muster/v1/jobs.proto",

@@ -890,6 +890,7 @@ type AgentCommand struct {
 	//	*AgentCommand_Stop
 	//	*AgentCommand_ReleaseStore
 	//	*AgentCommand_ProbePeer
+	//	*AgentCommand_SendLogs
 	Command       isAgentCommand_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -977,6 +978,15 @@ func (x *AgentCommand) GetProbePeer() *ProbePeer {
 	return nil
 }
 
+func (x *AgentCommand) GetSendLogs() *SendLogs {
+	if x != nil {
+		if x, ok := x.Command.(*AgentCommand_SendLogs); ok {
+			return x.SendLogs
+		}
+	}
+	return nil
+}
+
 type isAgentCommand_Command interface {
 	isAgentCommand_Command()
 }
@@ -1001,6 +1011,10 @@ type AgentCommand_ProbePeer struct {
 	ProbePeer *ProbePeer `protobuf:"bytes,5,opt,name=probe_peer,json=probePeer,proto3,oneof"`
 }
 
+type AgentCommand_SendLogs struct {
+	SendLogs *SendLogs `protobuf:"bytes,260,opt,name=send_logs,json=sendLogs,proto3,oneof"`
+}
+
 func (*AgentCommand_ReservePorts) isAgentCommand_Command() {}
 
 func (*AgentCommand_Start) isAgentCommand_Command() {}
@@ -1010,6 +1024,417 @@ func (*AgentCommand_Stop) isAgentCommand_Command() {}
 func (*AgentCommand_ReleaseStore) isAgentCommand_Command() {}
 
 func (*AgentCommand_ProbePeer) isAgentCommand_Command() {}
+
+func (*AgentCommand_SendLogs) isAgentCommand_Command() {}
+
+// SendLogs asks an agent for the output its ranks of a job wrote on its
+// node: it answers with a PushLogs stream that names request_id.
+type SendLogs struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	JobId     string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// rank, when set, is the one rank wanted; otherwise every rank the node
+	// ran.
+	Rank *int32 `protobuf:"varint,3,opt,name=rank,proto3,oneof" json:"rank,omitempty"`
+	// follow keeps the stream open for new output until the job ends on the
+	// node.
+	Follow bool `protobuf:"varint,4,opt,name=follow,proto3" json:"follow,omitempty"`
+	// tail, when set, is how many of each rank's last lines are wanted.
+	Tail          *int32 `protobuf:"varint,5,opt,name=tail,proto3,oneof" json:"tail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendLogs) Reset() {
+	*x = SendLogs{}
+	mi := &file_muster_v1_types_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendLogs) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendLogs) ProtoMessage() {}
+
+func (x *SendLogs) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendLogs.ProtoReflect.Descriptor instead.
+func (*SendLogs) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SendLogs) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *SendLogs) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *SendLogs) GetRank() int32 {
+	if x != nil && x.Rank != nil {
+		return *x.Rank
+	}
+	return 0
+}
+
+func (x *SendLogs) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+func (x *SendLogs) GetTail() int32 {
+	if x != nil && x.Tail != nil {
+		return *x.Tail
+	}
+	return 0
+}
+
+// LogRecord is a piece of a rank's output as the node kept it: whole lines,
+// or a piece of a line, as Output carries them.
+type LogRecord struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Rank   int32                  `protobuf:"varint,1,opt,name=rank,proto3" json:"rank,omitempty"`
+	Stream Stream                 `protobuf:"varint,2,opt,name=stream,proto3,enum=muster.v1.Stream" json:"stream,omitempty"`
+	// seq numbers the rank's records of one stream from 1, in the order the
+	// stream was written.
+	Seq uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	// unix_nano is when the agent read it.
+	UnixNano      int64  `protobuf:"varint,4,opt,name=unix_nano,json=unixNano,proto3" json:"unix_nano,omitempty"`
+	Data          []byte `protobuf:"bytes,5,opt,name=data,proto3" json:"data,omitempty"`
+	Paused        bool   `protobuf:"varint,6,opt,name=paused,proto3" json:"paused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogRecord) Reset() {
+	*x = LogRecord{}
+	mi := &file_muster_v1_types_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogRecord) ProtoMessage() {}
+
+func (x *LogRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogRecord.ProtoReflect.Descriptor instead.
+func (*LogRecord) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *LogRecord) GetRank() int32 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
+}
+
+func (x *LogRecord) GetStream() Stream {
+	if x != nil {
+		return x.Stream
+	}
+	return Stream_STREAM_UNSPECIFIED
+}
+
+func (x *LogRecord) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *LogRecord) GetUnixNano() int64 {
+	if x != nil {
+		return x.UnixNano
+	}
+	return 0
+}
+
+func (x *LogRecord) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *LogRecord) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+// PushLogsRequest carries a node's answer to SendLogs. The first message
+// names the session and the request; the last may carry an error.
+type PushLogsRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Session   string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	RequestId string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Records   []*LogRecord           `protobuf:"bytes,3,rep,name=records,proto3" json:"records,omitempty"`
+	// error says why the node could not send all it was asked for.
+	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PushLogsRequest) Reset() {
+	*x = PushLogsRequest{}
+	mi := &file_muster_v1_types_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PushLogsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PushLogsRequest) ProtoMessage() {}
+
+func (x *PushLogsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PushLogsRequest.ProtoReflect.Descriptor instead.
+func (*PushLogsRequest) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *PushLogsRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *PushLogsRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *PushLogsRequest) GetRecords() []*LogRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *PushLogsRequest) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type PushLogsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PushLogsResponse) Reset() {
+	*x = PushLogsResponse{}
+	mi := &file_muster_v1_types_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PushLogsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PushLogsResponse) ProtoMessage() {}
+
+func (x *PushLogsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PushLogsResponse.ProtoReflect.Descriptor instead.
+func (*PushLogsResponse) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{13}
+}
+
+type LogsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Rank          *int32                 `protobuf:"varint,2,opt,name=rank,proto3,oneof" json:"rank,omitempty"`
+	Follow        bool                   `protobuf:"varint,3,opt,name=follow,proto3" json:"follow,omitempty"`
+	Tail          *int32                 `protobuf:"varint,4,opt,name=tail,proto3,oneof" json:"tail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogsRequest) Reset() {
+	*x = LogsRequest{}
+	mi := &file_muster_v1_types_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogsRequest) ProtoMessage() {}
+
+func (x *LogsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
+func (*LogsRequest) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *LogsRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *LogsRequest) GetRank() int32 {
+	if x != nil && x.Rank != nil {
+		return *x.Rank
+	}
+	return 0
+}
+
+func (x *LogsRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+func (x *LogsRequest) GetTail() int32 {
+	if x != nil && x.Tail != nil {
+		return *x.Tail
+	}
+	return 0
+}
+
+// LogsResponse carries records of a job's ranks, or a note about a node
+// whose records are missing (not connected, or it said why).
+type LogsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Records       []*LogRecord           `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	Note          string                 `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogsResponse) Reset() {
+	*x = LogsResponse{}
+	mi := &file_muster_v1_types_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogsResponse) ProtoMessage() {}
+
+func (x *LogsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogsResponse.ProtoReflect.Descriptor instead.
+func (*LogsResponse) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *LogsResponse) GetRecords() []*LogRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *LogsResponse) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *LogsResponse) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
 
 // ProbePeer asks an agent whether it can reach another node, whose own
 // agent has gone silent to the store: when it cannot, it says so with
@@ -1026,7 +1451,7 @@ type ProbePeer struct {
 
 func (x *ProbePeer) Reset() {
 	*x = ProbePeer{}
-	mi := &file_muster_v1_types_proto_msgTypes[10]
+	mi := &file_muster_v1_types_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1038,7 +1463,7 @@ func (x *ProbePeer) String() string {
 func (*ProbePeer) ProtoMessage() {}
 
 func (x *ProbePeer) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[10]
+	mi := &file_muster_v1_types_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1051,7 +1476,7 @@ func (x *ProbePeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbePeer.ProtoReflect.Descriptor instead.
 func (*ProbePeer) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{10}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ProbePeer) GetNode() string {
@@ -1079,7 +1504,7 @@ type ReleaseStore struct {
 
 func (x *ReleaseStore) Reset() {
 	*x = ReleaseStore{}
-	mi := &file_muster_v1_types_proto_msgTypes[11]
+	mi := &file_muster_v1_types_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1516,7 @@ func (x *ReleaseStore) String() string {
 func (*ReleaseStore) ProtoMessage() {}
 
 func (x *ReleaseStore) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[11]
+	mi := &file_muster_v1_types_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1529,7 @@ func (x *ReleaseStore) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseStore.ProtoReflect.Descriptor instead.
 func (*ReleaseStore) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{11}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReleaseStore) GetJobId() string {
@@ -1128,7 +1553,7 @@ type ReservePorts struct {
 
 func (x *ReservePorts) Reset() {
 	*x = ReservePorts{}
-	mi := &file_muster_v1_types_proto_msgTypes[12]
+	mi := &file_muster_v1_types_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1565,7 @@ func (x *ReservePorts) String() string {
 func (*ReservePorts) ProtoMessage() {}
 
 func (x *ReservePorts) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[12]
+	mi := &file_muster_v1_types_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1578,7 @@ func (x *ReservePorts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservePorts.ProtoReflect.Descriptor instead.
 func (*ReservePorts) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{12}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReservePorts) GetRoundId() string {
@@ -1196,7 +1621,7 @@ type PortsReservedRequest struct {
 
 func (x *PortsReservedRequest) Reset() {
 	*x = PortsReservedRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[13]
+	mi := &file_muster_v1_types_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1208,7 +1633,7 @@ func (x *PortsReservedRequest) String() string {
 func (*PortsReservedRequest) ProtoMessage() {}
 
 func (x *PortsReservedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[13]
+	mi := &file_muster_v1_types_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1221,7 +1646,7 @@ func (x *PortsReservedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortsReservedRequest.ProtoReflect.Descriptor instead.
 func (*PortsReservedRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{13}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PortsReservedRequest) GetSession() string {
@@ -1260,7 +1685,7 @@ type PortsReservedResponse struct {
 
 func (x *PortsReservedResponse) Reset() {
 	*x = PortsReservedResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[14]
+	mi := &file_muster_v1_types_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1697,7 @@ func (x *PortsReservedResponse) String() string {
 func (*PortsReservedResponse) ProtoMessage() {}
 
 func (x *PortsReservedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[14]
+	mi := &file_muster_v1_types_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1710,7 @@ func (x *PortsReservedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortsReservedResponse.ProtoReflect.Descriptor instead.
 func (*PortsReservedResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{20}
 }
 
 // ReportLossRequest is an agent's word that gossip found another node lost.
@@ -1301,7 +1726,7 @@ type ReportLossRequest struct {
 
 func (x *ReportLossRequest) Reset() {
 	*x = ReportLossRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[15]
+	mi := &file_muster_v1_types_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1738,7 @@ func (x *ReportLossRequest) String() string {
 func (*ReportLossRequest) ProtoMessage() {}
 
 func (x *ReportLossRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[15]
+	mi := &file_muster_v1_types_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1751,7 @@ func (x *ReportLossRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportLossRequest.ProtoReflect.Descriptor instead.
 func (*ReportLossRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{15}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReportLossRequest) GetSession() string {
@@ -1351,7 +1776,7 @@ type ReportLossResponse struct {
 
 func (x *ReportLossResponse) Reset() {
 	*x = ReportLossResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[16]
+	mi := &file_muster_v1_types_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1363,7 +1788,7 @@ func (x *ReportLossResponse) String() string {
 func (*ReportLossResponse) ProtoMessage() {}
 
 func (x *ReportLossResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[16]
+	mi := &file_muster_v1_types_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1376,7 +1801,7 @@ func (x *ReportLossResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportLossResponse.ProtoReflect.Descriptor instead.
 func (*ReportLossResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{16}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{22}
 }
 
 // LeaveRequest is an agent's word that it is shutting down: its node takes
@@ -1392,7 +1817,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[17]
+	mi := &file_muster_v1_types_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1404,7 +1829,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[17]
+	mi := &file_muster_v1_types_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1417,7 +1842,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{17}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *LeaveRequest) GetSession() string {
@@ -1442,7 +1867,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[18]
+	mi := &file_muster_v1_types_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1454,7 +1879,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[18]
+	mi := &file_muster_v1_types_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1467,7 +1892,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{18}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{24}
 }
 
 // JobSpec is what a launcher asks for. The command, environment and
@@ -1529,7 +1954,7 @@ type JobSpec struct {
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_muster_v1_types_proto_msgTypes[19]
+	mi := &file_muster_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1541,7 +1966,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[19]
+	mi := &file_muster_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1554,7 +1979,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{19}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *JobSpec) GetArgv() [][]byte {
@@ -1727,7 +2152,7 @@ type SubmitRequest struct {
 
 func (x *SubmitRequest) Reset() {
 	*x = SubmitRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[20]
+	mi := &file_muster_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1739,7 +2164,7 @@ func (x *SubmitRequest) String() string {
 func (*SubmitRequest) ProtoMessage() {}
 
 func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[20]
+	mi := &file_muster_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1752,7 +2177,7 @@ func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitRequest.ProtoReflect.Descriptor instead.
 func (*SubmitRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{20}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SubmitRequest) GetSpec() *JobSpec {
@@ -1773,7 +2198,7 @@ type SubmitResponse struct {
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[21]
+	mi := &file_muster_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1785,7 +2210,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[21]
+	mi := &file_muster_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1798,7 +2223,7 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{21}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SubmitResponse) GetJobId() string {
@@ -1858,7 +2283,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_muster_v1_types_proto_msgTypes[22]
+	mi := &file_muster_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +2295,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[22]
+	mi := &file_muster_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +2308,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{22}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Assignment) GetJobId() string {
@@ -2050,7 +2475,7 @@ type Identity struct {
 
 func (x *Identity) Reset() {
 	*x = Identity{}
-	mi := &file_muster_v1_types_proto_msgTypes[23]
+	mi := &file_muster_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2487,7 @@ func (x *Identity) String() string {
 func (*Identity) ProtoMessage() {}
 
 func (x *Identity) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[23]
+	mi := &file_muster_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2500,7 @@ func (x *Identity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Identity.ProtoReflect.Descriptor instead.
 func (*Identity) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{23}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Identity) GetUid() uint32 {
@@ -2118,7 +2543,7 @@ type StopJob struct {
 
 func (x *StopJob) Reset() {
 	*x = StopJob{}
-	mi := &file_muster_v1_types_proto_msgTypes[24]
+	mi := &file_muster_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2130,7 +2555,7 @@ func (x *StopJob) String() string {
 func (*StopJob) ProtoMessage() {}
 
 func (x *StopJob) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[24]
+	mi := &file_muster_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2143,7 +2568,7 @@ func (x *StopJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopJob.ProtoReflect.Descriptor instead.
 func (*StopJob) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{24}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *StopJob) GetJobId() string {
@@ -2179,7 +2604,7 @@ type WorkerStarted struct {
 
 func (x *WorkerStarted) Reset() {
 	*x = WorkerStarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[25]
+	mi := &file_muster_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2616,7 @@ func (x *WorkerStarted) String() string {
 func (*WorkerStarted) ProtoMessage() {}
 
 func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[25]
+	mi := &file_muster_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2629,7 @@ func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStarted.ProtoReflect.Descriptor instead.
 func (*WorkerStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WorkerStarted) GetRank() int32 {
@@ -2251,7 +2676,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_muster_v1_types_proto_msgTypes[26]
+	mi := &file_muster_v1_types_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2263,7 +2688,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[26]
+	mi := &file_muster_v1_types_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2276,7 +2701,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Output) GetRank() int32 {
@@ -2333,7 +2758,7 @@ type WorkerExited struct {
 
 func (x *WorkerExited) Reset() {
 	*x = WorkerExited{}
-	mi := &file_muster_v1_types_proto_msgTypes[27]
+	mi := &file_muster_v1_types_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2345,7 +2770,7 @@ func (x *WorkerExited) String() string {
 func (*WorkerExited) ProtoMessage() {}
 
 func (x *WorkerExited) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[27]
+	mi := &file_muster_v1_types_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2358,7 +2783,7 @@ func (x *WorkerExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerExited.ProtoReflect.Descriptor instead.
 func (*WorkerExited) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *WorkerExited) GetRank() int32 {
@@ -2462,7 +2887,7 @@ type NodeLoss struct {
 
 func (x *NodeLoss) Reset() {
 	*x = NodeLoss{}
-	mi := &file_muster_v1_types_proto_msgTypes[28]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2474,7 +2899,7 @@ func (x *NodeLoss) String() string {
 func (*NodeLoss) ProtoMessage() {}
 
 func (x *NodeLoss) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[28]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2487,7 +2912,7 @@ func (x *NodeLoss) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoss.ProtoReflect.Descriptor instead.
 func (*NodeLoss) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *NodeLoss) GetNode() string {
@@ -2559,7 +2984,7 @@ type JobFinished struct {
 
 func (x *JobFinished) Reset() {
 	*x = JobFinished{}
-	mi := &file_muster_v1_types_proto_msgTypes[29]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2571,7 +2996,7 @@ func (x *JobFinished) String() string {
 func (*JobFinished) ProtoMessage() {}
 
 func (x *JobFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[29]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2584,7 +3009,7 @@ func (x *JobFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFinished.ProtoReflect.Descriptor instead.
 func (*JobFinished) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *JobFinished) GetState() JobState {
@@ -2627,7 +3052,7 @@ type OutputLost struct {
 
 func (x *OutputLost) Reset() {
 	*x = OutputLost{}
-	mi := &file_muster_v1_types_proto_msgTypes[30]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2639,7 +3064,7 @@ func (x *OutputLost) String() string {
 func (*OutputLost) ProtoMessage() {}
 
 func (x *OutputLost) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[30]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2652,7 +3077,7 @@ func (x *OutputLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLost.ProtoReflect.Descriptor instead.
 func (*OutputLost) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *OutputLost) GetEvents() uint64 {
@@ -2694,7 +3119,7 @@ type WaitingForNodes struct {
 
 func (x *WaitingForNodes) Reset() {
 	*x = WaitingForNodes{}
-	mi := &file_muster_v1_types_proto_msgTypes[31]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2706,7 +3131,7 @@ func (x *WaitingForNodes) String() string {
 func (*WaitingForNodes) ProtoMessage() {}
 
 func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[31]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2719,7 +3144,7 @@ func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitingForNodes.ProtoReflect.Descriptor instead.
 func (*WaitingForNodes) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WaitingForNodes) GetRound() int32 {
@@ -2799,7 +3224,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_muster_v1_types_proto_msgTypes[32]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2811,7 +3236,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[32]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2824,7 +3249,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{32}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -3050,7 +3475,7 @@ type RoundStarted struct {
 
 func (x *RoundStarted) Reset() {
 	*x = RoundStarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3062,7 +3487,7 @@ func (x *RoundStarted) String() string {
 func (*RoundStarted) ProtoMessage() {}
 
 func (x *RoundStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3075,7 +3500,7 @@ func (x *RoundStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundStarted.ProtoReflect.Descriptor instead.
 func (*RoundStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RoundStarted) GetRound() int32 {
@@ -3159,7 +3584,7 @@ type RoundRestarting struct {
 
 func (x *RoundRestarting) Reset() {
 	*x = RoundRestarting{}
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3171,7 +3596,7 @@ func (x *RoundRestarting) String() string {
 func (*RoundRestarting) ProtoMessage() {}
 
 func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3184,7 +3609,7 @@ func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundRestarting.ProtoReflect.Descriptor instead.
 func (*RoundRestarting) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RoundRestarting) GetRound() int32 {
@@ -3234,7 +3659,7 @@ type StoreRestarted struct {
 
 func (x *StoreRestarted) Reset() {
 	*x = StoreRestarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3246,7 +3671,7 @@ func (x *StoreRestarted) String() string {
 func (*StoreRestarted) ProtoMessage() {}
 
 func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3259,7 +3684,7 @@ func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreRestarted.ProtoReflect.Descriptor instead.
 func (*StoreRestarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StoreRestarted) GetStoreId() string {
@@ -3285,7 +3710,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3297,7 +3722,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3310,7 +3735,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PublishRequest) GetSession() string {
@@ -3345,7 +3770,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3357,7 +3782,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3370,7 +3795,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PublishResponse) GetAckedSeq() uint64 {
@@ -3399,7 +3824,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3411,7 +3836,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3424,7 +3849,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -3476,7 +3901,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3488,7 +3913,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3501,7 +3926,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CancelRequest) GetJobId() string {
@@ -3540,7 +3965,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3552,7 +3977,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3565,7 +3990,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
 }
 
 type ListNodesRequest struct {
@@ -3576,7 +4001,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3588,7 +4013,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3601,7 +4026,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
 }
 
 type NodeStatus struct {
@@ -3625,7 +4050,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3637,7 +4062,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3650,7 +4075,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *NodeStatus) GetNode() *Node {
@@ -3704,7 +4129,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3716,7 +4141,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3729,7 +4154,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeStatus {
@@ -3747,7 +4172,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3759,7 +4184,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3772,7 +4197,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
 }
 
 type JobStatus struct {
@@ -3799,7 +4224,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3811,7 +4236,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3824,7 +4249,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *JobStatus) GetJobId() string {
@@ -3913,7 +4338,7 @@ type WatchJobsRequest struct {
 
 func (x *WatchJobsRequest) Reset() {
 	*x = WatchJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3925,7 +4350,7 @@ func (x *WatchJobsRequest) String() string {
 func (*WatchJobsRequest) ProtoMessage() {}
 
 func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3938,7 +4363,7 @@ func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobsRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
 }
 
 type ListJobsResponse struct {
@@ -3950,7 +4375,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3962,7 +4387,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3975,7 +4400,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobStatus {
@@ -3996,7 +4421,7 @@ type StdinChunk struct {
 
 func (x *StdinChunk) Reset() {
 	*x = StdinChunk{}
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4008,7 +4433,7 @@ func (x *StdinChunk) String() string {
 func (*StdinChunk) ProtoMessage() {}
 
 func (x *StdinChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4021,7 +4446,7 @@ func (x *StdinChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdinChunk.ProtoReflect.Descriptor instead.
 func (*StdinChunk) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *StdinChunk) GetJobId() string {
@@ -4046,7 +4471,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4058,7 +4483,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4071,7 +4496,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
 }
 
 type ReadStdinRequest struct {
@@ -4084,7 +4509,7 @@ type ReadStdinRequest struct {
 
 func (x *ReadStdinRequest) Reset() {
 	*x = ReadStdinRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4096,7 +4521,7 @@ func (x *ReadStdinRequest) String() string {
 func (*ReadStdinRequest) ProtoMessage() {}
 
 func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4109,7 +4534,7 @@ func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStdinRequest.ProtoReflect.Descriptor instead.
 func (*ReadStdinRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ReadStdinRequest) GetSession() string {
@@ -4140,7 +4565,7 @@ type KVSetRequest struct {
 
 func (x *KVSetRequest) Reset() {
 	*x = KVSetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4152,7 +4577,7 @@ func (x *KVSetRequest) String() string {
 func (*KVSetRequest) ProtoMessage() {}
 
 func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4165,7 +4590,7 @@ func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetRequest.ProtoReflect.Descriptor instead.
 func (*KVSetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *KVSetRequest) GetScope() string {
@@ -4198,7 +4623,7 @@ type KVSetResponse struct {
 
 func (x *KVSetResponse) Reset() {
 	*x = KVSetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4210,7 +4635,7 @@ func (x *KVSetResponse) String() string {
 func (*KVSetResponse) ProtoMessage() {}
 
 func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4223,7 +4648,7 @@ func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetResponse.ProtoReflect.Descriptor instead.
 func (*KVSetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *KVSetResponse) GetVersion() uint64 {
@@ -4245,7 +4670,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4257,7 +4682,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4270,7 +4695,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *KVGetRequest) GetScope() string {
@@ -4311,7 +4736,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4323,7 +4748,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4336,7 +4761,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *KVGetResponse) GetValue() []byte {
@@ -4367,7 +4792,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[55]
+	mi := &file_muster_v1_types_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4379,7 +4804,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[55]
+	mi := &file_muster_v1_types_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4392,7 +4817,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *BarrierRequest) GetScope() string {
@@ -4438,7 +4863,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[56]
+	mi := &file_muster_v1_types_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4450,7 +4875,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[56]
+	mi := &file_muster_v1_types_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4463,7 +4888,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{62}
 }
 
 var File_muster_v1_types_proto protoreflect.FileDescriptor
@@ -4520,15 +4945,50 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x06exited\x18\x02 \x01(\v2\x17.muster.v1.WorkerExitedR\x06exited\x12\x14\n" +
 	"\x05acked\x18\x03 \x01(\bR\x05acked\"(\n" +
 	"\fWatchRequest\x12\x18\n" +
-	"\asession\x18\x01 \x01(\tR\asession\"\xa9\x02\n" +
+	"\asession\x18\x01 \x01(\tR\asession\"\xde\x02\n" +
 	"\fAgentCommand\x12>\n" +
 	"\rreserve_ports\x18\x01 \x01(\v2\x17.muster.v1.ReservePortsH\x00R\freservePorts\x12-\n" +
 	"\x05start\x18\x02 \x01(\v2\x15.muster.v1.AssignmentH\x00R\x05start\x12(\n" +
 	"\x04stop\x18\x03 \x01(\v2\x12.muster.v1.StopJobH\x00R\x04stop\x12>\n" +
 	"\rrelease_store\x18\x04 \x01(\v2\x17.muster.v1.ReleaseStoreH\x00R\freleaseStore\x125\n" +
 	"\n" +
-	"probe_peer\x18\x05 \x01(\v2\x14.muster.v1.ProbePeerH\x00R\tprobePeerB\t\n" +
-	"\acommand\"3\n" +
+	"probe_peer\x18\x05 \x01(\v2\x14.muster.v1.ProbePeerH\x00R\tprobePeer\x123\n" +
+	"\tsend_logs\x18\x84\x02 \x01(\v2\x13.muster.v1.SendLogsH\x00R\bsendLogsB\t\n" +
+	"\acommand\"\x9c\x01\n" +
+	"\bSendLogs\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x17\n" +
+	"\x04rank\x18\x03 \x01(\x05H\x00R\x04rank\x88\x01\x01\x12\x16\n" +
+	"\x06follow\x18\x04 \x01(\bR\x06follow\x12\x17\n" +
+	"\x04tail\x18\x05 \x01(\x05H\x01R\x04tail\x88\x01\x01B\a\n" +
+	"\x05_rankB\a\n" +
+	"\x05_tail\"\xa5\x01\n" +
+	"\tLogRecord\x12\x12\n" +
+	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12)\n" +
+	"\x06stream\x18\x02 \x01(\x0e2\x11.muster.v1.StreamR\x06stream\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x1b\n" +
+	"\tunix_nano\x18\x04 \x01(\x03R\bunixNano\x12\x12\n" +
+	"\x04data\x18\x05 \x01(\fR\x04data\x12\x16\n" +
+	"\x06paused\x18\x06 \x01(\bR\x06paused\"\x90\x01\n" +
+	"\x0fPushLogsRequest\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12.\n" +
+	"\arecords\x18\x03 \x03(\v2\x14.muster.v1.LogRecordR\arecords\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\x12\n" +
+	"\x10PushLogsResponse\"\x80\x01\n" +
+	"\vLogsRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x17\n" +
+	"\x04rank\x18\x02 \x01(\x05H\x00R\x04rank\x88\x01\x01\x12\x16\n" +
+	"\x06follow\x18\x03 \x01(\bR\x06follow\x12\x17\n" +
+	"\x04tail\x18\x04 \x01(\x05H\x01R\x04tail\x88\x01\x01B\a\n" +
+	"\x05_rankB\a\n" +
+	"\x05_tail\"f\n" +
+	"\fLogsResponse\x12.\n" +
+	"\arecords\x18\x01 \x03(\v2\x14.muster.v1.LogRecordR\arecords\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x12\x12\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\"3\n" +
 	"\tProbePeer\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\"%\n" +
@@ -4842,7 +5302,7 @@ func file_muster_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_muster_v1_types_proto_goTypes = []any{
 	(JobState)(0),                 // 0: muster.v1.JobState
 	(Stream)(0),                   // 1: muster.v1.Stream
@@ -4857,99 +5317,109 @@ var file_muster_v1_types_proto_goTypes = []any{
 	(*RankState)(nil),             // 10: muster.v1.RankState
 	(*WatchRequest)(nil),          // 11: muster.v1.WatchRequest
 	(*AgentCommand)(nil),          // 12: muster.v1.AgentCommand
-	(*ProbePeer)(nil),             // 13: muster.v1.ProbePeer
-	(*ReleaseStore)(nil),          // 14: muster.v1.ReleaseStore
-	(*ReservePorts)(nil),          // 15: muster.v1.ReservePorts
-	(*PortsReservedRequest)(nil),  // 16: muster.v1.PortsReservedRequest
-	(*PortsReservedResponse)(nil), // 17: muster.v1.PortsReservedResponse
-	(*ReportLossRequest)(nil),     // 18: muster.v1.ReportLossRequest
-	(*ReportLossResponse)(nil),    // 19: muster.v1.ReportLossResponse
-	(*LeaveRequest)(nil),          // 20: muster.v1.LeaveRequest
-	(*LeaveResponse)(nil),         // 21: muster.v1.LeaveResponse
-	(*JobSpec)(nil),               // 22: muster.v1.JobSpec
-	(*SubmitRequest)(nil),         // 23: muster.v1.SubmitRequest
-	(*SubmitResponse)(nil),        // 24: muster.v1.SubmitResponse
-	(*Assignment)(nil),            // 25: muster.v1.Assignment
-	(*Identity)(nil),              // 26: muster.v1.Identity
-	(*StopJob)(nil),               // 27: muster.v1.StopJob
-	(*WorkerStarted)(nil),         // 28: muster.v1.WorkerStarted
-	(*Output)(nil),                // 29: muster.v1.Output
-	(*WorkerExited)(nil),          // 30: muster.v1.WorkerExited
-	(*NodeLoss)(nil),              // 31: muster.v1.NodeLoss
-	(*JobFinished)(nil),           // 32: muster.v1.JobFinished
-	(*OutputLost)(nil),            // 33: muster.v1.OutputLost
-	(*WaitingForNodes)(nil),       // 34: muster.v1.WaitingForNodes
-	(*JobEvent)(nil),              // 35: muster.v1.JobEvent
-	(*RoundStarted)(nil),          // 36: muster.v1.RoundStarted
-	(*RoundRestarting)(nil),       // 37: muster.v1.RoundRestarting
-	(*StoreRestarted)(nil),        // 38: muster.v1.StoreRestarted
-	(*PublishRequest)(nil),        // 39: muster.v1.PublishRequest
-	(*PublishResponse)(nil),       // 40: muster.v1.PublishResponse
-	(*WatchJobRequest)(nil),       // 41: muster.v1.WatchJobRequest
-	(*CancelRequest)(nil),         // 42: muster.v1.CancelRequest
-	(*CancelResponse)(nil),        // 43: muster.v1.CancelResponse
-	(*ListNodesRequest)(nil),      // 44: muster.v1.ListNodesRequest
-	(*NodeStatus)(nil),            // 45: muster.v1.NodeStatus
-	(*ListNodesResponse)(nil),     // 46: muster.v1.ListNodesResponse
-	(*ListJobsRequest)(nil),       // 47: muster.v1.ListJobsRequest
-	(*JobStatus)(nil),             // 48: muster.v1.JobStatus
-	(*WatchJobsRequest)(nil),      // 49: muster.v1.WatchJobsRequest
-	(*ListJobsResponse)(nil),      // 50: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),            // 51: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),    // 52: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),      // 53: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),          // 54: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),         // 55: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),          // 56: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),         // 57: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),        // 58: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),       // 59: muster.v1.BarrierResponse
+	(*SendLogs)(nil),              // 13: muster.v1.SendLogs
+	(*LogRecord)(nil),             // 14: muster.v1.LogRecord
+	(*PushLogsRequest)(nil),       // 15: muster.v1.PushLogsRequest
+	(*PushLogsResponse)(nil),      // 16: muster.v1.PushLogsResponse
+	(*LogsRequest)(nil),           // 17: muster.v1.LogsRequest
+	(*LogsResponse)(nil),          // 18: muster.v1.LogsResponse
+	(*ProbePeer)(nil),             // 19: muster.v1.ProbePeer
+	(*ReleaseStore)(nil),          // 20: muster.v1.ReleaseStore
+	(*ReservePorts)(nil),          // 21: muster.v1.ReservePorts
+	(*PortsReservedRequest)(nil),  // 22: muster.v1.PortsReservedRequest
+	(*PortsReservedResponse)(nil), // 23: muster.v1.PortsReservedResponse
+	(*ReportLossRequest)(nil),     // 24: muster.v1.ReportLossRequest
+	(*ReportLossResponse)(nil),    // 25: muster.v1.ReportLossResponse
+	(*LeaveRequest)(nil),          // 26: muster.v1.LeaveRequest
+	(*LeaveResponse)(nil),         // 27: muster.v1.LeaveResponse
+	(*JobSpec)(nil),               // 28: muster.v1.JobSpec
+	(*SubmitRequest)(nil),         // 29: muster.v1.SubmitRequest
+	(*SubmitResponse)(nil),        // 30: muster.v1.SubmitResponse
+	(*Assignment)(nil),            // 31: muster.v1.Assignment
+	(*Identity)(nil),              // 32: muster.v1.Identity
+	(*StopJob)(nil),               // 33: muster.v1.StopJob
+	(*WorkerStarted)(nil),         // 34: muster.v1.WorkerStarted
+	(*Output)(nil),                // 35: muster.v1.Output
+	(*WorkerExited)(nil),          // 36: muster.v1.WorkerExited
+	(*NodeLoss)(nil),              // 37: muster.v1.NodeLoss
+	(*JobFinished)(nil),           // 38: muster.v1.JobFinished
+	(*OutputLost)(nil),            // 39: muster.v1.OutputLost
+	(*WaitingForNodes)(nil),       // 40: muster.v1.WaitingForNodes
+	(*JobEvent)(nil),              // 41: muster.v1.JobEvent
+	(*RoundStarted)(nil),          // 42: muster.v1.RoundStarted
+	(*RoundRestarting)(nil),       // 43: muster.v1.RoundRestarting
+	(*StoreRestarted)(nil),        // 44: muster.v1.StoreRestarted
+	(*PublishRequest)(nil),        // 45: muster.v1.PublishRequest
+	(*PublishResponse)(nil),       // 46: muster.v1.PublishResponse
+	(*WatchJobRequest)(nil),       // 47: muster.v1.WatchJobRequest
+	(*CancelRequest)(nil),         // 48: muster.v1.CancelRequest
+	(*CancelResponse)(nil),        // 49: muster.v1.CancelResponse
+	(*ListNodesRequest)(nil),      // 50: muster.v1.ListNodesRequest
+	(*NodeStatus)(nil),            // 51: muster.v1.NodeStatus
+	(*ListNodesResponse)(nil),     // 52: muster.v1.ListNodesResponse
+	(*ListJobsRequest)(nil),       // 53: muster.v1.ListJobsRequest
+	(*JobStatus)(nil),             // 54: muster.v1.JobStatus
+	(*WatchJobsRequest)(nil),      // 55: muster.v1.WatchJobsRequest
+	(*ListJobsResponse)(nil),      // 56: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),            // 57: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),    // 58: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),      // 59: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),          // 60: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),         // 61: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),          // 62: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),         // 63: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),        // 64: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),       // 65: muster.v1.BarrierResponse
 }
 var file_muster_v1_types_proto_depIdxs = []int32{
 	3,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
 	4,  // 1: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
 	9,  // 2: muster.v1.RegisterRequest.jobs:type_name -> muster.v1.RunningJob
-	22, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
-	26, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
+	28, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
+	32, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
 	10, // 5: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
-	30, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
-	15, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
-	25, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
-	27, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
-	14, // 10: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
-	13, // 11: muster.v1.AgentCommand.probe_peer:type_name -> muster.v1.ProbePeer
-	31, // 12: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
-	22, // 13: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
-	22, // 14: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
-	26, // 15: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
-	1,  // 16: muster.v1.Output.stream:type_name -> muster.v1.Stream
-	31, // 17: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
-	2,  // 18: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
-	0,  // 19: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
-	30, // 20: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
-	0,  // 21: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
-	28, // 22: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
-	29, // 23: muster.v1.JobEvent.output:type_name -> muster.v1.Output
-	30, // 24: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
-	32, // 25: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
-	33, // 26: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
-	34, // 27: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
-	38, // 28: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
-	37, // 29: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
-	36, // 30: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
-	31, // 31: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
-	35, // 32: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
-	4,  // 33: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
-	45, // 34: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
-	22, // 35: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
-	0,  // 36: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
-	26, // 37: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	48, // 38: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	39, // [39:39] is the sub-list for method output_type
-	39, // [39:39] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	36, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
+	21, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
+	31, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
+	33, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
+	20, // 10: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
+	19, // 11: muster.v1.AgentCommand.probe_peer:type_name -> muster.v1.ProbePeer
+	13, // 12: muster.v1.AgentCommand.send_logs:type_name -> muster.v1.SendLogs
+	1,  // 13: muster.v1.LogRecord.stream:type_name -> muster.v1.Stream
+	14, // 14: muster.v1.PushLogsRequest.records:type_name -> muster.v1.LogRecord
+	14, // 15: muster.v1.LogsResponse.records:type_name -> muster.v1.LogRecord
+	37, // 16: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
+	28, // 17: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
+	28, // 18: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
+	32, // 19: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
+	1,  // 20: muster.v1.Output.stream:type_name -> muster.v1.Stream
+	37, // 21: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
+	2,  // 22: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
+	0,  // 23: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
+	36, // 24: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
+	0,  // 25: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
+	34, // 26: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
+	35, // 27: muster.v1.JobEvent.output:type_name -> muster.v1.Output
+	36, // 28: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
+	38, // 29: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
+	39, // 30: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
+	40, // 31: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
+	44, // 32: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
+	43, // 33: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
+	42, // 34: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
+	37, // 35: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
+	41, // 36: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
+	4,  // 37: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
+	51, // 38: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
+	28, // 39: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
+	0,  // 40: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
+	32, // 41: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
+	54, // 42: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	43, // [43:43] is the sub-list for method output_type
+	43, // [43:43] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_types_proto_init() }
@@ -4963,9 +5433,12 @@ func file_muster_v1_types_proto_init() {
 		(*AgentCommand_Stop)(nil),
 		(*AgentCommand_ReleaseStore)(nil),
 		(*AgentCommand_ProbePeer)(nil),
+		(*AgentCommand_SendLogs)(nil),
 	}
-	file_muster_v1_types_proto_msgTypes[19].OneofWrappers = []any{}
-	file_muster_v1_types_proto_msgTypes[32].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[10].OneofWrappers = []any{}
+	file_muster_v1_types_proto_msgTypes[14].OneofWrappers = []any{}
+	file_muster_v1_types_proto_msgTypes[25].OneofWrappers = []any{}
+	file_muster_v1_types_proto_msgTypes[38].OneofWrappers = []any{
 		(*JobEvent_State)(nil),
 		(*JobEvent_Started)(nil),
 		(*JobEvent_Output)(nil),
@@ -4984,7 +5457,7 @@ func file_muster_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_types_proto_rawDesc), len(file_muster_v1_types_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   57,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
