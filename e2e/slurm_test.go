@@ -483,7 +483,8 @@ func TestSlurmSignalBatch(t *testing.T) {
 // agent (its pid from scontrol listpids on the node) makes it a graceful
 // departure: the agent leaves the job first, which then stops on every node
 // with each worker's SIGTERM handler run (the script's srun
-// --kill-on-bad-exit=1 ends the step once the agent has exited).
+// --kill-on-bad-exit=1 ends the step once the agent has exited). A node set
+// down instead ends the whole job, gracefully too.
 func TestSlurmDrain(t *testing.T) {
 	t.Parallel()
 	s := newSlurm(t, 3)
@@ -526,6 +527,18 @@ func TestSlurmDrain(t *testing.T) {
 	// whichever comes first; neither is a crash (agent connection closed).
 	if !strings.Contains(out, "node c lost: it left the cluster (") {
 		t.Errorf("the output does not name node c's departure:\n%s", out)
+	}
+	s.noneLeft()
+
+	// A node set down is a node failure to Slurm: it cancels the whole
+	// job, SIGTERM on every node, and would requeue it but for --no-requeue.
+	s.must("scontrol", "update", "nodename=b", "state=resume")
+	j = s.sbatch([]string{"--nodelist=a,b", "--no-requeue"}, s.worker("wait")...)
+	j.waitReady(world)
+	s.must("scontrol", "update", "nodename=b", "state=down", "reason=maintenance")
+	state, _ = j.wait(60 * time.Second)
+	if got := j.marked("term"); state != "NODE_FAIL" || !slices.Equal(got, ranks(world)) {
+		t.Errorf("job %s on a node set down: %s, workers that got SIGTERM %v; want NODE_FAIL and all %d; output:\n%s", j.id, state, got, world, j.output())
 	}
 	s.noneLeft()
 }
