@@ -39,21 +39,29 @@ type slurmCluster struct {
 	logs []string // the daemons' logs, shown when the test fails
 }
 
-// needSlurm skips the test, saying why, where Slurm or munge is missing.
-func needSlurm(t *testing.T) {
+// needSlurm skips the test, saying why, where Slurm or munge is missing,
+// and returns where the daemons are: /usr/sbin may be off a user's PATH.
+func needSlurm(t *testing.T) map[string]string {
 	t.Helper()
-	for _, c := range []string{"slurmctld", "slurmd", "sbatch", "scontrol", "scancel", "munged", "unshare"} {
-		if _, err := exec.LookPath(c); err != nil {
+	found := map[string]string{}
+	for _, c := range []string{"slurmctld", "slurmd", "munged", "sbatch", "scontrol", "scancel", "sinfo", "unshare"} {
+		path, err := exec.LookPath(c)
+		if err != nil {
+			path, err = exec.LookPath("/usr/sbin/" + c)
+		}
+		if err != nil {
 			t.Skipf("needs Slurm and munge (Debian: slurmctld slurmd slurm-client munge, which `bash .ci/run` installs as root): %s not found", c)
 		}
+		found[c] = path
 	}
+	return found
 }
 
 // newSlurm starts munged, slurmctld on the first of n hosts and a slurmd on
 // each, and waits until every node is idle.
 func newSlurm(t *testing.T, n int) *slurmCluster {
 	t.Helper()
-	needSlurm(t)
+	bin := needSlurm(t)
 	nw := newNetwork(t, n)
 	s := &slurmCluster{t: t, nw: nw, dir: t.TempDir()}
 	s.conf = filepath.Join(s.dir, "slurm.conf")
@@ -93,7 +101,7 @@ func newSlurm(t *testing.T, n int) *slurmCluster {
 		t.Fatal(err)
 	}
 	socket := filepath.Join(munge, "socket")
-	s.daemon("munged", "munged", "--foreground", "--force", "--key-file="+filepath.Join(munge, "key"),
+	s.daemon("munged", bin["munged"], "--foreground", "--force", "--key-file="+filepath.Join(munge, "key"),
 		"--socket="+socket, "--pid-file="+filepath.Join(munge, "pid"), "--seed-file="+filepath.Join(munge, "seed"),
 		"--log-file="+filepath.Join(munge, "log"))
 	eventuallyWithin(t, 10*time.Second, "munged's socket", func() bool { _, err := os.Stat(socket); return err == nil })
@@ -146,9 +154,9 @@ GresTypes=gpu
 	}
 	s.write(filepath.Join(s.dir, "gres.conf"), fmt.Sprintf("Name=gpu File=%s/gpu[0-%d]\n", s.dir, slurmGPUs-1))
 
-	s.daemon("slurmctld", s.onHost(nw.hosts[0], "slurmctld", "-D")...)
+	s.daemon("slurmctld", s.onHost(nw.hosts[0], bin["slurmctld"], "-D")...)
 	for _, h := range nw.hosts {
-		s.daemon("slurmd-"+h.name, s.onHost(h, "slurmd", "-D", "-N", h.name)...)
+		s.daemon("slurmd-"+h.name, s.onHost(h, bin["slurmd"], "-D", "-N", h.name)...)
 	}
 	want := strings.Repeat("idle\n", n)
 	s.poll(20*time.Second, "every node idle in sinfo", func() bool {
