@@ -437,7 +437,8 @@ func TestKubernetesIndexedJob(t *testing.T) {
 }
 
 // The Slurm batch script is valid bash and starts one agent per node with
-// srun, the token made in the script.
+// srun, which it execs (a signal for the batch shell reaches the steps), the
+// token made in the script. TestSlurmBatchJob runs it under Slurm.
 func TestSlurmBatch(t *testing.T) {
 	const path = "../deploy/slurm/muster.sbatch"
 	if out, err := exec.Command("bash", "-n", path).CombinedOutput(); err != nil {
@@ -454,10 +455,13 @@ func TestSlurmBatch(t *testing.T) {
 	var sruns int
 	for _, l := range strings.Split(script, "\n") {
 		words := shellWords(l)
-		if len(words) == 0 || words[0] != "srun" {
+		if i := slices.Index(words, "srun"); i < 0 || i > 1 {
 			continue
 		}
 		sruns++
+		if words[0] != "exec" {
+			t.Errorf("srun without exec: a signal for the batch shell would kill it: %s", l)
+		}
 		if !slices.Contains(words, "--ntasks-per-node=1") {
 			t.Errorf("srun without --ntasks-per-node=1: one agent per node: %s", l)
 		}
