@@ -163,6 +163,13 @@ func TestTorchStoresShareABudget(t *testing.T) {
 	if err := clients[1].Set("k0", mib); err != nil {
 		t.Fatal(err)
 	}
+	// A SET has no reply: a GET on each connection makes sure the store
+	// holds its three MiB before the fourth.
+	for i, c := range clients {
+		if _, err := c.Get("k0"); err != nil {
+			t.Fatalf("client %d: %v", i, err)
+		}
+	}
 	// The third MiB of one job is the fourth of the agent's.
 	// A SET has no reply: the store closes the connection instead.
 	clients[1].Set("k1", mib)
