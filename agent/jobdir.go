@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,6 +101,13 @@ func makeJobDir(tempDir, jobID string, nodeRank int32, cred *syscall.Credential)
 		}
 		if err == nil {
 			err = os.Rename(tmp, dir)
+			if errors.Is(err, fs.ErrExist) || errors.Is(err, unix.ENOTEMPTY) {
+				// Another agent sharing this directory (a second agent on
+				// the machine) holds this node rank's name from an earlier
+				// round: the temporary name's random part sets this one apart.
+				dir += "." + strings.TrimPrefix(filepath.Base(tmp), jobDirNew)
+				err = os.Rename(tmp, dir)
+			}
 		}
 	}
 	if err != nil {

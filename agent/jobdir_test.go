@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -35,5 +36,30 @@ func TestStaleJobDirRemovalSparesOneBeingMade(t *testing.T) {
 		}
 		lock.Close()
 		os.RemoveAll(jobDir)
+	}
+}
+
+// Two agents sharing the directory may hold the same job's node rank (one
+// from an earlier round): each gets a directory of its own.
+func TestJobDirOfTheSameNodeRankTwice(t *testing.T) {
+	dir := t.TempDir()
+	first, lock1, err := makeJobDir(dir, "j-1", 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock1.Close()
+	if err := os.WriteFile(filepath.Join(first, "rank-0"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	second, lock2, err := makeJobDir(dir, "j-1", 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock2.Close()
+	if second == first {
+		t.Fatalf("both in %s", first)
+	}
+	if _, err := os.Stat(filepath.Join(first, "rank-0")); err != nil {
+		t.Fatalf("the first directory lost its file: %v", err)
 	}
 }
