@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -107,6 +108,7 @@ type Agent struct {
 	ncclVersion int
 
 	gpusChanged chan struct{} // see GPUsChanged
+	connected   atomic.Bool   // registered, its Watch stream in place (Connected)
 	closeOnce   sync.Once
 }
 

@@ -30,6 +30,9 @@ type job struct {
 	// gone; no round forms before (lease.go).
 	fencedUntil time.Time
 	restarts    int32 // rounds begun after a failure (elastic.go)
+	// submitted is when Submit took the job; zero for a job taken over
+	// from its agents.
+	submitted time.Time
 	// storeNode serves the job's TCPStore: its last node rank 0 that was
 	// asked to, until told to release it.
 	storeNode *node
@@ -63,11 +66,12 @@ func (s *Store) Submit(spec *musterv1.JobSpec, owner *musterv1.Identity) (string
 		return "", formError(spec, len(s.nodes), picked, unusable)
 	}
 	j := &job{
-		id:     newID("j-"),
-		spec:   spec,
-		place:  place,
-		events: newEventLog(s.cfg.EventCount, s.cfg.EventBytes),
-		owner:  owner,
+		id:        newID("j-"),
+		spec:      spec,
+		place:     place,
+		events:    newEventLog(s.cfg.EventCount, s.cfg.EventBytes),
+		owner:     owner,
+		submitted: time.Now(),
 	}
 	j.token = security.NewJobToken(j.id)
 	if spec.GetStdinAll() || spec.StdinRank != nil {
@@ -214,6 +218,7 @@ func (s *Store) checkEventLocked(j *job, n *node, ev *musterv1.JobEvent) error {
 }
 
 func (s *Store) workerExitedLocked(j *job, ex *musterv1.WorkerExited) {
+	s.cfg.Recorder.WorkerExited(ex)
 	r := j.round
 	r.exited[ex.GetRank()] = true
 	// A worker that fails while its round stops for a restart fails nothing.
@@ -338,6 +343,7 @@ func (s *Store) finishLocked(j *job) {
 	s.endRoundLocked(j)
 	s.setJobStateLocked(j, fin.State)
 	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_Finished{Finished: fin}})
+	s.cfg.Recorder.JobFinished(j.outcome.result())
 	j.events.close()
 	if j.attached == 0 {
 		// An ended job nobody follows keeps only its last events, for late readers.

@@ -518,6 +518,11 @@ func (s *Store) PortsReserved(session, roundID string, ports []int32, errText st
 	}
 	commID := net.JoinHostPort(master, strconv.Itoa(int(ports[1])))
 	s.setRoundStateLocked(j, roundRunning)
+	now := time.Now()
+	s.cfg.Recorder.RoundFormed(now.Sub(r.since))
+	if r.number == 0 && !j.submitted.IsZero() {
+		s.cfg.Recorder.JobStarted(now.Sub(j.submitted))
+	}
 	for rank, n := range r.nodes {
 		asg := &musterv1.Assignment{
 			JobId:        j.id,
