@@ -1,9 +1,9 @@
 package metrics
 
 import (
+	"slices"
 	"strings"
 	"sync"
-	"unicode"
 
 	gometrics "github.com/hashicorp/go-metrics"
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,12 +54,12 @@ func metricName(key []string, suffix string) string {
 		b.WriteByte('_')
 		for i, r := range part {
 			switch {
-			case unicode.IsUpper(r):
+			case 'A' <= r && r <= 'Z':
 				if i > 0 {
 					b.WriteByte('_')
 				}
-				b.WriteRune(unicode.ToLower(r))
-			case r < 128 && (unicode.IsLetter(r) || unicode.IsDigit(r)):
+				b.WriteRune(r + 'a' - 'A')
+			case 'a' <= r && r <= 'z', '0' <= r && r <= '9':
 				b.WriteRune(r)
 			default:
 				b.WriteByte('_')
@@ -70,6 +70,16 @@ func metricName(key []string, suffix string) string {
 		b.WriteString("_" + suffix)
 	}
 	return b.String()
+}
+
+// labelName is a go-metrics label's name as a valid Prometheus label name,
+// never one of the names Prometheus keeps for itself (__*).
+func labelName(name string) string {
+	n := metricName([]string{name}, "")[len(Namespace)+1:]
+	if n == "" || n[0] == '_' || n[0] >= '0' && n[0] <= '9' {
+		n = "label_" + n
+	}
+	return n
 }
 
 // get finds or adds the series of key and labels, with the sink locked.
@@ -94,10 +104,14 @@ func (s *GossipSink) get(key []string, labels []gometrics.Label, kind prometheus
 	if len(s.series) >= maxGossipSeries {
 		return nil, 0
 	}
-	ser := &gossipSeries{name: name, kind: kind, help: "memberlist's " + dotted + " (go-metrics)."}
+	ser := &gossipSeries{name: name, kind: kind, help: "memberlist's " + strings.ToValidUTF8(dotted, "?") + " (go-metrics)."}
 	for _, l := range labels {
-		ser.labelNames = append(ser.labelNames, metricName([]string{l.Name}, "")[len(Namespace)+1:])
-		ser.labelValues = append(ser.labelValues, l.Value)
+		ln := labelName(l.Name)
+		if slices.Contains(ser.labelNames, ln) {
+			continue
+		}
+		ser.labelNames = append(ser.labelNames, ln)
+		ser.labelValues = append(ser.labelValues, strings.ToValidUTF8(l.Value, "?"))
 	}
 	s.series[id] = ser
 	return ser, u.scale

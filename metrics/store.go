@@ -61,9 +61,13 @@ func NewStoreRecorder(reg prometheus.Registerer) *StoreRecorder {
 	for _, c := range []string{"exited", "exit_code", "signal", "stopped", "not_started", "node_lost"} {
 		r.workerExits.WithLabelValues(c)
 	}
-	for v, name := range musterv1.LossSignal_name {
-		if sig := musterv1.LossSignal(v); sig != musterv1.LossSignal_LOSS_SIGNAL_UNSPECIFIED && sig != musterv1.LossSignal_LOSS_SIGNAL_STORE_CLOSING {
-			r.nodesLost.WithLabelValues(strings.ToLower(strings.TrimPrefix(name, "LOSS_SIGNAL_")))
+	for v := range musterv1.LossSignal_name {
+		switch sig := musterv1.LossSignal(v); sig {
+		// Never a node's removal: a store's closing, a job's loss of one.
+		case musterv1.LossSignal_LOSS_SIGNAL_UNSPECIFIED, musterv1.LossSignal_LOSS_SIGNAL_STORE_CLOSING,
+			musterv1.LossSignal_LOSS_SIGNAL_JOB_FORGOTTEN:
+		default:
+			r.nodesLost.WithLabelValues(failure.LossCause(&musterv1.NodeLoss{Signal: sig}))
 		}
 	}
 	reg.MustRegister(r.finished, r.restarts, r.nodesLost, r.workerExits, r.submitToStart, r.round, r.lossDetection)
