@@ -143,7 +143,9 @@ type Cluster struct {
 	stop     chan struct{}
 	loopDone chan struct{}
 	once     sync.Once
-	// unrouteMetrics stops memberlist's metrics reaching Config.MetricSink.
+	// metricsID labels this member's metrics; unrouteMetrics stops them
+	// reaching Config.MetricSink.
+	metricsID      string
 	unrouteMetrics func()
 }
 
@@ -196,9 +198,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	mc.LogOutput = nil
 	mc.Logger = memberlistLogger(lg)
 	if cfg.MetricSink != nil {
-		id := newMemberID()
-		mc.MetricLabels = []gometrics.Label{{Name: memberLabel, Value: id}}
-		c.unrouteMetrics = routeMetrics(id, cfg.MetricSink)
+		c.metricsID = newMemberID()
+		mc.MetricLabels = []gometrics.Label{{Name: memberLabel, Value: c.metricsID}}
+		c.unrouteMetrics = routeMetrics(c.metricsID, cfg.MetricSink)
 	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
