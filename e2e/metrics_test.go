@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -65,20 +66,24 @@ func metricValue(fams map[string]*dto.MetricFamily, family, name, value string) 
 	return 0, false
 }
 
-// Real agents on two hosts serve /metrics, /healthz and /readyz: the head's
-// metrics count the jobs run, every agent's parse with Prometheus' parser,
-// and an agent that lost its store says so on /readyz.
+// Real agents on three hosts serve /metrics, /healthz and /readyz: the
+// head's metrics count the jobs run and the node lost, with how long it
+// took to find; every agent's parse with Prometheus' parser; and an agent
+// that lost its store says so on /readyz.
 func TestNetnsMetrics(t *testing.T) {
 	t.Parallel()
-	nw := newNetwork(t, 2)
-	a, b := nw.hosts[0], nw.hosts[1]
+	nw := newNetwork(t, 3)
+	a, b, c := nw.hosts[0], nw.hosts[1], nw.hosts[2]
 	aMetrics, bMetrics := a.ip+":29401", b.ip+":29401"
 	head := nw.startAgent(a, a.name, "--listen", nw.store(), "--token-file", nw.token,
 		"--tls-cert", filepath.Join(nw.dir, "store.pem"), "--tls-key", filepath.Join(nw.dir, "store-key.pem"),
-		"--tls-ca", nw.ca, "--socket", filepath.Join(nw.dir, "store.sock"), "--gpu-devices", "0,1", "--metrics-addr", aMetrics)
-	nw.startAgent(b, b.name, "--join", a.ip, "--token-file", nw.token, "--tls-ca", nw.ca, "--gpu-devices", "0,1",
-		"--metrics-addr", ":29401")
-	nw.waitReady(2, 20*time.Second)
+		"--tls-ca", nw.ca, "--socket", filepath.Join(nw.dir, "store.sock"), "--gpu-devices", "0,1", "--metrics-addr", aMetrics,
+		"--node-timeout", "2s")
+	for _, h := range []*host{b, c} {
+		nw.startAgent(h, h.name, "--join", a.ip, "--token-file", nw.token, "--tls-ca", nw.ca, "--gpu-devices", "0,1",
+			"--metrics-addr", ":29401", "--node-timeout", "2s")
+	}
+	nw.waitReady(3, 20*time.Second)
 
 	finished := func(result string) float64 {
 		v, ok := metricValue(scrapeIn(t, b, aMetrics), "muster_jobs_finished_total", "result", result)
@@ -106,7 +111,7 @@ func TestNetnsMetrics(t *testing.T) {
 		family, label, value string
 		want                 float64
 	}{
-		{"muster_nodes", "state", "idle", 2},
+		{"muster_nodes", "state", "idle", 3},
 		{"muster_node_gpus", "node", "b", 2},
 		{"muster_node_gpus_free", "node", "b", 2},
 		{"muster_jobs", "state", "running", 0},
@@ -129,6 +134,41 @@ func TestNetnsMetrics(t *testing.T) {
 				t.Errorf("%s of %s: %d %s", path, h.name, code, body)
 			}
 		}
+	}
+
+	// c cut off: the store finds it lost, and how long it was silent.
+	var causes []string
+	lost := func() (n float64, detections uint64) {
+		fams := scrapeIn(t, b, aMetrics)
+		causes = causes[:0]
+		for _, m := range fams["muster_nodes_lost_total"].GetMetric() {
+			n += m.GetCounter().GetValue()
+			if v := m.GetCounter().GetValue(); v > 0 {
+				causes = append(causes, fmt.Sprintf("%s=%v", m.GetLabel()[0].GetValue(), v))
+			}
+		}
+		for _, m := range fams["muster_node_loss_detection_seconds"].GetMetric() {
+			detections += m.GetHistogram().GetSampleCount()
+		}
+		return n, detections
+	}
+	if n, d := lost(); n != 0 || d != 0 {
+		t.Fatalf("%v nodes lost, %d detections timed before any was", n, d)
+	}
+	nw.cut(c)
+	var n float64
+	var d uint64
+	for deadline := time.Now().Add(40 * time.Second); n == 0 || d == 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("c cut off for 40 s: %v nodes lost (%v), %d detection times", n, causes, d)
+		}
+		n, d = lost()
+	}
+	if n != 1 || d != 1 {
+		t.Errorf("c cut off: %v nodes lost (%v), %d detection times; want 1 and 1", n, causes, d)
+	}
+	if v, _ := metricValue(scrapeIn(t, b, aMetrics), "muster_nodes", "state", "idle"); v != 2 {
+		t.Errorf("muster_nodes{state=idle} = %v after c's loss, want 2", v)
 	}
 
 	// The store gone, b is alive but not ready, and says why.
