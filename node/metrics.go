@@ -38,6 +38,12 @@ func (n *Node) startMetrics(cfg Config) error {
 	}
 	m.srv = srv
 	n.metrics = m
+	go func() {
+		// The node goes on without its metrics: its jobs matter more.
+		for err := range srv.Err() {
+			n.log.Error("the metrics server stopped", zap.Error(err))
+		}
+	}()
 	return nil
 }
 

@@ -21,6 +21,7 @@ import (
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
 	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/tcpstore"
 )
 
 // scrape gets /metrics and parses it with Prometheus' own text parser.
@@ -190,6 +191,67 @@ func TestMetricsAndProbes(t *testing.T) {
 	code, body := get(t, "http://"+noGPUs.MetricsAddr()+"/readyz")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "no GPUs seen: nvml: library not found") {
 		t.Errorf("/readyz of a node without GPUs: %d %q, want 503 naming the GPUs", code, body)
+	}
+
+	// A running job: its node serves its TCPStore, which holds a client's
+	// connection and key.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := c.Submit(ctx, &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: argv(`echo "port $MASTER_PORT"; exec sleep 100`),
+		Nnodes: 1, Gpus: 1, Nproc: 1, KillTimeoutMs: 200}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.WatchJob(ctx, &musterv1.WatchJobRequest{JobId: resp.JobId})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var port string
+	for port == "" {
+		ev, err := w.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o := ev.GetOutput(); o != nil {
+			port = strings.TrimSpace(strings.TrimPrefix(string(o.GetData()), "port "))
+		}
+	}
+	var ran *node.Node
+	for _, n := range []*node.Node{head, worker} {
+		if v, _ := value(scrape(t, n.MetricsAddr()), "muster_agent_jobs"); v == 1 {
+			ran = n
+		}
+	}
+	if ran == nil {
+		t.Fatal("no node reports muster_agent_jobs 1 while the job runs")
+	}
+	addr := "127.0.0.1:" + port
+	ts, err := tcpstore.Dial(ctx, addr)
+	if err != nil {
+		t.Fatalf("TCPStore at %s: %v", addr, err)
+	}
+	defer ts.Close()
+	if err := ts.Set("k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	running := scrape(t, ran.MetricsAddr())
+	for _, tc := range []struct {
+		family string
+		want   float64
+	}{{"muster_tcpstore_servers", 1}, {"muster_tcpstore_connections", 1}, {"muster_tcpstore_keys", 1}} {
+		if got, ok := value(running, tc.family); !ok || got != tc.want {
+			t.Errorf("%s = %v (found %v) while the job runs, want %v", tc.family, got, ok, tc.want)
+		}
+	}
+	fams = scrape(t, head.MetricsAddr())
+	if v, _ := value(fams, "muster_jobs", "state", "running"); v != 1 {
+		t.Errorf("muster_jobs{state=running} = %v while the job runs, want 1", v)
+	}
+	if v, _ := value(fams, "muster_nodes", "state", "busy"); v != 1 {
+		t.Errorf("muster_nodes{state=busy} = %v while the job runs, want 1", v)
+	}
+	if _, err := c.Cancel(ctx, &musterv1.CancelRequest{JobId: resp.JobId}); err != nil {
+		t.Fatal(err)
 	}
 
 	// gRPC health, without a token: on the metrics port in plain text (as
