@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -25,6 +26,9 @@ const (
 	writeTimeout      = 30 * time.Second
 	maxHeaderBytes    = 16 << 10
 	shutdownTimeout   = 2 * time.Second
+	// maxConns bounds the connections served at once; more wait to be
+	// accepted.
+	maxConns = 64
 )
 
 // ServerConfig configures a Server.
@@ -88,7 +92,7 @@ func Start(cfg ServerConfig) (*Server, error) {
 	srv.Protocols.SetUnencryptedHTTP2(true)
 	s := &Server{log: cfg.Logger, lis: lis, http: srv, errc: make(chan error, 1)}
 	go func() {
-		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(netutil.LimitListener(lis, maxConns)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.errc <- err
 		}
 		close(s.errc)
