@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -125,6 +126,7 @@ type Agent struct {
 	ncclVersion int
 
 	gpusChanged chan struct{} // see GPUsChanged
+	connected   atomic.Bool   // registered, its Watch stream in place (Connected)
 	closeOnce   sync.Once
 }
 

@@ -121,6 +121,7 @@ func (a *Agent) register(ctx context.Context) (watch musterv1.Agents_WatchClient
 	a.smu.Lock()
 	a.session, a.storeID = reg.GetSession(), reg.GetStoreId()
 	a.smu.Unlock()
+	a.connected.Store(true)
 	a.lease.renewed(sent, time.Duration(reg.GetFenceAfterMs())*time.Millisecond)
 	return watch, stop, nil
 }
@@ -131,6 +132,7 @@ func (a *Agent) sessionLoop(watch musterv1.Agents_WatchClient, stop context.Canc
 	defer a.loops.Done()
 	for {
 		err := a.serve(watch)
+		a.connected.Store(false)
 		stop()
 		// A stream's commands are done before the agent registers again,
 		// reporting its jobs, or ends.

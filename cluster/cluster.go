@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	gometrics "github.com/hashicorp/go-metrics"
 	"io"
 	"net"
 	"slices"
@@ -142,6 +143,10 @@ type Cluster struct {
 	stop     chan struct{}
 	loopDone chan struct{}
 	once     sync.Once
+	// metricsID labels this member's metrics; unrouteMetrics stops them
+	// reaching Config.MetricSink.
+	metricsID      string
+	unrouteMetrics func()
 }
 
 type departure struct {
@@ -168,16 +173,17 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		lg = zap.NewNop()
 	}
 	c := &Cluster{
-		name:     cfg.Name,
-		log:      lg,
-		rejoin:   rejoin,
-		tries:    cfg.JoinAttempts,
-		meta:     meta,
-		alive:    map[string]Member{},
-		departed: map[string]departure{},
-		acks:     map[string]time.Time{},
-		stop:     make(chan struct{}),
-		loopDone: make(chan struct{}),
+		name:           cfg.Name,
+		log:            lg,
+		rejoin:         rejoin,
+		tries:          cfg.JoinAttempts,
+		meta:           meta,
+		alive:          map[string]Member{},
+		departed:       map[string]departure{},
+		acks:           map[string]time.Time{},
+		stop:           make(chan struct{}),
+		loopDone:       make(chan struct{}),
+		unrouteMetrics: func() {},
 	}
 	if c.tries <= 0 {
 		c.tries = 5
@@ -191,8 +197,14 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	mc.Delegate, mc.Events, mc.Merge, mc.Alive, mc.Conflict, mc.Ping = d, d, d, d, d, d
 	mc.LogOutput = nil
 	mc.Logger = memberlistLogger(lg)
+	if cfg.MetricSink != nil {
+		c.metricsID = newMemberID()
+		mc.MetricLabels = []gometrics.Label{{Name: memberLabel, Value: c.metricsID}}
+		c.unrouteMetrics = routeMetrics(c.metricsID, cfg.MetricSink)
+	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
+		c.unrouteMetrics()
 		return nil, fmt.Errorf("cluster: start member %q: %w", cfg.Name, err)
 	}
 	c.ml = ml
@@ -491,6 +503,7 @@ func (c *Cluster) Close() error {
 		close(c.stop)
 		err = c.ml.Shutdown() // closes the transport; its goroutines stop within their timeouts
 		<-c.loopDone          // the loop's calls into memberlist are bounded by TCPTimeout
+		c.unrouteMetrics()
 		c.mu.Lock()
 		c.closed = true
 		close(c.events)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	gometrics "github.com/hashicorp/go-metrics"
 	"net"
 	"time"
 
@@ -151,6 +152,9 @@ type Config struct {
 	// joined again, so a healed partition merges; 0 means the profile's (30 s LAN, 1 s Local),
 	// a negative value turns rejoining off.
 	RejoinInterval time.Duration
+	// MetricSink, when set, receives memberlist's own metrics (go-metrics)
+	// of this member alone; nil drops them.
+	MetricSink gometrics.MetricSink
 }
 
 // ErrConfig is wrapped by every configuration error.

@@ -98,13 +98,14 @@ func TestSystemdEnvironmentFile(t *testing.T) {
 func agentRunFlags() map[string]bool {
 	return map[string]bool{"rdzv": true, "rdzv-host": false, "nnodes": true, "gpus": true, "nproc": true,
 		"node-rank": true, "max-restarts": true, "join-timeout": true, "last-call": true, "kill-timeout": true,
-		"dry-run": false, "token-file": true}
+		"dry-run": false, "token-file": true, "metrics-addr": true}
 }
 
 // agentRunEnv is the variables `agent run` reads.
 func agentRunEnv() []string {
 	return []string{"MUSTER_RDZV", "MUSTER_NNODES", "MUSTER_GPUS", "MUSTER_NPROC", "MUSTER_AGENT_NODE_RANK",
-		"MUSTER_MAX_RESTARTS", "MUSTER_JOIN_TIMEOUT", "MUSTER_LAST_CALL", "MUSTER_KILL_TIMEOUT", "MUSTER_TOKEN", "MUSTER_TOKEN_FILE"}
+		"MUSTER_MAX_RESTARTS", "MUSTER_JOIN_TIMEOUT", "MUSTER_LAST_CALL", "MUSTER_KILL_TIMEOUT", "MUSTER_TOKEN", "MUSTER_TOKEN_FILE",
+		"MUSTER_METRICS_ADDR"}
 }
 
 // shellWords splits a command line as sh does for plain words and quotes.

@@ -55,6 +55,8 @@ type Config struct {
 	// Name and Addr are this node's name (default: the host name) and its
 	// address for workers (default: its gossip address).
 	Name, Addr string
+	// MetricsAddr serves the node's metrics and probes there, when set.
+	MetricsAddr string
 	// GPUDevices is this node's GPUs; GPUError says why none were found.
 	GPUDevices []gpu.Device
 	GPUError   string

@@ -133,3 +133,33 @@ func Cause(l *musterv1.NodeLoss) string {
 	}
 	return s
 }
+
+// ExitCause names how a worker ended in one word from a fixed set, for
+// metrics' labels: "exited" (code 0), "exit_code", "signal", "stopped" (by
+// muster), "not_started" (it could not be run or reaped) or "node_lost".
+func ExitCause(ex *musterv1.WorkerExited) string {
+	switch {
+	case ex.GetNodeLoss() != nil:
+		return "node_lost"
+	case ex.GetStopped():
+		return "stopped"
+	case ex.GetSignal() != 0:
+		return "signal"
+	case ex.GetError() != "":
+		return "not_started"
+	case ex.GetExitCode() != 0:
+		return "exit_code"
+	}
+	return "exited"
+}
+
+// LossCause names the signal of a loss in one word from a fixed set, for
+// metrics' labels: "gossip_dead", "agent_gone", "silent", "left" and the
+// other LossSignal values, lower case and without their prefix.
+func LossCause(l *musterv1.NodeLoss) string {
+	name, ok := musterv1.LossSignal_name[int32(l.GetSignal())]
+	if !ok || l.GetSignal() == musterv1.LossSignal_LOSS_SIGNAL_UNSPECIFIED {
+		return "unknown"
+	}
+	return strings.ToLower(strings.TrimPrefix(name, "LOSS_SIGNAL_"))
+}

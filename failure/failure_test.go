@@ -90,3 +90,34 @@ func TestDescribeLoss(t *testing.T) {
 		})
 	}
 }
+
+func TestExitCauseAndLossCause(t *testing.T) {
+	for _, tc := range []struct {
+		ex   *musterv1.WorkerExited
+		want string
+	}{
+		{&musterv1.WorkerExited{}, "exited"},
+		{&musterv1.WorkerExited{ExitCode: 3}, "exit_code"},
+		{&musterv1.WorkerExited{Signal: 9}, "signal"},
+		{&musterv1.WorkerExited{Signal: 15, Stopped: true}, "stopped"},
+		{&musterv1.WorkerExited{Error: "exec: not found"}, "not_started"},
+		{&musterv1.WorkerExited{Stopped: true, NodeLoss: &musterv1.NodeLoss{}}, "node_lost"},
+	} {
+		if got := failure.ExitCause(tc.ex); got != tc.want {
+			t.Errorf("ExitCause(%v) = %q, want %q", tc.ex, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		signal musterv1.LossSignal
+		want   string
+	}{
+		{musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD, "gossip_dead"},
+		{musterv1.LossSignal_LOSS_SIGNAL_SILENT, "silent"},
+		{musterv1.LossSignal_LOSS_SIGNAL_UNSPECIFIED, "unknown"},
+		{musterv1.LossSignal(99), "unknown"},
+	} {
+		if got := failure.LossCause(&musterv1.NodeLoss{Signal: tc.signal}); got != tc.want {
+			t.Errorf("LossCause(%v) = %q, want %q", tc.signal, got, tc.want)
+		}
+	}
+}

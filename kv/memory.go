@@ -88,6 +88,13 @@ func NewMemory() *Memory { return NewMemoryWith(DefaultLimits) }
 // NewMemoryWith returns an empty store with limits l.
 func NewMemoryWith(l Limits) *Memory { return &Memory{limits: l, spaces: map[string]*space{}} }
 
+// Keys is how many keys and non-empty queues m holds, in every space.
+func (m *Memory) Keys() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.keys
+}
+
 type space struct {
 	m        *Memory
 	scope    string

@@ -152,6 +152,9 @@ func (n *Node) startGossip(ctx context.Context, g *Gossip, name, token, addr str
 	}
 	n.timeouts = map[string]time.Duration{}
 	ccfg.Meta = cluster.Meta{Version: version.Short(), NodeTimeout: n.nodeTimeout}
+	if n.metrics != nil {
+		ccfg.MetricSink = n.metrics.gossip
+	}
 	c, err := cluster.Start(ctx, ccfg)
 	// memberlist words its listener's error with %v, which drops the errno.
 	if errors.Is(err, syscall.EADDRINUSE) || err != nil && strings.Contains(err.Error(), "address already in use") {

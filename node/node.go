@@ -18,6 +18,7 @@ import (
 
 	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/cluster"
+	"github.com/musterhq/muster/metrics"
 	"github.com/musterhq/muster/security"
 	"github.com/musterhq/muster/storeserver"
 )
@@ -50,6 +51,9 @@ type Config struct {
 	TokenFile string
 	// Agent is this node's agent; Start fills in how it reaches the store.
 	Agent agent.Config
+	// MetricsAddr, when set, serves the node's metrics and probes on this
+	// TCP HOST:PORT (package metrics): the store's too when it hosts it.
+	MetricsAddr string
 }
 
 // Node is a running store, when hosted, and agent.
@@ -66,6 +70,8 @@ type Node struct {
 	warnedStores map[string]bool
 	nodeTimeout  time.Duration            // gossip's node timeout, gossiped in the metadata
 	timeouts     map[string]time.Duration // the node timeout each node last gossiped; watchGossip's
+	metrics      *nodeMetrics             // nil without Config.MetricsAddr (metrics.go)
+	gossipPeers  int                      // how many peers gossip was given to join
 }
 
 // Start starts the gossip member, if any, hosts the store, joins it or finds
@@ -81,17 +87,23 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if acfg.Name == "" {
 		acfg.Name, _ = os.Hostname()
 	}
+	if err := n.startMetrics(cfg); err != nil {
+		return nil, err
+	}
 	var peers []string
 	if cfg.Gossip != nil {
 		var err error
 		if peers, err = n.startGossipFirst(ctx, &cfg, &acfg); err != nil {
+			n.closeMetrics()
 			return nil, err
 		}
+		n.gossipPeers = len(peers)
 	}
 	if err := n.startStoreAndAgent(ctx, cfg, acfg, peers); err != nil {
 		if n.gossip != nil {
 			n.gossip.Close()
 		}
+		n.closeMetrics()
 		return nil, err
 	}
 	if n.gossip != nil {
@@ -108,6 +120,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if n.store != nil {
 		go n.watchStore()
 	}
+	n.metricsStarted()
 	return n, nil
 }
 
@@ -296,13 +309,19 @@ func (n *Node) host(ctx context.Context, cfg *Config, acfg *agent.Config) error 
 			acfg.Addr = ip.String()
 		}
 	}
-	var gossipView func(*storeserver.Config)
-	if n.gossip != nil {
-		gossipView = func(c *storeserver.Config) {
+	configure := func(c *storeserver.Config) {
+		if n.gossip != nil {
 			c.AgentGone, c.NodeTimeout, c.OwnNode = n.gossip.Refused, n.nodeTimeout, acfg.Name
 		}
+		if n.metrics != nil {
+			// Only the node hosting the store counts its events.
+			if n.metrics.store == nil {
+				n.metrics.store = metrics.NewStoreRecorder(n.metrics.reg)
+			}
+			c.Recorder = n.metrics.store
+		}
 	}
-	store, err := hostStore(ctx, n.log, cfg, listenAddr, acfg.Addr, sec, gossipView)
+	store, err := hostStore(ctx, n.log, cfg, listenAddr, acfg.Addr, sec, configure)
 	if err != nil {
 		return err
 	}
@@ -331,7 +350,7 @@ func (n *Node) host(ctx context.Context, cfg *Config, acfg *agent.Config) error 
 // socket cannot be served (another agent holds it) and was not asked for
 // by name, the store goes on without one.
 func hostStore(ctx context.Context, log *zap.Logger, cfg *Config, listenAddr, nodeAddr string, sec security.Security,
-	gossipView func(*storeserver.Config)) (*storeserver.Server, error) {
+	configure func(*storeserver.Config)) (*storeserver.Server, error) {
 	lis, err := net.Listen("tcp", listenAddr)
 	if err != nil {
 		return nil, fmt.Errorf("store: listen on %s: %w", listenAddr, err)
@@ -344,9 +363,7 @@ func hostStore(ctx context.Context, log *zap.Logger, cfg *Config, listenAddr, no
 	}
 	rcfg := storeserver.Config{Logger: log, Listener: lis, AdvertiseAddr: advertise, Security: sec,
 		Socket: cfg.Socket, SocketUsers: cfg.SocketUsers}
-	if gossipView != nil {
-		gossipView(&rcfg)
-	}
+	configure(&rcfg)
 	if rcfg.Socket == "" {
 		rcfg.Socket = security.DefaultSocket()
 	}
@@ -423,6 +440,7 @@ func (n *Node) Close(grace time.Duration) error {
 	if n.store != nil {
 		n.store.Close()
 	}
+	n.closeMetrics()
 	return err
 }
 

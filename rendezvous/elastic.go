@@ -58,6 +58,7 @@ func (s *Store) restartLocked(j *job, reason string, counted bool) {
 	if counted {
 		j.restarts++
 	}
+	s.cfg.Recorder.RoundRestarted()
 	s.log.Info("job round restarting", zap.String("job", j.id), zap.Int32("round", r.number), zap.String("reason", reason),
 		zap.Int32("restarts", j.restarts), zap.Bool("counted", counted))
 	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_Restarting{Restarting: &musterv1.RoundRestarting{

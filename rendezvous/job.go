@@ -221,6 +221,7 @@ func (s *Store) checkEventLocked(j *job, n *node, ev *musterv1.JobEvent) error {
 }
 
 func (s *Store) workerExitedLocked(j *job, ex *musterv1.WorkerExited) {
+	s.cfg.Recorder.WorkerExited(ex)
 	r := j.round
 	r.exited[ex.GetRank()] = true
 	// A worker that fails while its round stops for a restart fails nothing.
@@ -348,6 +349,7 @@ func (s *Store) finishLocked(j *job) {
 	s.setJobStateLocked(j, fin.State)
 	j.ended = s.now()
 	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_Finished{Finished: fin}})
+	s.cfg.Recorder.JobFinished(j.outcome.result())
 	j.events.close()
 	if j.attached == 0 {
 		// An ended job nobody follows keeps only its last events, for late readers.

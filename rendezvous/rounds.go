@@ -530,6 +530,11 @@ func (s *Store) PortsReserved(session, roundID string, ports []int32, errText st
 		Round: r.number, RoundId: r.id, Nodes: names, Nproc: r.nproc, WorldSize: r.worldSize, MasterAddr: master,
 		MasterPort: ports[0], UniqueIdSha256: hex.EncodeToString(idHash[:]), RestartCount: j.restarts}}})
 	s.jobsChangedLocked()
+	now := time.Now()
+	s.cfg.Recorder.RoundFormed(now.Sub(r.since))
+	if r.number == 0 && !j.submitted.IsZero() {
+		s.cfg.Recorder.JobStarted(now.Sub(j.submitted))
+	}
 	for rank, n := range r.nodes {
 		asg := &musterv1.Assignment{
 			JobId:        j.id,

@@ -383,6 +383,7 @@ func (s *Store) rebuildLocked(rj *musterv1.RunningJob) *job {
 	s.afterLocked(grace, j, r, func() {
 		for _, m := range r.nodes {
 			if m.placeholder {
+				s.cfg.Recorder.NodeLost(failure.Loss(m.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_NOT_BACK, "", grace, ""))
 				s.nodeLostLocked(j, m, failure.Loss(m.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_NOT_BACK, "", grace, ""))
 			}
 		}

@@ -63,6 +63,8 @@ type StoreConfig struct {
 	// Refused, when set, hears of every state change the store's tables do
 	// not draw (lifecycle.go, rounds.go): a bug, which tests fail on.
 	Refused func(error)
+	// Recorder, when set, hears of the events metrics count (metrics.go).
+	Recorder Recorder
 }
 
 // Store holds the cluster's state in memory. All methods are safe for
@@ -156,6 +158,9 @@ func NewStore(cfg StoreConfig) *Store {
 		// whatever gossip said, nor one of a few renewals missed.
 		cfg.RenewSilence = max(cfg.NodeTimeout, defaultRenewSilence)
 	}
+	if cfg.Recorder == nil {
+		cfg.Recorder = noRecorder{}
+	}
 	if cfg.DepartedRetention == 0 {
 		cfg.DepartedRetention = DepartedRetention
 	}
@@ -214,6 +219,7 @@ func (s *Store) removeNodeLocked(n *node, loss *musterv1.NodeLoss) {
 	if s.closed {
 		return // the jobs go on without this store
 	}
+	s.cfg.Recorder.NodeLost(loss)
 	for id := range n.jobs {
 		if j := s.jobs[id]; j != nil {
 			s.nodeLostLocked(j, n, loss)

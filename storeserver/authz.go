@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -37,8 +38,10 @@ func callerFrom(ctx context.Context) caller {
 	return c
 }
 
-// What each kind of caller may call. Everything else (the health service)
-// needs only an authenticated caller.
+// What each kind of caller may call. Everything else needs only an
+// authenticated caller, but for the health service, which needs none: it
+// tells only whether the store serves, and probes (Kubernetes' gRPC
+// probe, grpc_health_probe) carry no token.
 var (
 	agentMethods = map[string]bool{
 		musterv1.Agents_Register_FullMethodName:      true,
@@ -115,7 +118,13 @@ func authorize(method string, c caller) error {
 	return nil
 }
 
+// healthService is the prefix of the standard health service's methods.
+const healthService = "/grpc.health.v1.Health/"
+
 func (s *Server) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if strings.HasPrefix(info.FullMethod, healthService) {
+		return h(ctx, req)
+	}
 	c, err := s.authenticate(ctx)
 	if err != nil {
 		return nil, err
@@ -127,6 +136,9 @@ func (s *Server) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerI
 }
 
 func (s *Server) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if strings.HasPrefix(info.FullMethod, healthService) {
+		return h(srv, ss)
+	}
 	c, err := s.authenticate(ss.Context())
 	if err != nil {
 		return err

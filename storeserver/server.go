@@ -89,6 +89,9 @@ type Config struct {
 	// StatsHandler, when set, sees every RPC's traffic (the scale benchmark
 	// counts the store's bytes with it).
 	StatsHandler stats.Handler
+	// Recorder, when set, hears of the store's events that metrics count
+	// (see rendezvous.Recorder).
+	Recorder rendezvous.Recorder
 }
 
 // Server serves a Store over gRPC.
@@ -162,7 +165,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		log: cfg.Logger,
 		store: rendezvous.NewStore(rendezvous.StoreConfig{Logger: cfg.Logger, Addr: addr, SessionGrace: cfg.SessionGrace,
 			AgentGone: cfg.AgentGone, Refused: cfg.Refused, FenceAfter: cfg.FenceAfter, RenewSilence: cfg.RenewSilence,
-			NodeTimeout: cfg.NodeTimeout, OwnNode: cfg.OwnNode}),
+			NodeTimeout: cfg.NodeTimeout, OwnNode: cfg.OwnNode, Recorder: cfg.Recorder}),
 		lis:  lis,
 		sock: sock,
 		uid:  uint32(os.Geteuid()),

@@ -41,6 +41,9 @@ func (cl *ConnLimit) take() bool {
 
 func (cl *ConnLimit) give() { cl.held.Add(-1) }
 
+// Held is how many connections the servers sharing cl hold now.
+func (cl *ConnLimit) Held() int { return int(cl.held.Load()) }
+
 // Server serves the TCPStore protocol on a listener. Each connection works
 // on the space in use when it was accepted: a new round's space leaves the
 // last round's connections on theirs.

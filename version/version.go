@@ -76,3 +76,15 @@ func Short() string {
 	}
 	return v
 }
+
+// Parts is the version and the full commit apart, as metrics label them;
+// the commit is "unknown" when the build carries no VCS stamp.
+func Parts() (v, commit string) {
+	bi, _ := debug.ReadBuildInfo()
+	v, settings := versionOf(Version, bi)
+	commit = settings["vcs.revision"]
+	if commit == "" {
+		commit = "unknown"
+	}
+	return v, commit
+}

@@ -73,6 +73,7 @@ func main() {
 				Usage: "keep each rank's output of recent jobs in `DIR`, for `launcher logs` (none: keep nothing)"},
 			cmdline.WithEnv(cmdline.Flag(keptSize, "rank-logs-max-size", nil, "bound the kept output to `SIZE` (512M, 2G), the oldest jobs dropped first (default: 1G, or a tenth of its file system if less)"), "MUSTER_RANK_LOGS_MAX_SIZE"),
 			cmdline.WithEnv(cmdline.Flag(keptAge, "rank-logs-max-age", nil, "drop a job's kept output `DURATION` after its last line (default 168h)"), "MUSTER_RANK_LOGS_MAX_AGE"),
+			&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"MUSTER_METRICS_ADDR"}, Usage: metricsAddrUsage},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, EnvVars: []string{"MUSTER_VERBOSE"}, Usage: "log debug detail, memberlist's own lines included"},
 		},
 		Action: func(c *cli.Context) error {
@@ -86,6 +87,10 @@ func main() {
 	}
 	os.Exit(cmdline.Run(app, os.Args))
 }
+
+// metricsAddrUsage is --metrics-addr's help, agent's and agent run's.
+const metricsAddrUsage = "serve Prometheus metrics (/metrics) and probes (/healthz, /readyz, gRPC health) on `HOST:PORT`, " +
+	"without a token (off by default; e.g. 127.0.0.1:29401, or :29401 for Prometheus and Kubernetes to reach)"
 
 // nodeTimeoutUsage is --node-timeout's help, agent's and agent run's.
 const nodeTimeoutUsage = "how long a node may be silent before gossip declares it dead and its jobs fail (`DURATION`, 1s to 10m); the same on every node"
@@ -138,7 +143,7 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout time.Dura
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	ncfg := node.Config{Logger: log, Listen: listen, Join: storeAddr, Gossip: gossip, Security: sec, TokenFile: tokenFile,
-		Socket: c.String("socket"), SocketRequired: c.IsSet("socket"), SocketUsers: os.Geteuid() == 0}
+		Socket: c.String("socket"), SocketRequired: c.IsSet("socket"), SocketUsers: os.Geteuid() == 0, MetricsAddr: c.String("metrics-addr")}
 	ncfg.Agent = agent.Config{Name: c.String("name"), Addr: c.String("addr"), Rank: nodeRank, Environ: os.Environ(), RankLogs: kept}
 	if list := c.String("gpu-devices"); list != "" {
 		if ncfg.Agent.GPUs, err = gpu.Parse(list); err != nil {

@@ -66,6 +66,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "name", EnvVars: []string{"MUSTER_NAME"}, Usage: "this node's name (default: the host name)"},
 			&cli.StringFlag{Name: "addr", EnvVars: []string{"MUSTER_ADDR"}, Usage: "this node's `IP` for workers (default: its gossip address)"},
 			&cli.StringFlag{Name: "gpu-devices", EnvVars: []string{"MUSTER_GPU_DEVICES"}, Usage: "offer these GPUs (`LIST` of indices) instead of the ones NVML finds"},
+			&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"MUSTER_METRICS_ADDR"}, Usage: metricsAddrUsage},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print what was detected and decided, and exit"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, EnvVars: []string{"MUSTER_VERBOSE"}, Usage: "log what the store and agent do"},
 		},
@@ -94,7 +95,8 @@ func run(c *cli.Context, f runFlags) error {
 		GPUs: int(f.gpus.Int32()), NProc: int(f.nproc.Int32()), NodeRank: int(f.nodeRank.Int32()),
 		MaxRestarts: int(f.maxRestarts.Int32()), JoinTimeout: f.joinTimeout.Value(), LastCall: f.lastCall.Value(),
 		KillTimeout: f.killTimeout.Value(), NodeTimeout: f.nodeTimeout.Value(), Argv: c.Args().Slice(), MPI: c.String("mpi"), NoAgentStore: c.Bool("no-agent-store"), Token: token, Name: name, Addr: c.String("addr"),
-		Environ: os.Environ(), Stdout: os.Stdout, Stderr: os.Stderr,
+		MetricsAddr: c.String("metrics-addr"),
+		Environ:     os.Environ(), Stdout: os.Stdout, Stderr: os.Stderr,
 	}
 	det, err := platform.DetectFrom(platform.OSSources())
 	if err != nil {
