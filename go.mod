@@ -8,6 +8,7 @@ require (
 	github.com/ebitengine/purego v0.11.3
 	github.com/hashicorp/memberlist v0.7.0
 	github.com/urfave/cli/v2 v2.27.7
+	go.etcd.io/bbolt v1.4.3
 	go.uber.org/zap v1.28.0
 	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/sys v0.49.0

@@ -87,6 +87,9 @@ func isolate(dir string) error {
 	}
 	os.Setenv("MUSTER_SOCKET", noAgentSocket)
 	os.Setenv("MUSTER_TOKEN_FILE", token)
+	// Agents keep their store's job history in memory unless a test gives
+	// them a --data-dir: none shares this machine's /var/lib/muster.
+	os.Setenv("MUSTER_DATA_DIR", "")
 	pointUCXAtLoopback()
 	return nil
 }

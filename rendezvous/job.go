@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/musterhq/muster/failure"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
@@ -33,6 +34,10 @@ type job struct {
 	// storeNode serves the job's TCPStore: its last node rank 0 that was
 	// asked to, until told to release it.
 	storeNode *node
+	// When it was submitted, its workers first started and it ended (zero
+	// for what the store did not see), and its last rounds that ran.
+	submitted, started, ended time.Time
+	ran                       []*musterv1.JobRound
 }
 
 func (j *job) finished() bool {
@@ -63,11 +68,12 @@ func (s *Store) Submit(spec *musterv1.JobSpec, owner *musterv1.Identity) (string
 		return "", formError(spec, len(s.nodes), picked, unusable)
 	}
 	j := &job{
-		id:     newID("j-"),
-		spec:   spec,
-		place:  place,
-		events: newEventLog(s.cfg.EventCount, s.cfg.EventBytes),
-		owner:  owner,
+		id:        newID("j-"),
+		spec:      spec,
+		place:     place,
+		events:    newEventLog(s.cfg.EventCount, s.cfg.EventBytes),
+		owner:     owner,
+		submitted: s.now(),
 	}
 	j.token = security.NewJobToken(j.id)
 	if spec.GetStdinAll() || spec.StdinRank != nil {
@@ -337,6 +343,11 @@ func (s *Store) finishLocked(j *job) {
 		State: j.outcome.state(), ExitCode: j.outcome.exitCode()}
 	s.endRoundLocked(j)
 	s.setJobStateLocked(j, fin.State)
+	j.ended = s.now()
+	if s.cfg.Record != nil {
+		// The history writes it to disk later, off the store's lock.
+		s.cfg.Record(&musterv1.HistoryCommand{Command: &musterv1.HistoryCommand_Finished{Finished: proto.CloneOf(s.statusLocked(j))}})
+	}
 	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_Finished{Finished: fin}})
 	j.events.close()
 	if j.attached == 0 {

@@ -518,6 +518,7 @@ func (s *Store) PortsReserved(session, roundID string, ports []int32, errText st
 	}
 	commID := net.JoinHostPort(master, strconv.Itoa(int(ports[1])))
 	s.setRoundStateLocked(j, roundRunning)
+	s.roundRanLocked(j, names)
 	for rank, n := range r.nodes {
 		asg := &musterv1.Assignment{
 			JobId:        j.id,

@@ -55,6 +55,7 @@ var (
 		musterv1.Jobs_Cancel_FullMethodName:    true,
 		musterv1.Jobs_ListNodes_FullMethodName: true,
 		musterv1.Jobs_ListJobs_FullMethodName:  true,
+		musterv1.Jobs_GetJob_FullMethodName:    true,
 	}
 	workerMethods = map[string]bool{
 		musterv1.KV_KVSet_FullMethodName:   true,

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
+	"github.com/musterhq/muster/jobhistory"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/security"
@@ -85,6 +86,9 @@ type Config struct {
 	// rendezvous.StoreConfig); 0 takes the defaults.
 	FenceAfter   time.Duration
 	RenewSilence time.Duration
+	// History keeps the finished jobs, in a file under its Dir that outlives
+	// the store's process (in memory without one).
+	History jobhistory.Config
 	// StatsHandler, when set, sees every RPC's traffic (the scale benchmark
 	// counts the store's bytes with it).
 	StatsHandler stats.Handler
@@ -95,14 +99,15 @@ type Server struct {
 	musterv1.UnimplementedAgentsServer
 	musterv1.UnimplementedJobsServer
 	musterv1.UnimplementedKVServer
-	cfg   Config
-	log   *zap.Logger
-	store *rendezvous.Store
-	lis   net.Listener // TCP; nil when the store serves only its socket
-	sock  net.Listener // the Unix socket, when there is one
-	grpc  *grpc.Server
-	uid   uint32 // the store's own user
-	token []byte // "Bearer " + the cluster token; nil without one
+	cfg     Config
+	log     *zap.Logger
+	store   *rendezvous.Store
+	history *jobhistory.History
+	lis     net.Listener // TCP; nil when the store serves only its socket
+	sock    net.Listener // the Unix socket, when there is one
+	grpc    *grpc.Server
+	uid     uint32 // the store's own user
+	token   []byte // "Bearer " + the cluster token; nil without one
 
 	errc      chan error
 	closeOnce sync.Once
@@ -155,12 +160,17 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	default:
 		addr = security.SocketAddr(cfg.Socket)
 	}
+	if cfg.History.Logger == nil {
+		cfg.History.Logger = cfg.Logger
+	}
+	history := jobhistory.Open(cfg.History)
 	s := &Server{
-		cfg: cfg,
-		log: cfg.Logger,
+		cfg:     cfg,
+		log:     cfg.Logger,
+		history: history,
 		store: rendezvous.NewStore(rendezvous.StoreConfig{Logger: cfg.Logger, Addr: addr, SessionGrace: cfg.SessionGrace,
 			AgentGone: cfg.AgentGone, Refused: cfg.Refused, FenceAfter: cfg.FenceAfter, RenewSilence: cfg.RenewSilence,
-			NodeTimeout: cfg.NodeTimeout, OwnNode: cfg.OwnNode}),
+			NodeTimeout: cfg.NodeTimeout, OwnNode: cfg.OwnNode, Record: history.Propose}),
 		lis:  lis,
 		sock: sock,
 		uid:  uint32(os.Geteuid()),
@@ -267,6 +277,9 @@ func (s *Server) Close() {
 		case <-time.After(s.cfg.ShutdownTimeout):
 			s.grpc.Stop()
 			<-done
+		}
+		if err := s.history.Close(); err != nil {
+			s.log.Error("job history not closed", zap.Error(err))
 		}
 	})
 }
@@ -440,16 +453,53 @@ func (s *Server) ListNodes(context.Context, *musterv1.ListNodesRequest) (*muster
 }
 
 func (s *Server) ListJobs(ctx context.Context, _ *musterv1.ListJobsRequest) (*musterv1.ListJobsResponse, error) {
-	jobs := s.store.Jobs()
+	jobs := mergeHistory(s.history.List(), s.store.Jobs())
 	if c := callerFrom(ctx); !c.operator {
 		// Another local user sees their own jobs only.
 		mine := jobs[:0]
 		for _, j := range jobs {
-			if j.GetOwner() != nil && j.GetOwner().GetUid() == c.user.GetUid() {
+			if mayRead(c, j) {
 				mine = append(mine, j)
 			}
 		}
 		jobs = mine
 	}
 	return &musterv1.ListJobsResponse{Jobs: jobs}, nil
+}
+
+// GetJob is one job, from the store or its history, for its owner or the
+// operator.
+func (s *Server) GetJob(ctx context.Context, req *musterv1.GetJobRequest) (*musterv1.JobStatus, error) {
+	j := s.store.Job(req.GetJobId())
+	if j == nil {
+		j = s.history.Get(req.GetJobId())
+	}
+	if j == nil {
+		return nil, status.Errorf(codes.NotFound, "job %q: not found (neither running nor in the store's history)", req.GetJobId())
+	}
+	if !mayRead(callerFrom(ctx), j) {
+		return nil, status.Errorf(codes.PermissionDenied, "job %s belongs to another user", req.GetJobId())
+	}
+	return j, nil
+}
+
+// mayRead lets the operator read every job and a local user their own.
+func mayRead(c caller, j *musterv1.JobStatus) bool {
+	return c.operator || (c.user != nil && j.GetOwner() != nil && j.GetOwner().GetUid() == c.user.GetUid())
+}
+
+// mergeHistory is the history's jobs the store no longer holds, then the
+// store's, each oldest first.
+func mergeHistory(history, live []*musterv1.JobStatus) []*musterv1.JobStatus {
+	held := make(map[string]bool, len(live))
+	for _, j := range live {
+		held[j.GetJobId()] = true
+	}
+	out := make([]*musterv1.JobStatus, 0, len(history)+len(live))
+	for _, j := range history {
+		if !held[j.GetJobId()] {
+			out = append(out, j)
+		}
+	}
+	return append(out, live...)
 }

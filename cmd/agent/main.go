@@ -25,6 +25,7 @@ import (
 	"github.com/musterhq/muster/cluster"
 	"github.com/musterhq/muster/cmdline"
 	"github.com/musterhq/muster/gpu"
+	"github.com/musterhq/muster/jobhistory"
 	"github.com/musterhq/muster/jobspec"
 	"github.com/musterhq/muster/logging"
 	"github.com/musterhq/muster/node"
@@ -42,6 +43,8 @@ func main() {
 	nodeRank := cmdline.NewCount(-1, -1, jobspec.MaxNodes-1)
 	killTimeout := cmdline.NewDuration(10 * time.Second)
 	nodeTimeout := cmdline.NewDuration(cluster.DefaultNodeTimeout)
+	historyJobs := cmdline.NewCount(jobhistory.DefaultMaxJobs, 1, 1_000_000)
+	historyAge := cmdline.NewDuration(jobhistory.DefaultMaxAge)
 	app := &cli.App{
 		Name:      "agent",
 		Usage:     "run this node's muster agent, and the cluster's store with --listen",
@@ -66,10 +69,22 @@ func main() {
 			&cli.StringFlag{Name: "tls-ca", EnvVars: []string{"MUSTER_TLS_CA"}, Usage: "CA certificate that signed the store's certificate"},
 			cmdline.WithEnv(cmdline.Flag(killTimeout, "kill-timeout", nil, "the most grace workers get when the agent stops, each job's own --kill-timeout when shorter (`DURATION`: 30s, 2m, or seconds)"), "MUSTER_KILL_TIMEOUT"),
 			cmdline.WithEnv(cmdline.Flag(nodeTimeout, "node-timeout", nil, nodeTimeoutUsage), "MUSTER_NODE_TIMEOUT"),
+			&cli.StringFlag{Name: "data-dir", EnvVars: []string{"MUSTER_DATA_DIR"}, Usage: "with --listen, keep the store's job history in `DIR` (" + jobhistory.FileName + "), which outlives a restart; \"\" keeps it in memory only " +
+				"(default: systemd's StateDirectory, else /var/lib/muster as root, else $XDG_STATE_HOME/muster or ~/.local/state/muster)"},
+			cmdline.WithEnv(cmdline.Flag(historyJobs, "history-max-jobs", nil, "the most finished jobs the store's history keeps (`N`); the oldest go first"), "MUSTER_HISTORY_MAX_JOBS"),
+			cmdline.WithEnv(cmdline.Flag(historyAge, "history-max-age", nil, "how long the store's history keeps a finished job (`DURATION`, e.g. 168h)"), "MUSTER_HISTORY_MAX_AGE"),
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, EnvVars: []string{"MUSTER_VERBOSE"}, Usage: "log debug detail, memberlist's own lines included"},
 		},
 		Action: func(c *cli.Context) error {
-			return runAgent(c, nodeRank.Int32(), killTimeout.Value(), nodeTimeout.Value())
+			if historyAge.Value() <= 0 {
+				return cmdline.Usagef(c, "--history-max-age (MUSTER_HISTORY_MAX_AGE) 0: give how long finished jobs are kept, e.g. 168h")
+			}
+			dataDir := jobhistory.DefaultDir()
+			if c.IsSet("data-dir") {
+				dataDir = c.String("data-dir")
+			}
+			history := jobhistory.Config{Dir: dataDir, MaxJobs: int(historyJobs.Int32()), MaxAge: historyAge.Value()}
+			return runAgent(c, nodeRank.Int32(), killTimeout.Value(), nodeTimeout.Value(), history)
 		},
 		Commands: []*cli.Command{runCommand()},
 	}
@@ -79,7 +94,7 @@ func main() {
 // nodeTimeoutUsage is --node-timeout's help, agent's and agent run's.
 const nodeTimeoutUsage = "how long a node may be silent before gossip declares it dead and its jobs fail (`DURATION`, 1s to 10m); the same on every node"
 
-func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout time.Duration) error {
+func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout time.Duration, history jobhistory.Config) error {
 	if c.NArg() > 0 {
 		return cmdline.Usagef(c, "unexpected argument %q", c.Args().First())
 	}
@@ -127,7 +142,7 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout time.Dura
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	ncfg := node.Config{Logger: log, Listen: listen, Join: storeAddr, Gossip: gossip, Security: sec, TokenFile: tokenFile,
-		Socket: c.String("socket"), SocketRequired: c.IsSet("socket"), SocketUsers: os.Geteuid() == 0}
+		Socket: c.String("socket"), SocketRequired: c.IsSet("socket"), SocketUsers: os.Geteuid() == 0, History: history}
 	ncfg.Agent = agent.Config{Name: c.String("name"), Addr: c.String("addr"), Rank: nodeRank, Environ: os.Environ()}
 	if list := c.String("gpu-devices"); list != "" {
 		if ncfg.Agent.GPUs, err = gpu.Parse(list); err != nil {

@@ -24,13 +24,14 @@ var File_muster_v1_jobs_proto protoreflect.FileDescriptor
 
 const file_muster_v1_jobs_proto_rawDesc = "" +
 	"\n" +
-	"\x14muster/v1/jobs.proto\x12\tmuster.v1\x1a\x15muster/v1/types.proto2\x96\x03\n" +
+	"\x14muster/v1/jobs.proto\x12\tmuster.v1\x1a\x15muster/v1/types.proto2\xd0\x03\n" +
 	"\x04Jobs\x12=\n" +
 	"\x06Submit\x12\x18.muster.v1.SubmitRequest\x1a\x19.muster.v1.SubmitResponse\x12=\n" +
 	"\bWatchJob\x12\x1a.muster.v1.WatchJobRequest\x1a\x13.muster.v1.JobEvent0\x01\x12=\n" +
 	"\x06Cancel\x12\x18.muster.v1.CancelRequest\x1a\x19.muster.v1.CancelResponse\x12F\n" +
 	"\tListNodes\x12\x1b.muster.v1.ListNodesRequest\x1a\x1c.muster.v1.ListNodesResponse\x12C\n" +
-	"\bListJobs\x12\x1a.muster.v1.ListJobsRequest\x1a\x1b.muster.v1.ListJobsResponse\x12D\n" +
+	"\bListJobs\x12\x1a.muster.v1.ListJobsRequest\x1a\x1b.muster.v1.ListJobsResponse\x128\n" +
+	"\x06GetJob\x12\x18.muster.v1.GetJobRequest\x1a\x14.muster.v1.JobStatus\x12D\n" +
 	"\n" +
 	"WriteStdin\x12\x15.muster.v1.StdinChunk\x1a\x1d.muster.v1.WriteStdinResponse(\x01B5Z3github.com/musterhq/muster/proto/muster/v1;musterv1b\x06proto3"
 
@@ -40,13 +41,15 @@ var file_muster_v1_jobs_proto_goTypes = []any{
 	(*CancelRequest)(nil),      // 2: muster.v1.CancelRequest
 	(*ListNodesRequest)(nil),   // 3: muster.v1.ListNodesRequest
 	(*ListJobsRequest)(nil),    // 4: muster.v1.ListJobsRequest
-	(*StdinChunk)(nil),         // 5: muster.v1.StdinChunk
-	(*SubmitResponse)(nil),     // 6: muster.v1.SubmitResponse
-	(*JobEvent)(nil),           // 7: muster.v1.JobEvent
-	(*CancelResponse)(nil),     // 8: muster.v1.CancelResponse
-	(*ListNodesResponse)(nil),  // 9: muster.v1.ListNodesResponse
-	(*ListJobsResponse)(nil),   // 10: muster.v1.ListJobsResponse
-	(*WriteStdinResponse)(nil), // 11: muster.v1.WriteStdinResponse
+	(*GetJobRequest)(nil),      // 5: muster.v1.GetJobRequest
+	(*StdinChunk)(nil),         // 6: muster.v1.StdinChunk
+	(*SubmitResponse)(nil),     // 7: muster.v1.SubmitResponse
+	(*JobEvent)(nil),           // 8: muster.v1.JobEvent
+	(*CancelResponse)(nil),     // 9: muster.v1.CancelResponse
+	(*ListNodesResponse)(nil),  // 10: muster.v1.ListNodesResponse
+	(*ListJobsResponse)(nil),   // 11: muster.v1.ListJobsResponse
+	(*JobStatus)(nil),          // 12: muster.v1.JobStatus
+	(*WriteStdinResponse)(nil), // 13: muster.v1.WriteStdinResponse
 }
 var file_muster_v1_jobs_proto_depIdxs = []int32{
 	0,  // 0: muster.v1.Jobs.Submit:input_type -> muster.v1.SubmitRequest
@@ -54,15 +57,17 @@ var file_muster_v1_jobs_proto_depIdxs = []int32{
 	2,  // 2: muster.v1.Jobs.Cancel:input_type -> muster.v1.CancelRequest
 	3,  // 3: muster.v1.Jobs.ListNodes:input_type -> muster.v1.ListNodesRequest
 	4,  // 4: muster.v1.Jobs.ListJobs:input_type -> muster.v1.ListJobsRequest
-	5,  // 5: muster.v1.Jobs.WriteStdin:input_type -> muster.v1.StdinChunk
-	6,  // 6: muster.v1.Jobs.Submit:output_type -> muster.v1.SubmitResponse
-	7,  // 7: muster.v1.Jobs.WatchJob:output_type -> muster.v1.JobEvent
-	8,  // 8: muster.v1.Jobs.Cancel:output_type -> muster.v1.CancelResponse
-	9,  // 9: muster.v1.Jobs.ListNodes:output_type -> muster.v1.ListNodesResponse
-	10, // 10: muster.v1.Jobs.ListJobs:output_type -> muster.v1.ListJobsResponse
-	11, // 11: muster.v1.Jobs.WriteStdin:output_type -> muster.v1.WriteStdinResponse
-	6,  // [6:12] is the sub-list for method output_type
-	0,  // [0:6] is the sub-list for method input_type
+	5,  // 5: muster.v1.Jobs.GetJob:input_type -> muster.v1.GetJobRequest
+	6,  // 6: muster.v1.Jobs.WriteStdin:input_type -> muster.v1.StdinChunk
+	7,  // 7: muster.v1.Jobs.Submit:output_type -> muster.v1.SubmitResponse
+	8,  // 8: muster.v1.Jobs.WatchJob:output_type -> muster.v1.JobEvent
+	9,  // 9: muster.v1.Jobs.Cancel:output_type -> muster.v1.CancelResponse
+	10, // 10: muster.v1.Jobs.ListNodes:output_type -> muster.v1.ListNodesResponse
+	11, // 11: muster.v1.Jobs.ListJobs:output_type -> muster.v1.ListJobsResponse
+	12, // 12: muster.v1.Jobs.GetJob:output_type -> muster.v1.JobStatus
+	13, // 13: muster.v1.Jobs.WriteStdin:output_type -> muster.v1.WriteStdinResponse
+	7,  // [7:14] is the sub-list for method output_type
+	0,  // [0:7] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

@@ -24,6 +24,7 @@ const (
 	Jobs_Cancel_FullMethodName     = "/muster.v1.Jobs/Cancel"
 	Jobs_ListNodes_FullMethodName  = "/muster.v1.Jobs/ListNodes"
 	Jobs_ListJobs_FullMethodName   = "/muster.v1.Jobs/ListJobs"
+	Jobs_GetJob_FullMethodName     = "/muster.v1.Jobs/GetJob"
 	Jobs_WriteStdin_FullMethodName = "/muster.v1.Jobs/WriteStdin"
 )
 
@@ -41,6 +42,8 @@ type JobsClient interface {
 	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
 	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
 	ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error)
+	// GetJob is one job, running or in the store's history.
+	GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*JobStatus, error)
 	// WriteStdin carries the launcher's stdin to the job's stdin ranks: the
 	// first message names the job, the stream's end is the end of input. The
 	// store holds a few chunks at most; a reader that falls behind slows it.
@@ -114,6 +117,16 @@ func (c *jobsClient) ListJobs(ctx context.Context, in *ListJobsRequest, opts ...
 	return out, nil
 }
 
+func (c *jobsClient) GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*JobStatus, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(JobStatus)
+	err := c.cc.Invoke(ctx, Jobs_GetJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *jobsClient) WriteStdin(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[StdinChunk, WriteStdinResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Jobs_ServiceDesc.Streams[1], Jobs_WriteStdin_FullMethodName, cOpts...)
@@ -141,6 +154,8 @@ type JobsServer interface {
 	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
 	ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error)
+	// GetJob is one job, running or in the store's history.
+	GetJob(context.Context, *GetJobRequest) (*JobStatus, error)
 	// WriteStdin carries the launcher's stdin to the job's stdin ranks: the
 	// first message names the job, the stream's end is the end of input. The
 	// store holds a few chunks at most; a reader that falls behind slows it.
@@ -169,6 +184,9 @@ func (UnimplementedJobsServer) ListNodes(context.Context, *ListNodesRequest) (*L
 }
 func (UnimplementedJobsServer) ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListJobs not implemented")
+}
+func (UnimplementedJobsServer) GetJob(context.Context, *GetJobRequest) (*JobStatus, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetJob not implemented")
 }
 func (UnimplementedJobsServer) WriteStdin(grpc.ClientStreamingServer[StdinChunk, WriteStdinResponse]) error {
 	return status.Error(codes.Unimplemented, "method WriteStdin not implemented")
@@ -277,6 +295,24 @@ func _Jobs_ListJobs_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Jobs_GetJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobsServer).GetJob(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Jobs_GetJob_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobsServer).GetJob(ctx, req.(*GetJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Jobs_WriteStdin_Handler(srv interface{}, stream grpc.ServerStream) error {
 	return srv.(JobsServer).WriteStdin(&grpc.GenericServerStream[StdinChunk, WriteStdinResponse]{ServerStream: stream})
 }
@@ -306,6 +342,10 @@ var Jobs_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListJobs",
 			Handler:    _Jobs_ListJobs_Handler,
+		},
+		{
+			MethodName: "GetJob",
+			Handler:    _Jobs_GetJob_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

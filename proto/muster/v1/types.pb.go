@@ -3624,7 +3624,25 @@ type JobStatus struct {
 	ExitCode int32                  `protobuf:"varint,4,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
 	Nodes    []string               `protobuf:"bytes,5,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	// owner is who submitted the job; unset for the cluster operator's jobs.
-	Owner         *Identity `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`
+	Owner *Identity `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`
+	// When the job was submitted, its first round started its workers, and
+	// it ended, in Unix milliseconds; 0 for what has not happened.
+	SubmittedUnixMs int64 `protobuf:"varint,240,opt,name=submitted_unix_ms,json=submittedUnixMs,proto3" json:"submitted_unix_ms,omitempty"`
+	StartedUnixMs   int64 `protobuf:"varint,241,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
+	EndedUnixMs     int64 `protobuf:"varint,242,opt,name=ended_unix_ms,json=endedUnixMs,proto3" json:"ended_unix_ms,omitempty"`
+	// rounds counts the rounds the job began; restarts those begun after a
+	// failure or a lost node.
+	Rounds   int32 `protobuf:"varint,243,opt,name=rounds,proto3" json:"rounds,omitempty"`
+	Restarts int32 `protobuf:"varint,244,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	// summary says in one line how the job ended; empty while it runs and
+	// for a job that succeeded.
+	Summary string `protobuf:"bytes,245,opt,name=summary,proto3" json:"summary,omitempty"`
+	// failure is the first failed worker, when there was one (its stderr
+	// tail shortened in the history).
+	Failure *WorkerExited `protobuf:"bytes,246,opt,name=failure,proto3" json:"failure,omitempty"`
+	// round_nodes lists the nodes of the job's last rounds (at most
+	// JobRound's bound), oldest first; nodes is the current or last round's.
+	RoundNodes    []*JobRound `protobuf:"bytes,247,rep,name=round_nodes,json=roundNodes,proto3" json:"round_nodes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3701,6 +3719,298 @@ func (x *JobStatus) GetOwner() *Identity {
 	return nil
 }
 
+func (x *JobStatus) GetSubmittedUnixMs() int64 {
+	if x != nil {
+		return x.SubmittedUnixMs
+	}
+	return 0
+}
+
+func (x *JobStatus) GetStartedUnixMs() int64 {
+	if x != nil {
+		return x.StartedUnixMs
+	}
+	return 0
+}
+
+func (x *JobStatus) GetEndedUnixMs() int64 {
+	if x != nil {
+		return x.EndedUnixMs
+	}
+	return 0
+}
+
+func (x *JobStatus) GetRounds() int32 {
+	if x != nil {
+		return x.Rounds
+	}
+	return 0
+}
+
+func (x *JobStatus) GetRestarts() int32 {
+	if x != nil {
+		return x.Restarts
+	}
+	return 0
+}
+
+func (x *JobStatus) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+func (x *JobStatus) GetFailure() *WorkerExited {
+	if x != nil {
+		return x.Failure
+	}
+	return nil
+}
+
+func (x *JobStatus) GetRoundNodes() []*JobRound {
+	if x != nil {
+		return x.RoundNodes
+	}
+	return nil
+}
+
+// JobRound is one round of a job: its number (0 for the first) and nodes,
+// in node rank order.
+type JobRound struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Number        int32                  `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"`
+	Nodes         []string               `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	StartedUnixMs int64                  `protobuf:"varint,3,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobRound) Reset() {
+	*x = JobRound{}
+	mi := &file_muster_v1_types_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobRound) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobRound) ProtoMessage() {}
+
+func (x *JobRound) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobRound.ProtoReflect.Descriptor instead.
+func (*JobRound) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *JobRound) GetNumber() int32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *JobRound) GetNodes() []string {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *JobRound) GetStartedUnixMs() int64 {
+	if x != nil {
+		return x.StartedUnixMs
+	}
+	return 0
+}
+
+type GetJobRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetJobRequest) Reset() {
+	*x = GetJobRequest{}
+	mi := &file_muster_v1_types_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetJobRequest) ProtoMessage() {}
+
+func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
+func (*GetJobRequest) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *GetJobRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+// HistoryCommand is one change to a store's job history (package
+// jobhistory), applied in order by its one state machine.
+type HistoryCommand struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Command:
+	//
+	//	*HistoryCommand_Finished
+	//	*HistoryCommand_Expire
+	Command       isHistoryCommand_Command `protobuf_oneof:"command"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryCommand) Reset() {
+	*x = HistoryCommand{}
+	mi := &file_muster_v1_types_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryCommand) ProtoMessage() {}
+
+func (x *HistoryCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryCommand.ProtoReflect.Descriptor instead.
+func (*HistoryCommand) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *HistoryCommand) GetCommand() isHistoryCommand_Command {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+func (x *HistoryCommand) GetFinished() *JobStatus {
+	if x != nil {
+		if x, ok := x.Command.(*HistoryCommand_Finished); ok {
+			return x.Finished
+		}
+	}
+	return nil
+}
+
+func (x *HistoryCommand) GetExpire() *HistoryExpire {
+	if x != nil {
+		if x, ok := x.Command.(*HistoryCommand_Expire); ok {
+			return x.Expire
+		}
+	}
+	return nil
+}
+
+type isHistoryCommand_Command interface {
+	isHistoryCommand_Command()
+}
+
+type HistoryCommand_Finished struct {
+	// finished records a job that ended.
+	Finished *JobStatus `protobuf:"bytes,1,opt,name=finished,proto3,oneof"`
+}
+
+type HistoryCommand_Expire struct {
+	// expire forgets the jobs that ended before its time.
+	Expire *HistoryExpire `protobuf:"bytes,2,opt,name=expire,proto3,oneof"`
+}
+
+func (*HistoryCommand_Finished) isHistoryCommand_Command() {}
+
+func (*HistoryCommand_Expire) isHistoryCommand_Command() {}
+
+type HistoryExpire struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	EndedBeforeUnixMs int64                  `protobuf:"varint,1,opt,name=ended_before_unix_ms,json=endedBeforeUnixMs,proto3" json:"ended_before_unix_ms,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *HistoryExpire) Reset() {
+	*x = HistoryExpire{}
+	mi := &file_muster_v1_types_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryExpire) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryExpire) ProtoMessage() {}
+
+func (x *HistoryExpire) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryExpire.ProtoReflect.Descriptor instead.
+func (*HistoryExpire) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *HistoryExpire) GetEndedBeforeUnixMs() int64 {
+	if x != nil {
+		return x.EndedBeforeUnixMs
+	}
+	return 0
+}
+
 type ListJobsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Jobs          []*JobStatus           `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
@@ -3710,7 +4020,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3722,7 +4032,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3735,7 +4045,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobStatus {
@@ -3756,7 +4066,7 @@ type StdinChunk struct {
 
 func (x *StdinChunk) Reset() {
 	*x = StdinChunk{}
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3768,7 +4078,7 @@ func (x *StdinChunk) String() string {
 func (*StdinChunk) ProtoMessage() {}
 
 func (x *StdinChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3781,7 +4091,7 @@ func (x *StdinChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdinChunk.ProtoReflect.Descriptor instead.
 func (*StdinChunk) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *StdinChunk) GetJobId() string {
@@ -3806,7 +4116,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3818,7 +4128,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3831,7 +4141,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
 }
 
 type ReadStdinRequest struct {
@@ -3844,7 +4154,7 @@ type ReadStdinRequest struct {
 
 func (x *ReadStdinRequest) Reset() {
 	*x = ReadStdinRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3856,7 +4166,7 @@ func (x *ReadStdinRequest) String() string {
 func (*ReadStdinRequest) ProtoMessage() {}
 
 func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3869,7 +4179,7 @@ func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStdinRequest.ProtoReflect.Descriptor instead.
 func (*ReadStdinRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ReadStdinRequest) GetSession() string {
@@ -3900,7 +4210,7 @@ type KVSetRequest struct {
 
 func (x *KVSetRequest) Reset() {
 	*x = KVSetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3912,7 +4222,7 @@ func (x *KVSetRequest) String() string {
 func (*KVSetRequest) ProtoMessage() {}
 
 func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3925,7 +4235,7 @@ func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetRequest.ProtoReflect.Descriptor instead.
 func (*KVSetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *KVSetRequest) GetScope() string {
@@ -3958,7 +4268,7 @@ type KVSetResponse struct {
 
 func (x *KVSetResponse) Reset() {
 	*x = KVSetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3970,7 +4280,7 @@ func (x *KVSetResponse) String() string {
 func (*KVSetResponse) ProtoMessage() {}
 
 func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3983,7 +4293,7 @@ func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetResponse.ProtoReflect.Descriptor instead.
 func (*KVSetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *KVSetResponse) GetVersion() uint64 {
@@ -4005,7 +4315,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4017,7 +4327,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4030,7 +4340,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *KVGetRequest) GetScope() string {
@@ -4071,7 +4381,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4083,7 +4393,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4096,7 +4406,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *KVGetResponse) GetValue() []byte {
@@ -4127,7 +4437,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4139,7 +4449,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4152,7 +4462,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *BarrierRequest) GetScope() string {
@@ -4198,7 +4508,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4210,7 +4520,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4223,7 +4533,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{58}
 }
 
 var File_muster_v1_types_proto protoreflect.FileDescriptor
@@ -4498,14 +4808,35 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\aleaving\x18\x06 \x01(\bR\aleaving\"@\n" +
 	"\x11ListNodesResponse\x12+\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x15.muster.v1.NodeStatusR\x05nodes\"\x11\n" +
-	"\x0fListJobsRequest\"\xd3\x01\n" +
+	"\x0fListJobsRequest\"\x8a\x04\n" +
 	"\tJobStatus\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12&\n" +
 	"\x04spec\x18\x02 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\x12)\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x13.muster.v1.JobStateR\x05state\x12\x1b\n" +
 	"\texit_code\x18\x04 \x01(\x05R\bexitCode\x12\x14\n" +
 	"\x05nodes\x18\x05 \x03(\tR\x05nodes\x12)\n" +
-	"\x05owner\x18\x06 \x01(\v2\x13.muster.v1.IdentityR\x05owner\"<\n" +
+	"\x05owner\x18\x06 \x01(\v2\x13.muster.v1.IdentityR\x05owner\x12+\n" +
+	"\x11submitted_unix_ms\x18\xf0\x01 \x01(\x03R\x0fsubmittedUnixMs\x12'\n" +
+	"\x0fstarted_unix_ms\x18\xf1\x01 \x01(\x03R\rstartedUnixMs\x12#\n" +
+	"\rended_unix_ms\x18\xf2\x01 \x01(\x03R\vendedUnixMs\x12\x17\n" +
+	"\x06rounds\x18\xf3\x01 \x01(\x05R\x06rounds\x12\x1b\n" +
+	"\brestarts\x18\xf4\x01 \x01(\x05R\brestarts\x12\x19\n" +
+	"\asummary\x18\xf5\x01 \x01(\tR\asummary\x122\n" +
+	"\afailure\x18\xf6\x01 \x01(\v2\x17.muster.v1.WorkerExitedR\afailure\x125\n" +
+	"\vround_nodes\x18\xf7\x01 \x03(\v2\x13.muster.v1.JobRoundR\n" +
+	"roundNodes\"`\n" +
+	"\bJobRound\x12\x16\n" +
+	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x14\n" +
+	"\x05nodes\x18\x02 \x03(\tR\x05nodes\x12&\n" +
+	"\x0fstarted_unix_ms\x18\x03 \x01(\x03R\rstartedUnixMs\"&\n" +
+	"\rGetJobRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"\x83\x01\n" +
+	"\x0eHistoryCommand\x122\n" +
+	"\bfinished\x18\x01 \x01(\v2\x14.muster.v1.JobStatusH\x00R\bfinished\x122\n" +
+	"\x06expire\x18\x02 \x01(\v2\x18.muster.v1.HistoryExpireH\x00R\x06expireB\t\n" +
+	"\acommand\"@\n" +
+	"\rHistoryExpire\x12/\n" +
+	"\x14ended_before_unix_ms\x18\x01 \x01(\x03R\x11endedBeforeUnixMs\"<\n" +
 	"\x10ListJobsResponse\x12(\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x14.muster.v1.JobStatusR\x04jobs\"7\n" +
 	"\n" +
@@ -4579,7 +4910,7 @@ func file_muster_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_muster_v1_types_proto_goTypes = []any{
 	(JobState)(0),                 // 0: muster.v1.JobState
 	(Stream)(0),                   // 1: muster.v1.Stream
@@ -4629,16 +4960,20 @@ var file_muster_v1_types_proto_goTypes = []any{
 	(*ListNodesResponse)(nil),     // 45: muster.v1.ListNodesResponse
 	(*ListJobsRequest)(nil),       // 46: muster.v1.ListJobsRequest
 	(*JobStatus)(nil),             // 47: muster.v1.JobStatus
-	(*ListJobsResponse)(nil),      // 48: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),            // 49: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),    // 50: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),      // 51: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),          // 52: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),         // 53: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),          // 54: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),         // 55: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),        // 56: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),       // 57: muster.v1.BarrierResponse
+	(*JobRound)(nil),              // 48: muster.v1.JobRound
+	(*GetJobRequest)(nil),         // 49: muster.v1.GetJobRequest
+	(*HistoryCommand)(nil),        // 50: muster.v1.HistoryCommand
+	(*HistoryExpire)(nil),         // 51: muster.v1.HistoryExpire
+	(*ListJobsResponse)(nil),      // 52: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),            // 53: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),    // 54: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),      // 55: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),          // 56: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),         // 57: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),          // 58: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),         // 59: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),        // 60: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),       // 61: muster.v1.BarrierResponse
 }
 var file_muster_v1_types_proto_depIdxs = []int32{
 	3,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
@@ -4677,12 +5012,16 @@ var file_muster_v1_types_proto_depIdxs = []int32{
 	22, // 33: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
 	0,  // 34: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
 	26, // 35: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	47, // 36: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	30, // 36: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
+	48, // 37: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
+	47, // 38: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
+	51, // 39: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
+	47, // 40: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_types_proto_init() }
@@ -4709,13 +5048,17 @@ func file_muster_v1_types_proto_init() {
 		(*JobEvent_Restarted)(nil),
 		(*JobEvent_Restarting)(nil),
 	}
+	file_muster_v1_types_proto_msgTypes[47].OneofWrappers = []any{
+		(*HistoryCommand_Finished)(nil),
+		(*HistoryCommand_Expire)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_types_proto_rawDesc), len(file_muster_v1_types_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   55,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
