@@ -325,6 +325,8 @@ func (h *History) Apply(cmd *musterv1.HistoryCommand) error {
 	})
 	if err != nil {
 		h.log.Error("job history: writing its file failed", zap.String("file", h.path), zap.Error(err))
+	} else if put != nil {
+		h.log.Debug("job recorded", zap.String("job", put.JobId), zap.String("file", h.path), zap.Int("forgotten", len(forget)))
 	}
 	return nil
 }
