@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -83,4 +84,26 @@ func jobOf(t *testing.T, jobs, text string) string {
 func isRFC3339(s string) bool {
 	_, err := time.Parse(time.RFC3339, s)
 	return err == nil
+}
+
+// A corrupt history file is named, moved aside, and the store starts with
+// an empty history that keeps the next jobs.
+func TestCorruptJobHistoryMovedAside(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	file := filepath.Join(data, "jobs.db")
+	if err := os.WriteFile(file, []byte(strings.Repeat("not a job history\n", 500)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--data-dir", data})
+	if !strings.Contains(host.log(), `"msg":"job history file is corrupt: moved aside, starting empty","file":"`+file+`"`) {
+		t.Fatalf("the agent did not name the corrupt file %s:\n%s", file, host.log())
+	}
+	if aside, _ := filepath.Glob(file + ".corrupt-*"); len(aside) != 1 {
+		t.Fatalf("moved aside: %v", aside)
+	}
+	// startAgentAt ran a job to know the agent was ready: it is kept.
+	if r := runLauncher(t, "jobs", "--cluster", host.addr); !strings.Contains(r.stdout, "succeeded") {
+		t.Fatalf("jobs after the corrupt file:\n%s%s", r.stdout, r.stderr)
+	}
 }

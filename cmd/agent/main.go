@@ -71,8 +71,8 @@ func main() {
 			cmdline.WithEnv(cmdline.Flag(nodeTimeout, "node-timeout", nil, nodeTimeoutUsage), "MUSTER_NODE_TIMEOUT"),
 			&cli.StringFlag{Name: "data-dir", EnvVars: []string{"MUSTER_DATA_DIR"}, Usage: "with --listen, keep the store's job history in `DIR` (" + jobhistory.FileName + "), which outlives a restart; \"\" keeps it in memory only " +
 				"(default: systemd's StateDirectory, else /var/lib/muster as root, else $XDG_STATE_HOME/muster or ~/.local/state/muster)"},
-			cmdline.WithEnv(cmdline.Flag(historyJobs, "history-max-jobs", nil, "the most finished jobs the store's history keeps (`N`); the oldest go first"), "MUSTER_HISTORY_MAX_JOBS"),
-			cmdline.WithEnv(cmdline.Flag(historyAge, "history-max-age", nil, "how long the store's history keeps a finished job (`DURATION`, e.g. 168h)"), "MUSTER_HISTORY_MAX_AGE"),
+			cmdline.WithEnv(cmdline.Flag(historyJobs, "history-max-jobs", nil, "keep at most `N` finished jobs in the store's history; the oldest go first"), "MUSTER_HISTORY_MAX_JOBS"),
+			cmdline.WithEnv(cmdline.Flag(historyAge, "history-max-age", nil, "keep a finished job in the store's history for `DURATION` (168h is a week)"), "MUSTER_HISTORY_MAX_AGE"),
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, EnvVars: []string{"MUSTER_VERBOSE"}, Usage: "log debug detail, memberlist's own lines included"},
 		},
 		Action: func(c *cli.Context) error {
