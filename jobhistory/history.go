@@ -16,6 +16,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
@@ -117,7 +118,7 @@ func (h *History) openFile(path string) {
 		h.path, h.db = path, db
 		return
 	}
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, berrors.ErrTimeout) {
 		h.log.Error("job history kept in memory only: another process holds its file", zap.String("file", path))
 		return
 	}
@@ -153,7 +154,7 @@ func (h *History) load(path string) (db *bolt.DB, err error) {
 	defer func() {
 		// bbolt panics on some corrupt pages; the transaction is rolled back.
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %v", bolt.ErrInvalid, r)
+			err = fmt.Errorf("%w: %v", berrors.ErrInvalid, r)
 		}
 		if err != nil {
 			db.Close()
@@ -162,7 +163,7 @@ func (h *History) load(path string) (db *bolt.DB, err error) {
 	}()
 	err = db.Update(func(tx *bolt.Tx) error {
 		for cerr := range tx.Check() {
-			return fmt.Errorf("%w: %w", bolt.ErrInvalid, cerr)
+			return fmt.Errorf("%w: %w", berrors.ErrInvalid, cerr)
 		}
 		b, err := tx.CreateBucketIfNotExists(jobsBucket)
 		if err != nil {
@@ -194,7 +195,7 @@ func (h *History) load(path string) (db *bolt.DB, err error) {
 
 // corrupt says whether err opening the file is the file's own fault.
 func corrupt(err error) bool {
-	return errors.Is(err, bolt.ErrInvalid) || errors.Is(err, bolt.ErrVersionMismatch) || errors.Is(err, bolt.ErrChecksum)
+	return errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrVersionMismatch) || errors.Is(err, berrors.ErrChecksum)
 }
 
 // decodeRecord is one record of the file: a JobStatus of an ended job,
