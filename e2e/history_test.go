@@ -67,6 +67,14 @@ func TestJobHistoryOutlivesAStoreKill(t *testing.T) {
 	if r := runLauncher(t, "jobs", "--cluster", host.addr, "j-000000000000"); r.code != 1 || !strings.Contains(r.stderr, "not found") {
 		t.Errorf("an unknown job: exit %d, %q", r.code, r.stderr)
 	}
+	// Another local user, on the agent's socket, neither lists nor reads it.
+	sock := "unix://" + host.socket
+	if r := asNobody(t, "--clear-groups", "jobs", "--cluster", sock); r.code != 0 || strings.Contains(r.stdout, job) {
+		t.Errorf("nobody's jobs: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := asNobody(t, "--clear-groups", "jobs", "--cluster", sock, job); r.code != 1 || !strings.Contains(r.stderr, "belongs to another user") {
+		t.Errorf("nobody read the operator's job: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 }
 
 // jobOf is the ID of the job whose line of `launcher jobs` holds text.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -42,7 +43,9 @@ func TestJobHistoryOutlivesTheStore(t *testing.T) {
 	res := a.next().GetReservePorts()
 	op.PortsReserved(ctx, &musterv1.PortsReservedRequest{Session: a.session, RoundId: res.GetRoundId(), Ports: []int32{1000, 1001}})
 	theirs := a.next().GetStart()
-	if err := a.publish(exited(theirs.JobId, 0, 3, 0, false)); err != nil {
+	failed := exited(theirs.JobId, 0, 3, 0, false)
+	failed.GetExited().StderrTail = []string{"boom"}
+	if err := a.publish(failed); err != nil {
 		t.Fatal(err)
 	}
 	if cmd := a.next(); cmd.GetStop() == nil {
@@ -62,6 +65,14 @@ func TestJobHistoryOutlivesTheStore(t *testing.T) {
 	all, err := op.ListJobs(ctx, &musterv1.ListJobsRequest{})
 	if err != nil || len(all.Jobs) != 2 {
 		t.Fatalf("the operator lists %v, %v; want both jobs", all.GetJobs(), err)
+	}
+	// The list leaves the stderr tail to GetJob.
+	listed := all.Jobs[slices.IndexFunc(all.Jobs, func(j *musterv1.JobStatus) bool { return j.JobId == theirs.JobId })]
+	if f := listed.GetFailure(); f.GetExitCode() != 3 || len(f.GetStderrTail()) != 0 {
+		t.Errorf("the failed job listed: %v", listed)
+	}
+	if j, err := op.GetJob(ctx, &musterv1.GetJobRequest{JobId: theirs.JobId}); err != nil || strings.Join(j.GetFailure().GetStderrTail(), "|") != "boom" {
+		t.Errorf("the failed job's stderr: %v, %v", j, err)
 	}
 	for _, tc := range []struct {
 		job   string

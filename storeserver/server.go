@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/musterhq/muster/jobhistory"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
@@ -453,16 +454,19 @@ func (s *Server) ListNodes(context.Context, *musterv1.ListNodesRequest) (*muster
 }
 
 func (s *Server) ListJobs(ctx context.Context, _ *musterv1.ListJobsRequest) (*musterv1.ListJobsResponse, error) {
-	jobs := mergeHistory(s.history.List(), s.store.Jobs())
-	if c := callerFrom(ctx); !c.operator {
+	c := callerFrom(ctx)
+	var jobs []*musterv1.JobStatus
+	for _, j := range mergeHistory(s.history.List(), s.store.Jobs()) {
 		// Another local user sees their own jobs only.
-		mine := jobs[:0]
-		for _, j := range jobs {
-			if mayRead(c, j) {
-				mine = append(mine, j)
-			}
+		if !mayRead(c, j) {
+			continue
 		}
-		jobs = mine
+		if len(j.GetFailure().GetStderrTail()) > 0 {
+			// The list stays small: GetJob has the failed rank's stderr.
+			j = proto.CloneOf(j)
+			j.Failure.StderrTail = nil
+		}
+		jobs = append(jobs, j)
 	}
 	return &musterv1.ListJobsResponse{Jobs: jobs}, nil
 }
