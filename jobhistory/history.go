@@ -32,7 +32,10 @@ const (
 
 // Bounds on what one record keeps and on commands waiting to be applied.
 const (
-	maxRecordBytes = 256 << 10 // a larger record on disk is skipped
+	maxRecordBytes = 1 << 20 // a larger record on disk is skipped
+	// recordBudget is what trimRecord shortens a record to: 1000 jobs take
+	// at most about 256 MB however large their specs and node lists.
+	recordBudget = 256 << 10
 	maxStderrLines = 20
 	maxStderrBytes = 4 << 10
 	queueLength    = 4096
@@ -333,8 +336,43 @@ func (h *History) Apply(cmd *musterv1.HistoryCommand) error {
 }
 
 // trimRecord is what the history keeps of a job: no environment values
-// (secrets often travel there), a short stderr tail.
+// (secrets often travel there), a short stderr tail, and within
+// recordBudget: the spec's host lists go first, then older rounds, then the
+// node lists, then the command (marked trimmed).
 func trimRecord(st *musterv1.JobStatus) *musterv1.JobStatus {
+	st = trimDetail(st)
+	over := func() bool { return proto.Size(st) > recordBudget }
+	if !over() {
+		return st
+	}
+	st.Trimmed = true
+	if spec := st.GetSpec(); spec != nil {
+		spec.Hosts, spec.Exclude = nil, nil
+	}
+	for over() && len(st.RoundNodes) > 1 {
+		st.RoundNodes = st.RoundNodes[1:]
+	}
+	if over() {
+		st.RoundNodes, st.Nodes = nil, nil
+	}
+	if over() && st.Spec != nil {
+		st.Spec.Argv, st.Spec.Env, st.Spec.LogDir, st.Spec.Workdir = st.Spec.Argv[:min(len(st.Spec.Argv), 1)], nil, nil, nil
+		if len(st.Spec.Argv) == 1 && len(st.Spec.Argv[0]) > 4096 {
+			st.Spec.Argv[0] = st.Spec.Argv[0][:4096]
+		}
+	}
+	if over() && st.Failure != nil {
+		st.Failure.StderrTail, st.Failure.Error, st.Failure.NodeLoss = nil, "", nil
+	}
+	if over() {
+		// Only the summary could still be this large: a reason given to cancel.
+		st.Summary = st.Summary[:min(len(st.Summary), 4096)]
+	}
+	return st
+}
+
+// trimDetail leaves out environment values and all but a short stderr tail.
+func trimDetail(st *musterv1.JobStatus) *musterv1.JobStatus {
 	st = proto.CloneOf(st)
 	if spec := st.GetSpec(); spec != nil {
 		n := 0

@@ -1,6 +1,7 @@
 package jobhistory
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -251,4 +252,37 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatalf("accepted %v under %q", st, key)
 		}
 	})
+}
+
+// A record of the largest job a spec allows fits the record's bound, and
+// says it was trimmed; a small one is kept whole.
+func TestRecordWithinBudget(t *testing.T) {
+	var nodes []string
+	for i := range 10_000 {
+		nodes = append(nodes, fmt.Sprintf("gpu-node-%05d.cluster.example", i))
+	}
+	big := ended("j-big", 1)
+	big.GetFinished().Spec = &musterv1.JobSpec{Argv: [][]byte{[]byte(strings.Repeat("a", 1<<20))}, Hosts: nodes}
+	big.GetFinished().Nodes = nodes
+	for r := range 32 {
+		big.GetFinished().RoundNodes = append(big.GetFinished().RoundNodes, &musterv1.JobRound{Number: int32(r), Nodes: nodes})
+	}
+	small := ended("j-small", 2)
+	small.GetFinished().Spec = &musterv1.JobSpec{Argv: [][]byte{[]byte("python"), []byte("train.py")}, Hosts: nodes[:4]}
+	small.GetFinished().Nodes = nodes[:2]
+	small.GetFinished().RoundNodes = []*musterv1.JobRound{{Nodes: nodes[:2]}}
+	h := open(t, t.TempDir(), 10, nil)
+	h.Apply(big)
+	h.Apply(small)
+	if j := h.Get("j-big"); proto.Size(j) > recordBudget || !j.Trimmed || j.ExitCode != 3 || len(j.GetSpec().GetArgv()) != 1 {
+		t.Errorf("the large record: %d bytes, trimmed %v", proto.Size(j), j.Trimmed)
+	}
+	if j := h.Get("j-small"); j.Trimmed || !proto.Equal(j, small.GetFinished()) {
+		t.Errorf("the small record: %v", j)
+	}
+	h.Close()
+	h = open(t, h.cfg.Dir, 10, nil)
+	if got := ids(h); !slices.Equal(got, []string{"j-big", "j-small"}) {
+		t.Errorf("read again: %v", got)
+	}
 }

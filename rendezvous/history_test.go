@@ -68,7 +68,7 @@ func TestJobHistoryOutlivesTheStore(t *testing.T) {
 	}
 	// The list leaves the stderr tail to GetJob.
 	listed := all.Jobs[slices.IndexFunc(all.Jobs, func(j *musterv1.JobStatus) bool { return j.JobId == theirs.JobId })]
-	if f := listed.GetFailure(); f.GetExitCode() != 3 || len(f.GetStderrTail()) != 0 {
+	if f := listed.GetFailure(); f.GetExitCode() != 3 || len(f.GetStderrTail()) != 0 || len(listed.RoundNodes) != 0 {
 		t.Errorf("the failed job listed: %v", listed)
 	}
 	if j, err := op.GetJob(ctx, &musterv1.GetJobRequest{JobId: theirs.JobId}); err != nil || strings.Join(j.GetFailure().GetStderrTail(), "|") != "boom" {

@@ -461,10 +461,14 @@ func (s *Server) ListJobs(ctx context.Context, _ *musterv1.ListJobsRequest) (*mu
 		if !mayRead(c, j) {
 			continue
 		}
-		if len(j.GetFailure().GetStderrTail()) > 0 {
-			// The list stays small: GetJob has the failed rank's stderr.
+		if len(j.GetFailure().GetStderrTail()) > 0 || len(j.GetRoundNodes()) > 0 {
+			// The list stays small: GetJob has the rounds and the failed
+			// rank's stderr.
 			j = proto.CloneOf(j)
-			j.Failure.StderrTail = nil
+			j.RoundNodes = nil
+			if j.Failure != nil {
+				j.Failure.StderrTail = nil
+			}
 		}
 		jobs = append(jobs, j)
 	}

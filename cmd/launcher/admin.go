@@ -161,6 +161,9 @@ func printJob(out io.Writer, j *musterv1.JobStatus) error {
 	if len(j.RoundNodes) == 0 {
 		line("nodes", "%s", orDash(strings.Join(j.Nodes, ",")))
 	}
+	if j.Trimmed {
+		line("note", "%s", "the history shortened this job's record to its bound (host lists, older rounds, nodes or command left out)")
+	}
 	if f := j.GetFailure(); f != nil {
 		line("failed rank", "%d on %s", f.Rank, orDash(f.Node))
 		for _, l := range f.StderrTail {

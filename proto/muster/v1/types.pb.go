@@ -3640,9 +3640,13 @@ type JobStatus struct {
 	// failure is the first failed worker, when there was one (its stderr
 	// tail shortened in the history).
 	Failure *WorkerExited `protobuf:"bytes,246,opt,name=failure,proto3" json:"failure,omitempty"`
-	// round_nodes lists the nodes of the job's last rounds (at most
-	// JobRound's bound), oldest first; nodes is the current or last round's.
-	RoundNodes    []*JobRound `protobuf:"bytes,247,rep,name=round_nodes,json=roundNodes,proto3" json:"round_nodes,omitempty"`
+	// round_nodes lists the nodes of the job's last rounds (at most 32),
+	// oldest first; nodes is the current or last round's. ListJobs leaves
+	// round_nodes and the failure's stderr tail out: GetJob has them.
+	RoundNodes []*JobRound `protobuf:"bytes,247,rep,name=round_nodes,json=roundNodes,proto3" json:"round_nodes,omitempty"`
+	// trimmed says the history shortened the job's record to its bound: the
+	// spec's host lists, older rounds, node lists or command were left out.
+	Trimmed       bool `protobuf:"varint,248,opt,name=trimmed,proto3" json:"trimmed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3773,6 +3777,13 @@ func (x *JobStatus) GetRoundNodes() []*JobRound {
 		return x.RoundNodes
 	}
 	return nil
+}
+
+func (x *JobStatus) GetTrimmed() bool {
+	if x != nil {
+		return x.Trimmed
+	}
+	return false
 }
 
 // JobRound is one round of a job: its number (0 for the first) and nodes,
@@ -4808,7 +4819,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\aleaving\x18\x06 \x01(\bR\aleaving\"@\n" +
 	"\x11ListNodesResponse\x12+\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x15.muster.v1.NodeStatusR\x05nodes\"\x11\n" +
-	"\x0fListJobsRequest\"\x8a\x04\n" +
+	"\x0fListJobsRequest\"\xa5\x04\n" +
 	"\tJobStatus\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12&\n" +
 	"\x04spec\x18\x02 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\x12)\n" +
@@ -4824,7 +4835,8 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\asummary\x18\xf5\x01 \x01(\tR\asummary\x122\n" +
 	"\afailure\x18\xf6\x01 \x01(\v2\x17.muster.v1.WorkerExitedR\afailure\x125\n" +
 	"\vround_nodes\x18\xf7\x01 \x03(\v2\x13.muster.v1.JobRoundR\n" +
-	"roundNodes\"`\n" +
+	"roundNodes\x12\x19\n" +
+	"\atrimmed\x18\xf8\x01 \x01(\bR\atrimmed\"`\n" +
 	"\bJobRound\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x14\n" +
 	"\x05nodes\x18\x02 \x03(\tR\x05nodes\x12&\n" +
