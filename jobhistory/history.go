@@ -35,7 +35,7 @@ const (
 	maxRecordBytes = 1 << 20 // a larger record on disk is skipped
 	// recordBudget is what trimRecord shortens a record to: 1000 jobs take
 	// at most about 256 MB however large their specs and node lists.
-	recordBudget = 256 << 10
+	recordBudget   = 256 << 10
 	maxStderrLines = 20
 	maxStderrBytes = 4 << 10
 	queueLength    = 4096
