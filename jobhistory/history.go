@@ -116,6 +116,9 @@ func (h *History) openFile(path string) {
 		h.log.Error("job history kept in memory only: cannot make its directory", zap.String("file", path), zap.Error(err))
 		return
 	}
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		h.log.Info("job history file missing: beginning it", zap.String("file", path))
+	}
 	db, err := h.load(path)
 	if err == nil {
 		h.path, h.db = path, db

@@ -126,7 +126,7 @@ func TestUnusableFiles(t *testing.T) {
 		movedAway bool
 		inMemory  bool
 	}{
-		{"missing", func(t *testing.T, dir string) []string { return nil }, "", false, false},
+		{"missing", func(t *testing.T, dir string) []string { return nil }, "job history file missing: beginning it", false, false},
 		{"garbage", func(t *testing.T, dir string) []string {
 			writeFile(t, filepath.Join(dir, FileName), []byte(strings.Repeat("not a bbolt file\n", 1000)))
 			return nil
