@@ -35,9 +35,10 @@ type job struct {
 	// asked to, until told to release it.
 	storeNode *node
 	// When it was submitted, its workers first started and it ended (zero
-	// for what the store did not see), and its last rounds that ran.
+	// for what the store did not see).
 	submitted, started, ended time.Time
-	ran                       []*musterv1.JobRound
+	// ran are its last rounds that started their workers (maxRoundsShown).
+	ran []*musterv1.JobRound
 }
 
 func (j *job) finished() bool {

@@ -3627,13 +3627,13 @@ type JobStatus struct {
 	Owner *Identity `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`
 	// When the job was submitted, its first round started its workers, and
 	// it ended, in Unix milliseconds; 0 for what has not happened.
-	SubmittedUnixMs int64 `protobuf:"varint,240,opt,name=submitted_unix_ms,json=submittedUnixMs,proto3" json:"submitted_unix_ms,omitempty"`
-	StartedUnixMs   int64 `protobuf:"varint,241,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
-	EndedUnixMs     int64 `protobuf:"varint,242,opt,name=ended_unix_ms,json=endedUnixMs,proto3" json:"ended_unix_ms,omitempty"`
+	SubmittedUnixMs int64 `protobuf:"varint,223,opt,name=submitted_unix_ms,json=submittedUnixMs,proto3" json:"submitted_unix_ms,omitempty"`
+	StartedUnixMs   int64 `protobuf:"varint,224,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
+	EndedUnixMs     int64 `protobuf:"varint,225,opt,name=ended_unix_ms,json=endedUnixMs,proto3" json:"ended_unix_ms,omitempty"`
 	// rounds counts the rounds the job began; restarts those begun after a
 	// failure or a lost node.
-	Rounds   int32 `protobuf:"varint,243,opt,name=rounds,proto3" json:"rounds,omitempty"`
-	Restarts int32 `protobuf:"varint,244,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	Rounds   int32 `protobuf:"varint,227,opt,name=rounds,proto3" json:"rounds,omitempty"`
+	Restarts int32 `protobuf:"varint,226,opt,name=restarts,proto3" json:"restarts,omitempty"`
 	// summary says in one line how the job ended; empty while it runs and
 	// for a job that succeeded.
 	Summary string `protobuf:"bytes,245,opt,name=summary,proto3" json:"summary,omitempty"`
@@ -4827,11 +4827,11 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\texit_code\x18\x04 \x01(\x05R\bexitCode\x12\x14\n" +
 	"\x05nodes\x18\x05 \x03(\tR\x05nodes\x12)\n" +
 	"\x05owner\x18\x06 \x01(\v2\x13.muster.v1.IdentityR\x05owner\x12+\n" +
-	"\x11submitted_unix_ms\x18\xf0\x01 \x01(\x03R\x0fsubmittedUnixMs\x12'\n" +
-	"\x0fstarted_unix_ms\x18\xf1\x01 \x01(\x03R\rstartedUnixMs\x12#\n" +
-	"\rended_unix_ms\x18\xf2\x01 \x01(\x03R\vendedUnixMs\x12\x17\n" +
-	"\x06rounds\x18\xf3\x01 \x01(\x05R\x06rounds\x12\x1b\n" +
-	"\brestarts\x18\xf4\x01 \x01(\x05R\brestarts\x12\x19\n" +
+	"\x11submitted_unix_ms\x18\xdf\x01 \x01(\x03R\x0fsubmittedUnixMs\x12'\n" +
+	"\x0fstarted_unix_ms\x18\xe0\x01 \x01(\x03R\rstartedUnixMs\x12#\n" +
+	"\rended_unix_ms\x18\xe1\x01 \x01(\x03R\vendedUnixMs\x12\x17\n" +
+	"\x06rounds\x18\xe3\x01 \x01(\x05R\x06rounds\x12\x1b\n" +
+	"\brestarts\x18\xe2\x01 \x01(\x05R\brestarts\x12\x19\n" +
 	"\asummary\x18\xf5\x01 \x01(\tR\asummary\x122\n" +
 	"\afailure\x18\xf6\x01 \x01(\v2\x17.muster.v1.WorkerExitedR\afailure\x125\n" +
 	"\vround_nodes\x18\xf7\x01 \x03(\v2\x13.muster.v1.JobRoundR\n" +
