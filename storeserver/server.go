@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -455,24 +456,54 @@ func (s *Server) ListNodes(context.Context, *musterv1.ListNodesRequest) (*muster
 
 func (s *Server) ListJobs(ctx context.Context, _ *musterv1.ListJobsRequest) (*musterv1.ListJobsResponse, error) {
 	c := callerFrom(ctx)
+	live := s.store.Jobs()
+	held := make(map[string]bool, len(live))
+	for _, j := range live {
+		held[j.GetJobId()] = true
+	}
+	// The history's newest jobs the store no longer holds, then the store's,
+	// each oldest first. Another local user sees their own jobs only.
 	var jobs []*musterv1.JobStatus
-	for _, j := range mergeHistory(s.history.List(), s.store.Jobs()) {
-		// Another local user sees their own jobs only.
-		if !mayRead(c, j) {
+	history, size := s.history.List(), 0
+	for i := len(history) - 1; i >= 0 && len(jobs) < maxListedHistory; i-- {
+		j := history[i]
+		if held[j.GetJobId()] || !mayRead(c, j) {
 			continue
 		}
-		if len(j.GetFailure().GetStderrTail()) > 0 || len(j.GetRoundNodes()) > 0 {
-			// The list stays small: GetJob has the rounds and the failed
-			// rank's stderr.
-			j = proto.CloneOf(j)
-			j.RoundNodes = nil
-			if j.Failure != nil {
-				j.Failure.StderrTail = nil
-			}
+		j = listed(j)
+		if size += proto.Size(j); size > maxListedHistoryBytes {
+			break
 		}
 		jobs = append(jobs, j)
 	}
+	slices.Reverse(jobs)
+	for _, j := range live {
+		if mayRead(c, j) {
+			jobs = append(jobs, listed(j))
+		}
+	}
 	return &musterv1.ListJobsResponse{Jobs: jobs}, nil
+}
+
+// Bounds on the finished jobs ListJobs takes from the history: the newest,
+// within a share of a message. GetJob reaches every job the history keeps.
+const (
+	maxListedHistory      = 1000
+	maxListedHistoryBytes = 4 << 20
+)
+
+// listed is j as a list shows it: GetJob has its rounds and the failed
+// rank's stderr.
+func listed(j *musterv1.JobStatus) *musterv1.JobStatus {
+	if len(j.GetFailure().GetStderrTail()) == 0 && len(j.GetRoundNodes()) == 0 {
+		return j
+	}
+	j = proto.CloneOf(j)
+	j.RoundNodes = nil
+	if j.Failure != nil {
+		j.Failure.StderrTail = nil
+	}
+	return j
 }
 
 // GetJob is one job, from the store or its history, for its owner or the
@@ -494,20 +525,4 @@ func (s *Server) GetJob(ctx context.Context, req *musterv1.GetJobRequest) (*must
 // mayRead lets the operator read every job and a local user their own.
 func mayRead(c caller, j *musterv1.JobStatus) bool {
 	return c.operator || (c.user != nil && j.GetOwner() != nil && j.GetOwner().GetUid() == c.user.GetUid())
-}
-
-// mergeHistory is the history's jobs the store no longer holds, then the
-// store's, each oldest first.
-func mergeHistory(history, live []*musterv1.JobStatus) []*musterv1.JobStatus {
-	held := make(map[string]bool, len(live))
-	for _, j := range live {
-		held[j.GetJobId()] = true
-	}
-	out := make([]*musterv1.JobStatus, 0, len(history)+len(live))
-	for _, j := range history {
-		if !held[j.GetJobId()] {
-			out = append(out, j)
-		}
-	}
-	return append(out, live...)
 }

@@ -43,7 +43,7 @@ func main() {
 	nodeRank := cmdline.NewCount(-1, -1, jobspec.MaxNodes-1)
 	killTimeout := cmdline.NewDuration(10 * time.Second)
 	nodeTimeout := cmdline.NewDuration(cluster.DefaultNodeTimeout)
-	historyJobs := cmdline.NewCount(jobhistory.DefaultMaxJobs, 1, 1_000_000)
+	historyJobs := cmdline.NewCount(jobhistory.DefaultMaxJobs, 1, 100_000)
 	historyAge := cmdline.NewDuration(jobhistory.DefaultMaxAge)
 	app := &cli.App{
 		Name:      "agent",
