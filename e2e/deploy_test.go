@@ -53,7 +53,8 @@ func readUnit(t *testing.T, path string) map[string][]string {
 func TestSystemdUnit(t *testing.T) {
 	u := readUnit(t, "../deploy/systemd/muster-agent.service")
 	for k, want := range map[string]string{"Type": "notify", "Restart": "on-failure", "EnvironmentFile": "/etc/muster/agent.env",
-		"ExecStart": "/usr/local/bin/agent", "KillMode": "mixed", "LimitMEMLOCK": "infinity"} {
+		"ExecStart": "/usr/local/bin/agent", "KillMode": "mixed", "LimitMEMLOCK": "infinity",
+		"StateDirectory": "muster"} {
 		if got := strings.Join(u[k], " "); got != want {
 			t.Errorf("%s=%q, want %q", k, got, want)
 		}

@@ -89,6 +89,9 @@ func isolate(dir string) error {
 	// The agents' kept output stays with the tests' other files.
 	os.Setenv("MUSTER_RANK_LOGS", filepath.Join(dir, "rank-logs"))
 	os.Setenv("MUSTER_TOKEN_FILE", token)
+	// Agents keep their store's job history in memory unless a test gives
+	// them a --data-dir: none shares this machine's /var/lib/muster.
+	os.Setenv("MUSTER_DATA_DIR", "")
 	pointUCXAtLoopback()
 	return nil
 }

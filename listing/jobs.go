@@ -46,6 +46,9 @@ type Job struct {
 	SubmitTime *string `json:"submitTime" yaml:"submitTime"`
 	StartTime  *string `json:"startTime" yaml:"startTime"`
 	EndTime    *string `json:"endTime" yaml:"endTime"`
+	// Summary says in one line how it ended; "" while it runs and for a
+	// job that succeeded.
+	Summary string `json:"summary" yaml:"summary"`
 }
 
 // Jobs turns the store's answer into the schema.
@@ -64,7 +67,7 @@ func JobOf(j *musterv1.JobStatus) Job {
 		Command: []string{}, Nodes: append([]string{}, j.GetNodes()...), NNodes: spec.GetNnodes(),
 		NProcPerNode: spec.GetNproc(), GPUsPerNode: spec.GetGpus(), Rounds: j.GetRounds(), Restarts: j.GetRestarts(),
 		MaxRestarts: spec.GetMaxRestarts(), SubmitTime: Time(j.GetSubmittedUnixMs()), StartTime: Time(j.GetStartedUnixMs()),
-		EndTime: Time(j.GetEndedUnixMs())}
+		EndTime: Time(j.GetEndedUnixMs()), Summary: strings.ReplaceAll(j.GetSummary(), "\n", " ")}
 	if Ended(j.GetState()) {
 		code := j.GetExitCode()
 		out.ExitCode = &code
@@ -127,9 +130,9 @@ func (t *JobTable) writeHeader() {
 	}
 	t.header = true
 	if t.wide {
-		fmt.Fprintln(t.tw, "JOB\tNAME\tSTATE\tEXIT\tUSER\tNODES\tROUNDS\tRESTARTS\tSUBMITTED\tSTARTED\tENDED\tCOMMAND")
+		fmt.Fprintln(t.tw, "JOB\tNAME\tSTATE\tEXIT\tUSER\tNODES\tROUNDS\tRESTARTS\tSUBMITTED\tSTARTED\tENDED\tCOMMAND\tSUMMARY")
 	} else {
-		fmt.Fprintln(t.tw, "JOB\tSTATE\tEXIT\tUSER\tNODES\tCOMMAND")
+		fmt.Fprintln(t.tw, "JOB\tSTATE\tEXIT\tUSER\tNODES\tSTARTED\tENDED\tROUNDS\tCOMMAND\tSUMMARY")
 	}
 }
 
@@ -145,22 +148,23 @@ func (t *JobTable) Row(j Job) {
 		user = "(operator)" // submitted with the cluster token
 	}
 	command := strings.Join(j.Command, " ")
-	if !t.wide {
-		fmt.Fprintf(t.tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.State, exit, user, strings.Join(j.Nodes, ","), command)
-		return
-	}
-	restarts := fmt.Sprint(j.Restarts)
-	if j.MaxRestarts > 0 {
-		restarts = fmt.Sprintf("%d/%d", j.Restarts, j.MaxRestarts)
-	}
 	cell := func(s *string) string {
 		if s == nil {
 			return "-"
 		}
 		return *s
 	}
-	fmt.Fprintf(t.tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", j.ID, orDash(j.Name), j.State, exit, user,
-		orDash(strings.Join(j.Nodes, ",")), j.Rounds, restarts, cell(j.SubmitTime), cell(j.StartTime), cell(j.EndTime), command)
+	if !t.wide {
+		fmt.Fprintf(t.tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", j.ID, j.State, exit, user, orDash(strings.Join(j.Nodes, ",")),
+			cell(j.StartTime), cell(j.EndTime), j.Rounds, command, orDash(j.Summary))
+		return
+	}
+	restarts := fmt.Sprint(j.Restarts)
+	if j.MaxRestarts > 0 {
+		restarts = fmt.Sprintf("%d/%d", j.Restarts, j.MaxRestarts)
+	}
+	fmt.Fprintf(t.tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, orDash(j.Name), j.State, exit, user,
+		orDash(strings.Join(j.Nodes, ",")), j.Rounds, restarts, cell(j.SubmitTime), cell(j.StartTime), cell(j.EndTime), command, orDash(j.Summary))
 }
 
 // Flush writes the rows so far.

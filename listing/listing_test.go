@@ -160,7 +160,7 @@ func testJobs() []*musterv1.JobStatus {
 		{JobId: "j-1", State: musterv1.JobState_JOB_STATE_RUNNING, Nodes: []string{"a", "b"}, Rounds: 2, Restarts: 1,
 			Spec:            &musterv1.JobSpec{Argv: [][]byte{[]byte("python"), []byte("train.py")}, Nnodes: 2, Nproc: 4, Gpus: 4, MaxRestarts: 3, Name: "train"},
 			SubmittedUnixMs: 1_700_000_000_123, StartedUnixMs: 1_700_000_001_000},
-		{JobId: "j-2", State: musterv1.JobState_JOB_STATE_FAILED, ExitCode: 3, Owner: &musterv1.Identity{Uid: 1000, User: "ann"}, Rounds: 1,
+		{JobId: "j-2", State: musterv1.JobState_JOB_STATE_FAILED, ExitCode: 3, Owner: &musterv1.Identity{Uid: 1000, User: "ann"}, Rounds: 1, Summary: "rank 0 (node a, local rank 0) exited with code 3",
 			Spec: &musterv1.JobSpec{Argv: [][]byte{[]byte("false")}, Nnodes: 1}, SubmittedUnixMs: 1_700_000_000_000,
 			StartedUnixMs: 1_700_000_000_500, EndedUnixMs: 1_700_000_002_000},
 	}
@@ -184,6 +184,7 @@ func TestJobsSerialized(t *testing.T) {
 					"rounds": "2", "restarts": "1", "maxRestarts": "3", "submitTime": "2023-11-14T22:13:20.123Z",
 					"startTime": "2023-11-14T22:13:21.000Z", "endTime": "<nil>"},
 				{"id": "j-2", "state": "failed", "exitCode": "3", "user": "ann", "uid": "1000", "nodes": "[]",
+					"summary": "rank 0 (node a, local rank 0) exited with code 3",
 					"endTime": "2023-11-14T22:13:22.000Z"},
 			} {
 				item := items[i].(map[string]any)
@@ -202,13 +203,13 @@ func TestJobsTable(t *testing.T) {
 		f    Format
 		want string
 	}{
-		{Table, `JOB  STATE    EXIT  USER        NODES  COMMAND
-j-1  running  -     (operator)  a,b    python train.py
-j-2  failed   3     ann                false
+		{Table, `JOB  STATE    EXIT  USER        NODES  STARTED                   ENDED                     ROUNDS  COMMAND          SUMMARY
+j-1  running  -     (operator)  a,b    2023-11-14T22:13:21.000Z  -                         2       python train.py  -
+j-2  failed   3     ann         -      2023-11-14T22:13:20.500Z  2023-11-14T22:13:22.000Z  1       false            rank 0 (node a, local rank 0) exited with code 3
 `},
-		{Wide, `JOB  NAME   STATE    EXIT  USER        NODES  ROUNDS  RESTARTS  SUBMITTED                 STARTED                   ENDED                     COMMAND
-j-1  train  running  -     (operator)  a,b    2       1/3       2023-11-14T22:13:20.123Z  2023-11-14T22:13:21.000Z  -                         python train.py
-j-2  -      failed   3     ann         -      1       0         2023-11-14T22:13:20.000Z  2023-11-14T22:13:20.500Z  2023-11-14T22:13:22.000Z  false
+		{Wide, `JOB  NAME   STATE    EXIT  USER        NODES  ROUNDS  RESTARTS  SUBMITTED                 STARTED                   ENDED                     COMMAND          SUMMARY
+j-1  train  running  -     (operator)  a,b    2       1/3       2023-11-14T22:13:20.123Z  2023-11-14T22:13:21.000Z  -                         python train.py  -
+j-2  -      failed   3     ann         -      1       0         2023-11-14T22:13:20.000Z  2023-11-14T22:13:20.500Z  2023-11-14T22:13:22.000Z  false            rank 0 (node a, local rank 0) exited with code 3
 `},
 	} {
 		var b bytes.Buffer
@@ -220,7 +221,7 @@ j-2  -      failed   3     ann         -      1       0         2023-11-14T22:13
 		}
 	}
 	var b bytes.Buffer
-	if err := WriteJobs(&b, Table, Jobs(nil)); err != nil || b.String() != "JOB  STATE  EXIT  USER  NODES  COMMAND\n" {
+	if err := WriteJobs(&b, Table, Jobs(nil)); err != nil || b.String() != "JOB  STATE  EXIT  USER  NODES  STARTED  ENDED  ROUNDS  COMMAND  SUMMARY\n" {
 		t.Errorf("no jobs: %q, %v", b.String(), err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/cluster"
 	"github.com/musterhq/muster/metrics"
+	"github.com/musterhq/muster/jobhistory"
 	"github.com/musterhq/muster/security"
 	"github.com/musterhq/muster/storeserver"
 )
@@ -49,6 +50,9 @@ type Config struct {
 	Security security.Security
 	// TokenFile, when hosting on TCP without a token, is where one is made.
 	TokenFile string
+	// History is the hosted store's job history: where its file lives and
+	// its bounds (see storeserver.Config).
+	History jobhistory.Config
 	// Agent is this node's agent; Start fills in how it reaches the store.
 	Agent agent.Config
 	// MetricsAddr, when set, serves the node's metrics and probes on this
@@ -362,7 +366,7 @@ func hostStore(ctx context.Context, log *zap.Logger, cfg *Config, listenAddr, no
 		advertise = net.JoinHostPort(nodeAddr, port)
 	}
 	rcfg := storeserver.Config{Logger: log, Listener: lis, AdvertiseAddr: advertise, Security: sec,
-		Socket: cfg.Socket, SocketUsers: cfg.SocketUsers}
+		Socket: cfg.Socket, SocketUsers: cfg.SocketUsers, History: cfg.History}
 	configure(&rcfg)
 	if rcfg.Socket == "" {
 		rcfg.Socket = security.DefaultSocket()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/musterhq/muster/failure"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
@@ -39,6 +40,8 @@ type job struct {
 	// ranOn names the nodes of every round formed, which keep their
 	// ranks' output (logs.go).
 	ranOn []string
+	// ran are its last rounds that started their workers (maxRoundsShown).
+	ran []*musterv1.JobRound
 }
 
 func (j *job) finished() bool {
@@ -348,6 +351,10 @@ func (s *Store) finishLocked(j *job) {
 	s.endRoundLocked(j)
 	s.setJobStateLocked(j, fin.State)
 	j.ended = s.now()
+	if s.cfg.Record != nil {
+		// The history writes it to disk later, off the store's lock.
+		s.cfg.Record(&musterv1.HistoryCommand{Command: &musterv1.HistoryCommand_Finished{Finished: proto.CloneOf(s.statusLocked(j))}})
+	}
 	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_Finished{Finished: fin}})
 	s.cfg.Recorder.JobFinished(j.outcome.result())
 	j.events.close()

@@ -3,6 +3,7 @@ package rendezvous
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
@@ -21,14 +22,7 @@ func (s *Store) Jobs() []*musterv1.JobStatus {
 	defer s.mu.Unlock()
 	var out []*musterv1.JobStatus
 	for _, id := range s.order {
-		j := s.jobs[id]
-		st := &musterv1.JobStatus{JobId: j.id, Spec: j.spec, State: j.state, Owner: j.owner, ExitCode: j.outcome.exitCode(),
-			SubmittedUnixMs: unixMs(j.submitted), StartedUnixMs: unixMs(j.started), EndedUnixMs: unixMs(j.ended),
-			Rounds: j.round.number + 1, Restarts: j.restarts}
-		for _, n := range j.round.nodes {
-			st.Nodes = append(st.Nodes, n.info.GetName())
-		}
-		out = append(out, st)
+		out = append(out, s.statusLocked(s.jobs[id]))
 	}
 	return out
 }
@@ -39,6 +33,55 @@ func (s *Store) JobsChanged() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.jobsChanged
+}
+
+// Job is the job the store holds under id, or nil.
+func (s *Store) Job(id string) *musterv1.JobStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if j := s.jobs[id]; j != nil {
+		return s.statusLocked(j)
+	}
+	return nil
+}
+
+// maxRoundsShown bounds the rounds a job's status lists (the last ones);
+// JobStatus.rounds counts them all.
+const maxRoundsShown = 32
+
+// statusLocked is what the store says of j: to ListJobs, and to the job
+// history once it ended.
+func (s *Store) statusLocked(j *job) *musterv1.JobStatus {
+	st := &musterv1.JobStatus{JobId: j.id, Spec: j.spec, State: j.state, Owner: j.owner,
+		SubmittedUnixMs: unixMs(j.submitted), StartedUnixMs: unixMs(j.started), EndedUnixMs: unixMs(j.ended),
+		Rounds: j.round.number + 1, Restarts: j.restarts, ExitCode: j.outcome.exitCode()}
+	for _, n := range j.round.nodes {
+		st.Nodes = append(st.Nodes, n.info.GetName())
+	}
+	for _, r := range j.ran {
+		if r.Number == j.round.number {
+			// A round taken over names its nodes as their agents come back.
+			r = &musterv1.JobRound{Number: r.Number, StartedUnixMs: r.StartedUnixMs, Nodes: st.Nodes}
+		}
+		st.RoundNodes = append(st.RoundNodes, r)
+	}
+	if j.decided() {
+		st.Summary, st.Failure = j.outcome.reason, j.outcome.failure
+	}
+	return st
+}
+
+// roundRanLocked notes that j's round started its workers on the named
+// nodes.
+func (s *Store) roundRanLocked(j *job, names []string) {
+	now := s.now()
+	if j.started.IsZero() {
+		j.started = now
+	}
+	if len(j.ran) == maxRoundsShown {
+		j.ran = slices.Delete(j.ran, 0, 1)
+	}
+	j.ran = append(j.ran, &musterv1.JobRound{Number: j.round.number, Nodes: names, StartedUnixMs: unixMs(now)})
 }
 
 func unixMs(t time.Time) int64 {

@@ -522,9 +522,7 @@ func (s *Store) PortsReserved(session, roundID string, ports []int32, errText st
 	}
 	commID := net.JoinHostPort(master, strconv.Itoa(int(ports[1])))
 	s.setRoundStateLocked(j, roundRunning)
-	if j.started.IsZero() {
-		j.started = s.now()
-	}
+	s.roundRanLocked(j, names)
 	idHash := sha256.Sum256(id[:])
 	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_RoundStarted{RoundStarted: &musterv1.RoundStarted{
 		Round: r.number, RoundId: r.id, Nodes: names, Nproc: r.nproc, WorldSize: r.worldSize, MasterAddr: master,

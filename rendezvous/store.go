@@ -60,6 +60,9 @@ type StoreConfig struct {
 	// DepartedRetention is how long the node list keeps a departed node
 	// (leave.go); DepartedRetention by default.
 	DepartedRetention time.Duration
+	// Record, when set, is handed a command for the job history (package
+	// jobhistory) when a job ends, under the store's lock: it must not wait.
+	Record func(*musterv1.HistoryCommand)
 	// Refused, when set, hears of every state change the store's tables do
 	// not draw (lifecycle.go, rounds.go): a bug, which tests fail on.
 	Refused func(error)

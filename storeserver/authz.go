@@ -61,6 +61,7 @@ var (
 		musterv1.Jobs_ListJobs_FullMethodName:  true,
 		musterv1.Jobs_WatchJobs_FullMethodName: true,
 		musterv1.Jobs_Logs_FullMethodName:      true,
+		musterv1.Jobs_GetJob_FullMethodName:    true,
 	}
 	workerMethods = map[string]bool{
 		musterv1.KV_KVSet_FullMethodName:   true,

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/musterhq/muster/jobhistory"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/security"
@@ -86,6 +88,9 @@ type Config struct {
 	// rendezvous.StoreConfig); 0 takes the defaults.
 	FenceAfter   time.Duration
 	RenewSilence time.Duration
+	// History keeps the finished jobs, in a file under its Dir that outlives
+	// the store's process (in memory without one).
+	History jobhistory.Config
 	// StatsHandler, when set, sees every RPC's traffic (the scale benchmark
 	// counts the store's bytes with it).
 	StatsHandler stats.Handler
@@ -99,15 +104,16 @@ type Server struct {
 	musterv1.UnimplementedAgentsServer
 	musterv1.UnimplementedJobsServer
 	musterv1.UnimplementedKVServer
-	cfg   Config
-	log   *zap.Logger
-	store *rendezvous.Store
-	lis   net.Listener // TCP; nil when the store serves only its socket
-	sock  net.Listener // the Unix socket, when there is one
-	grpc  *grpc.Server
-	uid   uint32 // the store's own user
-	token []byte // "Bearer " + the cluster token; nil without one
-	logs  logRelays
+	cfg     Config
+	log     *zap.Logger
+	store   *rendezvous.Store
+	history *jobhistory.History
+	lis     net.Listener // TCP; nil when the store serves only its socket
+	sock    net.Listener // the Unix socket, when there is one
+	grpc    *grpc.Server
+	uid     uint32 // the store's own user
+	token   []byte // "Bearer " + the cluster token; nil without one
+	logs    logRelays
 
 	errc      chan error
 	closeOnce sync.Once
@@ -160,12 +166,17 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	default:
 		addr = security.SocketAddr(cfg.Socket)
 	}
+	if cfg.History.Logger == nil {
+		cfg.History.Logger = cfg.Logger
+	}
+	history := jobhistory.Open(cfg.History)
 	s := &Server{
-		cfg: cfg,
-		log: cfg.Logger,
+		cfg:     cfg,
+		log:     cfg.Logger,
+		history: history,
 		store: rendezvous.NewStore(rendezvous.StoreConfig{Logger: cfg.Logger, Addr: addr, SessionGrace: cfg.SessionGrace,
 			AgentGone: cfg.AgentGone, Refused: cfg.Refused, FenceAfter: cfg.FenceAfter, RenewSilence: cfg.RenewSilence,
-			NodeTimeout: cfg.NodeTimeout, OwnNode: cfg.OwnNode, Recorder: cfg.Recorder}),
+			NodeTimeout: cfg.NodeTimeout, OwnNode: cfg.OwnNode, Recorder: cfg.Recorder, Record: history.Propose}),
 		lis:  lis,
 		sock: sock,
 		uid:  uint32(os.Geteuid()),
@@ -272,6 +283,9 @@ func (s *Server) Close() {
 		case <-time.After(s.cfg.ShutdownTimeout):
 			s.grpc.Stop()
 			<-done
+		}
+		if err := s.history.Close(); err != nil {
+			s.log.Error("job history not closed", zap.Error(err))
 		}
 	})
 }
@@ -445,19 +459,39 @@ func (s *Server) ListNodes(context.Context, *musterv1.ListNodesRequest) (*muster
 }
 
 func (s *Server) ListJobs(ctx context.Context, _ *musterv1.ListJobsRequest) (*musterv1.ListJobsResponse, error) {
-	return &musterv1.ListJobsResponse{Jobs: visibleJobs(callerFrom(ctx), s.store.Jobs())}, nil
+	c := callerFrom(ctx)
+	live := s.store.Jobs()
+	held := make(map[string]bool, len(live))
+	for _, j := range live {
+		held[j.GetJobId()] = true
+	}
+	// The history's newest jobs the store no longer holds, then the store's,
+	// each oldest first. Another local user sees their own jobs only.
+	var jobs []*musterv1.JobStatus
+	history, size := s.history.List(), 0
+	for i := len(history) - 1; i >= 0 && len(jobs) < maxListedHistory; i-- {
+		j := history[i]
+		if held[j.GetJobId()] || !mayRead(c, j) {
+			continue
+		}
+		j = listed(j)
+		if size += proto.Size(j); size > maxListedHistoryBytes {
+			break
+		}
+		jobs = append(jobs, j)
+	}
+	slices.Reverse(jobs)
+	jobs = append(jobs, visibleJobs(c, live)...)
+	return &musterv1.ListJobsResponse{Jobs: jobs}, nil
 }
 
-// visibleJobs are the jobs c may list: all of them for the operator,
-// another local user's own only.
+// visibleJobs are the jobs c may list, as a list shows them: all of them
+// for the operator, another local user's own only.
 func visibleJobs(c caller, jobs []*musterv1.JobStatus) []*musterv1.JobStatus {
-	if c.operator {
-		return jobs
-	}
 	mine := jobs[:0]
 	for _, j := range jobs {
-		if j.GetOwner() != nil && c.user != nil && j.GetOwner().GetUid() == c.user.GetUid() {
-			mine = append(mine, j)
+		if mayRead(c, j) {
+			mine = append(mine, listed(j))
 		}
 	}
 	return mine
@@ -491,4 +525,46 @@ func (s *Server) WatchJobs(_ *musterv1.WatchJobsRequest, stream musterv1.Jobs_Wa
 			return nil
 		}
 	}
+}
+
+// Bounds on the finished jobs ListJobs takes from the history: the newest,
+// within a share of a message. GetJob reaches every job the history keeps.
+const (
+	maxListedHistory      = 1000
+	maxListedHistoryBytes = 4 << 20
+)
+
+// listed is j as a list shows it: GetJob has its rounds and the failed
+// rank's stderr.
+func listed(j *musterv1.JobStatus) *musterv1.JobStatus {
+	if len(j.GetFailure().GetStderrTail()) == 0 && len(j.GetRoundNodes()) == 0 {
+		return j
+	}
+	j = proto.CloneOf(j)
+	j.RoundNodes = nil
+	if j.Failure != nil {
+		j.Failure.StderrTail = nil
+	}
+	return j
+}
+
+// GetJob is one job, from the store or its history, for its owner or the
+// operator.
+func (s *Server) GetJob(ctx context.Context, req *musterv1.GetJobRequest) (*musterv1.JobStatus, error) {
+	j := s.store.Job(req.GetJobId())
+	if j == nil {
+		j = s.history.Get(req.GetJobId())
+	}
+	if j == nil {
+		return nil, status.Errorf(codes.NotFound, "job %q: not found (neither running nor in the store's history)", req.GetJobId())
+	}
+	if !mayRead(callerFrom(ctx), j) {
+		return nil, status.Errorf(codes.PermissionDenied, "job %s belongs to another user", req.GetJobId())
+	}
+	return j, nil
+}
+
+// mayRead lets the operator read every job and a local user their own.
+func mayRead(c caller, j *musterv1.JobStatus) bool {
+	return c.operator || (c.user != nil && j.GetOwner() != nil && j.GetOwner().GetUid() == c.user.GetUid())
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/musterhq/muster/cluster"
 	"github.com/musterhq/muster/cmdline"
 	"github.com/musterhq/muster/gpu"
+	"github.com/musterhq/muster/jobhistory"
 	"github.com/musterhq/muster/jobspec"
 	"github.com/musterhq/muster/logging"
 	"github.com/musterhq/muster/node"
@@ -45,6 +46,8 @@ func main() {
 	nodeTimeout := cmdline.NewDuration(cluster.DefaultNodeTimeout)
 	keptSize := cmdline.NewBytes(0)
 	keptAge := cmdline.NewDuration(ranklog.DefaultMaxAge)
+	historyJobs := cmdline.NewCount(jobhistory.DefaultMaxJobs, 1, 100_000)
+	historyAge := cmdline.NewDuration(jobhistory.DefaultMaxAge)
 	app := &cli.App{
 		Name:      "agent",
 		Usage:     "run this node's muster agent, and the cluster's store with --listen",
@@ -74,6 +77,10 @@ func main() {
 			cmdline.WithEnv(cmdline.Flag(keptSize, "rank-logs-max-size", nil, "bound the kept output to `SIZE` (512M, 2G), the oldest jobs dropped first (default: 1G, or a tenth of its file system if less)"), "MUSTER_RANK_LOGS_MAX_SIZE"),
 			cmdline.WithEnv(cmdline.Flag(keptAge, "rank-logs-max-age", nil, "drop a job's kept output `DURATION` after its last line (default 168h)"), "MUSTER_RANK_LOGS_MAX_AGE"),
 			&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"MUSTER_METRICS_ADDR"}, Usage: metricsAddrUsage},
+			&cli.StringFlag{Name: "data-dir", EnvVars: []string{"MUSTER_DATA_DIR"}, Usage: "with --listen, keep the store's job history in `DIR` (" + jobhistory.FileName + "), which outlives a restart; \"\" keeps it in memory only " +
+				"(default: systemd's StateDirectory, else /var/lib/muster as root, else $XDG_STATE_HOME/muster or ~/.local/state/muster)"},
+			cmdline.WithEnv(cmdline.Flag(historyJobs, "history-max-jobs", nil, "keep at most `N` finished jobs in the store's history; the oldest go first"), "MUSTER_HISTORY_MAX_JOBS"),
+			cmdline.WithEnv(cmdline.Flag(historyAge, "history-max-age", nil, "keep a finished job in the store's history for `DURATION` (168h is a week)"), "MUSTER_HISTORY_MAX_AGE"),
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, EnvVars: []string{"MUSTER_VERBOSE"}, Usage: "log debug detail, memberlist's own lines included"},
 		},
 		Action: func(c *cli.Context) error {
@@ -81,7 +88,15 @@ func main() {
 			if kept.Dir == "none" {
 				kept.Dir = ""
 			}
-			return runAgent(c, nodeRank.Int32(), killTimeout.Value(), nodeTimeout.Value(), kept)
+			if historyAge.Value() <= 0 {
+				return cmdline.Usagef(c, "--history-max-age (MUSTER_HISTORY_MAX_AGE) 0: give how long finished jobs are kept, e.g. 168h")
+			}
+			dataDir := jobhistory.DefaultDir()
+			if c.IsSet("data-dir") {
+				dataDir = c.String("data-dir")
+			}
+			history := jobhistory.Config{Dir: dataDir, MaxJobs: int(historyJobs.Int32()), MaxAge: historyAge.Value()}
+			return runAgent(c, nodeRank.Int32(), killTimeout.Value(), nodeTimeout.Value(), kept, history)
 		},
 		Commands: []*cli.Command{runCommand()},
 	}
@@ -95,7 +110,7 @@ const metricsAddrUsage = "serve Prometheus metrics (/metrics) and probes (/healt
 // nodeTimeoutUsage is --node-timeout's help, agent's and agent run's.
 const nodeTimeoutUsage = "how long a node may be silent before gossip declares it dead and its jobs fail (`DURATION`, 1s to 10m); the same on every node"
 
-func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout time.Duration, kept ranklog.Config) error {
+func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout time.Duration, kept ranklog.Config, history jobhistory.Config) error {
 	if c.NArg() > 0 {
 		return cmdline.Usagef(c, "unexpected argument %q", c.Args().First())
 	}
@@ -143,7 +158,7 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout time.Dura
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	ncfg := node.Config{Logger: log, Listen: listen, Join: storeAddr, Gossip: gossip, Security: sec, TokenFile: tokenFile,
-		Socket: c.String("socket"), SocketRequired: c.IsSet("socket"), SocketUsers: os.Geteuid() == 0, MetricsAddr: c.String("metrics-addr")}
+		Socket: c.String("socket"), SocketRequired: c.IsSet("socket"), SocketUsers: os.Geteuid() == 0, MetricsAddr: c.String("metrics-addr"), History: history}
 	ncfg.Agent = agent.Config{Name: c.String("name"), Addr: c.String("addr"), Rank: nodeRank, Environ: os.Environ(), RankLogs: kept}
 	if list := c.String("gpu-devices"); list != "" {
 		if ncfg.Agent.GPUs, err = gpu.Parse(list); err != nil {

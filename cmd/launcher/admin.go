@@ -91,16 +91,19 @@ func checkOutput(c *cli.Context) error {
 func jobsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "jobs",
-		Usage: "list the cluster's jobs, or follow their changes with --watch (needs --cluster)",
-		Description: "Asks the store given by --cluster HOST:PORT (or MUSTER_CLUSTER); the embedded default has no cluster to list. " +
-			"A user other than the cluster operator sees their own jobs only.",
-		ArgsUsage: " ",
+		Usage: "list the cluster's jobs, running and finished (the store's history), show JOB in full, or follow their changes with --watch (needs --cluster)",
+		Description: "Asks the store given by --cluster HOST:PORT (or MUSTER_CLUSTER); the embedded default has no cluster to list.\n" +
+			"Times are RFC 3339, in UTC. A user other than the cluster operator sees their own jobs only.",
+		ArgsUsage: "[JOB]",
 		Flags: append(clusterFlags(true), outputFlag(string(listing.Table), "print a table, a wide one, or a JobList"),
 			&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Usage: "list the jobs, then each job again when it changes, until interrupted " +
 				"(with -o json one Job object a line)"}),
 		Before: checkOutput,
 		Action: clusterAction(func(ctx context.Context, c *cli.Context, cl *storeclient.Client) error {
 			f, _ := outputFormat(c)
+			if c.NArg() > 0 {
+				return showJob(ctx, c, cl)
+			}
 			if c.Bool("watch") {
 				return watchJobs(ctx, c, cl, f)
 			}

@@ -25,6 +25,7 @@ const (
 	Jobs_ListNodes_FullMethodName  = "/muster.v1.Jobs/ListNodes"
 	Jobs_ListJobs_FullMethodName   = "/muster.v1.Jobs/ListJobs"
 	Jobs_WatchJobs_FullMethodName  = "/muster.v1.Jobs/WatchJobs"
+	Jobs_GetJob_FullMethodName     = "/muster.v1.Jobs/GetJob"
 	Jobs_WriteStdin_FullMethodName = "/muster.v1.Jobs/WriteStdin"
 	Jobs_Logs_FullMethodName       = "/muster.v1.Jobs/Logs"
 )
@@ -47,6 +48,8 @@ type JobsClient interface {
 	// its state, nodes or round change. A watcher that falls behind gets each
 	// job's latest status, not every step.
 	WatchJobs(ctx context.Context, in *WatchJobsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[JobStatus], error)
+	// GetJob is one job, running or in the store's history.
+	GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*JobStatus, error)
 	// WriteStdin carries the launcher's stdin to the job's stdin ranks: the
 	// first message names the job, the stream's end is the end of input. The
 	// store holds a few chunks at most; a reader that falls behind slows it.
@@ -142,6 +145,16 @@ func (c *jobsClient) WatchJobs(ctx context.Context, in *WatchJobsRequest, opts .
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Jobs_WatchJobsClient = grpc.ServerStreamingClient[JobStatus]
 
+func (c *jobsClient) GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*JobStatus, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(JobStatus)
+	err := c.cc.Invoke(ctx, Jobs_GetJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *jobsClient) WriteStdin(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[StdinChunk, WriteStdinResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Jobs_ServiceDesc.Streams[2], Jobs_WriteStdin_FullMethodName, cOpts...)
@@ -192,6 +205,8 @@ type JobsServer interface {
 	// its state, nodes or round change. A watcher that falls behind gets each
 	// job's latest status, not every step.
 	WatchJobs(*WatchJobsRequest, grpc.ServerStreamingServer[JobStatus]) error
+	// GetJob is one job, running or in the store's history.
+	GetJob(context.Context, *GetJobRequest) (*JobStatus, error)
 	// WriteStdin carries the launcher's stdin to the job's stdin ranks: the
 	// first message names the job, the stream's end is the end of input. The
 	// store holds a few chunks at most; a reader that falls behind slows it.
@@ -226,6 +241,9 @@ func (UnimplementedJobsServer) ListJobs(context.Context, *ListJobsRequest) (*Lis
 }
 func (UnimplementedJobsServer) WatchJobs(*WatchJobsRequest, grpc.ServerStreamingServer[JobStatus]) error {
 	return status.Error(codes.Unimplemented, "method WatchJobs not implemented")
+}
+func (UnimplementedJobsServer) GetJob(context.Context, *GetJobRequest) (*JobStatus, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetJob not implemented")
 }
 func (UnimplementedJobsServer) WriteStdin(grpc.ClientStreamingServer[StdinChunk, WriteStdinResponse]) error {
 	return status.Error(codes.Unimplemented, "method WriteStdin not implemented")
@@ -348,6 +366,24 @@ func _Jobs_WatchJobs_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Jobs_WatchJobsServer = grpc.ServerStreamingServer[JobStatus]
 
+func _Jobs_GetJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobsServer).GetJob(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Jobs_GetJob_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobsServer).GetJob(ctx, req.(*GetJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Jobs_WriteStdin_Handler(srv interface{}, stream grpc.ServerStream) error {
 	return srv.(JobsServer).WriteStdin(&grpc.GenericServerStream[StdinChunk, WriteStdinResponse]{ServerStream: stream})
 }
@@ -388,6 +424,10 @@ var Jobs_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListJobs",
 			Handler:    _Jobs_ListJobs_Handler,
+		},
+		{
+			MethodName: "GetJob",
+			Handler:    _Jobs_GetJob_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

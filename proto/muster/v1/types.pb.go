@@ -4216,8 +4216,21 @@ type JobStatus struct {
 	EndedUnixMs     int64 `protobuf:"varint,225,opt,name=ended_unix_ms,json=endedUnixMs,proto3" json:"ended_unix_ms,omitempty"`
 	// rounds counts the rounds the job began; restarts those begun after a
 	// failure or a lost node.
-	Rounds        int32 `protobuf:"varint,227,opt,name=rounds,proto3" json:"rounds,omitempty"`
-	Restarts      int32 `protobuf:"varint,226,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	Rounds   int32 `protobuf:"varint,227,opt,name=rounds,proto3" json:"rounds,omitempty"`
+	Restarts int32 `protobuf:"varint,226,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	// summary says in one line how the job ended; empty while it runs and
+	// for a job that succeeded.
+	Summary string `protobuf:"bytes,245,opt,name=summary,proto3" json:"summary,omitempty"`
+	// failure is the first failed worker, when there was one (its stderr
+	// tail shortened in the history).
+	Failure *WorkerExited `protobuf:"bytes,246,opt,name=failure,proto3" json:"failure,omitempty"`
+	// round_nodes lists the nodes of the job's last rounds (at most 32),
+	// oldest first; nodes is the current or last round's. ListJobs leaves
+	// round_nodes and the failure's stderr tail out: GetJob has them.
+	RoundNodes []*JobRound `protobuf:"bytes,247,rep,name=round_nodes,json=roundNodes,proto3" json:"round_nodes,omitempty"`
+	// trimmed says the history shortened the job's record to its bound: the
+	// spec's host lists, older rounds, node lists or command were left out.
+	Trimmed       bool `protobuf:"varint,248,opt,name=trimmed,proto3" json:"trimmed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4329,6 +4342,270 @@ func (x *JobStatus) GetRestarts() int32 {
 	return 0
 }
 
+func (x *JobStatus) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+func (x *JobStatus) GetFailure() *WorkerExited {
+	if x != nil {
+		return x.Failure
+	}
+	return nil
+}
+
+func (x *JobStatus) GetRoundNodes() []*JobRound {
+	if x != nil {
+		return x.RoundNodes
+	}
+	return nil
+}
+
+func (x *JobStatus) GetTrimmed() bool {
+	if x != nil {
+		return x.Trimmed
+	}
+	return false
+}
+
+// JobRound is one round of a job: its number (0 for the first) and nodes,
+// in node rank order.
+type JobRound struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Number        int32                  `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"`
+	Nodes         []string               `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	StartedUnixMs int64                  `protobuf:"varint,3,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobRound) Reset() {
+	*x = JobRound{}
+	mi := &file_muster_v1_types_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobRound) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobRound) ProtoMessage() {}
+
+func (x *JobRound) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobRound.ProtoReflect.Descriptor instead.
+func (*JobRound) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *JobRound) GetNumber() int32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *JobRound) GetNodes() []string {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *JobRound) GetStartedUnixMs() int64 {
+	if x != nil {
+		return x.StartedUnixMs
+	}
+	return 0
+}
+
+type GetJobRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetJobRequest) Reset() {
+	*x = GetJobRequest{}
+	mi := &file_muster_v1_types_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetJobRequest) ProtoMessage() {}
+
+func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
+func (*GetJobRequest) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *GetJobRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+// HistoryCommand is one change to a store's job history (package
+// jobhistory), applied in order by its one state machine.
+type HistoryCommand struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Command:
+	//
+	//	*HistoryCommand_Finished
+	//	*HistoryCommand_Expire
+	Command       isHistoryCommand_Command `protobuf_oneof:"command"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryCommand) Reset() {
+	*x = HistoryCommand{}
+	mi := &file_muster_v1_types_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryCommand) ProtoMessage() {}
+
+func (x *HistoryCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryCommand.ProtoReflect.Descriptor instead.
+func (*HistoryCommand) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *HistoryCommand) GetCommand() isHistoryCommand_Command {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+func (x *HistoryCommand) GetFinished() *JobStatus {
+	if x != nil {
+		if x, ok := x.Command.(*HistoryCommand_Finished); ok {
+			return x.Finished
+		}
+	}
+	return nil
+}
+
+func (x *HistoryCommand) GetExpire() *HistoryExpire {
+	if x != nil {
+		if x, ok := x.Command.(*HistoryCommand_Expire); ok {
+			return x.Expire
+		}
+	}
+	return nil
+}
+
+type isHistoryCommand_Command interface {
+	isHistoryCommand_Command()
+}
+
+type HistoryCommand_Finished struct {
+	// finished records a job that ended.
+	Finished *JobStatus `protobuf:"bytes,1,opt,name=finished,proto3,oneof"`
+}
+
+type HistoryCommand_Expire struct {
+	// expire forgets the jobs that ended before its time.
+	Expire *HistoryExpire `protobuf:"bytes,2,opt,name=expire,proto3,oneof"`
+}
+
+func (*HistoryCommand_Finished) isHistoryCommand_Command() {}
+
+func (*HistoryCommand_Expire) isHistoryCommand_Command() {}
+
+type HistoryExpire struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	EndedBeforeUnixMs int64                  `protobuf:"varint,1,opt,name=ended_before_unix_ms,json=endedBeforeUnixMs,proto3" json:"ended_before_unix_ms,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *HistoryExpire) Reset() {
+	*x = HistoryExpire{}
+	mi := &file_muster_v1_types_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryExpire) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryExpire) ProtoMessage() {}
+
+func (x *HistoryExpire) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryExpire.ProtoReflect.Descriptor instead.
+func (*HistoryExpire) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *HistoryExpire) GetEndedBeforeUnixMs() int64 {
+	if x != nil {
+		return x.EndedBeforeUnixMs
+	}
+	return 0
+}
+
 // WatchJobsRequest asks for the jobs the caller may list, then each change.
 type WatchJobsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -4338,7 +4615,7 @@ type WatchJobsRequest struct {
 
 func (x *WatchJobsRequest) Reset() {
 	*x = WatchJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4350,7 +4627,7 @@ func (x *WatchJobsRequest) String() string {
 func (*WatchJobsRequest) ProtoMessage() {}
 
 func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4363,7 +4640,7 @@ func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobsRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
 }
 
 type ListJobsResponse struct {
@@ -4375,7 +4652,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4387,7 +4664,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4400,7 +4677,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobStatus {
@@ -4421,7 +4698,7 @@ type StdinChunk struct {
 
 func (x *StdinChunk) Reset() {
 	*x = StdinChunk{}
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4433,7 +4710,7 @@ func (x *StdinChunk) String() string {
 func (*StdinChunk) ProtoMessage() {}
 
 func (x *StdinChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4446,7 +4723,7 @@ func (x *StdinChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdinChunk.ProtoReflect.Descriptor instead.
 func (*StdinChunk) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *StdinChunk) GetJobId() string {
@@ -4471,7 +4748,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[55]
+	mi := &file_muster_v1_types_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4483,7 +4760,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[55]
+	mi := &file_muster_v1_types_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4496,7 +4773,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{59}
 }
 
 type ReadStdinRequest struct {
@@ -4509,7 +4786,7 @@ type ReadStdinRequest struct {
 
 func (x *ReadStdinRequest) Reset() {
 	*x = ReadStdinRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[56]
+	mi := &file_muster_v1_types_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4521,7 +4798,7 @@ func (x *ReadStdinRequest) String() string {
 func (*ReadStdinRequest) ProtoMessage() {}
 
 func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[56]
+	mi := &file_muster_v1_types_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4534,7 +4811,7 @@ func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStdinRequest.ProtoReflect.Descriptor instead.
 func (*ReadStdinRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ReadStdinRequest) GetSession() string {
@@ -4565,7 +4842,7 @@ type KVSetRequest struct {
 
 func (x *KVSetRequest) Reset() {
 	*x = KVSetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[57]
+	mi := &file_muster_v1_types_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4577,7 +4854,7 @@ func (x *KVSetRequest) String() string {
 func (*KVSetRequest) ProtoMessage() {}
 
 func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[57]
+	mi := &file_muster_v1_types_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4590,7 +4867,7 @@ func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetRequest.ProtoReflect.Descriptor instead.
 func (*KVSetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{57}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *KVSetRequest) GetScope() string {
@@ -4623,7 +4900,7 @@ type KVSetResponse struct {
 
 func (x *KVSetResponse) Reset() {
 	*x = KVSetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[58]
+	mi := &file_muster_v1_types_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4635,7 +4912,7 @@ func (x *KVSetResponse) String() string {
 func (*KVSetResponse) ProtoMessage() {}
 
 func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[58]
+	mi := &file_muster_v1_types_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4648,7 +4925,7 @@ func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetResponse.ProtoReflect.Descriptor instead.
 func (*KVSetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{58}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *KVSetResponse) GetVersion() uint64 {
@@ -4670,7 +4947,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[59]
+	mi := &file_muster_v1_types_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4682,7 +4959,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[59]
+	mi := &file_muster_v1_types_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4695,7 +4972,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{59}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *KVGetRequest) GetScope() string {
@@ -4736,7 +5013,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[60]
+	mi := &file_muster_v1_types_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4748,7 +5025,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[60]
+	mi := &file_muster_v1_types_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4761,7 +5038,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{60}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *KVGetResponse) GetValue() []byte {
@@ -4792,7 +5069,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[61]
+	mi := &file_muster_v1_types_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4804,7 +5081,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[61]
+	mi := &file_muster_v1_types_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4817,7 +5094,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{61}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *BarrierRequest) GetScope() string {
@@ -4863,7 +5140,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[62]
+	mi := &file_muster_v1_types_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4875,7 +5152,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[62]
+	mi := &file_muster_v1_types_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4888,7 +5165,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{62}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{66}
 }
 
 var File_muster_v1_types_proto protoreflect.FileDescriptor
@@ -5215,7 +5492,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\aleaving\x18\x06 \x01(\bR\aleaving\"@\n" +
 	"\x11ListNodesResponse\x12+\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x15.muster.v1.NodeStatusR\x05nodes\"\x11\n" +
-	"\x0fListJobsRequest\"\x84\x03\n" +
+	"\x0fListJobsRequest\"\xa5\x04\n" +
 	"\tJobStatus\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12&\n" +
 	"\x04spec\x18\x02 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\x12)\n" +
@@ -5227,7 +5504,24 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x0fstarted_unix_ms\x18\xe0\x01 \x01(\x03R\rstartedUnixMs\x12#\n" +
 	"\rended_unix_ms\x18\xe1\x01 \x01(\x03R\vendedUnixMs\x12\x17\n" +
 	"\x06rounds\x18\xe3\x01 \x01(\x05R\x06rounds\x12\x1b\n" +
-	"\brestarts\x18\xe2\x01 \x01(\x05R\brestarts\"\x12\n" +
+	"\brestarts\x18\xe2\x01 \x01(\x05R\brestarts\x12\x19\n" +
+	"\asummary\x18\xf5\x01 \x01(\tR\asummary\x122\n" +
+	"\afailure\x18\xf6\x01 \x01(\v2\x17.muster.v1.WorkerExitedR\afailure\x125\n" +
+	"\vround_nodes\x18\xf7\x01 \x03(\v2\x13.muster.v1.JobRoundR\n" +
+	"roundNodes\x12\x19\n" +
+	"\atrimmed\x18\xf8\x01 \x01(\bR\atrimmed\"`\n" +
+	"\bJobRound\x12\x16\n" +
+	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x14\n" +
+	"\x05nodes\x18\x02 \x03(\tR\x05nodes\x12&\n" +
+	"\x0fstarted_unix_ms\x18\x03 \x01(\x03R\rstartedUnixMs\"&\n" +
+	"\rGetJobRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"\x83\x01\n" +
+	"\x0eHistoryCommand\x122\n" +
+	"\bfinished\x18\x01 \x01(\v2\x14.muster.v1.JobStatusH\x00R\bfinished\x122\n" +
+	"\x06expire\x18\x02 \x01(\v2\x18.muster.v1.HistoryExpireH\x00R\x06expireB\t\n" +
+	"\acommand\"@\n" +
+	"\rHistoryExpire\x12/\n" +
+	"\x14ended_before_unix_ms\x18\x01 \x01(\x03R\x11endedBeforeUnixMs\"\x12\n" +
 	"\x10WatchJobsRequest\"<\n" +
 	"\x10ListJobsResponse\x12(\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x14.muster.v1.JobStatusR\x04jobs\"7\n" +
@@ -5302,7 +5596,7 @@ func file_muster_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_muster_v1_types_proto_goTypes = []any{
 	(JobState)(0),                 // 0: muster.v1.JobState
 	(Stream)(0),                   // 1: muster.v1.Stream
@@ -5359,17 +5653,21 @@ var file_muster_v1_types_proto_goTypes = []any{
 	(*ListNodesResponse)(nil),     // 52: muster.v1.ListNodesResponse
 	(*ListJobsRequest)(nil),       // 53: muster.v1.ListJobsRequest
 	(*JobStatus)(nil),             // 54: muster.v1.JobStatus
-	(*WatchJobsRequest)(nil),      // 55: muster.v1.WatchJobsRequest
-	(*ListJobsResponse)(nil),      // 56: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),            // 57: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),    // 58: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),      // 59: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),          // 60: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),         // 61: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),          // 62: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),         // 63: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),        // 64: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),       // 65: muster.v1.BarrierResponse
+	(*JobRound)(nil),              // 55: muster.v1.JobRound
+	(*GetJobRequest)(nil),         // 56: muster.v1.GetJobRequest
+	(*HistoryCommand)(nil),        // 57: muster.v1.HistoryCommand
+	(*HistoryExpire)(nil),         // 58: muster.v1.HistoryExpire
+	(*WatchJobsRequest)(nil),      // 59: muster.v1.WatchJobsRequest
+	(*ListJobsResponse)(nil),      // 60: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),            // 61: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),    // 62: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),      // 63: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),          // 64: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),         // 65: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),          // 66: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),         // 67: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),        // 68: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),       // 69: muster.v1.BarrierResponse
 }
 var file_muster_v1_types_proto_depIdxs = []int32{
 	3,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
@@ -5414,12 +5712,16 @@ var file_muster_v1_types_proto_depIdxs = []int32{
 	28, // 39: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
 	0,  // 40: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
 	32, // 41: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	54, // 42: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	43, // [43:43] is the sub-list for method output_type
-	43, // [43:43] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	36, // 42: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
+	55, // 43: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
+	54, // 44: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
+	58, // 45: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
+	54, // 46: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	47, // [47:47] is the sub-list for method output_type
+	47, // [47:47] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_types_proto_init() }
@@ -5451,13 +5753,17 @@ func file_muster_v1_types_proto_init() {
 		(*JobEvent_RoundStarted)(nil),
 		(*JobEvent_NodeLost)(nil),
 	}
+	file_muster_v1_types_proto_msgTypes[54].OneofWrappers = []any{
+		(*HistoryCommand_Finished)(nil),
+		(*HistoryCommand_Expire)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_types_proto_rawDesc), len(file_muster_v1_types_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   63,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
