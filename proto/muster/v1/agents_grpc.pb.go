@@ -27,6 +27,7 @@ const (
 	Agents_Leave_FullMethodName         = "/muster.v1.Agents/Leave"
 	Agents_Publish_FullMethodName       = "/muster.v1.Agents/Publish"
 	Agents_ReadStdin_FullMethodName     = "/muster.v1.Agents/ReadStdin"
+	Agents_ReportHealth_FullMethodName  = "/muster.v1.Agents/ReportHealth"
 )
 
 // AgentsClient is the client API for Agents service.
@@ -55,6 +56,9 @@ type AgentsClient interface {
 	// ReadStdin streams the launcher's stdin to an agent that runs a stdin
 	// rank of the job; the stream ends after the last chunk.
 	ReadStdin(ctx context.Context, in *ReadStdinRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StdinChunk], error)
+	// ReportHealth carries a node's health check, made before it starts a
+	// round's workers: a node that fails it is left out of the job's rounds.
+	ReportHealth(ctx context.Context, in *ReportHealthRequest, opts ...grpc.CallOption) (*ReportHealthResponse, error)
 }
 
 type agentsClient struct {
@@ -163,6 +167,16 @@ func (c *agentsClient) ReadStdin(ctx context.Context, in *ReadStdinRequest, opts
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Agents_ReadStdinClient = grpc.ServerStreamingClient[StdinChunk]
 
+func (c *agentsClient) ReportHealth(ctx context.Context, in *ReportHealthRequest, opts ...grpc.CallOption) (*ReportHealthResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportHealthResponse)
+	err := c.cc.Invoke(ctx, Agents_ReportHealth_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentsServer is the server API for Agents service.
 // All implementations must embed UnimplementedAgentsServer
 // for forward compatibility.
@@ -189,6 +203,9 @@ type AgentsServer interface {
 	// ReadStdin streams the launcher's stdin to an agent that runs a stdin
 	// rank of the job; the stream ends after the last chunk.
 	ReadStdin(*ReadStdinRequest, grpc.ServerStreamingServer[StdinChunk]) error
+	// ReportHealth carries a node's health check, made before it starts a
+	// round's workers: a node that fails it is left out of the job's rounds.
+	ReportHealth(context.Context, *ReportHealthRequest) (*ReportHealthResponse, error)
 	mustEmbedUnimplementedAgentsServer()
 }
 
@@ -222,6 +239,9 @@ func (UnimplementedAgentsServer) Publish(context.Context, *PublishRequest) (*Pub
 }
 func (UnimplementedAgentsServer) ReadStdin(*ReadStdinRequest, grpc.ServerStreamingServer[StdinChunk]) error {
 	return status.Error(codes.Unimplemented, "method ReadStdin not implemented")
+}
+func (UnimplementedAgentsServer) ReportHealth(context.Context, *ReportHealthRequest) (*ReportHealthResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportHealth not implemented")
 }
 func (UnimplementedAgentsServer) mustEmbedUnimplementedAgentsServer() {}
 func (UnimplementedAgentsServer) testEmbeddedByValue()                {}
@@ -374,6 +394,24 @@ func _Agents_ReadStdin_Handler(srv interface{}, stream grpc.ServerStream) error 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Agents_ReadStdinServer = grpc.ServerStreamingServer[StdinChunk]
 
+func _Agents_ReportHealth_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportHealthRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentsServer).ReportHealth(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Agents_ReportHealth_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentsServer).ReportHealth(ctx, req.(*ReportHealthRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Agents_ServiceDesc is the grpc.ServiceDesc for Agents service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -404,6 +442,10 @@ var Agents_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Publish",
 			Handler:    _Agents_Publish_Handler,
+		},
+		{
+			MethodName: "ReportHealth",
+			Handler:    _Agents_ReportHealth_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

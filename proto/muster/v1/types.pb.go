@@ -21,6 +21,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// RestartOn is which failures start a new round while restarts are left.
+type RestartOn int32
+
+const (
+	// RESTART_ON_UNSPECIFIED is RESTART_ON_ANY.
+	RestartOn_RESTART_ON_UNSPECIFIED RestartOn = 0
+	// RESTART_ON_ANY: a failed worker or a lost node.
+	RestartOn_RESTART_ON_ANY RestartOn = 1
+	// RESTART_ON_NODE_LOSS: a lost node only; a failed worker fails the job.
+	RestartOn_RESTART_ON_NODE_LOSS RestartOn = 2
+)
+
+// Enum value maps for RestartOn.
+var (
+	RestartOn_name = map[int32]string{
+		0: "RESTART_ON_UNSPECIFIED",
+		1: "RESTART_ON_ANY",
+		2: "RESTART_ON_NODE_LOSS",
+	}
+	RestartOn_value = map[string]int32{
+		"RESTART_ON_UNSPECIFIED": 0,
+		"RESTART_ON_ANY":         1,
+		"RESTART_ON_NODE_LOSS":   2,
+	}
+)
+
+func (x RestartOn) Enum() *RestartOn {
+	p := new(RestartOn)
+	*p = x
+	return p
+}
+
+func (x RestartOn) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RestartOn) Descriptor() protoreflect.EnumDescriptor {
+	return file_muster_v1_types_proto_enumTypes[0].Descriptor()
+}
+
+func (RestartOn) Type() protoreflect.EnumType {
+	return &file_muster_v1_types_proto_enumTypes[0]
+}
+
+func (x RestartOn) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RestartOn.Descriptor instead.
+func (RestartOn) EnumDescriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{0}
+}
+
 type JobState int32
 
 const (
@@ -66,11 +119,11 @@ func (x JobState) String() string {
 }
 
 func (JobState) Descriptor() protoreflect.EnumDescriptor {
-	return file_muster_v1_types_proto_enumTypes[0].Descriptor()
+	return file_muster_v1_types_proto_enumTypes[1].Descriptor()
 }
 
 func (JobState) Type() protoreflect.EnumType {
-	return &file_muster_v1_types_proto_enumTypes[0]
+	return &file_muster_v1_types_proto_enumTypes[1]
 }
 
 func (x JobState) Number() protoreflect.EnumNumber {
@@ -79,7 +132,7 @@ func (x JobState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use JobState.Descriptor instead.
 func (JobState) EnumDescriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{0}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{1}
 }
 
 type Stream int32
@@ -115,11 +168,11 @@ func (x Stream) String() string {
 }
 
 func (Stream) Descriptor() protoreflect.EnumDescriptor {
-	return file_muster_v1_types_proto_enumTypes[1].Descriptor()
+	return file_muster_v1_types_proto_enumTypes[2].Descriptor()
 }
 
 func (Stream) Type() protoreflect.EnumType {
-	return &file_muster_v1_types_proto_enumTypes[1]
+	return &file_muster_v1_types_proto_enumTypes[2]
 }
 
 func (x Stream) Number() protoreflect.EnumNumber {
@@ -128,7 +181,7 @@ func (x Stream) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Stream.Descriptor instead.
 func (Stream) EnumDescriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{1}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{2}
 }
 
 // LossSignal is what told that a node was lost.
@@ -202,11 +255,11 @@ func (x LossSignal) String() string {
 }
 
 func (LossSignal) Descriptor() protoreflect.EnumDescriptor {
-	return file_muster_v1_types_proto_enumTypes[2].Descriptor()
+	return file_muster_v1_types_proto_enumTypes[3].Descriptor()
 }
 
 func (LossSignal) Type() protoreflect.EnumType {
-	return &file_muster_v1_types_proto_enumTypes[2]
+	return &file_muster_v1_types_proto_enumTypes[3]
 }
 
 func (x LossSignal) Number() protoreflect.EnumNumber {
@@ -215,7 +268,7 @@ func (x LossSignal) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use LossSignal.Descriptor instead.
 func (LossSignal) EnumDescriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{2}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{3}
 }
 
 type GPU struct {
@@ -1522,9 +1575,25 @@ type JobSpec struct {
 	// no_agent_store leaves PyTorch's TCPStore to rank 0 (--no-agent-store):
 	// by default node rank 0's agent serves it on MASTER_PORT for the job's
 	// life, and workers get TORCHELASTIC_USE_AGENT_STORE=True.
-	NoAgentStore  bool `protobuf:"varint,23,opt,name=no_agent_store,json=noAgentStore,proto3" json:"no_agent_store,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NoAgentStore bool `protobuf:"varint,23,opt,name=no_agent_store,json=noAgentStore,proto3" json:"no_agent_store,omitempty"`
+	// no_restart_exit_codes are exit codes by which a program says "do not
+	// restart me" (--no-restart-exit-codes; ft_launcher's is 93): a worker
+	// that exits with one fails the job whatever restarts are left.
+	NoRestartExitCodes []int32 `protobuf:"varint,320,rep,packed,name=no_restart_exit_codes,json=noRestartExitCodes,proto3" json:"no_restart_exit_codes,omitempty"`
+	// restart_on says which failures start a new round (--restart-on).
+	RestartOn RestartOn `protobuf:"varint,321,opt,name=restart_on,json=restartOn,proto3,enum=muster.v1.RestartOn" json:"restart_on,omitempty"`
+	// restart_backoff_ms is the wait before the round after a counted
+	// restart; it doubles with each restart that follows a short round, up
+	// to restart_backoff_max_ms. 0: no wait.
+	RestartBackoffMs    int64 `protobuf:"varint,322,opt,name=restart_backoff_ms,json=restartBackoffMs,proto3" json:"restart_backoff_ms,omitempty"`
+	RestartBackoffMaxMs int64 `protobuf:"varint,323,opt,name=restart_backoff_max_ms,json=restartBackoffMaxMs,proto3" json:"restart_backoff_max_ms,omitempty"`
+	// health_check is a command (run by /bin/sh -c) every node of a round
+	// runs before it starts the round's workers; it must exit 0 within
+	// health_check_timeout_ms.
+	HealthCheck          []byte `protobuf:"bytes,324,opt,name=health_check,json=healthCheck,proto3" json:"health_check,omitempty"`
+	HealthCheckTimeoutMs int64  `protobuf:"varint,325,opt,name=health_check_timeout_ms,json=healthCheckTimeoutMs,proto3" json:"health_check_timeout_ms,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *JobSpec) Reset() {
@@ -1718,6 +1787,235 @@ func (x *JobSpec) GetNoAgentStore() bool {
 	return false
 }
 
+func (x *JobSpec) GetNoRestartExitCodes() []int32 {
+	if x != nil {
+		return x.NoRestartExitCodes
+	}
+	return nil
+}
+
+func (x *JobSpec) GetRestartOn() RestartOn {
+	if x != nil {
+		return x.RestartOn
+	}
+	return RestartOn_RESTART_ON_UNSPECIFIED
+}
+
+func (x *JobSpec) GetRestartBackoffMs() int64 {
+	if x != nil {
+		return x.RestartBackoffMs
+	}
+	return 0
+}
+
+func (x *JobSpec) GetRestartBackoffMaxMs() int64 {
+	if x != nil {
+		return x.RestartBackoffMaxMs
+	}
+	return 0
+}
+
+func (x *JobSpec) GetHealthCheck() []byte {
+	if x != nil {
+		return x.HealthCheck
+	}
+	return nil
+}
+
+func (x *JobSpec) GetHealthCheckTimeoutMs() int64 {
+	if x != nil {
+		return x.HealthCheckTimeoutMs
+	}
+	return 0
+}
+
+// NodeHealth is the result of a node's health check: its GPUs through NVML,
+// and the cluster's and the job's health commands.
+type NodeHealth struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Ok    bool                   `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
+	// reason says why the node failed, for people (the command's output tail
+	// included); empty when ok. Never parsed.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	CheckedUnixMs int64  `protobuf:"varint,3,opt,name=checked_unix_ms,json=checkedUnixMs,proto3" json:"checked_unix_ms,omitempty"`
+	// check names the check that failed, or the checks made when ok: "gpus",
+	// "agent command", "job command".
+	Check string `protobuf:"bytes,4,opt,name=check,proto3" json:"check,omitempty"`
+	// job_id is the job whose round the check was made for.
+	JobId         string `protobuf:"bytes,5,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeHealth) Reset() {
+	*x = NodeHealth{}
+	mi := &file_muster_v1_types_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeHealth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeHealth) ProtoMessage() {}
+
+func (x *NodeHealth) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeHealth.ProtoReflect.Descriptor instead.
+func (*NodeHealth) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *NodeHealth) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *NodeHealth) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *NodeHealth) GetCheckedUnixMs() int64 {
+	if x != nil {
+		return x.CheckedUnixMs
+	}
+	return 0
+}
+
+func (x *NodeHealth) GetCheck() string {
+	if x != nil {
+		return x.Check
+	}
+	return ""
+}
+
+func (x *NodeHealth) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+type ReportHealthRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	JobId         string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	RoundId       string                 `protobuf:"bytes,3,opt,name=round_id,json=roundId,proto3" json:"round_id,omitempty"`
+	Health        *NodeHealth            `protobuf:"bytes,4,opt,name=health,proto3" json:"health,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportHealthRequest) Reset() {
+	*x = ReportHealthRequest{}
+	mi := &file_muster_v1_types_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportHealthRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportHealthRequest) ProtoMessage() {}
+
+func (x *ReportHealthRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportHealthRequest.ProtoReflect.Descriptor instead.
+func (*ReportHealthRequest) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ReportHealthRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *ReportHealthRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *ReportHealthRequest) GetRoundId() string {
+	if x != nil {
+		return x.RoundId
+	}
+	return ""
+}
+
+func (x *ReportHealthRequest) GetHealth() *NodeHealth {
+	if x != nil {
+		return x.Health
+	}
+	return nil
+}
+
+type ReportHealthResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportHealthResponse) Reset() {
+	*x = ReportHealthResponse{}
+	mi := &file_muster_v1_types_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportHealthResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportHealthResponse) ProtoMessage() {}
+
+func (x *ReportHealthResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportHealthResponse.ProtoReflect.Descriptor instead.
+func (*ReportHealthResponse) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{22}
+}
+
 type SubmitRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Spec          *JobSpec               `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
@@ -1727,7 +2025,7 @@ type SubmitRequest struct {
 
 func (x *SubmitRequest) Reset() {
 	*x = SubmitRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[20]
+	mi := &file_muster_v1_types_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1739,7 +2037,7 @@ func (x *SubmitRequest) String() string {
 func (*SubmitRequest) ProtoMessage() {}
 
 func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[20]
+	mi := &file_muster_v1_types_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1752,7 +2050,7 @@ func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitRequest.ProtoReflect.Descriptor instead.
 func (*SubmitRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{20}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SubmitRequest) GetSpec() *JobSpec {
@@ -1773,7 +2071,7 @@ type SubmitResponse struct {
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[21]
+	mi := &file_muster_v1_types_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1785,7 +2083,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[21]
+	mi := &file_muster_v1_types_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1798,7 +2096,7 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{21}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SubmitResponse) GetJobId() string {
@@ -1858,7 +2156,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_muster_v1_types_proto_msgTypes[22]
+	mi := &file_muster_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +2168,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[22]
+	mi := &file_muster_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +2181,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{22}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Assignment) GetJobId() string {
@@ -2050,7 +2348,7 @@ type Identity struct {
 
 func (x *Identity) Reset() {
 	*x = Identity{}
-	mi := &file_muster_v1_types_proto_msgTypes[23]
+	mi := &file_muster_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2360,7 @@ func (x *Identity) String() string {
 func (*Identity) ProtoMessage() {}
 
 func (x *Identity) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[23]
+	mi := &file_muster_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2373,7 @@ func (x *Identity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Identity.ProtoReflect.Descriptor instead.
 func (*Identity) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{23}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Identity) GetUid() uint32 {
@@ -2118,7 +2416,7 @@ type StopJob struct {
 
 func (x *StopJob) Reset() {
 	*x = StopJob{}
-	mi := &file_muster_v1_types_proto_msgTypes[24]
+	mi := &file_muster_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2130,7 +2428,7 @@ func (x *StopJob) String() string {
 func (*StopJob) ProtoMessage() {}
 
 func (x *StopJob) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[24]
+	mi := &file_muster_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2143,7 +2441,7 @@ func (x *StopJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopJob.ProtoReflect.Descriptor instead.
 func (*StopJob) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{24}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StopJob) GetJobId() string {
@@ -2179,7 +2477,7 @@ type WorkerStarted struct {
 
 func (x *WorkerStarted) Reset() {
 	*x = WorkerStarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[25]
+	mi := &file_muster_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2489,7 @@ func (x *WorkerStarted) String() string {
 func (*WorkerStarted) ProtoMessage() {}
 
 func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[25]
+	mi := &file_muster_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2502,7 @@ func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStarted.ProtoReflect.Descriptor instead.
 func (*WorkerStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WorkerStarted) GetRank() int32 {
@@ -2251,7 +2549,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_muster_v1_types_proto_msgTypes[26]
+	mi := &file_muster_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2263,7 +2561,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[26]
+	mi := &file_muster_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2276,7 +2574,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Output) GetRank() int32 {
@@ -2333,7 +2631,7 @@ type WorkerExited struct {
 
 func (x *WorkerExited) Reset() {
 	*x = WorkerExited{}
-	mi := &file_muster_v1_types_proto_msgTypes[27]
+	mi := &file_muster_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2345,7 +2643,7 @@ func (x *WorkerExited) String() string {
 func (*WorkerExited) ProtoMessage() {}
 
 func (x *WorkerExited) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[27]
+	mi := &file_muster_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2358,7 +2656,7 @@ func (x *WorkerExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerExited.ProtoReflect.Descriptor instead.
 func (*WorkerExited) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WorkerExited) GetRank() int32 {
@@ -2462,7 +2760,7 @@ type NodeLoss struct {
 
 func (x *NodeLoss) Reset() {
 	*x = NodeLoss{}
-	mi := &file_muster_v1_types_proto_msgTypes[28]
+	mi := &file_muster_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2474,7 +2772,7 @@ func (x *NodeLoss) String() string {
 func (*NodeLoss) ProtoMessage() {}
 
 func (x *NodeLoss) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[28]
+	mi := &file_muster_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2487,7 +2785,7 @@ func (x *NodeLoss) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoss.ProtoReflect.Descriptor instead.
 func (*NodeLoss) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *NodeLoss) GetNode() string {
@@ -2552,14 +2850,19 @@ type JobFinished struct {
 	ExitCode int32                  `protobuf:"varint,2,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
 	Summary  string                 `protobuf:"bytes,3,opt,name=summary,proto3" json:"summary,omitempty"`
 	// failure is the first failed worker, when there was one.
-	Failure       *WorkerExited `protobuf:"bytes,4,opt,name=failure,proto3" json:"failure,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Failure *WorkerExited `protobuf:"bytes,4,opt,name=failure,proto3" json:"failure,omitempty"`
+	// round_causes say why each earlier round of the job stopped, oldest
+	// first; the summary says why the last one did. At most the last 64;
+	// round_causes_dropped counts those left out before them.
+	RoundCauses        []string `protobuf:"bytes,320,rep,name=round_causes,json=roundCauses,proto3" json:"round_causes,omitempty"`
+	RoundCausesDropped int32    `protobuf:"varint,321,opt,name=round_causes_dropped,json=roundCausesDropped,proto3" json:"round_causes_dropped,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *JobFinished) Reset() {
 	*x = JobFinished{}
-	mi := &file_muster_v1_types_proto_msgTypes[29]
+	mi := &file_muster_v1_types_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2571,7 +2874,7 @@ func (x *JobFinished) String() string {
 func (*JobFinished) ProtoMessage() {}
 
 func (x *JobFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[29]
+	mi := &file_muster_v1_types_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2584,7 +2887,7 @@ func (x *JobFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFinished.ProtoReflect.Descriptor instead.
 func (*JobFinished) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *JobFinished) GetState() JobState {
@@ -2615,6 +2918,20 @@ func (x *JobFinished) GetFailure() *WorkerExited {
 	return nil
 }
 
+func (x *JobFinished) GetRoundCauses() []string {
+	if x != nil {
+		return x.RoundCauses
+	}
+	return nil
+}
+
+func (x *JobFinished) GetRoundCausesDropped() int32 {
+	if x != nil {
+		return x.RoundCausesDropped
+	}
+	return 0
+}
+
 // OutputLost says output was dropped: a follower that arrived after the
 // store let go of events nobody was reading.
 type OutputLost struct {
@@ -2627,7 +2944,7 @@ type OutputLost struct {
 
 func (x *OutputLost) Reset() {
 	*x = OutputLost{}
-	mi := &file_muster_v1_types_proto_msgTypes[30]
+	mi := &file_muster_v1_types_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2639,7 +2956,7 @@ func (x *OutputLost) String() string {
 func (*OutputLost) ProtoMessage() {}
 
 func (x *OutputLost) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[30]
+	mi := &file_muster_v1_types_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2652,7 +2969,7 @@ func (x *OutputLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLost.ProtoReflect.Descriptor instead.
 func (*OutputLost) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *OutputLost) GetEvents() uint64 {
@@ -2694,7 +3011,7 @@ type WaitingForNodes struct {
 
 func (x *WaitingForNodes) Reset() {
 	*x = WaitingForNodes{}
-	mi := &file_muster_v1_types_proto_msgTypes[31]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2706,7 +3023,7 @@ func (x *WaitingForNodes) String() string {
 func (*WaitingForNodes) ProtoMessage() {}
 
 func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[31]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2719,7 +3036,7 @@ func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitingForNodes.ProtoReflect.Descriptor instead.
 func (*WaitingForNodes) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WaitingForNodes) GetRound() int32 {
@@ -2794,7 +3111,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_muster_v1_types_proto_msgTypes[32]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2806,7 +3123,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[32]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2819,7 +3136,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{32}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -2991,16 +3308,18 @@ type RoundRestarting struct {
 	Round  int32  `protobuf:"varint,1,opt,name=round,proto3" json:"round,omitempty"`
 	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	// restart_count is the job's restarts so far, this one included.
-	RestartCount  int32 `protobuf:"varint,3,opt,name=restart_count,json=restartCount,proto3" json:"restart_count,omitempty"`
-	MaxRestarts   int32 `protobuf:"varint,4,opt,name=max_restarts,json=maxRestarts,proto3" json:"max_restarts,omitempty"`
-	Counted       bool  `protobuf:"varint,5,opt,name=counted,proto3" json:"counted,omitempty"`
+	RestartCount int32 `protobuf:"varint,3,opt,name=restart_count,json=restartCount,proto3" json:"restart_count,omitempty"`
+	MaxRestarts  int32 `protobuf:"varint,4,opt,name=max_restarts,json=maxRestarts,proto3" json:"max_restarts,omitempty"`
+	Counted      bool  `protobuf:"varint,5,opt,name=counted,proto3" json:"counted,omitempty"`
+	// backoff_ms is how long the next round waits before it forms.
+	BackoffMs     int64 `protobuf:"varint,320,opt,name=backoff_ms,json=backoffMs,proto3" json:"backoff_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RoundRestarting) Reset() {
 	*x = RoundRestarting{}
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3012,7 +3331,7 @@ func (x *RoundRestarting) String() string {
 func (*RoundRestarting) ProtoMessage() {}
 
 func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3025,7 +3344,7 @@ func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundRestarting.ProtoReflect.Descriptor instead.
 func (*RoundRestarting) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RoundRestarting) GetRound() int32 {
@@ -3063,6 +3382,13 @@ func (x *RoundRestarting) GetCounted() bool {
 	return false
 }
 
+func (x *RoundRestarting) GetBackoffMs() int64 {
+	if x != nil {
+		return x.BackoffMs
+	}
+	return 0
+}
+
 // StoreRestarted opens a job's events on a store that took the job over
 // from its agents after a restart: what the old store held and the
 // follower had not read is gone, and the versions start again at 1.
@@ -3075,7 +3401,7 @@ type StoreRestarted struct {
 
 func (x *StoreRestarted) Reset() {
 	*x = StoreRestarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3087,7 +3413,7 @@ func (x *StoreRestarted) String() string {
 func (*StoreRestarted) ProtoMessage() {}
 
 func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3100,7 +3426,7 @@ func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreRestarted.ProtoReflect.Descriptor instead.
 func (*StoreRestarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StoreRestarted) GetStoreId() string {
@@ -3126,7 +3452,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3138,7 +3464,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3151,7 +3477,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PublishRequest) GetSession() string {
@@ -3186,7 +3512,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3198,7 +3524,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3211,7 +3537,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PublishResponse) GetAckedSeq() uint64 {
@@ -3240,7 +3566,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3252,7 +3578,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3265,7 +3591,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -3317,7 +3643,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3329,7 +3655,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3342,7 +3668,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CancelRequest) GetJobId() string {
@@ -3381,7 +3707,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3393,7 +3719,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3406,7 +3732,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
 }
 
 type ListNodesRequest struct {
@@ -3417,7 +3743,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3429,7 +3755,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3442,7 +3768,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
 }
 
 type NodeStatus struct {
@@ -3459,14 +3785,16 @@ type NodeStatus struct {
 	NotRegistered bool `protobuf:"varint,5,opt,name=not_registered,json=notRegistered,proto3" json:"not_registered,omitempty"`
 	// leaving marks a registered node whose agent is shutting down: no round
 	// takes it.
-	Leaving       bool `protobuf:"varint,6,opt,name=leaving,proto3" json:"leaving,omitempty"`
+	Leaving bool `protobuf:"varint,6,opt,name=leaving,proto3" json:"leaving,omitempty"`
+	// health is the node's last health check, unset before its first.
+	Health        *NodeHealth `protobuf:"bytes,320,opt,name=health,proto3" json:"health,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3478,7 +3806,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3491,7 +3819,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *NodeStatus) GetNode() *Node {
@@ -3536,6 +3864,13 @@ func (x *NodeStatus) GetLeaving() bool {
 	return false
 }
 
+func (x *NodeStatus) GetHealth() *NodeHealth {
+	if x != nil {
+		return x.Health
+	}
+	return nil
+}
+
 type ListNodesResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Nodes         []*NodeStatus          `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
@@ -3545,7 +3880,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3557,7 +3892,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3570,7 +3905,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeStatus {
@@ -3588,7 +3923,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3600,7 +3935,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3613,7 +3948,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
 }
 
 type JobStatus struct {
@@ -3631,7 +3966,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3643,7 +3978,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3656,7 +3991,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *JobStatus) GetJobId() string {
@@ -3710,7 +4045,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3722,7 +4057,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3735,7 +4070,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobStatus {
@@ -3756,7 +4091,7 @@ type StdinChunk struct {
 
 func (x *StdinChunk) Reset() {
 	*x = StdinChunk{}
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3768,7 +4103,7 @@ func (x *StdinChunk) String() string {
 func (*StdinChunk) ProtoMessage() {}
 
 func (x *StdinChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3781,7 +4116,7 @@ func (x *StdinChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdinChunk.ProtoReflect.Descriptor instead.
 func (*StdinChunk) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *StdinChunk) GetJobId() string {
@@ -3806,7 +4141,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3818,7 +4153,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3831,7 +4166,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
 }
 
 type ReadStdinRequest struct {
@@ -3844,7 +4179,7 @@ type ReadStdinRequest struct {
 
 func (x *ReadStdinRequest) Reset() {
 	*x = ReadStdinRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3856,7 +4191,7 @@ func (x *ReadStdinRequest) String() string {
 func (*ReadStdinRequest) ProtoMessage() {}
 
 func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3869,7 +4204,7 @@ func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStdinRequest.ProtoReflect.Descriptor instead.
 func (*ReadStdinRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ReadStdinRequest) GetSession() string {
@@ -3900,7 +4235,7 @@ type KVSetRequest struct {
 
 func (x *KVSetRequest) Reset() {
 	*x = KVSetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3912,7 +4247,7 @@ func (x *KVSetRequest) String() string {
 func (*KVSetRequest) ProtoMessage() {}
 
 func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3925,7 +4260,7 @@ func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetRequest.ProtoReflect.Descriptor instead.
 func (*KVSetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *KVSetRequest) GetScope() string {
@@ -3958,7 +4293,7 @@ type KVSetResponse struct {
 
 func (x *KVSetResponse) Reset() {
 	*x = KVSetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3970,7 +4305,7 @@ func (x *KVSetResponse) String() string {
 func (*KVSetResponse) ProtoMessage() {}
 
 func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3983,7 +4318,7 @@ func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetResponse.ProtoReflect.Descriptor instead.
 func (*KVSetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *KVSetResponse) GetVersion() uint64 {
@@ -4005,7 +4340,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4017,7 +4352,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4030,7 +4365,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *KVGetRequest) GetScope() string {
@@ -4071,7 +4406,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4083,7 +4418,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4096,7 +4431,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *KVGetResponse) GetValue() []byte {
@@ -4127,7 +4462,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4139,7 +4474,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4152,7 +4487,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *BarrierRequest) GetScope() string {
@@ -4198,7 +4533,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4210,7 +4545,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4223,7 +4558,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{57}
 }
 
 var File_muster_v1_types_proto protoreflect.FileDescriptor
@@ -4313,7 +4648,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\fLeaveRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x0f\n" +
-	"\rLeaveResponse\"\xae\x05\n" +
+	"\rLeaveResponse\"\xd9\a\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\fR\x04argv\x12\x16\n" +
 	"\x06nnodes\x18\x02 \x01(\x05R\x06nnodes\x12\x12\n" +
@@ -4342,8 +4677,28 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\flast_call_ms\x18\x15 \x01(\x03R\n" +
 	"lastCallMs\x12\x10\n" +
 	"\x03mpi\x18\x16 \x01(\tR\x03mpi\x12$\n" +
-	"\x0eno_agent_store\x18\x17 \x01(\bR\fnoAgentStoreB\r\n" +
-	"\v_stdin_rank\"7\n" +
+	"\x0eno_agent_store\x18\x17 \x01(\bR\fnoAgentStore\x122\n" +
+	"\x15no_restart_exit_codes\x18\xc0\x02 \x03(\x05R\x12noRestartExitCodes\x124\n" +
+	"\n" +
+	"restart_on\x18\xc1\x02 \x01(\x0e2\x14.muster.v1.RestartOnR\trestartOn\x12-\n" +
+	"\x12restart_backoff_ms\x18\xc2\x02 \x01(\x03R\x10restartBackoffMs\x124\n" +
+	"\x16restart_backoff_max_ms\x18\xc3\x02 \x01(\x03R\x13restartBackoffMaxMs\x12\"\n" +
+	"\fhealth_check\x18\xc4\x02 \x01(\fR\vhealthCheck\x126\n" +
+	"\x17health_check_timeout_ms\x18\xc5\x02 \x01(\x03R\x14healthCheckTimeoutMsB\r\n" +
+	"\v_stdin_rank\"\x89\x01\n" +
+	"\n" +
+	"NodeHealth\x12\x0e\n" +
+	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12&\n" +
+	"\x0fchecked_unix_ms\x18\x03 \x01(\x03R\rcheckedUnixMs\x12\x14\n" +
+	"\x05check\x18\x04 \x01(\tR\x05check\x12\x15\n" +
+	"\x06job_id\x18\x05 \x01(\tR\x05jobId\"\x90\x01\n" +
+	"\x13ReportHealthRequest\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x19\n" +
+	"\bround_id\x18\x03 \x01(\tR\aroundId\x12-\n" +
+	"\x06health\x18\x04 \x01(\v2\x15.muster.v1.NodeHealthR\x06health\"\x16\n" +
+	"\x14ReportHealthResponse\"7\n" +
 	"\rSubmitRequest\x12&\n" +
 	"\x04spec\x18\x01 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\"B\n" +
 	"\x0eSubmitResponse\x12\x15\n" +
@@ -4424,12 +4779,14 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x06detail\x18\x05 \x01(\tR\x06detail\x12&\n" +
 	"\x0fstore_silent_ms\x18\x06 \x01(\x03R\rstoreSilentMs\x12!\n" +
 	"\fconfirmed_by\x18\a \x03(\tR\vconfirmedBy\x124\n" +
-	"\x17workers_gone_by_unix_ms\x18\b \x01(\x03R\x13workersGoneByUnixMs\"\xa2\x01\n" +
+	"\x17workers_gone_by_unix_ms\x18\b \x01(\x03R\x13workersGoneByUnixMs\"\xf9\x01\n" +
 	"\vJobFinished\x12)\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x13.muster.v1.JobStateR\x05state\x12\x1b\n" +
 	"\texit_code\x18\x02 \x01(\x05R\bexitCode\x12\x18\n" +
 	"\asummary\x18\x03 \x01(\tR\asummary\x121\n" +
-	"\afailure\x18\x04 \x01(\v2\x17.muster.v1.WorkerExitedR\afailure\":\n" +
+	"\afailure\x18\x04 \x01(\v2\x17.muster.v1.WorkerExitedR\afailure\x12\"\n" +
+	"\fround_causes\x18\xc0\x02 \x03(\tR\vroundCauses\x121\n" +
+	"\x14round_causes_dropped\x18\xc1\x02 \x01(\x05R\x12roundCausesDropped\":\n" +
 	"\n" +
 	"OutputLost\x12\x16\n" +
 	"\x06events\x18\x01 \x01(\x04R\x06events\x12\x14\n" +
@@ -4459,13 +4816,15 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"restarting\x18\v \x01(\v2\x1a.muster.v1.RoundRestartingH\x00R\n" +
 	"restartingB\a\n" +
-	"\x05event\"\xa1\x01\n" +
+	"\x05event\"\xc1\x01\n" +
 	"\x0fRoundRestarting\x12\x14\n" +
 	"\x05round\x18\x01 \x01(\x05R\x05round\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12#\n" +
 	"\rrestart_count\x18\x03 \x01(\x05R\frestartCount\x12!\n" +
 	"\fmax_restarts\x18\x04 \x01(\x05R\vmaxRestarts\x12\x18\n" +
-	"\acounted\x18\x05 \x01(\bR\acounted\"+\n" +
+	"\acounted\x18\x05 \x01(\bR\acounted\x12\x1e\n" +
+	"\n" +
+	"backoff_ms\x18\xc0\x02 \x01(\x03R\tbackoffMs\"+\n" +
 	"\x0eStoreRestarted\x12\x19\n" +
 	"\bstore_id\x18\x01 \x01(\tR\astoreId\"t\n" +
 	"\x0ePublishRequest\x12\x18\n" +
@@ -4487,7 +4846,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1b\n" +
 	"\texit_code\x18\x04 \x01(\x05R\bexitCode\"\x10\n" +
 	"\x0eCancelResponse\"\x12\n" +
-	"\x10ListNodesRequest\"\xbb\x01\n" +
+	"\x10ListNodesRequest\"\xeb\x01\n" +
 	"\n" +
 	"NodeStatus\x12#\n" +
 	"\x04node\x18\x01 \x01(\v2\x0f.muster.v1.NodeR\x04node\x12\x1b\n" +
@@ -4495,7 +4854,8 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x04jobs\x18\x03 \x03(\tR\x04jobs\x12\x16\n" +
 	"\x06gossip\x18\x04 \x01(\tR\x06gossip\x12%\n" +
 	"\x0enot_registered\x18\x05 \x01(\bR\rnotRegistered\x12\x18\n" +
-	"\aleaving\x18\x06 \x01(\bR\aleaving\"@\n" +
+	"\aleaving\x18\x06 \x01(\bR\aleaving\x12.\n" +
+	"\x06health\x18\xc0\x02 \x01(\v2\x15.muster.v1.NodeHealthR\x06health\"@\n" +
 	"\x11ListNodesResponse\x12+\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x15.muster.v1.NodeStatusR\x05nodes\"\x11\n" +
 	"\x0fListJobsRequest\"\xd3\x01\n" +
@@ -4538,7 +4898,11 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\vparticipant\x18\x04 \x01(\tR\vparticipant\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\"\x11\n" +
-	"\x0fBarrierResponse*\xb3\x01\n" +
+	"\x0fBarrierResponse*U\n" +
+	"\tRestartOn\x12\x1a\n" +
+	"\x16RESTART_ON_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eRESTART_ON_ANY\x10\x01\x12\x18\n" +
+	"\x14RESTART_ON_NODE_LOSS\x10\x02*\xb3\x01\n" +
 	"\bJobState\x12\x19\n" +
 	"\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11JOB_STATE_PENDING\x10\x01\x12\x15\n" +
@@ -4578,111 +4942,118 @@ func file_muster_v1_types_proto_rawDescGZIP() []byte {
 	return file_muster_v1_types_proto_rawDescData
 }
 
-var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_muster_v1_types_proto_goTypes = []any{
-	(JobState)(0),                 // 0: muster.v1.JobState
-	(Stream)(0),                   // 1: muster.v1.Stream
-	(LossSignal)(0),               // 2: muster.v1.LossSignal
-	(*GPU)(nil),                   // 3: muster.v1.GPU
-	(*Node)(nil),                  // 4: muster.v1.Node
-	(*RegisterRequest)(nil),       // 5: muster.v1.RegisterRequest
-	(*RegisterResponse)(nil),      // 6: muster.v1.RegisterResponse
-	(*RenewRequest)(nil),          // 7: muster.v1.RenewRequest
-	(*RenewResponse)(nil),         // 8: muster.v1.RenewResponse
-	(*RunningJob)(nil),            // 9: muster.v1.RunningJob
-	(*RankState)(nil),             // 10: muster.v1.RankState
-	(*WatchRequest)(nil),          // 11: muster.v1.WatchRequest
-	(*AgentCommand)(nil),          // 12: muster.v1.AgentCommand
-	(*ProbePeer)(nil),             // 13: muster.v1.ProbePeer
-	(*ReleaseStore)(nil),          // 14: muster.v1.ReleaseStore
-	(*ReservePorts)(nil),          // 15: muster.v1.ReservePorts
-	(*PortsReservedRequest)(nil),  // 16: muster.v1.PortsReservedRequest
-	(*PortsReservedResponse)(nil), // 17: muster.v1.PortsReservedResponse
-	(*ReportLossRequest)(nil),     // 18: muster.v1.ReportLossRequest
-	(*ReportLossResponse)(nil),    // 19: muster.v1.ReportLossResponse
-	(*LeaveRequest)(nil),          // 20: muster.v1.LeaveRequest
-	(*LeaveResponse)(nil),         // 21: muster.v1.LeaveResponse
-	(*JobSpec)(nil),               // 22: muster.v1.JobSpec
-	(*SubmitRequest)(nil),         // 23: muster.v1.SubmitRequest
-	(*SubmitResponse)(nil),        // 24: muster.v1.SubmitResponse
-	(*Assignment)(nil),            // 25: muster.v1.Assignment
-	(*Identity)(nil),              // 26: muster.v1.Identity
-	(*StopJob)(nil),               // 27: muster.v1.StopJob
-	(*WorkerStarted)(nil),         // 28: muster.v1.WorkerStarted
-	(*Output)(nil),                // 29: muster.v1.Output
-	(*WorkerExited)(nil),          // 30: muster.v1.WorkerExited
-	(*NodeLoss)(nil),              // 31: muster.v1.NodeLoss
-	(*JobFinished)(nil),           // 32: muster.v1.JobFinished
-	(*OutputLost)(nil),            // 33: muster.v1.OutputLost
-	(*WaitingForNodes)(nil),       // 34: muster.v1.WaitingForNodes
-	(*JobEvent)(nil),              // 35: muster.v1.JobEvent
-	(*RoundRestarting)(nil),       // 36: muster.v1.RoundRestarting
-	(*StoreRestarted)(nil),        // 37: muster.v1.StoreRestarted
-	(*PublishRequest)(nil),        // 38: muster.v1.PublishRequest
-	(*PublishResponse)(nil),       // 39: muster.v1.PublishResponse
-	(*WatchJobRequest)(nil),       // 40: muster.v1.WatchJobRequest
-	(*CancelRequest)(nil),         // 41: muster.v1.CancelRequest
-	(*CancelResponse)(nil),        // 42: muster.v1.CancelResponse
-	(*ListNodesRequest)(nil),      // 43: muster.v1.ListNodesRequest
-	(*NodeStatus)(nil),            // 44: muster.v1.NodeStatus
-	(*ListNodesResponse)(nil),     // 45: muster.v1.ListNodesResponse
-	(*ListJobsRequest)(nil),       // 46: muster.v1.ListJobsRequest
-	(*JobStatus)(nil),             // 47: muster.v1.JobStatus
-	(*ListJobsResponse)(nil),      // 48: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),            // 49: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),    // 50: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),      // 51: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),          // 52: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),         // 53: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),          // 54: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),         // 55: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),        // 56: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),       // 57: muster.v1.BarrierResponse
+	(RestartOn)(0),                // 0: muster.v1.RestartOn
+	(JobState)(0),                 // 1: muster.v1.JobState
+	(Stream)(0),                   // 2: muster.v1.Stream
+	(LossSignal)(0),               // 3: muster.v1.LossSignal
+	(*GPU)(nil),                   // 4: muster.v1.GPU
+	(*Node)(nil),                  // 5: muster.v1.Node
+	(*RegisterRequest)(nil),       // 6: muster.v1.RegisterRequest
+	(*RegisterResponse)(nil),      // 7: muster.v1.RegisterResponse
+	(*RenewRequest)(nil),          // 8: muster.v1.RenewRequest
+	(*RenewResponse)(nil),         // 9: muster.v1.RenewResponse
+	(*RunningJob)(nil),            // 10: muster.v1.RunningJob
+	(*RankState)(nil),             // 11: muster.v1.RankState
+	(*WatchRequest)(nil),          // 12: muster.v1.WatchRequest
+	(*AgentCommand)(nil),          // 13: muster.v1.AgentCommand
+	(*ProbePeer)(nil),             // 14: muster.v1.ProbePeer
+	(*ReleaseStore)(nil),          // 15: muster.v1.ReleaseStore
+	(*ReservePorts)(nil),          // 16: muster.v1.ReservePorts
+	(*PortsReservedRequest)(nil),  // 17: muster.v1.PortsReservedRequest
+	(*PortsReservedResponse)(nil), // 18: muster.v1.PortsReservedResponse
+	(*ReportLossRequest)(nil),     // 19: muster.v1.ReportLossRequest
+	(*ReportLossResponse)(nil),    // 20: muster.v1.ReportLossResponse
+	(*LeaveRequest)(nil),          // 21: muster.v1.LeaveRequest
+	(*LeaveResponse)(nil),         // 22: muster.v1.LeaveResponse
+	(*JobSpec)(nil),               // 23: muster.v1.JobSpec
+	(*NodeHealth)(nil),            // 24: muster.v1.NodeHealth
+	(*ReportHealthRequest)(nil),   // 25: muster.v1.ReportHealthRequest
+	(*ReportHealthResponse)(nil),  // 26: muster.v1.ReportHealthResponse
+	(*SubmitRequest)(nil),         // 27: muster.v1.SubmitRequest
+	(*SubmitResponse)(nil),        // 28: muster.v1.SubmitResponse
+	(*Assignment)(nil),            // 29: muster.v1.Assignment
+	(*Identity)(nil),              // 30: muster.v1.Identity
+	(*StopJob)(nil),               // 31: muster.v1.StopJob
+	(*WorkerStarted)(nil),         // 32: muster.v1.WorkerStarted
+	(*Output)(nil),                // 33: muster.v1.Output
+	(*WorkerExited)(nil),          // 34: muster.v1.WorkerExited
+	(*NodeLoss)(nil),              // 35: muster.v1.NodeLoss
+	(*JobFinished)(nil),           // 36: muster.v1.JobFinished
+	(*OutputLost)(nil),            // 37: muster.v1.OutputLost
+	(*WaitingForNodes)(nil),       // 38: muster.v1.WaitingForNodes
+	(*JobEvent)(nil),              // 39: muster.v1.JobEvent
+	(*RoundRestarting)(nil),       // 40: muster.v1.RoundRestarting
+	(*StoreRestarted)(nil),        // 41: muster.v1.StoreRestarted
+	(*PublishRequest)(nil),        // 42: muster.v1.PublishRequest
+	(*PublishResponse)(nil),       // 43: muster.v1.PublishResponse
+	(*WatchJobRequest)(nil),       // 44: muster.v1.WatchJobRequest
+	(*CancelRequest)(nil),         // 45: muster.v1.CancelRequest
+	(*CancelResponse)(nil),        // 46: muster.v1.CancelResponse
+	(*ListNodesRequest)(nil),      // 47: muster.v1.ListNodesRequest
+	(*NodeStatus)(nil),            // 48: muster.v1.NodeStatus
+	(*ListNodesResponse)(nil),     // 49: muster.v1.ListNodesResponse
+	(*ListJobsRequest)(nil),       // 50: muster.v1.ListJobsRequest
+	(*JobStatus)(nil),             // 51: muster.v1.JobStatus
+	(*ListJobsResponse)(nil),      // 52: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),            // 53: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),    // 54: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),      // 55: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),          // 56: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),         // 57: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),          // 58: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),         // 59: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),        // 60: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),       // 61: muster.v1.BarrierResponse
 }
 var file_muster_v1_types_proto_depIdxs = []int32{
-	3,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
-	4,  // 1: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
-	9,  // 2: muster.v1.RegisterRequest.jobs:type_name -> muster.v1.RunningJob
-	22, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
-	26, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
-	10, // 5: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
-	30, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
-	15, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
-	25, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
-	27, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
-	14, // 10: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
-	13, // 11: muster.v1.AgentCommand.probe_peer:type_name -> muster.v1.ProbePeer
-	31, // 12: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
-	22, // 13: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
-	22, // 14: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
-	26, // 15: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
-	1,  // 16: muster.v1.Output.stream:type_name -> muster.v1.Stream
-	31, // 17: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
-	2,  // 18: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
-	0,  // 19: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
-	30, // 20: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
-	0,  // 21: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
-	28, // 22: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
-	29, // 23: muster.v1.JobEvent.output:type_name -> muster.v1.Output
-	30, // 24: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
-	32, // 25: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
-	33, // 26: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
-	34, // 27: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
-	37, // 28: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
-	36, // 29: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
-	35, // 30: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
-	4,  // 31: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
-	44, // 32: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
-	22, // 33: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
-	0,  // 34: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
-	26, // 35: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	47, // 36: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	4,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
+	5,  // 1: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
+	10, // 2: muster.v1.RegisterRequest.jobs:type_name -> muster.v1.RunningJob
+	23, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
+	30, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
+	11, // 5: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
+	34, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
+	16, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
+	29, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
+	31, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
+	15, // 10: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
+	14, // 11: muster.v1.AgentCommand.probe_peer:type_name -> muster.v1.ProbePeer
+	35, // 12: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
+	0,  // 13: muster.v1.JobSpec.restart_on:type_name -> muster.v1.RestartOn
+	24, // 14: muster.v1.ReportHealthRequest.health:type_name -> muster.v1.NodeHealth
+	23, // 15: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
+	23, // 16: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
+	30, // 17: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
+	2,  // 18: muster.v1.Output.stream:type_name -> muster.v1.Stream
+	35, // 19: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
+	3,  // 20: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
+	1,  // 21: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
+	34, // 22: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
+	1,  // 23: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
+	32, // 24: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
+	33, // 25: muster.v1.JobEvent.output:type_name -> muster.v1.Output
+	34, // 26: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
+	36, // 27: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
+	37, // 28: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
+	38, // 29: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
+	41, // 30: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
+	40, // 31: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
+	39, // 32: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
+	5,  // 33: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
+	24, // 34: muster.v1.NodeStatus.health:type_name -> muster.v1.NodeHealth
+	48, // 35: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
+	23, // 36: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
+	1,  // 37: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
+	30, // 38: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
+	51, // 39: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	40, // [40:40] is the sub-list for method output_type
+	40, // [40:40] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_types_proto_init() }
@@ -4698,7 +5069,7 @@ func file_muster_v1_types_proto_init() {
 		(*AgentCommand_ProbePeer)(nil),
 	}
 	file_muster_v1_types_proto_msgTypes[19].OneofWrappers = []any{}
-	file_muster_v1_types_proto_msgTypes[32].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[35].OneofWrappers = []any{
 		(*JobEvent_State)(nil),
 		(*JobEvent_Started)(nil),
 		(*JobEvent_Output)(nil),
@@ -4714,8 +5085,8 @@ func file_muster_v1_types_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_types_proto_rawDesc), len(file_muster_v1_types_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   55,
+			NumEnums:      4,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
