@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -161,20 +159,9 @@ func parseNNodes(s string) (nnodes, least int, err error) {
 	if s == "" {
 		return 0, 0, nil
 	}
-	lo, hi, elastic := strings.Cut(s, ":")
-	if !elastic {
-		hi = lo
+	most, min, err := cmdline.ParseNodeRange(s, jobspec.MaxNodes)
+	if err != nil {
+		return 0, 0, fmt.Errorf("--nnodes %q: %w", s, err)
 	}
-	max, err := strconv.Atoi(hi)
-	if err != nil || max < 0 || max > jobspec.MaxNodes || !elastic && max < 1 {
-		return 0, 0, fmt.Errorf("--nnodes %q: want N or MIN:MAX, counts in 1..%d", s, jobspec.MaxNodes)
-	}
-	if !elastic {
-		return max, 0, nil
-	}
-	min, err := strconv.Atoi(lo)
-	if err != nil || min < 1 || min > max {
-		return 0, 0, fmt.Errorf("--nnodes %q: want MIN:MAX with 1 <= MIN <= MAX", s)
-	}
-	return max, min, nil
+	return int(most), int(min), nil
 }

@@ -24,8 +24,10 @@ import (
 // parse wrongly: counts that must fit the wire, durations in seconds, -x
 // values with commas.
 type runFlags struct {
-	nnodes, gpus, nproc  *cmdline.Count
+	nnodes               *cmdline.NodeRange
+	gpus, nproc          *cmdline.Count
 	maxRestarts          *cmdline.Count
+	lastCall             *cmdline.Duration
 	env                  *cmdline.List
 	killTimeout, timeout *cmdline.Duration
 	waitTimeout          *cmdline.Duration
@@ -34,7 +36,8 @@ type runFlags struct {
 
 func runCommand() *cli.Command {
 	f := runFlags{
-		nnodes:      cmdline.NewCount(1, 1, jobspec.MaxNodes),
+		nnodes:      cmdline.NewNodeRange(1, jobspec.MaxNodes),
+		lastCall:    cmdline.NewDuration(30 * time.Second),
 		gpus:        cmdline.NewCount(0, 0, jobspec.MaxGPUs),
 		nproc:       cmdline.NewCount(0, 1, jobspec.MaxNProc), // 0, the default: one per GPU, else 1
 		maxRestarts: cmdline.NewCount(0, 0, jobspec.MaxRestarts),
@@ -51,7 +54,8 @@ func runCommand() *cli.Command {
 		CustomHelpTemplate: runHelpTemplate(),
 		Flags: slices.Concat(
 			cmdline.InCategory(catPlacement, append([]cli.Flag{
-				cmdline.Flag(f.nnodes, "nnodes", []string{"n"}, "number of `NODES`"),
+				cmdline.Flag(f.nnodes, "nnodes", []string{"n"}, "number of `NODES`, or MIN:MAX for an elastic job: it starts once MIN fit and MAX are not all there after --last-call"),
+				cmdline.Flag(f.lastCall, "last-call", nil, "with -n MIN:MAX, how long a round waits for more nodes once MIN fit (`DURATION`)"),
 				cmdline.Flag(f.gpus, "gpus", nil, "`GPUS` per node; one worker per GPU unless --nproc says otherwise"),
 				cmdline.WithDefaultText(cmdline.Flag(f.nproc, "nproc", []string{"np", "nproc-per-node", "nproc_per_node"},
 					"`WORKERS` per node, 1 or more (without --gpus: workers with no GPU); also -np, --nproc-per-node, --nproc_per_node"),
@@ -99,7 +103,8 @@ func run(c *cli.Context, f runFlags) error {
 		return cmdline.Usagef(c, "%s", err)
 	}
 	spec := &musterv1.JobSpec{
-		Nnodes:         f.nnodes.Int32(),
+		Nnodes:         f.nnodes.Most(),
+		MinNodes:       f.nnodes.Least(),
 		Gpus:           f.gpus.Int32(),
 		Nproc:          f.nproc.Int32(),
 		Env:            env,
@@ -113,6 +118,9 @@ func run(c *cli.Context, f runFlags) error {
 		Workdir:        []byte(c.String("workdir")),
 		Mpi:            c.String("mpi"),
 		NoAgentStore:   c.Bool("no-agent-store"),
+	}
+	if spec.MinNodes > 0 {
+		spec.LastCallMs = f.lastCall.Value().Milliseconds()
 	}
 	for _, a := range argv {
 		spec.Argv = append(spec.Argv, []byte(a))
