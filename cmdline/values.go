@@ -170,3 +170,43 @@ func ParseNodeRange(s string, limit int64) (most, least int64, err error) {
 	}
 	return most, least, nil
 }
+
+// ExitCodes is a comma-separated list of exit codes, 1..255, such as
+// --no-restart-exit-codes 93,94; repeating the flag adds to it.
+type ExitCodes struct {
+	codes []int32
+}
+
+func (e *ExitCodes) Set(s string) error {
+	codes, err := ParseExitCodes(s)
+	if err != nil {
+		return err
+	}
+	e.codes = append(e.codes, codes...)
+	return nil
+}
+
+func (e *ExitCodes) String() string {
+	parts := make([]string, len(e.codes))
+	for i, c := range e.codes {
+		parts[i] = strconv.Itoa(int(c))
+	}
+	return strings.Join(parts, ",")
+}
+
+// Codes are the codes given, in order.
+func (e *ExitCodes) Codes() []int32 { return e.codes }
+
+// ParseExitCodes reads a comma-separated list of exit codes in 1..255.
+func ParseExitCodes(s string) ([]int32, error) {
+	var codes []int32
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n > 255 {
+			return nil, fmt.Errorf("%q is not an exit code in 1..255", f)
+		}
+		codes = append(codes, int32(n))
+	}
+	return codes, nil
+}

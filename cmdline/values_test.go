@@ -163,3 +163,57 @@ func FuzzParseNodeRange(f *testing.F) {
 		}
 	})
 }
+
+func TestExitCodes(t *testing.T) {
+	tests := []struct {
+		in      []string
+		want    string
+		wantErr string
+	}{
+		{[]string{"93"}, "93", ""},
+		{[]string{"93, 94"}, "93,94", ""},
+		{[]string{"93", "1"}, "93,1", ""},
+		{[]string{"0"}, "", `"0" is not an exit code in 1..255`},
+		{[]string{"256"}, "", `"256" is not an exit code in 1..255`},
+		{[]string{"93,"}, "", `"" is not an exit code in 1..255`},
+		{[]string{"x"}, "", `"x" is not an exit code in 1..255`},
+	}
+	for _, tt := range tests {
+		var e ExitCodes
+		var err error
+		for _, v := range tt.in {
+			if err = e.Set(v); err != nil {
+				break
+			}
+		}
+		if tt.wantErr != "" {
+			if err == nil || err.Error() != tt.wantErr {
+				t.Errorf("Set(%q) = %v, want %q", tt.in, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || e.String() != tt.want {
+			t.Errorf("Set(%q) = %q, %v; want %q", tt.in, e.String(), err, tt.want)
+		}
+	}
+}
+
+func FuzzParseExitCodes(f *testing.F) {
+	for _, s := range []string{"93", "1,2,255", "0", "256", ",", " 7 ", "-1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		codes, err := ParseExitCodes(s)
+		if err != nil {
+			return
+		}
+		if len(codes) != strings.Count(s, ",")+1 {
+			t.Fatalf("ParseExitCodes(%q) = %v: not one code per entry", s, codes)
+		}
+		for _, c := range codes {
+			if c < 1 || c > 255 {
+				t.Fatalf("ParseExitCodes(%q) = %v: out of 1..255", s, codes)
+			}
+		}
+	})
+}

@@ -33,6 +33,17 @@ type job struct {
 	// storeNode serves the job's TCPStore: its last node rank 0 that was
 	// asked to, until told to release it.
 	storeNode *node
+	// The restart policy's (restartpolicy.go): the counted restarts the
+	// back-off doubled for, the back-off the next round waits and the time
+	// before which it forms, and why each earlier round stopped.
+	backoffs       int32
+	pendingBackoff time.Duration
+	notBefore      time.Time
+	causes         []string
+	causesDropped  int32
+	// unhealthy are the nodes that failed a health check for the job, by
+	// name: its rounds leave them out (health.go).
+	unhealthy map[string]*musterv1.NodeHealth
 }
 
 func (j *job) finished() bool {
@@ -218,11 +229,12 @@ func (s *Store) workerExitedLocked(j *job, ex *musterv1.WorkerExited) {
 	r.exited[ex.GetRank()] = true
 	// A worker that fails while its round stops for a restart fails nothing.
 	if failure.Failed(ex) && !j.decided() && !r.restart {
-		if restartsLeft(j) {
+		restart, why := restartForWorkerLocked(j, ex)
+		if restart {
 			s.restartLocked(j, failure.Describe(j.spec, ex), true)
 			return
 		}
-		s.decideLocked(j, outcome{kind: workerFailed, failure: ex, reason: failure.Describe(j.spec, ex)})
+		s.decideLocked(j, outcome{kind: workerFailed, failure: ex, reason: withoutRestartWhy(failure.Describe(j.spec, ex), why)})
 		s.stopLocked(j, j.spec.KillTimeoutMs)
 	}
 	s.roundOverIfDoneLocked(j, r)
@@ -335,6 +347,7 @@ func (s *Store) nodeLostLocked(j *job, n *node, loss *musterv1.NodeLoss) {
 func (s *Store) finishLocked(j *job) {
 	fin := &musterv1.JobFinished{Failure: j.outcome.failure, Summary: j.outcome.reason,
 		State: j.outcome.state(), ExitCode: j.outcome.exitCode()}
+	roundCausesLocked(j, fin)
 	s.endRoundLocked(j)
 	s.setJobStateLocked(j, fin.State)
 	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_Finished{Finished: fin}})

@@ -114,8 +114,12 @@ type round struct {
 	// lastCall, while an elastic round waits with enough nodes for its
 	// least, forms it with them when it fires (elastic.go).
 	lastCall *time.Timer
-	// fenceTimer forms a waiting round once the job's fence passed.
-	fenceTimer *time.Timer
+	// fenceTimer forms a waiting round once the job's fence passed, and
+	// backoffTimer once its restart's back-off did.
+	fenceTimer   *time.Timer
+	backoffTimer *time.Timer
+	// runningSince is when the round began running.
+	runningSince time.Time
 	// stopSent says its nodes were asked to stop, with stopGrace: a round
 	// is stopped once, again only to shorten the grace.
 	stopSent  bool
@@ -161,8 +165,11 @@ func (s *Store) startRoundLocked(j *job) {
 	s.rounds[r.id] = r
 	s.setJobStateLocked(j, roundWaiting.jobState())
 	s.waiting = append(s.waiting, j)
+	// A restart's back-off does not count against the wait for nodes.
+	backoff := j.pendingBackoff
+	j.notBefore, j.pendingBackoff = r.since.Add(backoff), 0
 	if d := time.Duration(spec.WaitTimeoutMs) * time.Millisecond; d > 0 {
-		r.deadline = s.afterLocked(d, j, r, func() { s.waitExpiredLocked(j, r, d) })
+		r.deadline = s.afterLocked(d+backoff, j, r, func() { s.waitExpiredLocked(j, r, d) })
 	}
 	s.tryFormLocked(j)
 }
@@ -176,6 +183,9 @@ func (s *Store) tryFormLocked(j *job) {
 	}
 	if s.fencedLocked(j) {
 		s.progressLocked(j)
+		return
+	}
+	if s.backingOffLocked(j) {
 		return
 	}
 	// Counting is cheap; ordering the nodes is done only when it pays.
@@ -326,12 +336,12 @@ func (s *Store) sendReleaseLocked(n *node, job string) {
 // unwaitLocked ends what a waiting round keeps going: its timers, its place
 // among the waiting.
 func (s *Store) unwaitLocked(r *round) {
-	for _, t := range []*time.Timer{r.deadline, r.progressTimer, r.lastCall, r.fenceTimer} {
+	for _, t := range []*time.Timer{r.deadline, r.progressTimer, r.lastCall, r.fenceTimer, r.backoffTimer} {
 		if t != nil {
 			t.Stop()
 		}
 	}
-	r.deadline, r.progressTimer, r.lastCall, r.fenceTimer = nil, nil, nil, nil
+	r.deadline, r.progressTimer, r.lastCall, r.fenceTimer, r.backoffTimer = nil, nil, nil, nil, nil
 	s.waiting = slices.DeleteFunc(s.waiting, func(j *job) bool { return j.round == r })
 }
 
@@ -518,6 +528,7 @@ func (s *Store) PortsReserved(session, roundID string, ports []int32, errText st
 	}
 	commID := net.JoinHostPort(master, strconv.Itoa(int(ports[1])))
 	s.setRoundStateLocked(j, roundRunning)
+	r.runningSince = time.Now()
 	for rank, n := range r.nodes {
 		asg := &musterv1.Assignment{
 			JobId:        j.id,
