@@ -8,8 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
