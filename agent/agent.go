@@ -59,6 +59,13 @@ type Config struct {
 	// Spare, when set, is a shim started ahead for the first job's workers;
 	// the agent owns it, and ends it if no job takes it.
 	Spare *supervise.Spare
+	// GPUHealth checks the node's GPUs before every round (health.go);
+	// nil: no GPU check.
+	GPUHealth GPUHealth
+	// HealthCommand, when set, runs with /bin/sh -c before every round's
+	// workers start, and must exit 0 within HealthTimeout (60 s when 0).
+	HealthCommand string
+	HealthTimeout time.Duration
 }
 
 // Agent is a running node daemon.
@@ -140,6 +147,10 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 	}
 	if cfg.Name == "" {
 		cfg.Name, _ = os.Hostname()
+	}
+	if cfg.GPUHealth == nil {
+		// A node without GPUs, or with declared ones, passes at once.
+		cfg.GPUHealth = gpu.NewChecker(cfg.GPUs)
 	}
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1"
@@ -392,6 +403,9 @@ func (a *Agent) Close(grace time.Duration) error {
 		}
 		for _, job := range jobs {
 			a.releaseTorchStore(job)
+		}
+		if c, ok := a.cfg.GPUHealth.(interface{ Close() }); ok {
+			c.Close()
 		}
 		a.client.Close()
 	})

@@ -63,6 +63,7 @@ func (js *jobStart) startSteps() []step {
 func (js *jobStart) planSteps() []step {
 	return []step{
 		{name: "assignment", do: js.check},
+		{name: "health", do: js.checkHealth},
 		{name: "job directory", do: js.makeJobDir, undo: js.removeJobDir},
 		// Its files are in the job directory, whose undo takes them.
 		{name: "hostfile", do: js.writeRoster},

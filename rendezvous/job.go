@@ -41,9 +41,6 @@ type job struct {
 	notBefore      time.Time
 	causes         []string
 	causesDropped  int32
-	// unhealthy are the nodes that failed a health check for the job, by
-	// name: its rounds leave them out (health.go).
-	unhealthy map[string]*musterv1.NodeHealth
 }
 
 func (j *job) finished() bool {
@@ -71,7 +68,7 @@ func (s *Store) Submit(spec *musterv1.JobSpec, owner *musterv1.Identity) (string
 	place := newPlacement(spec)
 	if spec.WaitTimeoutMs <= 0 && s.countReadyLocked(place) < leastNodes(spec) {
 		picked, unusable := s.pickLocked(place)
-		return "", formError(spec, len(s.nodes), picked, unusable)
+		return "", formError(place, len(s.nodes), picked, unusable)
 	}
 	j := &job{
 		id:     newID("j-"),

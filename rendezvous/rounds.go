@@ -201,7 +201,7 @@ func (s *Store) tryFormLocked(j *job) {
 	}
 	if spec.WaitTimeoutMs <= 0 && count < leastNodes(spec) {
 		picked, unusable := s.pickLocked(place)
-		s.decideLocked(j, outcome{kind: notRun, code: 1, reason: formError(spec, len(s.nodes), picked, unusable).Error()})
+		s.decideLocked(j, outcome{kind: notRun, code: 1, reason: formError(place, len(s.nodes), picked, unusable).Error()})
 		s.finishLocked(j)
 		return
 	}
@@ -232,11 +232,12 @@ func ready(n *node, spec *musterv1.JobSpec) bool {
 // formError says why a round cannot form now. With hosts or excluded nodes
 // it says what waiting would: which listed hosts are missing, which nodes
 // are excluded.
-func formError(spec *musterv1.JobSpec, registered int, picked []*node, unusable []string) error {
+func formError(p *placement, registered int, picked []*node, unusable []string) error {
+	spec := p.spec
 	switch {
 	case registered == 0:
 		return fmt.Errorf("no agent is registered with the store")
-	case len(spec.Hosts) > 0 || len(spec.Exclude) > 0:
+	case len(spec.Hosts) > 0 || len(spec.Exclude) > 0 || len(p.unhealthy) > 0:
 		where := ""
 		if len(spec.Hosts) > 0 {
 			where = " on the listed hosts"
