@@ -52,7 +52,7 @@ func clusterAction(fn func(ctx context.Context, c *cli.Context, cl *storeclient.
 func nodesCommand() *cli.Command {
 	return &cli.Command{
 		Name:        "nodes",
-		Usage:       "list the cluster's nodes: gossip state (alive, dead, left; leaving, not-registered), GPUs total and free, jobs (needs --cluster)",
+		Usage:       "list the cluster's nodes: gossip state (alive, dead, left; leaving, not-registered), GPUs total and free, jobs, last health check (needs --cluster)",
 		Description: "Asks the store given by --cluster HOST:PORT (or MUSTER_CLUSTER); the embedded default has no cluster to list.",
 		ArgsUsage:   " ",
 		Flags:       clusterFlags(true),
@@ -62,7 +62,8 @@ func nodesCommand() *cli.Command {
 				return err
 			}
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NODE\tADDR\tRANK\tSTATE\tGPUS\tFREE\tJOBS")
+			fmt.Fprintln(w, "NODE\tADDR\tRANK\tSTATE\tGPUS\tFREE\tJOBS\tHEALTH")
+			now := time.Now()
 			for _, n := range resp.Nodes {
 				rank := "-"
 				if n.Node.Rank >= 0 {
@@ -74,7 +75,8 @@ func nodesCommand() *cli.Command {
 					jobs = "-"
 				}
 				total := len(n.Node.Gpus)
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", n.Node.Name, n.Node.Addr, rank, state, total, total-len(n.BusyGpus), jobs)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", n.Node.Name, n.Node.Addr, rank, state, total, total-len(n.BusyGpus), jobs,
+					nodeHealth(n.GetHealth(), now))
 			}
 			return w.Flush()
 		}),
@@ -179,4 +181,17 @@ func owner(id *musterv1.Identity) string {
 		return id.GetUser()
 	}
 	return fmt.Sprint(id.GetUid())
+}
+
+// nodeHealth is a node's HEALTH: "-" before its first check, else "ok" or
+// "failed", how long ago, and for a failure the check and its reason.
+func nodeHealth(h *musterv1.NodeHealth, now time.Time) string {
+	if h == nil {
+		return "-"
+	}
+	ago := now.Sub(time.UnixMilli(h.GetCheckedUnixMs())).Round(time.Second)
+	if h.GetOk() {
+		return fmt.Sprintf("ok (%s ago)", ago)
+	}
+	return fmt.Sprintf("failed (%s ago, job %s): %s: %s", ago, h.GetJobId(), h.GetCheck(), h.GetReason())
 }
