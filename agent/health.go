@@ -35,6 +35,7 @@ const (
 	checkJobCmd     = "job command"
 	healthTailBytes = 1024
 	healthTailLines = 5
+	healthCmdQuote  = 200
 )
 
 // healthReportTimeout bounds the report of a check to the store.
@@ -120,6 +121,10 @@ func runHealthCommand(ctx context.Context, cmd string, timeout time.Duration, cr
 	c.Stdout, c.Stderr = out, out
 	start := time.Now()
 	err := c.Run()
+	// The reason quotes the command, but not all of a long one.
+	if len(cmd) > healthCmdQuote {
+		cmd = cmd[:healthCmdQuote] + "..."
+	}
 	took := time.Since(start).Round(time.Millisecond)
 	var ee *exec.ExitError
 	switch {
