@@ -149,8 +149,13 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 		cfg.Name, _ = os.Hostname()
 	}
 	if cfg.GPUHealth == nil {
-		// A node without GPUs, or with declared ones, passes at once.
-		cfg.GPUHealth = gpu.NewChecker(cfg.GPUs)
+		// A node without GPUs, or with declared ones, passes at once. The
+		// session opens now, to see XID errors before the first round.
+		c := gpu.NewChecker(cfg.GPUs)
+		if err := c.Open(); err != nil {
+			cfg.Logger.Warn("GPU health", zap.Error(err))
+		}
+		cfg.GPUHealth = c
 	}
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1"

@@ -60,6 +60,40 @@ func NewChecker(devs []Device) *Checker { return NewCheckerWith(devs, &nvmlLib{}
 // NewCheckerWith checks devs through lib.
 func NewCheckerWith(devs []Device, lib NVML) *Checker { return &Checker{lib: lib, devs: devs} }
 
+// Open starts the NVML session now, when the node has GPUs found through
+// NVML, so that an XID error before the first check is seen by it; Check
+// opens it otherwise.
+func (c *Checker) Open() error {
+	if len(c.nvmlDevices()) == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.openLocked()
+}
+
+func (c *Checker) openLocked() error {
+	if c.opened {
+		return nil
+	}
+	if err := c.lib.Open(); err != nil {
+		return fmt.Errorf("NVML does not answer: %w", err)
+	}
+	c.opened = true
+	return nil
+}
+
+// nvmlDevices are the devices NVML found (declared ones have no UUID).
+func (c *Checker) nvmlDevices() []Device {
+	var found []Device
+	for _, d := range c.devs {
+		if d.UUID != "" {
+			found = append(found, d)
+		}
+	}
+	return found
+}
+
 // Check checks the GPUs. A node without GPUs, or whose GPUs were declared
 // (--gpu-devices) rather than found through NVML, passes with a note
 // saying so; a failure names each problem found.
@@ -67,22 +101,14 @@ func (c *Checker) Check() (note string, err error) {
 	if len(c.devs) == 0 {
 		return "no GPUs", nil
 	}
-	var found []Device
-	for _, d := range c.devs {
-		if d.UUID != "" {
-			found = append(found, d)
-		}
-	}
+	found := c.nvmlDevices()
 	if len(found) == 0 {
 		return "declared GPUs, not checked through NVML", nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.opened {
-		if err := c.lib.Open(); err != nil {
-			return "", fmt.Errorf("NVML does not answer: %w", err)
-		}
-		c.opened = true
+	if err := c.openLocked(); err != nil {
+		return "", err
 	}
 	present, err := c.lib.Present()
 	if err != nil {

@@ -81,6 +81,14 @@ func TestCheckerCheck(t *testing.T) {
 func TestCheckerKeepsItsSession(t *testing.T) {
 	lib := &fakeNVML{present: map[int]string{0: "GPU-a"}}
 	c := NewCheckerWith([]Device{{Index: 0, UUID: "GPU-a"}}, lib)
+	if err := c.Open(); err != nil {
+		t.Fatal(err)
+	}
+	// An XID between the agent's start and its first round.
+	lib.xids = []XID{{Index: 0, Code: 79}}
+	if _, err := c.Check(); err == nil || !strings.Contains(err.Error(), "XID 79") {
+		t.Fatalf("first check: %v, want XID 79", err)
+	}
 	if _, err := c.Check(); err != nil {
 		t.Fatal(err)
 	}
