@@ -109,6 +109,9 @@ type Agent struct {
 
 	qmu    sync.Mutex
 	queues map[string][]func() // each job's commands not yet run, while it has any
+	// checking ends, by job, the health check of a start under way: a stop
+	// queued behind the start need not wait for the check (health.go).
+	checking map[string]context.CancelFunc
 
 	ncclOnce    sync.Once
 	ncclVersion int
@@ -188,6 +191,7 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 		ports:       map[string][]net.Listener{},
 		torchStores: map[string]*torchStore{},
 		queues:      map[string][]func(){},
+		checking:    map[string]context.CancelFunc{},
 		torchConns:  torchConnLimit(),
 		torchBytes:  kv.NewBudget(torchStoreBytes, "this agent's TCPStores"),
 		gpusChanged: make(chan struct{}, 1),
@@ -230,6 +234,7 @@ func (a *Agent) serve(watch musterv1.Agents_WatchClient) error {
 		case *musterv1.AgentCommand_Start:
 			a.queue(c.Start.GetJobId(), func() { a.startJob(a.ctx, c.Start) })
 		case *musterv1.AgentCommand_Stop:
+			a.endHealthCheck(c.Stop.GetJobId())
 			a.queue(c.Stop.GetJobId(), func() { a.stopJob(c.Stop) })
 		case *musterv1.AgentCommand_ReleaseStore:
 			a.queue(c.ReleaseStore.GetJobId(), func() { a.releaseTorchStore(c.ReleaseStore.GetJobId()) })

@@ -45,7 +45,13 @@ const healthReportTimeout = 10 * time.Second
 // the store; a failure fails the start.
 func (js *jobStart) checkHealth() error {
 	a, asg := js.a, js.asg
-	h := a.health(a.ctx, asg, js.cred, js.workdir)
+	ctx, done := a.startHealthCheck(asg.GetJobId())
+	defer done()
+	h := a.health(ctx, asg, js.cred, js.workdir)
+	if ctx.Err() != nil && a.ctx.Err() == nil {
+		// A stop came: the check's end says nothing of the node.
+		return errStopping
+	}
 	a.reportHealth(asg, h)
 	if !h.GetOk() {
 		return fmt.Errorf("node %s failed its health check (%s): %s", a.cfg.Name, h.GetCheck(), h.GetReason())
@@ -188,5 +194,31 @@ func (a *Agent) reportHealth(asg *musterv1.Assignment, h *musterv1.NodeHealth) {
 		log.Warn("node failed its health check")
 	default:
 		log.Debug("node healthy")
+	}
+}
+
+// startHealthCheck gives the health check of job's start a context that a
+// stop of the job ends (endHealthCheck); done forgets it.
+func (a *Agent) startHealthCheck(job string) (ctx context.Context, done func()) {
+	ctx, cancel := context.WithCancel(a.ctx)
+	a.qmu.Lock()
+	a.checking[job] = cancel
+	a.qmu.Unlock()
+	return ctx, func() {
+		a.qmu.Lock()
+		delete(a.checking, job)
+		a.qmu.Unlock()
+		cancel()
+	}
+}
+
+// endHealthCheck ends the health check of job's start, if one runs: the
+// job is stopping.
+func (a *Agent) endHealthCheck(job string) {
+	a.qmu.Lock()
+	cancel := a.checking[job]
+	a.qmu.Unlock()
+	if cancel != nil {
+		cancel()
 	}
 }

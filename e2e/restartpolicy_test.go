@@ -1,8 +1,13 @@
 package e2e
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -74,4 +79,30 @@ func TestJobHealthCheckFails(t *testing.T) {
 	if !regexp.MustCompile(`failed its health check \(job command\): .* exited with code 1 after \S+: no scratch space for j-`).MatchString(r.stderr) {
 		t.Fatalf("stderr does not name the check and its output:\n%s", r.stderr)
 	}
+}
+
+// Ctrl-C during a node's health check stops the job without waiting for
+// the check's end (here ten minutes away), and leaves no check behind.
+func TestStopDuringHealthCheck(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	started := filepath.Join(dir, "started")
+	marker := fmt.Sprintf("muster-health-%d", time.Now().UnixNano())
+	cmd, out, errb := launcher(t, nil, "run", "--health-check-timeout", "10m",
+		"--health-check", fmt.Sprintf(`touch %s; exec sleep 600 # %s`, started, marker), "--", "echo", "ran")
+	eventually(t, "the health check running", func() bool {
+		_, err := os.Stat(started)
+		return err == nil
+	})
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	r := wait(t, cmd, out, errb)
+	if r.code != 130 || strings.Contains(r.stdout, "ran") {
+		t.Fatalf("exit %d, stdout %q, want 130 without the workers; stderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	eventually(t, "the health check gone", func() bool {
+		b, _ := exec.Command("pgrep", "-f", marker).Output()
+		return len(strings.TrimSpace(string(b))) == 0
+	})
 }
