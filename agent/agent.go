@@ -304,8 +304,8 @@ func (a *Agent) stopAll(grace time.Duration, reason string) {
 	}
 	a.mu.Unlock()
 	for _, r := range jobs {
-		a.endHealthCheck(r.asg.GetJobId())
 		r.sup.Shutdown(min(grace, time.Duration(r.asg.GetSpec().GetKillTimeoutMs())*time.Millisecond), reason)
+		a.endHealthCheck(r.asg.GetJobId())
 	}
 }
 
