@@ -184,14 +184,15 @@ func owner(id *musterv1.Identity) string {
 }
 
 // nodeHealth is a node's HEALTH: "-" before its first check, else "ok" or
-// "failed", how long ago, and for a failure the check and its reason.
+// "failed", how long ago, and the checks made, or the one that failed and
+// why.
 func nodeHealth(h *musterv1.NodeHealth, now time.Time) string {
 	if h == nil {
 		return "-"
 	}
 	ago := now.Sub(time.UnixMilli(h.GetCheckedUnixMs())).Round(time.Second)
 	if h.GetOk() {
-		return fmt.Sprintf("ok (%s ago)", ago)
+		return fmt.Sprintf("ok (%s ago): %s", ago, h.GetCheck())
 	}
 	return fmt.Sprintf("failed (%s ago, job %s): %s: %s", ago, h.GetJobId(), h.GetCheck(), h.GetReason())
 }
