@@ -66,6 +66,13 @@ type Config struct {
 	// RankLogs is where and how much of its jobs' ranks' output the agent
 	// keeps, for `launcher logs`; with no Dir it keeps none.
 	RankLogs ranklog.Config
+	// GPUHealth checks the node's GPUs before every round (health.go);
+	// nil: no GPU check.
+	GPUHealth GPUHealth
+	// HealthCommand, when set, runs with /bin/sh -c before every round's
+	// workers start, and must exit 0 within HealthTimeout (60 s when 0).
+	HealthCommand string
+	HealthTimeout time.Duration
 }
 
 // nodeDirName is a node's name as one path element.
@@ -121,6 +128,9 @@ type Agent struct {
 
 	qmu    sync.Mutex
 	queues map[string][]func() // each job's commands not yet run, while it has any
+	// checking ends, by job, the health check of a start under way: a stop
+	// queued behind the start need not wait for the check (health.go).
+	checking map[string]context.CancelFunc
 
 	ncclOnce    sync.Once
 	ncclVersion int
@@ -160,6 +170,15 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 	}
 	if cfg.Name == "" {
 		cfg.Name, _ = os.Hostname()
+	}
+	if cfg.GPUHealth == nil {
+		// A node without GPUs, or with declared ones, passes at once. The
+		// session opens now, to see XID errors before the first round.
+		c := gpu.NewChecker(cfg.GPUs)
+		if err := c.Open(); err != nil {
+			cfg.Logger.Warn("GPU health", zap.Error(err))
+		}
+		cfg.GPUHealth = c
 	}
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1"
@@ -204,6 +223,7 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 		ports:       map[string][]net.Listener{},
 		torchStores: map[string]*torchStore{},
 		queues:      map[string][]func(){},
+		checking:    map[string]context.CancelFunc{},
 		torchConns:  torchConnLimit(),
 		torchBytes:  kv.NewBudget(torchStoreBytes, "this agent's TCPStores"),
 		gpusChanged: make(chan struct{}, 1),
@@ -246,6 +266,7 @@ func (a *Agent) serve(watch musterv1.Agents_WatchClient) error {
 		case *musterv1.AgentCommand_Start:
 			a.queue(c.Start.GetJobId(), func() { a.startJob(a.ctx, c.Start) })
 		case *musterv1.AgentCommand_Stop:
+			a.endHealthCheck(c.Stop.GetJobId())
 			a.queue(c.Stop.GetJobId(), func() { a.stopJob(c.Stop) })
 		case *musterv1.AgentCommand_ReleaseStore:
 			a.queue(c.ReleaseStore.GetJobId(), func() { a.releaseTorchStore(c.ReleaseStore.GetJobId()) })
@@ -325,6 +346,7 @@ func (a *Agent) stopAll(grace time.Duration, reason string) {
 	a.mu.Unlock()
 	for _, r := range jobs {
 		r.sup.Shutdown(min(grace, time.Duration(r.asg.GetSpec().GetKillTimeoutMs())*time.Millisecond), reason)
+		a.endHealthCheck(r.asg.GetJobId())
 	}
 }
 
@@ -435,6 +457,9 @@ func (a *Agent) Close(grace time.Duration) error {
 		}
 		for _, job := range jobs {
 			a.releaseTorchStore(job)
+		}
+		if c, ok := a.cfg.GPUHealth.(interface{ Close() }); ok {
+			c.Close()
 		}
 		a.client.Close()
 	})

@@ -49,7 +49,11 @@ func (js *jobStart) startSteps() []step {
 	steps := []step{
 		{name: "ports", undo: js.releasePorts},
 	}
-	steps = append(steps, js.planSteps()...)
+	// The node checks its health once the assignment is checked (it knows
+	// the job's user), before it makes anything of the job's (health.go).
+	plan := js.planSteps()
+	steps = append(steps, plan[0], step{name: "health", do: js.checkHealth})
+	steps = append(steps, plan[1:]...)
 	return append(steps,
 		step{name: "log files", do: js.openLogs, undo: js.closeLogs},
 		step{name: "PMI service", do: js.startPMI, undo: func() { js.mpi.close() }},

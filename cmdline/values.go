@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -101,3 +102,111 @@ func (l *List) String() string { return "" }
 
 // Values are the values in the order given.
 func (l *List) Values() []string { return l.values }
+
+// NodeRange is a node count flag: N, or MIN:MAX for an elastic job, as
+// torchrun's --nnodes. Its bounds make both fit the wire.
+type NodeRange struct {
+	most, least int64 // least is 0 when the range is a single count
+	limit       int64
+	set         bool
+}
+
+// NewNodeRange returns a node count flag value of def nodes, accepting up to limit.
+func NewNodeRange(def, limit int64) *NodeRange { return &NodeRange{most: def, limit: limit} }
+
+func (r *NodeRange) Set(s string) error {
+	most, least, err := ParseNodeRange(s, r.limit)
+	if err != nil {
+		return err
+	}
+	r.most, r.least, r.set = most, least, true
+	return nil
+}
+
+func (r *NodeRange) String() string {
+	if r.least > 0 {
+		return strconv.FormatInt(r.least, 10) + ":" + strconv.FormatInt(r.most, 10)
+	}
+	return strconv.FormatInt(r.most, 10)
+}
+
+// IsSet says whether the command line gave the count.
+func (r *NodeRange) IsSet() bool { return r.set }
+
+// Most is N, or MAX of MIN:MAX.
+func (r *NodeRange) Most() int32 { return int32(r.most) }
+
+// Least is MIN of MIN:MAX, 0 when a single count was given.
+func (r *NodeRange) Least() int32 { return int32(r.least) }
+
+// ParseNodeRange reads N or MIN:MAX with 1 <= MIN <= MAX <= limit; least is
+// 0 for N.
+func ParseNodeRange(s string, limit int64) (most, least int64, err error) {
+	lo, hi, elastic := strings.Cut(s, ":")
+	count := func(v string) (int64, error) {
+		n, err := strconv.ParseInt(v, 10, 64)
+		switch {
+		case err != nil && !errors.Is(err, strconv.ErrRange):
+			return 0, fmt.Errorf("%q is not a whole number: want N or MIN:MAX", v)
+		case err != nil || n > limit:
+			return 0, fmt.Errorf("at most %d", limit)
+		case n < 1:
+			return 0, errors.New("at least 1")
+		}
+		return n, nil
+	}
+	if !elastic {
+		most, err = count(s)
+		return most, 0, err
+	}
+	if most, err = count(hi); err != nil {
+		return 0, 0, err
+	}
+	if least, err = count(lo); err != nil {
+		return 0, 0, err
+	}
+	if least > most {
+		return 0, 0, fmt.Errorf("MIN:MAX with MIN %d above MAX %d", least, most)
+	}
+	return most, least, nil
+}
+
+// ExitCodes is a comma-separated list of exit codes, 1..255, such as
+// --no-restart-exit-codes 93,94; repeating the flag adds to it.
+type ExitCodes struct {
+	codes []int32
+}
+
+func (e *ExitCodes) Set(s string) error {
+	codes, err := ParseExitCodes(s)
+	if err != nil {
+		return err
+	}
+	e.codes = append(e.codes, codes...)
+	return nil
+}
+
+func (e *ExitCodes) String() string {
+	parts := make([]string, len(e.codes))
+	for i, c := range e.codes {
+		parts[i] = strconv.Itoa(int(c))
+	}
+	return strings.Join(parts, ",")
+}
+
+// Codes are the codes given, in order.
+func (e *ExitCodes) Codes() []int32 { return e.codes }
+
+// ParseExitCodes reads a comma-separated list of exit codes in 1..255.
+func ParseExitCodes(s string) ([]int32, error) {
+	var codes []int32
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n > 255 {
+			return nil, fmt.Errorf("%q is not an exit code in 1..255", f)
+		}
+		codes = append(codes, int32(n))
+	}
+	return codes, nil
+}

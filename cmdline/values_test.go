@@ -105,3 +105,115 @@ func TestListKeepsValuesAsGiven(t *testing.T) {
 		}
 	}
 }
+
+func TestNodeRange(t *testing.T) {
+	tests := []struct {
+		in          string
+		most, least int32
+		wantErr     string
+	}{
+		{"3", 3, 0, ""},
+		{"2:3", 3, 2, ""},
+		{"1:1", 1, 1, ""},
+		{"3:3", 3, 3, ""},
+		{"10000", 10000, 0, ""},
+		{"10001", 0, 0, "at most 10000"},
+		{"1:10001", 0, 0, "at most 10000"},
+		{"99999999999999999999", 0, 0, "at most 10000"},
+		{"0", 0, 0, "at least 1"},
+		{"0:3", 0, 0, "at least 1"},
+		{"3:2", 0, 0, "MIN:MAX with MIN 3 above MAX 2"},
+		{"2:", 0, 0, `"" is not a whole number: want N or MIN:MAX`},
+		{":3", 0, 0, `"" is not a whole number: want N or MIN:MAX`},
+		{"2:3:4", 0, 0, `"3:4" is not a whole number: want N or MIN:MAX`},
+		{"two", 0, 0, `"two" is not a whole number: want N or MIN:MAX`},
+	}
+	for _, tt := range tests {
+		r := NewNodeRange(1, 10000)
+		err := r.Set(tt.in)
+		if tt.wantErr != "" {
+			if err == nil || err.Error() != tt.wantErr {
+				t.Errorf("Set(%q) = %v, want %q", tt.in, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || r.Most() != tt.most || r.Least() != tt.least || !r.IsSet() {
+			t.Errorf("Set(%q) = %d:%d, %v; want %d:%d", tt.in, r.Least(), r.Most(), err, tt.least, tt.most)
+		}
+		if r.String() != tt.in {
+			t.Errorf("Set(%q).String() = %q", tt.in, r.String())
+		}
+	}
+}
+
+func FuzzParseNodeRange(f *testing.F) {
+	for _, s := range []string{"1", "2:3", "0:0", "3:2", "-1:2", "1:99999999999999999999", ":", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		most, least, err := ParseNodeRange(s, 10000)
+		if err != nil {
+			return
+		}
+		if most < 1 || most > 10000 || least < 0 || least > most {
+			t.Fatalf("ParseNodeRange(%q) = %d, %d: out of bounds", s, most, least)
+		}
+		if (least > 0) != strings.Contains(s, ":") {
+			t.Fatalf("ParseNodeRange(%q) = %d, %d: elastic without a colon or the reverse", s, most, least)
+		}
+	})
+}
+
+func TestExitCodes(t *testing.T) {
+	tests := []struct {
+		in      []string
+		want    string
+		wantErr string
+	}{
+		{[]string{"93"}, "93", ""},
+		{[]string{"93, 94"}, "93,94", ""},
+		{[]string{"93", "1"}, "93,1", ""},
+		{[]string{"0"}, "", `"0" is not an exit code in 1..255`},
+		{[]string{"256"}, "", `"256" is not an exit code in 1..255`},
+		{[]string{"93,"}, "", `"" is not an exit code in 1..255`},
+		{[]string{"x"}, "", `"x" is not an exit code in 1..255`},
+	}
+	for _, tt := range tests {
+		var e ExitCodes
+		var err error
+		for _, v := range tt.in {
+			if err = e.Set(v); err != nil {
+				break
+			}
+		}
+		if tt.wantErr != "" {
+			if err == nil || err.Error() != tt.wantErr {
+				t.Errorf("Set(%q) = %v, want %q", tt.in, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || e.String() != tt.want {
+			t.Errorf("Set(%q) = %q, %v; want %q", tt.in, e.String(), err, tt.want)
+		}
+	}
+}
+
+func FuzzParseExitCodes(f *testing.F) {
+	for _, s := range []string{"93", "1,2,255", "0", "256", ",", " 7 ", "-1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		codes, err := ParseExitCodes(s)
+		if err != nil {
+			return
+		}
+		if len(codes) != strings.Count(s, ",")+1 {
+			t.Fatalf("ParseExitCodes(%q) = %v: not one code per entry", s, codes)
+		}
+		for _, c := range codes {
+			if c < 1 || c > 255 {
+				t.Fatalf("ParseExitCodes(%q) = %v: out of 1..255", s, codes)
+			}
+		}
+	})
+}

@@ -166,10 +166,11 @@ func TestRunHelpGroupsFlags(t *testing.T) {
 		heading string
 		flags   []string
 	}{
-		{"Placement", []string{"--nnodes", "--gpus", "--nproc", "--host", "--hostfile", "--exclude"}},
+		{"Placement", []string{"--nnodes", "--last-call", "--gpus", "--nproc", "--host", "--hostfile", "--exclude"}},
 		{"Environment", []string{"--env", "--workdir", "--isolate-gpus", "--no-nccl-autodetect", "--no-agent-store"}},
 		{"Output", []string{"--stdin", "--tag-output", "--no-tag-output", "--events", "--log-dir", "--verbose"}},
-		{"Failure handling", []string{"--timeout", "--kill-timeout", "--max-restarts"}},
+		{"Failure handling", []string{"--timeout", "--kill-timeout", "--max-restarts", "--restart-on", "--no-restart-exit-codes",
+			"--restart-backoff", "--restart-backoff-max", "--health-check", "--health-check-timeout"}},
 		{"MPI", []string{"--mpi"}},
 		{"Cluster", []string{"--cluster", "--token-file", "--tls-ca", "--wait-timeout", "--embedded"}},
 	}

@@ -25,7 +25,7 @@ func TestJobHistoryOutlivesAStoreKill(t *testing.T) {
 	if r.code != 7 {
 		t.Fatalf("the job: exit %d, want 7; stderr:\n%s", r.code, r.stderr)
 	}
-	job := jobOf(t, runLauncher(t, "jobs", "--cluster", host.addr).stdout, "rank one gives up")
+	job := jobListed(t, runLauncher(t, "jobs", "--cluster", host.addr).stdout, "rank one gives up")
 	eventually(t, "the job's record to be written", func() bool {
 		return strings.Contains(host.log(), `"msg":"job recorded","job":"`+job+`"`)
 	})
@@ -77,8 +77,8 @@ func TestJobHistoryOutlivesAStoreKill(t *testing.T) {
 	}
 }
 
-// jobOf is the ID of the job whose line of `launcher jobs` holds text.
-func jobOf(t *testing.T, jobs, text string) string {
+// jobListed is the ID of the job whose line of `launcher jobs` holds text.
+func jobListed(t *testing.T, jobs, text string) string {
 	t.Helper()
 	for _, l := range strings.Split(jobs, "\n") {
 		if strings.Contains(l, text) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/musterhq/muster/gpu"
 	"github.com/musterhq/muster/platform"
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
 // DefaultRdzvPort is the rendezvous port when --rdzv gives none, as
@@ -50,6 +51,11 @@ type Config struct {
 	MPI string
 	// NoAgentStore leaves PyTorch's TCPStore to rank 0 (--no-agent-store).
 	NoAgentStore bool
+	// Policy holds the job's restart policy and health check, as the
+	// launcher's flags of the same names give them: NoRestartExitCodes,
+	// RestartOn, RestartBackoffMs, RestartBackoffMaxMs, HealthCheck,
+	// HealthCheckTimeoutMs. Its other fields are ignored.
+	Policy *musterv1.JobSpec
 	// Token is the cluster token every node shares.
 	Token string
 	// Name and Addr are this node's name (default: the host name) and its

@@ -131,6 +131,11 @@ func runHost(ctx context.Context, p *Plan, role Role, dir string) (int, error) {
 		Mpi:            p.MPI,
 		NoAgentStore:   p.NoAgentStore,
 	}
+	if pol := p.Policy; pol != nil {
+		spec.NoRestartExitCodes, spec.RestartOn = pol.NoRestartExitCodes, pol.RestartOn
+		spec.RestartBackoffMs, spec.RestartBackoffMaxMs = pol.RestartBackoffMs, pol.RestartBackoffMaxMs
+		spec.HealthCheck, spec.HealthCheckTimeoutMs = pol.HealthCheck, pol.HealthCheckTimeoutMs
+	}
 	for _, a := range p.Argv {
 		spec.Argv = append(spec.Argv, []byte(a))
 	}

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"fmt"
 	"regexp"
+	"time"
 	"unicode/utf8"
 
 	"github.com/musterhq/muster/kv"
@@ -119,6 +120,12 @@ func Validate(spec *musterv1.JobSpec) error {
 	if err := validateHosts(spec); err != nil {
 		return err
 	}
+	if err := validateRestartPolicy(spec); err != nil {
+		return err
+	}
+	if err := validateHealthCheck(spec); err != nil {
+		return err
+	}
 	if r := spec.StdinRank; r != nil {
 		// An elastic job's smallest round has the fewest ranks.
 		filled := &musterv1.JobSpec{Nproc: spec.Nproc, Gpus: spec.Gpus, Mpi: spec.Mpi}
@@ -185,4 +192,57 @@ func totalLen[T ~string | ~[]byte](ss []T) int {
 		n += len(s)
 	}
 	return n
+}
+
+// Bounds on the restart policy and the health check.
+const (
+	maxNoRestartCodes    = 256
+	MaxHealthCheckBytes  = 64 << 10
+	DefaultHealthTimeout = 60 * time.Second
+)
+
+// validateRestartPolicy checks --no-restart-exit-codes, --restart-on and
+// the back-off.
+func validateRestartPolicy(spec *musterv1.JobSpec) error {
+	codes := spec.GetNoRestartExitCodes()
+	if len(codes) > maxNoRestartCodes {
+		return fmt.Errorf("--no-restart-exit-codes: %d codes, more than %d", len(codes), maxNoRestartCodes)
+	}
+	for _, c := range codes {
+		if c < 1 || c > 255 {
+			return fmt.Errorf("--no-restart-exit-codes: %d is not an exit code in 1..255", c)
+		}
+	}
+	switch {
+	case spec.GetRestartOn() < musterv1.RestartOn_RESTART_ON_UNSPECIFIED || spec.GetRestartOn() > musterv1.RestartOn_RESTART_ON_NODE_LOSS:
+		return fmt.Errorf("--restart-on: unknown value %d", spec.GetRestartOn())
+	case spec.GetRestartBackoffMs() < 0 || spec.GetRestartBackoffMaxMs() < 0:
+		return fmt.Errorf("--restart-backoff or --restart-backoff-max is negative")
+	}
+	return nil
+}
+
+// validateHealthCheck checks the job's --health-check command.
+func validateHealthCheck(spec *musterv1.JobSpec) error {
+	cmd := spec.GetHealthCheck()
+	switch {
+	case len(cmd) > MaxHealthCheckBytes:
+		return fmt.Errorf("--health-check: %d bytes, more than %d", len(cmd), MaxHealthCheckBytes)
+	case bytes.IndexByte(cmd, 0) >= 0:
+		return fmt.Errorf("--health-check holds a NUL byte")
+	case spec.GetHealthCheckTimeoutMs() < 0:
+		return fmt.Errorf("--health-check-timeout is negative")
+	}
+	return nil
+}
+
+// ParseRestartOn reads --restart-on: any (the default) or node-loss.
+func ParseRestartOn(s string) (musterv1.RestartOn, error) {
+	switch s {
+	case "any", "":
+		return musterv1.RestartOn_RESTART_ON_ANY, nil
+	case "node-loss":
+		return musterv1.RestartOn_RESTART_ON_NODE_LOSS, nil
+	}
+	return 0, fmt.Errorf("--restart-on %.40q: want any or node-loss", s)
 }

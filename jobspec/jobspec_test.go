@@ -182,3 +182,45 @@ func TestElasticSpecBounds(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// The restart policy's and the health check's fields are bounded.
+func TestValidateRestartPolicyAndHealthCheck(t *testing.T) {
+	tests := []struct {
+		name string
+		spec *musterv1.JobSpec
+		want string // "" for accepted
+	}{
+		{"no-restart codes", &musterv1.JobSpec{NoRestartExitCodes: []int32{93, 255, 1}}, ""},
+		{"code 0", &musterv1.JobSpec{NoRestartExitCodes: []int32{0}}, "--no-restart-exit-codes: 0 is not an exit code in 1..255"},
+		{"code 256", &musterv1.JobSpec{NoRestartExitCodes: []int32{256}}, "--no-restart-exit-codes: 256 is not an exit code"},
+		{"too many codes", &musterv1.JobSpec{NoRestartExitCodes: make([]int32, 257)}, "257 codes, more than 256"},
+		{"node-loss", &musterv1.JobSpec{RestartOn: musterv1.RestartOn_RESTART_ON_NODE_LOSS}, ""},
+		{"unknown restart-on", &musterv1.JobSpec{RestartOn: 7}, "--restart-on: unknown value 7"},
+		{"back-off", &musterv1.JobSpec{RestartBackoffMs: 1000, RestartBackoffMaxMs: 30_000}, ""},
+		{"negative back-off", &musterv1.JobSpec{RestartBackoffMs: -1}, "--restart-backoff or --restart-backoff-max is negative"},
+		{"health check", &musterv1.JobSpec{HealthCheck: []byte("nvidia-smi -q | grep -q 'Pending : No'"), HealthCheckTimeoutMs: 5000}, ""},
+		{"long health check", &musterv1.JobSpec{HealthCheck: make([]byte, MaxHealthCheckBytes+1)}, "--health-check: 65537 bytes"},
+		{"NUL in the health check", &musterv1.JobSpec{HealthCheck: []byte("true\x00")}, "--health-check holds a NUL byte"},
+		{"negative health timeout", &musterv1.JobSpec{HealthCheckTimeoutMs: -1}, "--health-check-timeout is negative"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.spec.Argv, tt.spec.Nnodes = byteStrings("x"), 1
+			err := Validate(tt.spec)
+			if (tt.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Validate = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseRestartOn(t *testing.T) {
+	for in, want := range map[string]musterv1.RestartOn{"any": musterv1.RestartOn_RESTART_ON_ANY, "node-loss": musterv1.RestartOn_RESTART_ON_NODE_LOSS} {
+		if got, err := ParseRestartOn(in); err != nil || got != want {
+			t.Errorf("ParseRestartOn(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if _, err := ParseRestartOn("node_loss"); err == nil || err.Error() != `--restart-on "node_loss": want any or node-loss` {
+		t.Errorf("ParseRestartOn(node_loss) = %v", err)
+	}
+}

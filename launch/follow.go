@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -322,7 +323,11 @@ func DescribeRestart(r *musterv1.RoundRestarting) string {
 	if !r.GetCounted() {
 		return line + "a new round follows (not counted as a restart)"
 	}
-	return line + fmt.Sprintf("restart %d of %d (--max-restarts)", r.GetRestartCount(), r.GetMaxRestarts())
+	line += fmt.Sprintf("restart %d of %d (--max-restarts)", r.GetRestartCount(), r.GetMaxRestarts())
+	if ms := r.GetBackoffMs(); ms > 0 {
+		line += fmt.Sprintf(", the next round in %s (--restart-backoff)", time.Duration(ms)*time.Millisecond)
+	}
+	return line
 }
 
 // flush writes gathered output; a closed stdout (a reader like `head` that
@@ -425,6 +430,7 @@ func causeText(err error) string {
 // failed rank, its node, its exit code or signal, the last lines of its
 // stderr; or why the job was stopped, and its exit code.
 func printSummary(w io.Writer, job string, fin *musterv1.JobFinished) {
+	defer printRoundCauses(w, job, fin)
 	switch fin.GetState() {
 	case musterv1.JobState_JOB_STATE_SUCCEEDED:
 		return
@@ -447,4 +453,26 @@ func printSummary(w io.Writer, job string, fin *musterv1.JobFinished) {
 			fmt.Fprintf(w, "    %s\n", l)
 		}
 	}
+}
+
+// printRoundCauses names why each round of a job that ran more than one
+// stopped, the last one's end included.
+func printRoundCauses(w io.Writer, job string, fin *musterv1.JobFinished) {
+	causes := fin.GetRoundCauses()
+	if len(causes) == 0 {
+		return
+	}
+	dropped := fin.GetRoundCausesDropped()
+	fmt.Fprintf(w, "muster: job %s ran %d rounds:\n", job, int(dropped)+len(causes)+1)
+	if dropped > 0 {
+		fmt.Fprintf(w, "    (%d earlier rounds not kept)\n", dropped)
+	}
+	for _, c := range causes {
+		fmt.Fprintf(w, "    %s\n", c)
+	}
+	last := strings.ToLower(strings.TrimPrefix(fin.GetState().String(), "JOB_STATE_"))
+	if s := fin.GetSummary(); s != "" && fin.GetState() != musterv1.JobState_JOB_STATE_SUCCEEDED {
+		last += ": " + s
+	}
+	fmt.Fprintf(w, "    round %d: %s\n", int(dropped)+len(causes), last)
 }

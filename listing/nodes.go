@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
@@ -41,6 +42,21 @@ type Node struct {
 	// GPUError says why no GPUs were found, when discovery failed.
 	GPUError string   `json:"gpuError" yaml:"gpuError"`
 	Jobs     []string `json:"jobs" yaml:"jobs"`
+	// Health is its last health check, made before a round's workers
+	// start; null before its first.
+	Health *Health `json:"health" yaml:"health"`
+}
+
+// Health is a node's health check.
+type Health struct {
+	OK bool `json:"ok" yaml:"ok"`
+	// Check names the checks made when OK, else the one that failed, and
+	// Reason why; Job is the job whose round it was made for.
+	Check       string `json:"check" yaml:"check"`
+	Reason      string `json:"reason" yaml:"reason"`
+	Job         string `json:"job" yaml:"job"`
+	CheckedTime string `json:"checkedTime" yaml:"checkedTime"`
+	checked     time.Time
 }
 
 // GPU is one of a node's GPUs.
@@ -61,6 +77,11 @@ func Nodes(nodes []*musterv1.NodeStatus) NodeList {
 			Version: info.GetVersion(), CPUs: info.GetCpus(), GPUs: len(info.GetGpus()),
 			FreeGPUs: len(info.GetGpus()) - len(n.GetBusyGpus()), BusyGPUs: append([]int32{}, n.GetBusyGpus()...),
 			GPUDevices: []GPU{}, GPUError: info.GetGpuError(), Jobs: append([]string{}, n.GetJobs()...)}
+		if h := n.GetHealth(); h != nil {
+			checked := time.UnixMilli(h.GetCheckedUnixMs())
+			item.Health = &Health{OK: h.GetOk(), Check: h.GetCheck(), Reason: h.GetReason(), Job: h.GetJobId(),
+				CheckedTime: *Time(h.GetCheckedUnixMs()), checked: checked}
+		}
 		if r := info.GetRank(); info != nil && r >= 0 {
 			item.Rank = &r
 		}
@@ -92,7 +113,8 @@ func WriteNodes(w io.Writer, f Format, l NodeList) error {
 		return Write(w, f, l)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	header := "NODE\tADDR\tRANK\tSTATE\tGPUS\tFREE\tJOBS"
+	now := time.Now()
+	header := "NODE\tADDR\tRANK\tSTATE\tGPUS\tFREE\tJOBS\tHEALTH"
 	if f == Wide {
 		header += "\tBUSY\tCPUS\tVERSION\tGPU-NAMES"
 	}
@@ -102,7 +124,8 @@ func WriteNodes(w io.Writer, f Format, l NodeList) error {
 		if n.Rank != nil {
 			rank = fmt.Sprint(*n.Rank)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s", n.Name, n.Address, rank, n.State(), n.GPUs, n.FreeGPUs, orDash(strings.Join(n.Jobs, ",")))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s", n.Name, n.Address, rank, n.State(), n.GPUs, n.FreeGPUs,
+			orDash(strings.Join(n.Jobs, ",")), n.Health.cell(now))
 		if f == Wide {
 			var busy, names []string
 			for _, g := range n.BusyGPUs {
@@ -120,4 +143,18 @@ func WriteNodes(w io.Writer, f Format, l NodeList) error {
 		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
+}
+
+// cell is a node's HEALTH: "-" before its first check, else "ok" or
+// "failed", how long ago, and the checks made, or the one that failed and
+// why.
+func (h *Health) cell(now time.Time) string {
+	if h == nil {
+		return "-"
+	}
+	ago := now.Sub(h.checked).Round(time.Second)
+	if h.OK {
+		return fmt.Sprintf("ok (%s ago): %s", ago, h.Check)
+	}
+	return fmt.Sprintf("failed (%s ago, job %s): %s: %s", ago, h.Job, h.Check, h.Reason)
 }

@@ -55,14 +55,19 @@ func restartsLeft(j *job) bool { return j.restarts < j.spec.MaxRestarts }
 // worker is accounted for. counted restarts use up the job's restarts.
 func (s *Store) restartLocked(j *job, reason string, counted bool) {
 	r := j.round
+	var backoff time.Duration
 	if counted {
 		j.restarts++
+		backoff = restartBackoffLocked(j)
 	}
 	s.cfg.Recorder.RoundRestarted()
+	j.pendingBackoff = backoff
+	noteRoundCauseLocked(j, reason)
 	s.log.Info("job round restarting", zap.String("job", j.id), zap.Int32("round", r.number), zap.String("reason", reason),
-		zap.Int32("restarts", j.restarts), zap.Bool("counted", counted))
+		zap.Int32("restarts", j.restarts), zap.Bool("counted", counted), zap.Duration("backoff", backoff))
 	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_Restarting{Restarting: &musterv1.RoundRestarting{
-		Round: r.number, Reason: reason, RestartCount: j.restarts, MaxRestarts: j.spec.MaxRestarts, Counted: counted}}})
+		Round: r.number, Reason: reason, RestartCount: j.restarts, MaxRestarts: j.spec.MaxRestarts, Counted: counted,
+		BackoffMs: backoff.Milliseconds()}}})
 	switch r.state {
 	case roundReserving:
 		s.endRoundLocked(j)

@@ -42,6 +42,14 @@ type job struct {
 	ranOn []string
 	// ran are its last rounds that started their workers (maxRoundsShown).
 	ran []*musterv1.JobRound
+	// The restart policy's (restartpolicy.go): the counted restarts the
+	// back-off doubled for, the back-off the next round waits and the time
+	// before which it forms, and why each earlier round stopped.
+	backoffs       int32
+	pendingBackoff time.Duration
+	notBefore      time.Time
+	causes         []string
+	causesDropped  int32
 }
 
 func (j *job) finished() bool {
@@ -69,7 +77,7 @@ func (s *Store) Submit(spec *musterv1.JobSpec, owner *musterv1.Identity) (string
 	place := newPlacement(spec)
 	if spec.WaitTimeoutMs <= 0 && s.countReadyLocked(place) < leastNodes(spec) {
 		picked, unusable := s.pickLocked(place)
-		return "", formError(spec, len(s.nodes), picked, unusable)
+		return "", formError(place, len(s.nodes), picked, unusable)
 	}
 	j := &job{
 		id:        newID("j-"),
@@ -229,11 +237,12 @@ func (s *Store) workerExitedLocked(j *job, ex *musterv1.WorkerExited) {
 	r.exited[ex.GetRank()] = true
 	// A worker that fails while its round stops for a restart fails nothing.
 	if failure.Failed(ex) && !j.decided() && !r.restart {
-		if restartsLeft(j) {
+		restart, why := restartForWorkerLocked(j, ex)
+		if restart {
 			s.restartLocked(j, failure.Describe(j.spec, ex), true)
 			return
 		}
-		s.decideLocked(j, outcome{kind: workerFailed, failure: ex, reason: failure.Describe(j.spec, ex)})
+		s.decideLocked(j, outcome{kind: workerFailed, failure: ex, reason: withoutRestartWhy(failure.Describe(j.spec, ex), why)})
 		s.stopLocked(j, j.spec.KillTimeoutMs)
 	}
 	s.roundOverIfDoneLocked(j, r)
@@ -348,6 +357,7 @@ func (s *Store) nodeLostLocked(j *job, n *node, loss *musterv1.NodeLoss) {
 func (s *Store) finishLocked(j *job) {
 	fin := &musterv1.JobFinished{Failure: j.outcome.failure, Summary: j.outcome.reason,
 		State: j.outcome.state(), ExitCode: j.outcome.exitCode()}
+	roundCausesLocked(j, fin)
 	s.endRoundLocked(j)
 	s.setJobStateLocked(j, fin.State)
 	j.ended = s.now()

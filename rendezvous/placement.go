@@ -15,6 +15,9 @@ type placement struct {
 	spec    *musterv1.JobSpec
 	listed  map[string]bool // the spec's hosts; empty: every node is a candidate
 	exclude map[string]bool
+	// unhealthy are the nodes, by name, that failed a health check for the
+	// job: its rounds leave them out (health.go).
+	unhealthy map[string]*musterv1.NodeHealth
 }
 
 func newPlacement(spec *musterv1.JobSpec) *placement {
@@ -38,7 +41,7 @@ func (j *job) placementOf() *placement {
 }
 
 func (p *placement) excluded(n *node) bool {
-	return p.exclude[n.info.GetName()] || p.exclude[n.info.GetAddr()]
+	return p.exclude[n.info.GetName()] || p.exclude[n.info.GetAddr()] || p.unhealthy[n.info.GetName()] != nil
 }
 
 // candidate says whether a round of the job may take n at all.
@@ -70,6 +73,8 @@ func (s *Store) countReadyLocked(p *placement) int {
 func (s *Store) pickLocked(p *placement) (picked []*node, unusable []string) {
 	take := func(n *node) bool {
 		switch {
+		case p.unhealthy[n.info.GetName()] != nil:
+			unusable = append(unusable, describeUnhealthy(n.info.GetName(), p.unhealthy[n.info.GetName()]))
 		case p.excluded(n):
 			unusable = append(unusable, "node "+n.info.GetName()+" is excluded")
 		case n.leaving:

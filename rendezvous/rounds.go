@@ -116,8 +116,12 @@ type round struct {
 	// lastCall, while an elastic round waits with enough nodes for its
 	// least, forms it with them when it fires (elastic.go).
 	lastCall *time.Timer
-	// fenceTimer forms a waiting round once the job's fence passed.
-	fenceTimer *time.Timer
+	// fenceTimer forms a waiting round once the job's fence passed, and
+	// backoffTimer once its restart's back-off did.
+	fenceTimer   *time.Timer
+	backoffTimer *time.Timer
+	// runningSince is when the round began running.
+	runningSince time.Time
 	// stopSent says its nodes were asked to stop, with stopGrace: a round
 	// is stopped once, again only to shorten the grace.
 	stopSent  bool
@@ -164,8 +168,11 @@ func (s *Store) startRoundLocked(j *job) {
 	s.rounds[r.id] = r
 	s.setJobStateLocked(j, roundWaiting.jobState())
 	s.waiting = append(s.waiting, j)
+	// A restart's back-off does not count against the wait for nodes.
+	backoff := j.pendingBackoff
+	j.notBefore, j.pendingBackoff = r.since.Add(backoff), 0
 	if d := time.Duration(spec.WaitTimeoutMs) * time.Millisecond; d > 0 {
-		r.deadline = s.afterLocked(d, j, r, func() { s.waitExpiredLocked(j, r, d) })
+		r.deadline = s.afterLocked(d+backoff, j, r, func() { s.waitExpiredLocked(j, r, d) })
 	}
 	s.tryFormLocked(j)
 }
@@ -181,6 +188,9 @@ func (s *Store) tryFormLocked(j *job) {
 		s.progressLocked(j)
 		return
 	}
+	if s.backingOffLocked(j) {
+		return
+	}
 	// Counting is cheap; ordering the nodes is done only when it pays.
 	place := j.placementOf()
 	count := s.countReadyLocked(place)
@@ -194,7 +204,7 @@ func (s *Store) tryFormLocked(j *job) {
 	}
 	if spec.WaitTimeoutMs <= 0 && count < leastNodes(spec) {
 		picked, unusable := s.pickLocked(place)
-		s.decideLocked(j, outcome{kind: notRun, code: 1, reason: formError(spec, len(s.nodes), picked, unusable).Error()})
+		s.decideLocked(j, outcome{kind: notRun, code: 1, reason: formError(place, len(s.nodes), picked, unusable).Error()})
 		s.finishLocked(j)
 		return
 	}
@@ -225,11 +235,12 @@ func ready(n *node, spec *musterv1.JobSpec) bool {
 // formError says why a round cannot form now. With hosts or excluded nodes
 // it says what waiting would: which listed hosts are missing, which nodes
 // are excluded.
-func formError(spec *musterv1.JobSpec, registered int, picked []*node, unusable []string) error {
+func formError(p *placement, registered int, picked []*node, unusable []string) error {
+	spec := p.spec
 	switch {
 	case registered == 0:
 		return fmt.Errorf("no agent is registered with the store")
-	case len(spec.Hosts) > 0 || len(spec.Exclude) > 0:
+	case len(spec.Hosts) > 0 || len(spec.Exclude) > 0 || len(p.unhealthy) > 0:
 		where := ""
 		if len(spec.Hosts) > 0 {
 			where = " on the listed hosts"
@@ -330,12 +341,12 @@ func (s *Store) sendReleaseLocked(n *node, job string) {
 // unwaitLocked ends what a waiting round keeps going: its timers, its place
 // among the waiting.
 func (s *Store) unwaitLocked(r *round) {
-	for _, t := range []*time.Timer{r.deadline, r.progressTimer, r.lastCall, r.fenceTimer} {
+	for _, t := range []*time.Timer{r.deadline, r.progressTimer, r.lastCall, r.fenceTimer, r.backoffTimer} {
 		if t != nil {
 			t.Stop()
 		}
 	}
-	r.deadline, r.progressTimer, r.lastCall, r.fenceTimer = nil, nil, nil, nil
+	r.deadline, r.progressTimer, r.lastCall, r.fenceTimer, r.backoffTimer = nil, nil, nil, nil, nil
 	s.waiting = slices.DeleteFunc(s.waiting, func(j *job) bool { return j.round == r })
 }
 
@@ -533,6 +544,7 @@ func (s *Store) PortsReserved(session, roundID string, ports []int32, errText st
 	if r.number == 0 && !j.submitted.IsZero() {
 		s.cfg.Recorder.JobStarted(now.Sub(j.submitted))
 	}
+	r.runningSince = time.Now()
 	for rank, n := range r.nodes {
 		asg := &musterv1.Assignment{
 			JobId:        j.id,

@@ -137,6 +137,8 @@ type node struct {
 	probers int       // how many were asked then
 	// leaving is set once its agent said it shuts down: no round takes it.
 	leaving bool
+	// health is its agent's last health check (health.go).
+	health *musterv1.NodeHealth
 }
 
 // NewStore returns an empty store.
@@ -309,7 +311,7 @@ func (s *Store) Nodes() []*musterv1.NodeStatus {
 	defer s.mu.Unlock()
 	var out []*musterv1.NodeStatus
 	for _, n := range sortedNodes(s.nodes) {
-		st := &musterv1.NodeStatus{Node: n.info, Leaving: n.leaving}
+		st := &musterv1.NodeStatus{Node: n.info, Leaving: n.leaving, Health: n.health}
 		for g := range n.busy {
 			st.BusyGpus = append(st.BusyGpus, g)
 		}

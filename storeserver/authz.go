@@ -50,6 +50,7 @@ var (
 		musterv1.Agents_ReportLoss_FullMethodName:    true,
 		musterv1.Agents_Renew_FullMethodName:         true,
 		musterv1.Agents_Leave_FullMethodName:         true,
+		musterv1.Agents_ReportHealth_FullMethodName:  true,
 		musterv1.Agents_Publish_FullMethodName:       true,
 		musterv1.Agents_PushLogs_FullMethodName:      true,
 	}

@@ -385,6 +385,11 @@ func (s *Server) ReportLoss(_ context.Context, req *musterv1.ReportLossRequest) 
 	return &musterv1.ReportLossResponse{}, rpcError(s.store.ReportLoss(req.GetSession(), req.GetLoss()))
 }
 
+func (s *Server) ReportHealth(_ context.Context, req *musterv1.ReportHealthRequest) (*musterv1.ReportHealthResponse, error) {
+	err := s.store.ReportHealth(req.GetSession(), req.GetJobId(), req.GetRoundId(), req.GetHealth())
+	return &musterv1.ReportHealthResponse{}, rpcError(err)
+}
+
 func (s *Server) Leave(_ context.Context, req *musterv1.LeaveRequest) (*musterv1.LeaveResponse, error) {
 	return &musterv1.LeaveResponse{}, rpcError(s.store.Leave(req.GetSession(), req.GetReason()))
 }

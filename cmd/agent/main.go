@@ -48,6 +48,7 @@ func main() {
 	keptAge := cmdline.NewDuration(ranklog.DefaultMaxAge)
 	historyJobs := cmdline.NewCount(jobhistory.DefaultMaxJobs, 1, 100_000)
 	historyAge := cmdline.NewDuration(jobhistory.DefaultMaxAge)
+	healthTimeout := cmdline.NewDuration(jobspec.DefaultHealthTimeout)
 	app := &cli.App{
 		Name:      "agent",
 		Usage:     "run this node's muster agent, and the cluster's store with --listen",
@@ -62,6 +63,8 @@ func main() {
 			&cli.StringFlag{Name: "addr", EnvVars: []string{"MUSTER_ADDR"}, Usage: "this node's `IP` for workers (MASTER_ADDR, NCCL root); default: the gossip address, else the --listen host, else 127.0.0.1"},
 			cmdline.WithEnv(cmdline.Flag(nodeRank, "node-rank", nil, "explicit node `RANK`; nodes without one (-1) are ordered by name"), "MUSTER_AGENT_NODE_RANK"),
 			&cli.StringFlag{Name: "gpu-devices", EnvVars: []string{"MUSTER_GPU_DEVICES"}, Usage: "offer these GPUs (`LIST` of indices) instead of the ones NVML finds"},
+			&cli.StringFlag{Name: "health-check", EnvVars: []string{"MUSTER_HEALTH_CHECK"}, Usage: "run `CMD` (with /bin/sh -c) before the workers of every round of every job; a node where it does not exit 0 is left out of the job's rounds"},
+			cmdline.WithEnv(cmdline.Flag(healthTimeout, "health-check-timeout", nil, "how long --health-check may run (`DURATION`)"), "MUSTER_HEALTH_CHECK_TIMEOUT"),
 			&cli.StringFlag{Name: "socket", EnvVars: []string{"MUSTER_SOCKET"}, Usage: "with --listen, also serve the store on the Unix socket `PATH` for launchers on this machine " +
 				"(default: " + security.SystemSocket + " as root, where every local user may submit and their jobs run as them; " +
 				"else $XDG_RUNTIME_DIR/muster/agent.sock, for this user only)"},
@@ -96,7 +99,7 @@ func main() {
 				dataDir = c.String("data-dir")
 			}
 			history := jobhistory.Config{Dir: dataDir, MaxJobs: int(historyJobs.Int32()), MaxAge: historyAge.Value()}
-			return runAgent(c, nodeRank.Int32(), killTimeout.Value(), nodeTimeout.Value(), kept, history)
+			return runAgent(c, nodeRank.Int32(), killTimeout.Value(), nodeTimeout.Value(), healthTimeout.Value(), kept, history)
 		},
 		Commands: []*cli.Command{runCommand()},
 	}
@@ -110,7 +113,7 @@ const metricsAddrUsage = "serve Prometheus metrics (/metrics) and probes (/healt
 // nodeTimeoutUsage is --node-timeout's help, agent's and agent run's.
 const nodeTimeoutUsage = "how long a node may be silent before gossip declares it dead and its jobs fail (`DURATION`, 1s to 10m); the same on every node"
 
-func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout time.Duration, kept ranklog.Config, history jobhistory.Config) error {
+func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout, healthTimeout time.Duration, kept ranklog.Config, history jobhistory.Config) error {
 	if c.NArg() > 0 {
 		return cmdline.Usagef(c, "unexpected argument %q", c.Args().First())
 	}
@@ -159,7 +162,8 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout time.Dura
 	defer stop()
 	ncfg := node.Config{Logger: log, Listen: listen, Join: storeAddr, Gossip: gossip, Security: sec, TokenFile: tokenFile,
 		Socket: c.String("socket"), SocketRequired: c.IsSet("socket"), SocketUsers: os.Geteuid() == 0, MetricsAddr: c.String("metrics-addr"), History: history}
-	ncfg.Agent = agent.Config{Name: c.String("name"), Addr: c.String("addr"), Rank: nodeRank, Environ: os.Environ(), RankLogs: kept}
+	ncfg.Agent = agent.Config{Name: c.String("name"), Addr: c.String("addr"), Rank: nodeRank, Environ: os.Environ(), RankLogs: kept,
+		HealthCommand: c.String("health-check"), HealthTimeout: healthTimeout}
 	if list := c.String("gpu-devices"); list != "" {
 		if ncfg.Agent.GPUs, err = gpu.Parse(list); err != nil {
 			return fmt.Errorf("--gpu-devices: %w", err)

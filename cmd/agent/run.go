@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 	"github.com/musterhq/muster/jobspec"
 	"github.com/musterhq/muster/logging"
 	"github.com/musterhq/muster/platform"
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/security"
 )
 
@@ -28,18 +27,24 @@ type runFlags struct {
 	gpus, nproc, nodeRank, maxRestarts *cmdline.Count
 	joinTimeout, lastCall, killTimeout *cmdline.Duration
 	nodeTimeout                        *cmdline.Duration
+	noRestartCodes                     *cmdline.ExitCodes
+	backoff, backoffMax, healthTimeout *cmdline.Duration
 }
 
 func runCommand() *cli.Command {
 	f := runFlags{
-		gpus:        cmdline.NewCount(0, 0, jobspec.MaxGPUs),
-		nproc:       cmdline.NewCount(0, 0, jobspec.MaxNProc),
-		nodeRank:    cmdline.NewCount(-1, -1, jobspec.MaxNodes-1),
-		maxRestarts: cmdline.NewCount(0, 0, jobspec.MaxRestarts),
-		joinTimeout: cmdline.NewDuration(10 * time.Minute),
-		lastCall:    cmdline.NewDuration(30 * time.Second),
-		killTimeout: cmdline.NewDuration(5 * time.Second),
-		nodeTimeout: cmdline.NewDuration(cluster.DefaultNodeTimeout),
+		gpus:           cmdline.NewCount(0, 0, jobspec.MaxGPUs),
+		nproc:          cmdline.NewCount(0, 0, jobspec.MaxNProc),
+		nodeRank:       cmdline.NewCount(-1, -1, jobspec.MaxNodes-1),
+		maxRestarts:    cmdline.NewCount(0, 0, jobspec.MaxRestarts),
+		joinTimeout:    cmdline.NewDuration(10 * time.Minute),
+		lastCall:       cmdline.NewDuration(30 * time.Second),
+		noRestartCodes: &cmdline.ExitCodes{},
+		backoff:        cmdline.NewDuration(time.Second),
+		backoffMax:     cmdline.NewDuration(30 * time.Second),
+		healthTimeout:  cmdline.NewDuration(jobspec.DefaultHealthTimeout),
+		killTimeout:    cmdline.NewDuration(5 * time.Second),
+		nodeTimeout:    cmdline.NewDuration(cluster.DefaultNodeTimeout),
 	}
 	return &cli.Command{
 		Name:      "run",
@@ -56,6 +61,12 @@ func runCommand() *cli.Command {
 			cmdline.WithEnv(cmdline.Flag(f.nproc, "nproc", []string{"nproc-per-node", "nproc_per_node"}, "workers per node (`P`); default: one per GPU, else one"), "MUSTER_NPROC"),
 			cmdline.WithEnv(cmdline.Flag(f.nodeRank, "node-rank", []string{"node_rank"}, "this node's `RANK`; default: the platform's, else the host of --rdzv is 0 and the rest go by name"), "MUSTER_AGENT_NODE_RANK"),
 			cmdline.WithEnv(cmdline.Flag(f.maxRestarts, "max-restarts", []string{"max_restarts"}, "new rounds after a failed worker or a lost node, counted job-wide (`K`)"), "MUSTER_MAX_RESTARTS"),
+			&cli.StringFlag{Name: "restart-on", Value: "any", EnvVars: []string{"MUSTER_RESTART_ON"}, Usage: "which failures --max-restarts restarts: `any` (a failed worker or a lost node) or node-loss"},
+			cmdline.WithEnv(cmdline.Flag(f.noRestartCodes, "no-restart-exit-codes", nil, "a worker exiting with one of these codes (a comma-separated `LIST`, e.g. 93) fails the job without a restart"), "MUSTER_NO_RESTART_EXIT_CODES"),
+			cmdline.WithEnv(cmdline.Flag(f.backoff, "restart-backoff", nil, "wait before the first restart's round (`DURATION`), doubled for each restart after a round that ran under 5 minutes; 0 for none"), "MUSTER_RESTART_BACKOFF"),
+			cmdline.WithEnv(cmdline.Flag(f.backoffMax, "restart-backoff-max", nil, "the longest wait between restarts (`DURATION`)"), "MUSTER_RESTART_BACKOFF_MAX"),
+			&cli.StringFlag{Name: "health-check", EnvVars: []string{"MUSTER_HEALTH_CHECK"}, Usage: "every node runs `CMD` (with /bin/sh -c) before the workers of every round; a node where it does not exit 0 is left out"},
+			cmdline.WithEnv(cmdline.Flag(f.healthTimeout, "health-check-timeout", nil, "how long --health-check may run (`DURATION`)"), "MUSTER_HEALTH_CHECK_TIMEOUT"),
 			cmdline.WithEnv(cmdline.Flag(f.joinTimeout, "join-timeout", nil, "how long to wait for the rendezvous host, and the host for the nodes (`DURATION`)"), "MUSTER_JOIN_TIMEOUT"),
 			cmdline.WithEnv(cmdline.Flag(f.lastCall, "last-call", nil, "with --nnodes MIN:MAX, how long a round waits for more nodes once MIN are in (`DURATION`)"), "MUSTER_LAST_CALL"),
 			cmdline.WithEnv(cmdline.Flag(f.killTimeout, "kill-timeout", nil, "grace between SIGTERM and SIGKILL for the workers (`DURATION`); keep it below the container's stop grace"), "MUSTER_KILL_TIMEOUT"),
@@ -90,7 +101,16 @@ func run(c *cli.Context, f runFlags) error {
 	if name == "" {
 		name, _ = os.Hostname()
 	}
-	cfg := entrypoint.Config{
+	restartOn, err := jobspec.ParseRestartOn(c.String("restart-on"))
+	if err != nil {
+		return cmdline.Usagef(c, "%s", err)
+	}
+	policy := &musterv1.JobSpec{NoRestartExitCodes: f.noRestartCodes.Codes(), RestartOn: restartOn,
+		RestartBackoffMs: f.backoff.Value().Milliseconds(), RestartBackoffMaxMs: f.backoffMax.Value().Milliseconds()}
+	if cmd := c.String("health-check"); cmd != "" {
+		policy.HealthCheck, policy.HealthCheckTimeoutMs = []byte(cmd), f.healthTimeout.Value().Milliseconds()
+	}
+	cfg := entrypoint.Config{Policy: policy,
 		Rdzv: c.String("rdzv"), Host: c.Bool("rdzv-host"), NNodes: nnodes, MinNodes: minNodes,
 		GPUs: int(f.gpus.Int32()), NProc: int(f.nproc.Int32()), NodeRank: int(f.nodeRank.Int32()),
 		MaxRestarts: int(f.maxRestarts.Int32()), JoinTimeout: f.joinTimeout.Value(), LastCall: f.lastCall.Value(),
@@ -163,20 +183,9 @@ func parseNNodes(s string) (nnodes, least int, err error) {
 	if s == "" {
 		return 0, 0, nil
 	}
-	lo, hi, elastic := strings.Cut(s, ":")
-	if !elastic {
-		hi = lo
+	most, min, err := cmdline.ParseNodeRange(s, jobspec.MaxNodes)
+	if err != nil {
+		return 0, 0, fmt.Errorf("--nnodes %q: %w", s, err)
 	}
-	max, err := strconv.Atoi(hi)
-	if err != nil || max < 0 || max > jobspec.MaxNodes || !elastic && max < 1 {
-		return 0, 0, fmt.Errorf("--nnodes %q: want N or MIN:MAX, counts in 1..%d", s, jobspec.MaxNodes)
-	}
-	if !elastic {
-		return max, 0, nil
-	}
-	min, err := strconv.Atoi(lo)
-	if err != nil || min < 1 || min > max {
-		return 0, 0, fmt.Errorf("--nnodes %q: want MIN:MAX with 1 <= MIN <= MAX", s)
-	}
-	return max, min, nil
+	return int(most), int(min), nil
 }

@@ -66,7 +66,7 @@ func clusterActionWithin(timeout time.Duration, fn func(ctx context.Context, c *
 func nodesCommand() *cli.Command {
 	return &cli.Command{
 		Name:        "nodes",
-		Usage:       "list the cluster's nodes: gossip state (alive, dead, left; leaving, not-registered), GPUs total and free, jobs (needs --cluster)",
+		Usage:       "list the cluster's nodes: gossip state (alive, dead, left; leaving, not-registered), GPUs total and free, jobs, last health check (needs --cluster)",
 		Description: "Asks the store given by --cluster HOST:PORT (or MUSTER_CLUSTER); the embedded default has no cluster to list.",
 		ArgsUsage:   " ",
 		Flags:       append(clusterFlags(true), outputFlag(string(listing.Table), "print a table, a wide one, or a NodeList")),

@@ -25,8 +25,13 @@ import (
 // parse wrongly: counts that must fit the wire, durations in seconds, -x
 // values with commas.
 type runFlags struct {
-	nnodes, gpus, nproc  *cmdline.Count
+	nnodes               *cmdline.NodeRange
+	gpus, nproc          *cmdline.Count
 	maxRestarts          *cmdline.Count
+	lastCall             *cmdline.Duration
+	noRestartCodes       *cmdline.ExitCodes
+	backoff, backoffMax  *cmdline.Duration
+	healthTimeout        *cmdline.Duration
 	env                  *cmdline.List
 	killTimeout, timeout *cmdline.Duration
 	waitTimeout          *cmdline.Duration
@@ -35,15 +40,20 @@ type runFlags struct {
 
 func runCommand() *cli.Command {
 	f := runFlags{
-		nnodes:      cmdline.NewCount(1, 1, jobspec.MaxNodes),
-		gpus:        cmdline.NewCount(0, 0, jobspec.MaxGPUs),
-		nproc:       cmdline.NewCount(0, 1, jobspec.MaxNProc), // 0, the default: one per GPU, else 1
-		maxRestarts: cmdline.NewCount(0, 0, jobspec.MaxRestarts),
-		env:         &cmdline.List{},
-		killTimeout: cmdline.NewDuration(10 * time.Second),
-		timeout:     cmdline.NewDuration(0),
-		waitTimeout: cmdline.NewDuration(defaultWaitTimeout),
-		stdin:       &launch.Stdin{},
+		nnodes:         cmdline.NewNodeRange(1, jobspec.MaxNodes),
+		lastCall:       cmdline.NewDuration(30 * time.Second),
+		noRestartCodes: &cmdline.ExitCodes{},
+		backoff:        cmdline.NewDuration(time.Second),
+		backoffMax:     cmdline.NewDuration(30 * time.Second),
+		healthTimeout:  cmdline.NewDuration(jobspec.DefaultHealthTimeout),
+		gpus:           cmdline.NewCount(0, 0, jobspec.MaxGPUs),
+		nproc:          cmdline.NewCount(0, 1, jobspec.MaxNProc), // 0, the default: one per GPU, else 1
+		maxRestarts:    cmdline.NewCount(0, 0, jobspec.MaxRestarts),
+		env:            &cmdline.List{},
+		killTimeout:    cmdline.NewDuration(10 * time.Second),
+		timeout:        cmdline.NewDuration(0),
+		waitTimeout:    cmdline.NewDuration(defaultWaitTimeout),
+		stdin:          &launch.Stdin{},
 	}
 	return &cli.Command{
 		Name:               "run",
@@ -52,7 +62,8 @@ func runCommand() *cli.Command {
 		CustomHelpTemplate: runHelpTemplate(),
 		Flags: slices.Concat(
 			cmdline.InCategory(catPlacement, append([]cli.Flag{
-				cmdline.Flag(f.nnodes, "nnodes", []string{"n"}, "number of `NODES`"),
+				cmdline.Flag(f.nnodes, "nnodes", []string{"n"}, "number of `NODES`, or MIN:MAX for an elastic job: it starts once MIN fit and MAX are not all there after --last-call"),
+				cmdline.Flag(f.lastCall, "last-call", nil, "with -n MIN:MAX, how long a round waits for more nodes once MIN fit (`DURATION`)"),
 				cmdline.Flag(f.gpus, "gpus", nil, "`GPUS` per node; one worker per GPU unless --nproc says otherwise"),
 				cmdline.WithDefaultText(cmdline.Flag(f.nproc, "nproc", []string{"np", "nproc-per-node", "nproc_per_node"},
 					"`WORKERS` per node, 1 or more (without --gpus: workers with no GPU); also -np, --nproc-per-node, --nproc_per_node"),
@@ -77,6 +88,12 @@ func runCommand() *cli.Command {
 				cmdline.Flag(f.timeout, "timeout", nil, "wall-clock limit for the job (`DURATION`: 30s, 2h, or seconds; 0 for none); exit code 124 when reached"),
 				cmdline.Flag(f.killTimeout, "kill-timeout", nil, "grace between SIGTERM and SIGKILL when stopping workers (`DURATION`: 30s, 2m, or seconds)"),
 				cmdline.Flag(f.maxRestarts, "max-restarts", nil, "after a failed worker or a lost node, start the job again (a new unique ID, an empty TCPStore), up to `K` times in all (TORCHELASTIC_RESTART_COUNT counts them)"),
+				&cli.StringFlag{Name: "restart-on", Value: "any", Usage: "which failures --max-restarts restarts: `any` (a failed worker or a lost node) or node-loss"},
+				cmdline.Flag(f.noRestartCodes, "no-restart-exit-codes", nil, "a worker exiting with one of these codes (a comma-separated `LIST`, e.g. 93) fails the job without a restart"),
+				cmdline.Flag(f.backoff, "restart-backoff", nil, "wait before the first restart's round (`DURATION`), doubled for each restart after a round that ran under 5 minutes; 0 for none"),
+				cmdline.Flag(f.backoffMax, "restart-backoff-max", nil, "the longest wait between restarts (`DURATION`)"),
+				&cli.StringFlag{Name: "health-check", Usage: "each node runs `CMD` (with /bin/sh -c) before the workers of every round; a node where it does not exit 0 is left out of the job's rounds"},
+				cmdline.Flag(f.healthTimeout, "health-check-timeout", nil, "how long --health-check may run (`DURATION`)"),
 			),
 			cmdline.InCategory(catMPI,
 				&cli.StringFlag{Name: "mpi", Usage: "the agents serve `MPI`'s process manager interface, so its programs start without mpiexec: mpich (MPICH, Intel MPI), or openmpi (mpirun on node rank 0, the agents its remote shell)"},
@@ -101,7 +118,8 @@ func run(c *cli.Context, f runFlags) error {
 		return cmdline.Usagef(c, "%s", err)
 	}
 	spec := &musterv1.JobSpec{
-		Nnodes:         f.nnodes.Int32(),
+		Nnodes:         f.nnodes.Most(),
+		MinNodes:       f.nnodes.Least(),
 		Gpus:           f.gpus.Int32(),
 		Nproc:          f.nproc.Int32(),
 		Env:            env,
@@ -115,6 +133,17 @@ func run(c *cli.Context, f runFlags) error {
 		Workdir:        []byte(c.String("workdir")),
 		Mpi:            c.String("mpi"),
 		NoAgentStore:   c.Bool("no-agent-store"),
+	}
+	if spec.MinNodes > 0 {
+		spec.LastCallMs = f.lastCall.Value().Milliseconds()
+	}
+	if spec.RestartOn, err = jobspec.ParseRestartOn(c.String("restart-on")); err != nil {
+		return cmdline.Usagef(c, "%s", err)
+	}
+	spec.NoRestartExitCodes = f.noRestartCodes.Codes()
+	spec.RestartBackoffMs, spec.RestartBackoffMaxMs = f.backoff.Value().Milliseconds(), f.backoffMax.Value().Milliseconds()
+	if cmd := c.String("health-check"); cmd != "" {
+		spec.HealthCheck, spec.HealthCheckTimeoutMs = []byte(cmd), f.healthTimeout.Value().Milliseconds()
 	}
 	for _, a := range argv {
 		spec.Argv = append(spec.Argv, []byte(a))

@@ -28,6 +28,8 @@ const runExamples = `   launcher run --gpus 2 -- python train.py                
    launcher run --cluster head:29400 --tls-ca ca.pem -n 2 --gpus 8 -- python train.py
                                                              the same from another machine
    launcher run --timeout 2h --max-restarts 3 --log-dir logs -- python train.py
+   launcher run -n 2:4 --max-restarts 3 --no-restart-exit-codes 93 --health-check ./check.sh -- python train.py
+                                                             elastic, 2 to 4 nodes, each checked before every round
 
    Every flag, durations and exit statuses: docs/flags.md in muster's source.`
 

@@ -28,6 +28,7 @@ const (
 	Agents_Publish_FullMethodName       = "/muster.v1.Agents/Publish"
 	Agents_ReadStdin_FullMethodName     = "/muster.v1.Agents/ReadStdin"
 	Agents_PushLogs_FullMethodName      = "/muster.v1.Agents/PushLogs"
+	Agents_ReportHealth_FullMethodName  = "/muster.v1.Agents/ReportHealth"
 )
 
 // AgentsClient is the client API for Agents service.
@@ -59,6 +60,9 @@ type AgentsClient interface {
 	// PushLogs answers a SendLogs command with the node's records of the
 	// job's ranks; the store relays them to the launcher that asked.
 	PushLogs(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PushLogsRequest, PushLogsResponse], error)
+	// ReportHealth carries a node's health check, made before it starts a
+	// round's workers: a node that fails it is left out of the job's rounds.
+	ReportHealth(ctx context.Context, in *ReportHealthRequest, opts ...grpc.CallOption) (*ReportHealthResponse, error)
 }
 
 type agentsClient struct {
@@ -180,6 +184,16 @@ func (c *agentsClient) PushLogs(ctx context.Context, opts ...grpc.CallOption) (g
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Agents_PushLogsClient = grpc.ClientStreamingClient[PushLogsRequest, PushLogsResponse]
 
+func (c *agentsClient) ReportHealth(ctx context.Context, in *ReportHealthRequest, opts ...grpc.CallOption) (*ReportHealthResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportHealthResponse)
+	err := c.cc.Invoke(ctx, Agents_ReportHealth_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentsServer is the server API for Agents service.
 // All implementations must embed UnimplementedAgentsServer
 // for forward compatibility.
@@ -209,6 +223,9 @@ type AgentsServer interface {
 	// PushLogs answers a SendLogs command with the node's records of the
 	// job's ranks; the store relays them to the launcher that asked.
 	PushLogs(grpc.ClientStreamingServer[PushLogsRequest, PushLogsResponse]) error
+	// ReportHealth carries a node's health check, made before it starts a
+	// round's workers: a node that fails it is left out of the job's rounds.
+	ReportHealth(context.Context, *ReportHealthRequest) (*ReportHealthResponse, error)
 	mustEmbedUnimplementedAgentsServer()
 }
 
@@ -245,6 +262,9 @@ func (UnimplementedAgentsServer) ReadStdin(*ReadStdinRequest, grpc.ServerStreami
 }
 func (UnimplementedAgentsServer) PushLogs(grpc.ClientStreamingServer[PushLogsRequest, PushLogsResponse]) error {
 	return status.Error(codes.Unimplemented, "method PushLogs not implemented")
+}
+func (UnimplementedAgentsServer) ReportHealth(context.Context, *ReportHealthRequest) (*ReportHealthResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportHealth not implemented")
 }
 func (UnimplementedAgentsServer) mustEmbedUnimplementedAgentsServer() {}
 func (UnimplementedAgentsServer) testEmbeddedByValue()                {}
@@ -404,6 +424,24 @@ func _Agents_PushLogs_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Agents_PushLogsServer = grpc.ClientStreamingServer[PushLogsRequest, PushLogsResponse]
 
+func _Agents_ReportHealth_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportHealthRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentsServer).ReportHealth(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Agents_ReportHealth_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentsServer).ReportHealth(ctx, req.(*ReportHealthRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Agents_ServiceDesc is the grpc.ServiceDesc for Agents service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -434,6 +472,10 @@ var Agents_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Publish",
 			Handler:    _Agents_Publish_Handler,
+		},
+		{
+			MethodName: "ReportHealth",
+			Handler:    _Agents_ReportHealth_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -21,6 +21,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// RestartOn is which failures start a new round while restarts are left.
+type RestartOn int32
+
+const (
+	// RESTART_ON_UNSPECIFIED is RESTART_ON_ANY.
+	RestartOn_RESTART_ON_UNSPECIFIED RestartOn = 0
+	// RESTART_ON_ANY: a failed worker or a lost node.
+	RestartOn_RESTART_ON_ANY RestartOn = 1
+	// RESTART_ON_NODE_LOSS: a lost node only; a failed worker fails the job.
+	RestartOn_RESTART_ON_NODE_LOSS RestartOn = 2
+)
+
+// Enum value maps for RestartOn.
+var (
+	RestartOn_name = map[int32]string{
+		0: "RESTART_ON_UNSPECIFIED",
+		1: "RESTART_ON_ANY",
+		2: "RESTART_ON_NODE_LOSS",
+	}
+	RestartOn_value = map[string]int32{
+		"RESTART_ON_UNSPECIFIED": 0,
+		"RESTART_ON_ANY":         1,
+		"RESTART_ON_NODE_LOSS":   2,
+	}
+)
+
+func (x RestartOn) Enum() *RestartOn {
+	p := new(RestartOn)
+	*p = x
+	return p
+}
+
+func (x RestartOn) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RestartOn) Descriptor() protoreflect.EnumDescriptor {
+	return file_muster_v1_types_proto_enumTypes[0].Descriptor()
+}
+
+func (RestartOn) Type() protoreflect.EnumType {
+	return &file_muster_v1_types_proto_enumTypes[0]
+}
+
+func (x RestartOn) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RestartOn.Descriptor instead.
+func (RestartOn) EnumDescriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{0}
+}
+
 type JobState int32
 
 const (
@@ -66,11 +119,11 @@ func (x JobState) String() string {
 }
 
 func (JobState) Descriptor() protoreflect.EnumDescriptor {
-	return file_muster_v1_types_proto_enumTypes[0].Descriptor()
+	return file_muster_v1_types_proto_enumTypes[1].Descriptor()
 }
 
 func (JobState) Type() protoreflect.EnumType {
-	return &file_muster_v1_types_proto_enumTypes[0]
+	return &file_muster_v1_types_proto_enumTypes[1]
 }
 
 func (x JobState) Number() protoreflect.EnumNumber {
@@ -79,7 +132,7 @@ func (x JobState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use JobState.Descriptor instead.
 func (JobState) EnumDescriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{0}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{1}
 }
 
 type Stream int32
@@ -115,11 +168,11 @@ func (x Stream) String() string {
 }
 
 func (Stream) Descriptor() protoreflect.EnumDescriptor {
-	return file_muster_v1_types_proto_enumTypes[1].Descriptor()
+	return file_muster_v1_types_proto_enumTypes[2].Descriptor()
 }
 
 func (Stream) Type() protoreflect.EnumType {
-	return &file_muster_v1_types_proto_enumTypes[1]
+	return &file_muster_v1_types_proto_enumTypes[2]
 }
 
 func (x Stream) Number() protoreflect.EnumNumber {
@@ -128,7 +181,7 @@ func (x Stream) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Stream.Descriptor instead.
 func (Stream) EnumDescriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{1}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{2}
 }
 
 // LossSignal is what told that a node was lost.
@@ -202,11 +255,11 @@ func (x LossSignal) String() string {
 }
 
 func (LossSignal) Descriptor() protoreflect.EnumDescriptor {
-	return file_muster_v1_types_proto_enumTypes[2].Descriptor()
+	return file_muster_v1_types_proto_enumTypes[3].Descriptor()
 }
 
 func (LossSignal) Type() protoreflect.EnumType {
-	return &file_muster_v1_types_proto_enumTypes[2]
+	return &file_muster_v1_types_proto_enumTypes[3]
 }
 
 func (x LossSignal) Number() protoreflect.EnumNumber {
@@ -215,7 +268,7 @@ func (x LossSignal) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use LossSignal.Descriptor instead.
 func (LossSignal) EnumDescriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{2}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{3}
 }
 
 type GPU struct {
@@ -1947,9 +2000,25 @@ type JobSpec struct {
 	// no_agent_store leaves PyTorch's TCPStore to rank 0 (--no-agent-store):
 	// by default node rank 0's agent serves it on MASTER_PORT for the job's
 	// life, and workers get TORCHELASTIC_USE_AGENT_STORE=True.
-	NoAgentStore  bool `protobuf:"varint,23,opt,name=no_agent_store,json=noAgentStore,proto3" json:"no_agent_store,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NoAgentStore bool `protobuf:"varint,23,opt,name=no_agent_store,json=noAgentStore,proto3" json:"no_agent_store,omitempty"`
+	// no_restart_exit_codes are exit codes by which a program says "do not
+	// restart me" (--no-restart-exit-codes; ft_launcher's is 93): a worker
+	// that exits with one fails the job whatever restarts are left.
+	NoRestartExitCodes []int32 `protobuf:"varint,320,rep,packed,name=no_restart_exit_codes,json=noRestartExitCodes,proto3" json:"no_restart_exit_codes,omitempty"`
+	// restart_on says which failures start a new round (--restart-on).
+	RestartOn RestartOn `protobuf:"varint,321,opt,name=restart_on,json=restartOn,proto3,enum=muster.v1.RestartOn" json:"restart_on,omitempty"`
+	// restart_backoff_ms is the wait before the round after a counted
+	// restart; it doubles with each restart that follows a short round, up
+	// to restart_backoff_max_ms. 0: no wait.
+	RestartBackoffMs    int64 `protobuf:"varint,322,opt,name=restart_backoff_ms,json=restartBackoffMs,proto3" json:"restart_backoff_ms,omitempty"`
+	RestartBackoffMaxMs int64 `protobuf:"varint,323,opt,name=restart_backoff_max_ms,json=restartBackoffMaxMs,proto3" json:"restart_backoff_max_ms,omitempty"`
+	// health_check is a command (run by /bin/sh -c) every node of a round
+	// runs before it starts the round's workers; it must exit 0 within
+	// health_check_timeout_ms.
+	HealthCheck          []byte `protobuf:"bytes,324,opt,name=health_check,json=healthCheck,proto3" json:"health_check,omitempty"`
+	HealthCheckTimeoutMs int64  `protobuf:"varint,325,opt,name=health_check_timeout_ms,json=healthCheckTimeoutMs,proto3" json:"health_check_timeout_ms,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *JobSpec) Reset() {
@@ -2143,6 +2212,235 @@ func (x *JobSpec) GetNoAgentStore() bool {
 	return false
 }
 
+func (x *JobSpec) GetNoRestartExitCodes() []int32 {
+	if x != nil {
+		return x.NoRestartExitCodes
+	}
+	return nil
+}
+
+func (x *JobSpec) GetRestartOn() RestartOn {
+	if x != nil {
+		return x.RestartOn
+	}
+	return RestartOn_RESTART_ON_UNSPECIFIED
+}
+
+func (x *JobSpec) GetRestartBackoffMs() int64 {
+	if x != nil {
+		return x.RestartBackoffMs
+	}
+	return 0
+}
+
+func (x *JobSpec) GetRestartBackoffMaxMs() int64 {
+	if x != nil {
+		return x.RestartBackoffMaxMs
+	}
+	return 0
+}
+
+func (x *JobSpec) GetHealthCheck() []byte {
+	if x != nil {
+		return x.HealthCheck
+	}
+	return nil
+}
+
+func (x *JobSpec) GetHealthCheckTimeoutMs() int64 {
+	if x != nil {
+		return x.HealthCheckTimeoutMs
+	}
+	return 0
+}
+
+// NodeHealth is the result of a node's health check: its GPUs through NVML,
+// and the cluster's and the job's health commands.
+type NodeHealth struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Ok    bool                   `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
+	// reason says why the node failed, for people (the command's output tail
+	// included); empty when ok. Never parsed.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	CheckedUnixMs int64  `protobuf:"varint,3,opt,name=checked_unix_ms,json=checkedUnixMs,proto3" json:"checked_unix_ms,omitempty"`
+	// check names the check that failed, or the checks made when ok: "gpus",
+	// "agent command", "job command".
+	Check string `protobuf:"bytes,4,opt,name=check,proto3" json:"check,omitempty"`
+	// job_id is the job whose round the check was made for.
+	JobId         string `protobuf:"bytes,5,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeHealth) Reset() {
+	*x = NodeHealth{}
+	mi := &file_muster_v1_types_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeHealth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeHealth) ProtoMessage() {}
+
+func (x *NodeHealth) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeHealth.ProtoReflect.Descriptor instead.
+func (*NodeHealth) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *NodeHealth) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *NodeHealth) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *NodeHealth) GetCheckedUnixMs() int64 {
+	if x != nil {
+		return x.CheckedUnixMs
+	}
+	return 0
+}
+
+func (x *NodeHealth) GetCheck() string {
+	if x != nil {
+		return x.Check
+	}
+	return ""
+}
+
+func (x *NodeHealth) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+type ReportHealthRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	JobId         string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	RoundId       string                 `protobuf:"bytes,3,opt,name=round_id,json=roundId,proto3" json:"round_id,omitempty"`
+	Health        *NodeHealth            `protobuf:"bytes,4,opt,name=health,proto3" json:"health,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportHealthRequest) Reset() {
+	*x = ReportHealthRequest{}
+	mi := &file_muster_v1_types_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportHealthRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportHealthRequest) ProtoMessage() {}
+
+func (x *ReportHealthRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportHealthRequest.ProtoReflect.Descriptor instead.
+func (*ReportHealthRequest) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ReportHealthRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *ReportHealthRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *ReportHealthRequest) GetRoundId() string {
+	if x != nil {
+		return x.RoundId
+	}
+	return ""
+}
+
+func (x *ReportHealthRequest) GetHealth() *NodeHealth {
+	if x != nil {
+		return x.Health
+	}
+	return nil
+}
+
+type ReportHealthResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportHealthResponse) Reset() {
+	*x = ReportHealthResponse{}
+	mi := &file_muster_v1_types_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportHealthResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportHealthResponse) ProtoMessage() {}
+
+func (x *ReportHealthResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportHealthResponse.ProtoReflect.Descriptor instead.
+func (*ReportHealthResponse) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{28}
+}
+
 type SubmitRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Spec          *JobSpec               `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
@@ -2152,7 +2450,7 @@ type SubmitRequest struct {
 
 func (x *SubmitRequest) Reset() {
 	*x = SubmitRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[26]
+	mi := &file_muster_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2164,7 +2462,7 @@ func (x *SubmitRequest) String() string {
 func (*SubmitRequest) ProtoMessage() {}
 
 func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[26]
+	mi := &file_muster_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2177,7 +2475,7 @@ func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitRequest.ProtoReflect.Descriptor instead.
 func (*SubmitRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SubmitRequest) GetSpec() *JobSpec {
@@ -2198,7 +2496,7 @@ type SubmitResponse struct {
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[27]
+	mi := &file_muster_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2210,7 +2508,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[27]
+	mi := &file_muster_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2223,7 +2521,7 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SubmitResponse) GetJobId() string {
@@ -2283,7 +2581,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_muster_v1_types_proto_msgTypes[28]
+	mi := &file_muster_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2295,7 +2593,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[28]
+	mi := &file_muster_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2308,7 +2606,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Assignment) GetJobId() string {
@@ -2475,7 +2773,7 @@ type Identity struct {
 
 func (x *Identity) Reset() {
 	*x = Identity{}
-	mi := &file_muster_v1_types_proto_msgTypes[29]
+	mi := &file_muster_v1_types_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2487,7 +2785,7 @@ func (x *Identity) String() string {
 func (*Identity) ProtoMessage() {}
 
 func (x *Identity) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[29]
+	mi := &file_muster_v1_types_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2500,7 +2798,7 @@ func (x *Identity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Identity.ProtoReflect.Descriptor instead.
 func (*Identity) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Identity) GetUid() uint32 {
@@ -2543,7 +2841,7 @@ type StopJob struct {
 
 func (x *StopJob) Reset() {
 	*x = StopJob{}
-	mi := &file_muster_v1_types_proto_msgTypes[30]
+	mi := &file_muster_v1_types_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2555,7 +2853,7 @@ func (x *StopJob) String() string {
 func (*StopJob) ProtoMessage() {}
 
 func (x *StopJob) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[30]
+	mi := &file_muster_v1_types_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2568,7 +2866,7 @@ func (x *StopJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopJob.ProtoReflect.Descriptor instead.
 func (*StopJob) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StopJob) GetJobId() string {
@@ -2604,7 +2902,7 @@ type WorkerStarted struct {
 
 func (x *WorkerStarted) Reset() {
 	*x = WorkerStarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[31]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2616,7 +2914,7 @@ func (x *WorkerStarted) String() string {
 func (*WorkerStarted) ProtoMessage() {}
 
 func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[31]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2629,7 +2927,7 @@ func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStarted.ProtoReflect.Descriptor instead.
 func (*WorkerStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WorkerStarted) GetRank() int32 {
@@ -2676,7 +2974,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_muster_v1_types_proto_msgTypes[32]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2688,7 +2986,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[32]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2701,7 +2999,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{32}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Output) GetRank() int32 {
@@ -2758,7 +3056,7 @@ type WorkerExited struct {
 
 func (x *WorkerExited) Reset() {
 	*x = WorkerExited{}
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2770,7 +3068,7 @@ func (x *WorkerExited) String() string {
 func (*WorkerExited) ProtoMessage() {}
 
 func (x *WorkerExited) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2783,7 +3081,7 @@ func (x *WorkerExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerExited.ProtoReflect.Descriptor instead.
 func (*WorkerExited) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WorkerExited) GetRank() int32 {
@@ -2887,7 +3185,7 @@ type NodeLoss struct {
 
 func (x *NodeLoss) Reset() {
 	*x = NodeLoss{}
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2899,7 +3197,7 @@ func (x *NodeLoss) String() string {
 func (*NodeLoss) ProtoMessage() {}
 
 func (x *NodeLoss) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2912,7 +3210,7 @@ func (x *NodeLoss) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoss.ProtoReflect.Descriptor instead.
 func (*NodeLoss) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *NodeLoss) GetNode() string {
@@ -2977,14 +3275,19 @@ type JobFinished struct {
 	ExitCode int32                  `protobuf:"varint,2,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
 	Summary  string                 `protobuf:"bytes,3,opt,name=summary,proto3" json:"summary,omitempty"`
 	// failure is the first failed worker, when there was one.
-	Failure       *WorkerExited `protobuf:"bytes,4,opt,name=failure,proto3" json:"failure,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Failure *WorkerExited `protobuf:"bytes,4,opt,name=failure,proto3" json:"failure,omitempty"`
+	// round_causes say why each earlier round of the job stopped, oldest
+	// first; the summary says why the last one did. At most the last 64;
+	// round_causes_dropped counts those left out before them.
+	RoundCauses        []string `protobuf:"bytes,320,rep,name=round_causes,json=roundCauses,proto3" json:"round_causes,omitempty"`
+	RoundCausesDropped int32    `protobuf:"varint,321,opt,name=round_causes_dropped,json=roundCausesDropped,proto3" json:"round_causes_dropped,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *JobFinished) Reset() {
 	*x = JobFinished{}
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2996,7 +3299,7 @@ func (x *JobFinished) String() string {
 func (*JobFinished) ProtoMessage() {}
 
 func (x *JobFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3009,7 +3312,7 @@ func (x *JobFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFinished.ProtoReflect.Descriptor instead.
 func (*JobFinished) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *JobFinished) GetState() JobState {
@@ -3040,6 +3343,20 @@ func (x *JobFinished) GetFailure() *WorkerExited {
 	return nil
 }
 
+func (x *JobFinished) GetRoundCauses() []string {
+	if x != nil {
+		return x.RoundCauses
+	}
+	return nil
+}
+
+func (x *JobFinished) GetRoundCausesDropped() int32 {
+	if x != nil {
+		return x.RoundCausesDropped
+	}
+	return 0
+}
+
 // OutputLost says output was dropped: a follower that arrived after the
 // store let go of events nobody was reading.
 type OutputLost struct {
@@ -3052,7 +3369,7 @@ type OutputLost struct {
 
 func (x *OutputLost) Reset() {
 	*x = OutputLost{}
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3064,7 +3381,7 @@ func (x *OutputLost) String() string {
 func (*OutputLost) ProtoMessage() {}
 
 func (x *OutputLost) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3077,7 +3394,7 @@ func (x *OutputLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLost.ProtoReflect.Descriptor instead.
 func (*OutputLost) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *OutputLost) GetEvents() uint64 {
@@ -3119,7 +3436,7 @@ type WaitingForNodes struct {
 
 func (x *WaitingForNodes) Reset() {
 	*x = WaitingForNodes{}
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3131,7 +3448,7 @@ func (x *WaitingForNodes) String() string {
 func (*WaitingForNodes) ProtoMessage() {}
 
 func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3144,7 +3461,7 @@ func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitingForNodes.ProtoReflect.Descriptor instead.
 func (*WaitingForNodes) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *WaitingForNodes) GetRound() int32 {
@@ -3224,7 +3541,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3236,7 +3553,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3249,7 +3566,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -3475,7 +3792,7 @@ type RoundStarted struct {
 
 func (x *RoundStarted) Reset() {
 	*x = RoundStarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3487,7 +3804,7 @@ func (x *RoundStarted) String() string {
 func (*RoundStarted) ProtoMessage() {}
 
 func (x *RoundStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3500,7 +3817,7 @@ func (x *RoundStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundStarted.ProtoReflect.Descriptor instead.
 func (*RoundStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RoundStarted) GetRound() int32 {
@@ -3575,16 +3892,18 @@ type RoundRestarting struct {
 	Round  int32  `protobuf:"varint,1,opt,name=round,proto3" json:"round,omitempty"`
 	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	// restart_count is the job's restarts so far, this one included.
-	RestartCount  int32 `protobuf:"varint,3,opt,name=restart_count,json=restartCount,proto3" json:"restart_count,omitempty"`
-	MaxRestarts   int32 `protobuf:"varint,4,opt,name=max_restarts,json=maxRestarts,proto3" json:"max_restarts,omitempty"`
-	Counted       bool  `protobuf:"varint,5,opt,name=counted,proto3" json:"counted,omitempty"`
+	RestartCount int32 `protobuf:"varint,3,opt,name=restart_count,json=restartCount,proto3" json:"restart_count,omitempty"`
+	MaxRestarts  int32 `protobuf:"varint,4,opt,name=max_restarts,json=maxRestarts,proto3" json:"max_restarts,omitempty"`
+	Counted      bool  `protobuf:"varint,5,opt,name=counted,proto3" json:"counted,omitempty"`
+	// backoff_ms is how long the next round waits before it forms.
+	BackoffMs     int64 `protobuf:"varint,320,opt,name=backoff_ms,json=backoffMs,proto3" json:"backoff_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RoundRestarting) Reset() {
 	*x = RoundRestarting{}
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3596,7 +3915,7 @@ func (x *RoundRestarting) String() string {
 func (*RoundRestarting) ProtoMessage() {}
 
 func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3609,7 +3928,7 @@ func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundRestarting.ProtoReflect.Descriptor instead.
 func (*RoundRestarting) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RoundRestarting) GetRound() int32 {
@@ -3647,6 +3966,13 @@ func (x *RoundRestarting) GetCounted() bool {
 	return false
 }
 
+func (x *RoundRestarting) GetBackoffMs() int64 {
+	if x != nil {
+		return x.BackoffMs
+	}
+	return 0
+}
+
 // StoreRestarted opens a job's events on a store that took the job over
 // from its agents after a restart: what the old store held and the
 // follower had not read is gone, and the versions start again at 1.
@@ -3659,7 +3985,7 @@ type StoreRestarted struct {
 
 func (x *StoreRestarted) Reset() {
 	*x = StoreRestarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3671,7 +3997,7 @@ func (x *StoreRestarted) String() string {
 func (*StoreRestarted) ProtoMessage() {}
 
 func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3684,7 +4010,7 @@ func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreRestarted.ProtoReflect.Descriptor instead.
 func (*StoreRestarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *StoreRestarted) GetStoreId() string {
@@ -3710,7 +4036,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3722,7 +4048,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3735,7 +4061,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PublishRequest) GetSession() string {
@@ -3770,7 +4096,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3782,7 +4108,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3795,7 +4121,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PublishResponse) GetAckedSeq() uint64 {
@@ -3824,7 +4150,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3836,7 +4162,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3849,7 +4175,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -3901,7 +4227,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3913,7 +4239,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3926,7 +4252,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CancelRequest) GetJobId() string {
@@ -3965,7 +4291,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3977,7 +4303,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3990,7 +4316,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
 }
 
 type ListNodesRequest struct {
@@ -4001,7 +4327,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4013,7 +4339,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4026,7 +4352,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
 }
 
 type NodeStatus struct {
@@ -4043,14 +4369,16 @@ type NodeStatus struct {
 	NotRegistered bool `protobuf:"varint,5,opt,name=not_registered,json=notRegistered,proto3" json:"not_registered,omitempty"`
 	// leaving marks a registered node whose agent is shutting down: no round
 	// takes it.
-	Leaving       bool `protobuf:"varint,6,opt,name=leaving,proto3" json:"leaving,omitempty"`
+	Leaving bool `protobuf:"varint,6,opt,name=leaving,proto3" json:"leaving,omitempty"`
+	// health is the node's last health check, unset before its first.
+	Health        *NodeHealth `protobuf:"bytes,320,opt,name=health,proto3" json:"health,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4062,7 +4390,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4075,7 +4403,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *NodeStatus) GetNode() *Node {
@@ -4120,6 +4448,13 @@ func (x *NodeStatus) GetLeaving() bool {
 	return false
 }
 
+func (x *NodeStatus) GetHealth() *NodeHealth {
+	if x != nil {
+		return x.Health
+	}
+	return nil
+}
+
 type ListNodesResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Nodes         []*NodeStatus          `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
@@ -4129,7 +4464,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4141,7 +4476,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4154,7 +4489,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeStatus {
@@ -4172,7 +4507,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4184,7 +4519,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4197,7 +4532,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
 }
 
 type JobStatus struct {
@@ -4237,7 +4572,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4249,7 +4584,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4262,7 +4597,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *JobStatus) GetJobId() string {
@@ -4383,7 +4718,7 @@ type JobRound struct {
 
 func (x *JobRound) Reset() {
 	*x = JobRound{}
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4395,7 +4730,7 @@ func (x *JobRound) String() string {
 func (*JobRound) ProtoMessage() {}
 
 func (x *JobRound) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4408,7 +4743,7 @@ func (x *JobRound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRound.ProtoReflect.Descriptor instead.
 func (*JobRound) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *JobRound) GetNumber() int32 {
@@ -4441,7 +4776,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4453,7 +4788,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4466,7 +4801,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GetJobRequest) GetJobId() string {
@@ -4491,7 +4826,7 @@ type HistoryCommand struct {
 
 func (x *HistoryCommand) Reset() {
 	*x = HistoryCommand{}
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4503,7 +4838,7 @@ func (x *HistoryCommand) String() string {
 func (*HistoryCommand) ProtoMessage() {}
 
 func (x *HistoryCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4516,7 +4851,7 @@ func (x *HistoryCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryCommand.ProtoReflect.Descriptor instead.
 func (*HistoryCommand) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *HistoryCommand) GetCommand() isHistoryCommand_Command {
@@ -4571,7 +4906,7 @@ type HistoryExpire struct {
 
 func (x *HistoryExpire) Reset() {
 	*x = HistoryExpire{}
-	mi := &file_muster_v1_types_proto_msgTypes[55]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4583,7 +4918,7 @@ func (x *HistoryExpire) String() string {
 func (*HistoryExpire) ProtoMessage() {}
 
 func (x *HistoryExpire) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[55]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4596,7 +4931,7 @@ func (x *HistoryExpire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryExpire.ProtoReflect.Descriptor instead.
 func (*HistoryExpire) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *HistoryExpire) GetEndedBeforeUnixMs() int64 {
@@ -4615,7 +4950,7 @@ type WatchJobsRequest struct {
 
 func (x *WatchJobsRequest) Reset() {
 	*x = WatchJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[56]
+	mi := &file_muster_v1_types_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4627,7 +4962,7 @@ func (x *WatchJobsRequest) String() string {
 func (*WatchJobsRequest) ProtoMessage() {}
 
 func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[56]
+	mi := &file_muster_v1_types_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4640,7 +4975,7 @@ func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobsRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{59}
 }
 
 type ListJobsResponse struct {
@@ -4652,7 +4987,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[57]
+	mi := &file_muster_v1_types_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4664,7 +4999,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[57]
+	mi := &file_muster_v1_types_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4677,7 +5012,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{57}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobStatus {
@@ -4698,7 +5033,7 @@ type StdinChunk struct {
 
 func (x *StdinChunk) Reset() {
 	*x = StdinChunk{}
-	mi := &file_muster_v1_types_proto_msgTypes[58]
+	mi := &file_muster_v1_types_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4710,7 +5045,7 @@ func (x *StdinChunk) String() string {
 func (*StdinChunk) ProtoMessage() {}
 
 func (x *StdinChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[58]
+	mi := &file_muster_v1_types_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4723,7 +5058,7 @@ func (x *StdinChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdinChunk.ProtoReflect.Descriptor instead.
 func (*StdinChunk) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{58}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *StdinChunk) GetJobId() string {
@@ -4748,7 +5083,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[59]
+	mi := &file_muster_v1_types_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4760,7 +5095,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[59]
+	mi := &file_muster_v1_types_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4773,7 +5108,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{59}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{62}
 }
 
 type ReadStdinRequest struct {
@@ -4786,7 +5121,7 @@ type ReadStdinRequest struct {
 
 func (x *ReadStdinRequest) Reset() {
 	*x = ReadStdinRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[60]
+	mi := &file_muster_v1_types_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4798,7 +5133,7 @@ func (x *ReadStdinRequest) String() string {
 func (*ReadStdinRequest) ProtoMessage() {}
 
 func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[60]
+	mi := &file_muster_v1_types_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4811,7 +5146,7 @@ func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStdinRequest.ProtoReflect.Descriptor instead.
 func (*ReadStdinRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{60}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ReadStdinRequest) GetSession() string {
@@ -4842,7 +5177,7 @@ type KVSetRequest struct {
 
 func (x *KVSetRequest) Reset() {
 	*x = KVSetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[61]
+	mi := &file_muster_v1_types_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4854,7 +5189,7 @@ func (x *KVSetRequest) String() string {
 func (*KVSetRequest) ProtoMessage() {}
 
 func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[61]
+	mi := &file_muster_v1_types_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4867,7 +5202,7 @@ func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetRequest.ProtoReflect.Descriptor instead.
 func (*KVSetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{61}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *KVSetRequest) GetScope() string {
@@ -4900,7 +5235,7 @@ type KVSetResponse struct {
 
 func (x *KVSetResponse) Reset() {
 	*x = KVSetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[62]
+	mi := &file_muster_v1_types_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4912,7 +5247,7 @@ func (x *KVSetResponse) String() string {
 func (*KVSetResponse) ProtoMessage() {}
 
 func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[62]
+	mi := &file_muster_v1_types_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4925,7 +5260,7 @@ func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetResponse.ProtoReflect.Descriptor instead.
 func (*KVSetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{62}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *KVSetResponse) GetVersion() uint64 {
@@ -4947,7 +5282,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[63]
+	mi := &file_muster_v1_types_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4959,7 +5294,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[63]
+	mi := &file_muster_v1_types_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4972,7 +5307,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{63}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *KVGetRequest) GetScope() string {
@@ -5013,7 +5348,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[64]
+	mi := &file_muster_v1_types_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5025,7 +5360,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[64]
+	mi := &file_muster_v1_types_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5038,7 +5373,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{64}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *KVGetResponse) GetValue() []byte {
@@ -5069,7 +5404,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[65]
+	mi := &file_muster_v1_types_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5081,7 +5416,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[65]
+	mi := &file_muster_v1_types_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5094,7 +5429,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{65}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *BarrierRequest) GetScope() string {
@@ -5140,7 +5475,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[66]
+	mi := &file_muster_v1_types_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5152,7 +5487,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[66]
+	mi := &file_muster_v1_types_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5165,7 +5500,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{66}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{69}
 }
 
 var File_muster_v1_types_proto protoreflect.FileDescriptor
@@ -5290,7 +5625,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\fLeaveRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x0f\n" +
-	"\rLeaveResponse\"\xae\x05\n" +
+	"\rLeaveResponse\"\xd9\a\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\fR\x04argv\x12\x16\n" +
 	"\x06nnodes\x18\x02 \x01(\x05R\x06nnodes\x12\x12\n" +
@@ -5319,8 +5654,28 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\flast_call_ms\x18\x15 \x01(\x03R\n" +
 	"lastCallMs\x12\x10\n" +
 	"\x03mpi\x18\x16 \x01(\tR\x03mpi\x12$\n" +
-	"\x0eno_agent_store\x18\x17 \x01(\bR\fnoAgentStoreB\r\n" +
-	"\v_stdin_rank\"7\n" +
+	"\x0eno_agent_store\x18\x17 \x01(\bR\fnoAgentStore\x122\n" +
+	"\x15no_restart_exit_codes\x18\xc0\x02 \x03(\x05R\x12noRestartExitCodes\x124\n" +
+	"\n" +
+	"restart_on\x18\xc1\x02 \x01(\x0e2\x14.muster.v1.RestartOnR\trestartOn\x12-\n" +
+	"\x12restart_backoff_ms\x18\xc2\x02 \x01(\x03R\x10restartBackoffMs\x124\n" +
+	"\x16restart_backoff_max_ms\x18\xc3\x02 \x01(\x03R\x13restartBackoffMaxMs\x12\"\n" +
+	"\fhealth_check\x18\xc4\x02 \x01(\fR\vhealthCheck\x126\n" +
+	"\x17health_check_timeout_ms\x18\xc5\x02 \x01(\x03R\x14healthCheckTimeoutMsB\r\n" +
+	"\v_stdin_rank\"\x89\x01\n" +
+	"\n" +
+	"NodeHealth\x12\x0e\n" +
+	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12&\n" +
+	"\x0fchecked_unix_ms\x18\x03 \x01(\x03R\rcheckedUnixMs\x12\x14\n" +
+	"\x05check\x18\x04 \x01(\tR\x05check\x12\x15\n" +
+	"\x06job_id\x18\x05 \x01(\tR\x05jobId\"\x90\x01\n" +
+	"\x13ReportHealthRequest\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x19\n" +
+	"\bround_id\x18\x03 \x01(\tR\aroundId\x12-\n" +
+	"\x06health\x18\x04 \x01(\v2\x15.muster.v1.NodeHealthR\x06health\"\x16\n" +
+	"\x14ReportHealthResponse\"7\n" +
 	"\rSubmitRequest\x12&\n" +
 	"\x04spec\x18\x01 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\"B\n" +
 	"\x0eSubmitResponse\x12\x15\n" +
@@ -5401,12 +5756,14 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x06detail\x18\x05 \x01(\tR\x06detail\x12&\n" +
 	"\x0fstore_silent_ms\x18\x06 \x01(\x03R\rstoreSilentMs\x12!\n" +
 	"\fconfirmed_by\x18\a \x03(\tR\vconfirmedBy\x124\n" +
-	"\x17workers_gone_by_unix_ms\x18\b \x01(\x03R\x13workersGoneByUnixMs\"\xa2\x01\n" +
+	"\x17workers_gone_by_unix_ms\x18\b \x01(\x03R\x13workersGoneByUnixMs\"\xf9\x01\n" +
 	"\vJobFinished\x12)\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x13.muster.v1.JobStateR\x05state\x12\x1b\n" +
 	"\texit_code\x18\x02 \x01(\x05R\bexitCode\x12\x18\n" +
 	"\asummary\x18\x03 \x01(\tR\asummary\x121\n" +
-	"\afailure\x18\x04 \x01(\v2\x17.muster.v1.WorkerExitedR\afailure\":\n" +
+	"\afailure\x18\x04 \x01(\v2\x17.muster.v1.WorkerExitedR\afailure\x12\"\n" +
+	"\fround_causes\x18\xc0\x02 \x03(\tR\vroundCauses\x121\n" +
+	"\x14round_causes_dropped\x18\xc1\x02 \x01(\x05R\x12roundCausesDropped\":\n" +
 	"\n" +
 	"OutputLost\x12\x16\n" +
 	"\x06events\x18\x01 \x01(\x04R\x06events\x12\x14\n" +
@@ -5453,13 +5810,15 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\vmaster_port\x18\a \x01(\x05R\n" +
 	"masterPort\x12(\n" +
 	"\x10unique_id_sha256\x18\b \x01(\tR\x0euniqueIdSha256\x12#\n" +
-	"\rrestart_count\x18\t \x01(\x05R\frestartCount\"\xa1\x01\n" +
+	"\rrestart_count\x18\t \x01(\x05R\frestartCount\"\xc1\x01\n" +
 	"\x0fRoundRestarting\x12\x14\n" +
 	"\x05round\x18\x01 \x01(\x05R\x05round\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12#\n" +
 	"\rrestart_count\x18\x03 \x01(\x05R\frestartCount\x12!\n" +
 	"\fmax_restarts\x18\x04 \x01(\x05R\vmaxRestarts\x12\x18\n" +
-	"\acounted\x18\x05 \x01(\bR\acounted\"+\n" +
+	"\acounted\x18\x05 \x01(\bR\acounted\x12\x1e\n" +
+	"\n" +
+	"backoff_ms\x18\xc0\x02 \x01(\x03R\tbackoffMs\"+\n" +
 	"\x0eStoreRestarted\x12\x19\n" +
 	"\bstore_id\x18\x01 \x01(\tR\astoreId\"t\n" +
 	"\x0ePublishRequest\x12\x18\n" +
@@ -5481,7 +5840,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1b\n" +
 	"\texit_code\x18\x04 \x01(\x05R\bexitCode\"\x10\n" +
 	"\x0eCancelResponse\"\x12\n" +
-	"\x10ListNodesRequest\"\xbb\x01\n" +
+	"\x10ListNodesRequest\"\xeb\x01\n" +
 	"\n" +
 	"NodeStatus\x12#\n" +
 	"\x04node\x18\x01 \x01(\v2\x0f.muster.v1.NodeR\x04node\x12\x1b\n" +
@@ -5489,7 +5848,8 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x04jobs\x18\x03 \x03(\tR\x04jobs\x12\x16\n" +
 	"\x06gossip\x18\x04 \x01(\tR\x06gossip\x12%\n" +
 	"\x0enot_registered\x18\x05 \x01(\bR\rnotRegistered\x12\x18\n" +
-	"\aleaving\x18\x06 \x01(\bR\aleaving\"@\n" +
+	"\aleaving\x18\x06 \x01(\bR\aleaving\x12.\n" +
+	"\x06health\x18\xc0\x02 \x01(\v2\x15.muster.v1.NodeHealthR\x06health\"@\n" +
 	"\x11ListNodesResponse\x12+\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x15.muster.v1.NodeStatusR\x05nodes\"\x11\n" +
 	"\x0fListJobsRequest\"\xa5\x04\n" +
@@ -5555,7 +5915,11 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\vparticipant\x18\x04 \x01(\tR\vparticipant\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\"\x11\n" +
-	"\x0fBarrierResponse*\xb3\x01\n" +
+	"\x0fBarrierResponse*U\n" +
+	"\tRestartOn\x12\x1a\n" +
+	"\x16RESTART_ON_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eRESTART_ON_ANY\x10\x01\x12\x18\n" +
+	"\x14RESTART_ON_NODE_LOSS\x10\x02*\xb3\x01\n" +
 	"\bJobState\x12\x19\n" +
 	"\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11JOB_STATE_PENDING\x10\x01\x12\x15\n" +
@@ -5595,133 +5959,140 @@ func file_muster_v1_types_proto_rawDescGZIP() []byte {
 	return file_muster_v1_types_proto_rawDescData
 }
 
-var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_muster_v1_types_proto_goTypes = []any{
-	(JobState)(0),                 // 0: muster.v1.JobState
-	(Stream)(0),                   // 1: muster.v1.Stream
-	(LossSignal)(0),               // 2: muster.v1.LossSignal
-	(*GPU)(nil),                   // 3: muster.v1.GPU
-	(*Node)(nil),                  // 4: muster.v1.Node
-	(*RegisterRequest)(nil),       // 5: muster.v1.RegisterRequest
-	(*RegisterResponse)(nil),      // 6: muster.v1.RegisterResponse
-	(*RenewRequest)(nil),          // 7: muster.v1.RenewRequest
-	(*RenewResponse)(nil),         // 8: muster.v1.RenewResponse
-	(*RunningJob)(nil),            // 9: muster.v1.RunningJob
-	(*RankState)(nil),             // 10: muster.v1.RankState
-	(*WatchRequest)(nil),          // 11: muster.v1.WatchRequest
-	(*AgentCommand)(nil),          // 12: muster.v1.AgentCommand
-	(*SendLogs)(nil),              // 13: muster.v1.SendLogs
-	(*LogRecord)(nil),             // 14: muster.v1.LogRecord
-	(*PushLogsRequest)(nil),       // 15: muster.v1.PushLogsRequest
-	(*PushLogsResponse)(nil),      // 16: muster.v1.PushLogsResponse
-	(*LogsRequest)(nil),           // 17: muster.v1.LogsRequest
-	(*LogsResponse)(nil),          // 18: muster.v1.LogsResponse
-	(*ProbePeer)(nil),             // 19: muster.v1.ProbePeer
-	(*ReleaseStore)(nil),          // 20: muster.v1.ReleaseStore
-	(*ReservePorts)(nil),          // 21: muster.v1.ReservePorts
-	(*PortsReservedRequest)(nil),  // 22: muster.v1.PortsReservedRequest
-	(*PortsReservedResponse)(nil), // 23: muster.v1.PortsReservedResponse
-	(*ReportLossRequest)(nil),     // 24: muster.v1.ReportLossRequest
-	(*ReportLossResponse)(nil),    // 25: muster.v1.ReportLossResponse
-	(*LeaveRequest)(nil),          // 26: muster.v1.LeaveRequest
-	(*LeaveResponse)(nil),         // 27: muster.v1.LeaveResponse
-	(*JobSpec)(nil),               // 28: muster.v1.JobSpec
-	(*SubmitRequest)(nil),         // 29: muster.v1.SubmitRequest
-	(*SubmitResponse)(nil),        // 30: muster.v1.SubmitResponse
-	(*Assignment)(nil),            // 31: muster.v1.Assignment
-	(*Identity)(nil),              // 32: muster.v1.Identity
-	(*StopJob)(nil),               // 33: muster.v1.StopJob
-	(*WorkerStarted)(nil),         // 34: muster.v1.WorkerStarted
-	(*Output)(nil),                // 35: muster.v1.Output
-	(*WorkerExited)(nil),          // 36: muster.v1.WorkerExited
-	(*NodeLoss)(nil),              // 37: muster.v1.NodeLoss
-	(*JobFinished)(nil),           // 38: muster.v1.JobFinished
-	(*OutputLost)(nil),            // 39: muster.v1.OutputLost
-	(*WaitingForNodes)(nil),       // 40: muster.v1.WaitingForNodes
-	(*JobEvent)(nil),              // 41: muster.v1.JobEvent
-	(*RoundStarted)(nil),          // 42: muster.v1.RoundStarted
-	(*RoundRestarting)(nil),       // 43: muster.v1.RoundRestarting
-	(*StoreRestarted)(nil),        // 44: muster.v1.StoreRestarted
-	(*PublishRequest)(nil),        // 45: muster.v1.PublishRequest
-	(*PublishResponse)(nil),       // 46: muster.v1.PublishResponse
-	(*WatchJobRequest)(nil),       // 47: muster.v1.WatchJobRequest
-	(*CancelRequest)(nil),         // 48: muster.v1.CancelRequest
-	(*CancelResponse)(nil),        // 49: muster.v1.CancelResponse
-	(*ListNodesRequest)(nil),      // 50: muster.v1.ListNodesRequest
-	(*NodeStatus)(nil),            // 51: muster.v1.NodeStatus
-	(*ListNodesResponse)(nil),     // 52: muster.v1.ListNodesResponse
-	(*ListJobsRequest)(nil),       // 53: muster.v1.ListJobsRequest
-	(*JobStatus)(nil),             // 54: muster.v1.JobStatus
-	(*JobRound)(nil),              // 55: muster.v1.JobRound
-	(*GetJobRequest)(nil),         // 56: muster.v1.GetJobRequest
-	(*HistoryCommand)(nil),        // 57: muster.v1.HistoryCommand
-	(*HistoryExpire)(nil),         // 58: muster.v1.HistoryExpire
-	(*WatchJobsRequest)(nil),      // 59: muster.v1.WatchJobsRequest
-	(*ListJobsResponse)(nil),      // 60: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),            // 61: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),    // 62: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),      // 63: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),          // 64: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),         // 65: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),          // 66: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),         // 67: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),        // 68: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),       // 69: muster.v1.BarrierResponse
+	(RestartOn)(0),                // 0: muster.v1.RestartOn
+	(JobState)(0),                 // 1: muster.v1.JobState
+	(Stream)(0),                   // 2: muster.v1.Stream
+	(LossSignal)(0),               // 3: muster.v1.LossSignal
+	(*GPU)(nil),                   // 4: muster.v1.GPU
+	(*Node)(nil),                  // 5: muster.v1.Node
+	(*RegisterRequest)(nil),       // 6: muster.v1.RegisterRequest
+	(*RegisterResponse)(nil),      // 7: muster.v1.RegisterResponse
+	(*RenewRequest)(nil),          // 8: muster.v1.RenewRequest
+	(*RenewResponse)(nil),         // 9: muster.v1.RenewResponse
+	(*RunningJob)(nil),            // 10: muster.v1.RunningJob
+	(*RankState)(nil),             // 11: muster.v1.RankState
+	(*WatchRequest)(nil),          // 12: muster.v1.WatchRequest
+	(*AgentCommand)(nil),          // 13: muster.v1.AgentCommand
+	(*SendLogs)(nil),              // 14: muster.v1.SendLogs
+	(*LogRecord)(nil),             // 15: muster.v1.LogRecord
+	(*PushLogsRequest)(nil),       // 16: muster.v1.PushLogsRequest
+	(*PushLogsResponse)(nil),      // 17: muster.v1.PushLogsResponse
+	(*LogsRequest)(nil),           // 18: muster.v1.LogsRequest
+	(*LogsResponse)(nil),          // 19: muster.v1.LogsResponse
+	(*ProbePeer)(nil),             // 20: muster.v1.ProbePeer
+	(*ReleaseStore)(nil),          // 21: muster.v1.ReleaseStore
+	(*ReservePorts)(nil),          // 22: muster.v1.ReservePorts
+	(*PortsReservedRequest)(nil),  // 23: muster.v1.PortsReservedRequest
+	(*PortsReservedResponse)(nil), // 24: muster.v1.PortsReservedResponse
+	(*ReportLossRequest)(nil),     // 25: muster.v1.ReportLossRequest
+	(*ReportLossResponse)(nil),    // 26: muster.v1.ReportLossResponse
+	(*LeaveRequest)(nil),          // 27: muster.v1.LeaveRequest
+	(*LeaveResponse)(nil),         // 28: muster.v1.LeaveResponse
+	(*JobSpec)(nil),               // 29: muster.v1.JobSpec
+	(*NodeHealth)(nil),            // 30: muster.v1.NodeHealth
+	(*ReportHealthRequest)(nil),   // 31: muster.v1.ReportHealthRequest
+	(*ReportHealthResponse)(nil),  // 32: muster.v1.ReportHealthResponse
+	(*SubmitRequest)(nil),         // 33: muster.v1.SubmitRequest
+	(*SubmitResponse)(nil),        // 34: muster.v1.SubmitResponse
+	(*Assignment)(nil),            // 35: muster.v1.Assignment
+	(*Identity)(nil),              // 36: muster.v1.Identity
+	(*StopJob)(nil),               // 37: muster.v1.StopJob
+	(*WorkerStarted)(nil),         // 38: muster.v1.WorkerStarted
+	(*Output)(nil),                // 39: muster.v1.Output
+	(*WorkerExited)(nil),          // 40: muster.v1.WorkerExited
+	(*NodeLoss)(nil),              // 41: muster.v1.NodeLoss
+	(*JobFinished)(nil),           // 42: muster.v1.JobFinished
+	(*OutputLost)(nil),            // 43: muster.v1.OutputLost
+	(*WaitingForNodes)(nil),       // 44: muster.v1.WaitingForNodes
+	(*JobEvent)(nil),              // 45: muster.v1.JobEvent
+	(*RoundStarted)(nil),          // 46: muster.v1.RoundStarted
+	(*RoundRestarting)(nil),       // 47: muster.v1.RoundRestarting
+	(*StoreRestarted)(nil),        // 48: muster.v1.StoreRestarted
+	(*PublishRequest)(nil),        // 49: muster.v1.PublishRequest
+	(*PublishResponse)(nil),       // 50: muster.v1.PublishResponse
+	(*WatchJobRequest)(nil),       // 51: muster.v1.WatchJobRequest
+	(*CancelRequest)(nil),         // 52: muster.v1.CancelRequest
+	(*CancelResponse)(nil),        // 53: muster.v1.CancelResponse
+	(*ListNodesRequest)(nil),      // 54: muster.v1.ListNodesRequest
+	(*NodeStatus)(nil),            // 55: muster.v1.NodeStatus
+	(*ListNodesResponse)(nil),     // 56: muster.v1.ListNodesResponse
+	(*ListJobsRequest)(nil),       // 57: muster.v1.ListJobsRequest
+	(*JobStatus)(nil),             // 58: muster.v1.JobStatus
+	(*JobRound)(nil),              // 59: muster.v1.JobRound
+	(*GetJobRequest)(nil),         // 60: muster.v1.GetJobRequest
+	(*HistoryCommand)(nil),        // 61: muster.v1.HistoryCommand
+	(*HistoryExpire)(nil),         // 62: muster.v1.HistoryExpire
+	(*WatchJobsRequest)(nil),      // 63: muster.v1.WatchJobsRequest
+	(*ListJobsResponse)(nil),      // 64: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),            // 65: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),    // 66: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),      // 67: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),          // 68: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),         // 69: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),          // 70: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),         // 71: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),        // 72: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),       // 73: muster.v1.BarrierResponse
 }
 var file_muster_v1_types_proto_depIdxs = []int32{
-	3,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
-	4,  // 1: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
-	9,  // 2: muster.v1.RegisterRequest.jobs:type_name -> muster.v1.RunningJob
-	28, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
-	32, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
-	10, // 5: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
-	36, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
-	21, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
-	31, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
-	33, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
-	20, // 10: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
-	19, // 11: muster.v1.AgentCommand.probe_peer:type_name -> muster.v1.ProbePeer
-	13, // 12: muster.v1.AgentCommand.send_logs:type_name -> muster.v1.SendLogs
-	1,  // 13: muster.v1.LogRecord.stream:type_name -> muster.v1.Stream
-	14, // 14: muster.v1.PushLogsRequest.records:type_name -> muster.v1.LogRecord
-	14, // 15: muster.v1.LogsResponse.records:type_name -> muster.v1.LogRecord
-	37, // 16: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
-	28, // 17: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
-	28, // 18: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
-	32, // 19: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
-	1,  // 20: muster.v1.Output.stream:type_name -> muster.v1.Stream
-	37, // 21: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
-	2,  // 22: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
-	0,  // 23: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
-	36, // 24: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
-	0,  // 25: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
-	34, // 26: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
-	35, // 27: muster.v1.JobEvent.output:type_name -> muster.v1.Output
-	36, // 28: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
-	38, // 29: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
-	39, // 30: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
-	40, // 31: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
-	44, // 32: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
-	43, // 33: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
-	42, // 34: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
-	37, // 35: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
-	41, // 36: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
-	4,  // 37: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
-	51, // 38: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
-	28, // 39: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
-	0,  // 40: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
-	32, // 41: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	36, // 42: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
-	55, // 43: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
-	54, // 44: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
-	58, // 45: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
-	54, // 46: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	47, // [47:47] is the sub-list for method output_type
-	47, // [47:47] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	4,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
+	5,  // 1: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
+	10, // 2: muster.v1.RegisterRequest.jobs:type_name -> muster.v1.RunningJob
+	29, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
+	36, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
+	11, // 5: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
+	40, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
+	22, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
+	35, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
+	37, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
+	21, // 10: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
+	20, // 11: muster.v1.AgentCommand.probe_peer:type_name -> muster.v1.ProbePeer
+	14, // 12: muster.v1.AgentCommand.send_logs:type_name -> muster.v1.SendLogs
+	2,  // 13: muster.v1.LogRecord.stream:type_name -> muster.v1.Stream
+	15, // 14: muster.v1.PushLogsRequest.records:type_name -> muster.v1.LogRecord
+	15, // 15: muster.v1.LogsResponse.records:type_name -> muster.v1.LogRecord
+	41, // 16: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
+	0,  // 17: muster.v1.JobSpec.restart_on:type_name -> muster.v1.RestartOn
+	30, // 18: muster.v1.ReportHealthRequest.health:type_name -> muster.v1.NodeHealth
+	29, // 19: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
+	29, // 20: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
+	36, // 21: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
+	2,  // 22: muster.v1.Output.stream:type_name -> muster.v1.Stream
+	41, // 23: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
+	3,  // 24: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
+	1,  // 25: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
+	40, // 26: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
+	1,  // 27: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
+	38, // 28: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
+	39, // 29: muster.v1.JobEvent.output:type_name -> muster.v1.Output
+	40, // 30: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
+	42, // 31: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
+	43, // 32: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
+	44, // 33: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
+	48, // 34: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
+	47, // 35: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
+	46, // 36: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
+	41, // 37: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
+	45, // 38: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
+	5,  // 39: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
+	30, // 40: muster.v1.NodeStatus.health:type_name -> muster.v1.NodeHealth
+	55, // 41: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
+	29, // 42: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
+	1,  // 43: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
+	36, // 44: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
+	40, // 45: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
+	59, // 46: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
+	58, // 47: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
+	62, // 48: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
+	58, // 49: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	50, // [50:50] is the sub-list for method output_type
+	50, // [50:50] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_types_proto_init() }
@@ -5740,7 +6111,7 @@ func file_muster_v1_types_proto_init() {
 	file_muster_v1_types_proto_msgTypes[10].OneofWrappers = []any{}
 	file_muster_v1_types_proto_msgTypes[14].OneofWrappers = []any{}
 	file_muster_v1_types_proto_msgTypes[25].OneofWrappers = []any{}
-	file_muster_v1_types_proto_msgTypes[38].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[41].OneofWrappers = []any{
 		(*JobEvent_State)(nil),
 		(*JobEvent_Started)(nil),
 		(*JobEvent_Output)(nil),
@@ -5753,7 +6124,7 @@ func file_muster_v1_types_proto_init() {
 		(*JobEvent_RoundStarted)(nil),
 		(*JobEvent_NodeLost)(nil),
 	}
-	file_muster_v1_types_proto_msgTypes[54].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[57].OneofWrappers = []any{
 		(*HistoryCommand_Finished)(nil),
 		(*HistoryCommand_Expire)(nil),
 	}
@@ -5762,8 +6133,8 @@ func file_muster_v1_types_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_types_proto_rawDesc), len(file_muster_v1_types_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   67,
+			NumEnums:      4,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
