@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -134,15 +135,15 @@ func TestNodesTable(t *testing.T) {
 		f    Format
 		want string
 	}{
-		{Table, `NODE  ADDR      RANK  STATE                 GPUS  FREE  JOBS
-a     10.0.0.1  -     alive                 2     1     j-1
-b     10.0.0.2  3     alive,leaving         0     0     -
-c     10.0.0.3  -     alive,not-registered  0     0     -
+		{Table, `NODE  ADDR      RANK  STATE                 GPUS  FREE  JOBS  HEALTH
+a     10.0.0.1  -     alive                 2     1     j-1   -
+b     10.0.0.2  3     alive,leaving         0     0     -     -
+c     10.0.0.3  -     alive,not-registered  0     0     -     -
 `},
-		{Wide, `NODE  ADDR      RANK  STATE                 GPUS  FREE  JOBS  BUSY  CPUS  VERSION  GPU-NAMES
-a     10.0.0.1  -     alive                 2     1     j-1   1     8     v1       H100,H100
-b     10.0.0.2  3     alive,leaving         0     0     -     -     -     -        -
-c     10.0.0.3  -     alive,not-registered  0     0     -     -     -     -        -
+		{Wide, `NODE  ADDR      RANK  STATE                 GPUS  FREE  JOBS  HEALTH  BUSY  CPUS  VERSION  GPU-NAMES
+a     10.0.0.1  -     alive                 2     1     j-1   -       1     8     v1       H100,H100
+b     10.0.0.2  3     alive,leaving         0     0     -     -       -     -     -        -
+c     10.0.0.3  -     alive,not-registered  0     0     -     -       -     -     -        -
 `},
 	} {
 		var b bytes.Buffer
@@ -151,6 +152,26 @@ c     10.0.0.3  -     alive,not-registered  0     0     -     -     -     -     
 		}
 		if b.String() != tt.want {
 			t.Errorf("%s:\n%s\nwant:\n%s", tt.f, b.String(), tt.want)
+		}
+	}
+}
+
+// A node's HEALTH says how its last check went, how long ago, and why it
+// failed.
+func TestNodeHealthCell(t *testing.T) {
+	checked := time.UnixMilli(1_700_000_000_000)
+	for _, tt := range []struct {
+		h    *musterv1.NodeHealth
+		want string
+	}{
+		{nil, "-"},
+		{&musterv1.NodeHealth{Ok: true, Check: "gpus, agent command", CheckedUnixMs: checked.UnixMilli()}, "ok (12s ago): gpus, agent command"},
+		{&musterv1.NodeHealth{Check: "agent command", Reason: "exit 1: disk full", JobId: "j-1", CheckedUnixMs: checked.UnixMilli()},
+			"failed (12s ago, job j-1): agent command: exit 1: disk full"},
+	} {
+		n := Nodes([]*musterv1.NodeStatus{{Node: &musterv1.Node{Name: "a"}, Health: tt.h}}).Items[0]
+		if got := n.Health.cell(checked.Add(12 * time.Second)); got != tt.want {
+			t.Errorf("%v: %q, want %q", tt.h, got, tt.want)
 		}
 	}
 }
