@@ -131,6 +131,71 @@ func (Stream) EnumDescriptor() ([]byte, []int) {
 	return file_muster_v1_types_proto_rawDescGZIP(), []int{1}
 }
 
+// ExitCause is what ended a worker, when something other than the worker
+// itself said so.
+type ExitCause int32
+
+const (
+	ExitCause_EXIT_CAUSE_UNSPECIFIED ExitCause = 0
+	// The kernel's OOM killer killed it (its cgroup's oom_kill count rose).
+	ExitCause_EXIT_CAUSE_OOM_KILLED ExitCause = 1
+	// A GPU of the worker reported an XID error while it ran.
+	ExitCause_EXIT_CAUSE_GPU_XID ExitCause = 2
+	// SIGXCPU: it used up its CPU time limit (ulimit -t, RLIMIT_CPU).
+	ExitCause_EXIT_CAUSE_RLIMIT_CPU ExitCause = 3
+	// SIGXFSZ: it wrote past its file size limit (ulimit -f, RLIMIT_FSIZE).
+	ExitCause_EXIT_CAUSE_RLIMIT_FSIZE ExitCause = 4
+	// Its cgroup refused a fork at its pids limit (pids.max) before it failed.
+	ExitCause_EXIT_CAUSE_CGROUP_PIDS ExitCause = 5
+)
+
+// Enum value maps for ExitCause.
+var (
+	ExitCause_name = map[int32]string{
+		0: "EXIT_CAUSE_UNSPECIFIED",
+		1: "EXIT_CAUSE_OOM_KILLED",
+		2: "EXIT_CAUSE_GPU_XID",
+		3: "EXIT_CAUSE_RLIMIT_CPU",
+		4: "EXIT_CAUSE_RLIMIT_FSIZE",
+		5: "EXIT_CAUSE_CGROUP_PIDS",
+	}
+	ExitCause_value = map[string]int32{
+		"EXIT_CAUSE_UNSPECIFIED":  0,
+		"EXIT_CAUSE_OOM_KILLED":   1,
+		"EXIT_CAUSE_GPU_XID":      2,
+		"EXIT_CAUSE_RLIMIT_CPU":   3,
+		"EXIT_CAUSE_RLIMIT_FSIZE": 4,
+		"EXIT_CAUSE_CGROUP_PIDS":  5,
+	}
+)
+
+func (x ExitCause) Enum() *ExitCause {
+	p := new(ExitCause)
+	*p = x
+	return p
+}
+
+func (x ExitCause) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ExitCause) Descriptor() protoreflect.EnumDescriptor {
+	return file_muster_v1_types_proto_enumTypes[2].Descriptor()
+}
+
+func (ExitCause) Type() protoreflect.EnumType {
+	return &file_muster_v1_types_proto_enumTypes[2]
+}
+
+func (x ExitCause) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ExitCause.Descriptor instead.
+func (ExitCause) EnumDescriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{2}
+}
+
 // LossSignal is what told that a node was lost.
 type LossSignal int32
 
@@ -202,11 +267,11 @@ func (x LossSignal) String() string {
 }
 
 func (LossSignal) Descriptor() protoreflect.EnumDescriptor {
-	return file_muster_v1_types_proto_enumTypes[2].Descriptor()
+	return file_muster_v1_types_proto_enumTypes[3].Descriptor()
 }
 
 func (LossSignal) Type() protoreflect.EnumType {
-	return &file_muster_v1_types_proto_enumTypes[2]
+	return &file_muster_v1_types_proto_enumTypes[3]
 }
 
 func (x LossSignal) Number() protoreflect.EnumNumber {
@@ -215,7 +280,7 @@ func (x LossSignal) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use LossSignal.Descriptor instead.
 func (LossSignal) EnumDescriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{2}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{3}
 }
 
 type GPU struct {
@@ -1522,9 +1587,13 @@ type JobSpec struct {
 	// no_agent_store leaves PyTorch's TCPStore to rank 0 (--no-agent-store):
 	// by default node rank 0's agent serves it on MASTER_PORT for the job's
 	// life, and workers get TORCHELASTIC_USE_AGENT_STORE=True.
-	NoAgentStore  bool `protobuf:"varint,23,opt,name=no_agent_store,json=noAgentStore,proto3" json:"no_agent_store,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NoAgentStore bool `protobuf:"varint,23,opt,name=no_agent_store,json=noAgentStore,proto3" json:"no_agent_store,omitempty"`
+	// memory_limit_bytes, when set, is each worker's memory limit: the agent
+	// puts every worker in a cgroup of its own with that limit, so that the
+	// kernel's OOM killer, when it acts, acts within the worker and says so.
+	MemoryLimitBytes int64 `protobuf:"varint,280,opt,name=memory_limit_bytes,json=memoryLimitBytes,proto3" json:"memory_limit_bytes,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *JobSpec) Reset() {
@@ -1716,6 +1785,13 @@ func (x *JobSpec) GetNoAgentStore() bool {
 		return x.NoAgentStore
 	}
 	return false
+}
+
+func (x *JobSpec) GetMemoryLimitBytes() int64 {
+	if x != nil {
+		return x.MemoryLimitBytes
+	}
+	return 0
 }
 
 type SubmitRequest struct {
@@ -2327,6 +2403,18 @@ type WorkerExited struct {
 	// log_incomplete, when set, says why the worker's --log-dir file misses
 	// some of its output (the error writing it, e.g. a full disk).
 	LogIncomplete string `protobuf:"bytes,15,opt,name=log_incomplete,json=logIncomplete,proto3" json:"log_incomplete,omitempty"`
+	// cause, when set, is why the worker died as the kernel or the GPU said
+	// it: the OOM killer, a GPU's XID error, a resource limit; the detail
+	// fields below it say more.
+	Cause ExitCause `protobuf:"varint,280,opt,name=cause,proto3,enum=muster.v1.ExitCause" json:"cause,omitempty"`
+	// memory_limit_bytes is the limit of the worker's cgroup when the OOM
+	// killer ended it there; 0 when it has none of its own (the machine's
+	// memory ran out, or a limit above the job's).
+	MemoryLimitBytes int64 `protobuf:"varint,281,opt,name=memory_limit_bytes,json=memoryLimitBytes,proto3" json:"memory_limit_bytes,omitempty"`
+	// xid is the GPU's XID error code, gpu the index of the GPU that reported
+	// it, with cause EXIT_CAUSE_GPU_XID.
+	Xid           int32 `protobuf:"varint,282,opt,name=xid,proto3" json:"xid,omitempty"`
+	Gpu           int32 `protobuf:"varint,283,opt,name=gpu,proto3" json:"gpu,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2429,6 +2517,34 @@ func (x *WorkerExited) GetLogIncomplete() string {
 		return x.LogIncomplete
 	}
 	return ""
+}
+
+func (x *WorkerExited) GetCause() ExitCause {
+	if x != nil {
+		return x.Cause
+	}
+	return ExitCause_EXIT_CAUSE_UNSPECIFIED
+}
+
+func (x *WorkerExited) GetMemoryLimitBytes() int64 {
+	if x != nil {
+		return x.MemoryLimitBytes
+	}
+	return 0
+}
+
+func (x *WorkerExited) GetXid() int32 {
+	if x != nil {
+		return x.Xid
+	}
+	return 0
+}
+
+func (x *WorkerExited) GetGpu() int32 {
+	if x != nil {
+		return x.Gpu
+	}
+	return 0
 }
 
 // NodeLoss says how a node was found lost: which node, who saw it, by which
@@ -4313,7 +4429,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\fLeaveRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x0f\n" +
-	"\rLeaveResponse\"\xae\x05\n" +
+	"\rLeaveResponse\"\xdd\x05\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\fR\x04argv\x12\x16\n" +
 	"\x06nnodes\x18\x02 \x01(\x05R\x06nnodes\x12\x12\n" +
@@ -4342,7 +4458,8 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\flast_call_ms\x18\x15 \x01(\x03R\n" +
 	"lastCallMs\x12\x10\n" +
 	"\x03mpi\x18\x16 \x01(\tR\x03mpi\x12$\n" +
-	"\x0eno_agent_store\x18\x17 \x01(\bR\fnoAgentStoreB\r\n" +
+	"\x0eno_agent_store\x18\x17 \x01(\bR\fnoAgentStore\x12-\n" +
+	"\x12memory_limit_bytes\x18\x98\x02 \x01(\x03R\x10memoryLimitBytesB\r\n" +
 	"\v_stdin_rank\"7\n" +
 	"\rSubmitRequest\x12&\n" +
 	"\x04spec\x18\x01 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\"B\n" +
@@ -4400,7 +4517,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12)\n" +
 	"\x06stream\x18\x02 \x01(\x0e2\x11.muster.v1.StreamR\x06stream\x12\x12\n" +
 	"\x04data\x18\x05 \x01(\fR\x04data\x12\x16\n" +
-	"\x06paused\x18\x06 \x01(\bR\x06pausedJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"\xba\x02\n" +
+	"\x06paused\x18\x06 \x01(\bR\x06pausedJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"\xbc\x03\n" +
 	"\fWorkerExited\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x1d\n" +
 	"\n" +
@@ -4414,7 +4531,11 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x05error\x18\b \x01(\tR\x05error\x120\n" +
 	"\tnode_loss\x18\n" +
 	" \x01(\v2\x13.muster.v1.NodeLossR\bnodeLoss\x12%\n" +
-	"\x0elog_incomplete\x18\x0f \x01(\tR\rlogIncompleteJ\x04\b\t\x10\n" +
+	"\x0elog_incomplete\x18\x0f \x01(\tR\rlogIncomplete\x12+\n" +
+	"\x05cause\x18\x98\x02 \x01(\x0e2\x14.muster.v1.ExitCauseR\x05cause\x12-\n" +
+	"\x12memory_limit_bytes\x18\x99\x02 \x01(\x03R\x10memoryLimitBytes\x12\x11\n" +
+	"\x03xid\x18\x9a\x02 \x01(\x05R\x03xid\x12\x11\n" +
+	"\x03gpu\x18\x9b\x02 \x01(\x05R\x03gpuJ\x04\b\t\x10\n" +
 	"\"\x9f\x02\n" +
 	"\bNodeLoss\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
@@ -4550,7 +4671,14 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x06Stream\x12\x16\n" +
 	"\x12STREAM_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTREAM_STDOUT\x10\x01\x12\x11\n" +
-	"\rSTREAM_STDERR\x10\x02*\xc4\x02\n" +
+	"\rSTREAM_STDERR\x10\x02*\xae\x01\n" +
+	"\tExitCause\x12\x1a\n" +
+	"\x16EXIT_CAUSE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15EXIT_CAUSE_OOM_KILLED\x10\x01\x12\x16\n" +
+	"\x12EXIT_CAUSE_GPU_XID\x10\x02\x12\x19\n" +
+	"\x15EXIT_CAUSE_RLIMIT_CPU\x10\x03\x12\x1b\n" +
+	"\x17EXIT_CAUSE_RLIMIT_FSIZE\x10\x04\x12\x1a\n" +
+	"\x16EXIT_CAUSE_CGROUP_PIDS\x10\x05*\xc4\x02\n" +
 	"\n" +
 	"LossSignal\x12\x1b\n" +
 	"\x17LOSS_SIGNAL_UNSPECIFIED\x10\x00\x12\x1b\n" +
@@ -4578,111 +4706,113 @@ func file_muster_v1_types_proto_rawDescGZIP() []byte {
 	return file_muster_v1_types_proto_rawDescData
 }
 
-var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_muster_v1_types_proto_goTypes = []any{
 	(JobState)(0),                 // 0: muster.v1.JobState
 	(Stream)(0),                   // 1: muster.v1.Stream
-	(LossSignal)(0),               // 2: muster.v1.LossSignal
-	(*GPU)(nil),                   // 3: muster.v1.GPU
-	(*Node)(nil),                  // 4: muster.v1.Node
-	(*RegisterRequest)(nil),       // 5: muster.v1.RegisterRequest
-	(*RegisterResponse)(nil),      // 6: muster.v1.RegisterResponse
-	(*RenewRequest)(nil),          // 7: muster.v1.RenewRequest
-	(*RenewResponse)(nil),         // 8: muster.v1.RenewResponse
-	(*RunningJob)(nil),            // 9: muster.v1.RunningJob
-	(*RankState)(nil),             // 10: muster.v1.RankState
-	(*WatchRequest)(nil),          // 11: muster.v1.WatchRequest
-	(*AgentCommand)(nil),          // 12: muster.v1.AgentCommand
-	(*ProbePeer)(nil),             // 13: muster.v1.ProbePeer
-	(*ReleaseStore)(nil),          // 14: muster.v1.ReleaseStore
-	(*ReservePorts)(nil),          // 15: muster.v1.ReservePorts
-	(*PortsReservedRequest)(nil),  // 16: muster.v1.PortsReservedRequest
-	(*PortsReservedResponse)(nil), // 17: muster.v1.PortsReservedResponse
-	(*ReportLossRequest)(nil),     // 18: muster.v1.ReportLossRequest
-	(*ReportLossResponse)(nil),    // 19: muster.v1.ReportLossResponse
-	(*LeaveRequest)(nil),          // 20: muster.v1.LeaveRequest
-	(*LeaveResponse)(nil),         // 21: muster.v1.LeaveResponse
-	(*JobSpec)(nil),               // 22: muster.v1.JobSpec
-	(*SubmitRequest)(nil),         // 23: muster.v1.SubmitRequest
-	(*SubmitResponse)(nil),        // 24: muster.v1.SubmitResponse
-	(*Assignment)(nil),            // 25: muster.v1.Assignment
-	(*Identity)(nil),              // 26: muster.v1.Identity
-	(*StopJob)(nil),               // 27: muster.v1.StopJob
-	(*WorkerStarted)(nil),         // 28: muster.v1.WorkerStarted
-	(*Output)(nil),                // 29: muster.v1.Output
-	(*WorkerExited)(nil),          // 30: muster.v1.WorkerExited
-	(*NodeLoss)(nil),              // 31: muster.v1.NodeLoss
-	(*JobFinished)(nil),           // 32: muster.v1.JobFinished
-	(*OutputLost)(nil),            // 33: muster.v1.OutputLost
-	(*WaitingForNodes)(nil),       // 34: muster.v1.WaitingForNodes
-	(*JobEvent)(nil),              // 35: muster.v1.JobEvent
-	(*RoundRestarting)(nil),       // 36: muster.v1.RoundRestarting
-	(*StoreRestarted)(nil),        // 37: muster.v1.StoreRestarted
-	(*PublishRequest)(nil),        // 38: muster.v1.PublishRequest
-	(*PublishResponse)(nil),       // 39: muster.v1.PublishResponse
-	(*WatchJobRequest)(nil),       // 40: muster.v1.WatchJobRequest
-	(*CancelRequest)(nil),         // 41: muster.v1.CancelRequest
-	(*CancelResponse)(nil),        // 42: muster.v1.CancelResponse
-	(*ListNodesRequest)(nil),      // 43: muster.v1.ListNodesRequest
-	(*NodeStatus)(nil),            // 44: muster.v1.NodeStatus
-	(*ListNodesResponse)(nil),     // 45: muster.v1.ListNodesResponse
-	(*ListJobsRequest)(nil),       // 46: muster.v1.ListJobsRequest
-	(*JobStatus)(nil),             // 47: muster.v1.JobStatus
-	(*ListJobsResponse)(nil),      // 48: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),            // 49: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),    // 50: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),      // 51: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),          // 52: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),         // 53: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),          // 54: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),         // 55: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),        // 56: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),       // 57: muster.v1.BarrierResponse
+	(ExitCause)(0),                // 2: muster.v1.ExitCause
+	(LossSignal)(0),               // 3: muster.v1.LossSignal
+	(*GPU)(nil),                   // 4: muster.v1.GPU
+	(*Node)(nil),                  // 5: muster.v1.Node
+	(*RegisterRequest)(nil),       // 6: muster.v1.RegisterRequest
+	(*RegisterResponse)(nil),      // 7: muster.v1.RegisterResponse
+	(*RenewRequest)(nil),          // 8: muster.v1.RenewRequest
+	(*RenewResponse)(nil),         // 9: muster.v1.RenewResponse
+	(*RunningJob)(nil),            // 10: muster.v1.RunningJob
+	(*RankState)(nil),             // 11: muster.v1.RankState
+	(*WatchRequest)(nil),          // 12: muster.v1.WatchRequest
+	(*AgentCommand)(nil),          // 13: muster.v1.AgentCommand
+	(*ProbePeer)(nil),             // 14: muster.v1.ProbePeer
+	(*ReleaseStore)(nil),          // 15: muster.v1.ReleaseStore
+	(*ReservePorts)(nil),          // 16: muster.v1.ReservePorts
+	(*PortsReservedRequest)(nil),  // 17: muster.v1.PortsReservedRequest
+	(*PortsReservedResponse)(nil), // 18: muster.v1.PortsReservedResponse
+	(*ReportLossRequest)(nil),     // 19: muster.v1.ReportLossRequest
+	(*ReportLossResponse)(nil),    // 20: muster.v1.ReportLossResponse
+	(*LeaveRequest)(nil),          // 21: muster.v1.LeaveRequest
+	(*LeaveResponse)(nil),         // 22: muster.v1.LeaveResponse
+	(*JobSpec)(nil),               // 23: muster.v1.JobSpec
+	(*SubmitRequest)(nil),         // 24: muster.v1.SubmitRequest
+	(*SubmitResponse)(nil),        // 25: muster.v1.SubmitResponse
+	(*Assignment)(nil),            // 26: muster.v1.Assignment
+	(*Identity)(nil),              // 27: muster.v1.Identity
+	(*StopJob)(nil),               // 28: muster.v1.StopJob
+	(*WorkerStarted)(nil),         // 29: muster.v1.WorkerStarted
+	(*Output)(nil),                // 30: muster.v1.Output
+	(*WorkerExited)(nil),          // 31: muster.v1.WorkerExited
+	(*NodeLoss)(nil),              // 32: muster.v1.NodeLoss
+	(*JobFinished)(nil),           // 33: muster.v1.JobFinished
+	(*OutputLost)(nil),            // 34: muster.v1.OutputLost
+	(*WaitingForNodes)(nil),       // 35: muster.v1.WaitingForNodes
+	(*JobEvent)(nil),              // 36: muster.v1.JobEvent
+	(*RoundRestarting)(nil),       // 37: muster.v1.RoundRestarting
+	(*StoreRestarted)(nil),        // 38: muster.v1.StoreRestarted
+	(*PublishRequest)(nil),        // 39: muster.v1.PublishRequest
+	(*PublishResponse)(nil),       // 40: muster.v1.PublishResponse
+	(*WatchJobRequest)(nil),       // 41: muster.v1.WatchJobRequest
+	(*CancelRequest)(nil),         // 42: muster.v1.CancelRequest
+	(*CancelResponse)(nil),        // 43: muster.v1.CancelResponse
+	(*ListNodesRequest)(nil),      // 44: muster.v1.ListNodesRequest
+	(*NodeStatus)(nil),            // 45: muster.v1.NodeStatus
+	(*ListNodesResponse)(nil),     // 46: muster.v1.ListNodesResponse
+	(*ListJobsRequest)(nil),       // 47: muster.v1.ListJobsRequest
+	(*JobStatus)(nil),             // 48: muster.v1.JobStatus
+	(*ListJobsResponse)(nil),      // 49: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),            // 50: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),    // 51: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),      // 52: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),          // 53: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),         // 54: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),          // 55: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),         // 56: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),        // 57: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),       // 58: muster.v1.BarrierResponse
 }
 var file_muster_v1_types_proto_depIdxs = []int32{
-	3,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
-	4,  // 1: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
-	9,  // 2: muster.v1.RegisterRequest.jobs:type_name -> muster.v1.RunningJob
-	22, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
-	26, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
-	10, // 5: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
-	30, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
-	15, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
-	25, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
-	27, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
-	14, // 10: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
-	13, // 11: muster.v1.AgentCommand.probe_peer:type_name -> muster.v1.ProbePeer
-	31, // 12: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
-	22, // 13: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
-	22, // 14: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
-	26, // 15: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
+	4,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
+	5,  // 1: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
+	10, // 2: muster.v1.RegisterRequest.jobs:type_name -> muster.v1.RunningJob
+	23, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
+	27, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
+	11, // 5: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
+	31, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
+	16, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
+	26, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
+	28, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
+	15, // 10: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
+	14, // 11: muster.v1.AgentCommand.probe_peer:type_name -> muster.v1.ProbePeer
+	32, // 12: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
+	23, // 13: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
+	23, // 14: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
+	27, // 15: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
 	1,  // 16: muster.v1.Output.stream:type_name -> muster.v1.Stream
-	31, // 17: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
-	2,  // 18: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
-	0,  // 19: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
-	30, // 20: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
-	0,  // 21: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
-	28, // 22: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
-	29, // 23: muster.v1.JobEvent.output:type_name -> muster.v1.Output
-	30, // 24: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
-	32, // 25: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
-	33, // 26: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
-	34, // 27: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
-	37, // 28: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
-	36, // 29: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
-	35, // 30: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
-	4,  // 31: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
-	44, // 32: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
-	22, // 33: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
-	0,  // 34: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
-	26, // 35: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	47, // 36: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	32, // 17: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
+	2,  // 18: muster.v1.WorkerExited.cause:type_name -> muster.v1.ExitCause
+	3,  // 19: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
+	0,  // 20: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
+	31, // 21: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
+	0,  // 22: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
+	29, // 23: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
+	30, // 24: muster.v1.JobEvent.output:type_name -> muster.v1.Output
+	31, // 25: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
+	33, // 26: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
+	34, // 27: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
+	35, // 28: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
+	38, // 29: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
+	37, // 30: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
+	36, // 31: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
+	5,  // 32: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
+	45, // 33: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
+	23, // 34: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
+	0,  // 35: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
+	27, // 36: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
+	48, // 37: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_types_proto_init() }
@@ -4714,7 +4844,7 @@ func file_muster_v1_types_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_types_proto_rawDesc), len(file_muster_v1_types_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   0,
