@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/musterhq/muster/cgroup"
 	"github.com/musterhq/muster/gpu"
 	"github.com/musterhq/muster/kv"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
@@ -102,6 +103,10 @@ type Agent struct {
 
 	qmu    sync.Mutex
 	queues map[string][]func() // each job's commands not yet run, while it has any
+
+	cgroupOnce sync.Once // cgroups.go
+	cgroups    *cgroup.Root
+	cgroupErr  error
 
 	ncclOnce    sync.Once
 	ncclVersion int
@@ -337,6 +342,7 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 			}
 		} else {
 			sup.run(ctx, js)
+			js.removeCgroups()
 			js.mpi.close()
 			js.files.feed.close()
 		}

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/musterhq/muster/cgroup"
 	"github.com/musterhq/muster/failure"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/supervise"
@@ -69,7 +70,18 @@ type worker struct {
 	path    string
 	read    sync.WaitGroup
 	exit    chan exitStatus
-	pmi     *pmiConn // an MPI worker's PMI connection
+	pmi     *pmiConn       // an MPI worker's PMI connection
+	cgroup  *cgroup.Worker // its cgroup, when the agent makes them
+}
+
+// facts gathers what the kernel said of the worker's end: its cgroup's OOM
+// kills and refused forks, read once it has been reaped.
+func (w *worker) facts() *failure.Facts {
+	if w.cgroup == nil {
+		return nil
+	}
+	kills, _ := w.cgroup.OOMKills()
+	return &failure.Facts{OOMKills: kills, MemoryLimit: w.cgroup.Limit(), PidsRefused: w.cgroup.PidsRefused()}
 }
 
 // openLogs opens each worker's log file, when the job has a log directory.
@@ -130,6 +142,9 @@ func (js *jobStart) makePipes() error {
 		w.path = path
 		js.started = append(js.started, w)
 		sw := supervise.Worker{Path: path, Argv: ws.argv, Env: ws.env, Dir: ws.dir, Cred: ws.cred, Stdin: ws.stdin, Stdout: outW, Stderr: errW}
+		if w.cgroup != nil {
+			sw.Cgroup = w.cgroup.Dir()
+		}
 		js.spec.Workers = append(js.spec.Workers, sw)
 		if js.mpi != nil {
 			if w.pmi, err = newPMIConn(); err != nil {
@@ -221,7 +236,7 @@ func (s *Supervisor) run(ctx context.Context, js *jobStart) {
 		case supervise.StartFailed:
 			w.exit <- execError(w.plan.spec.argv[0], w.path, ev.Err)
 		case supervise.Exited:
-			w.exit <- exitStatus{code: ev.Code, signal: ev.Signal}
+			w.exit <- exitStatus{code: ev.Code, signal: ev.Signal, facts: w.facts()}
 		}
 		got[ev.Index] = true
 	}
@@ -291,8 +306,12 @@ func (s *Supervisor) exited(pl workerPlan, st exitStatus, stderrTail []string, l
 	ev := &musterv1.WorkerExited{Rank: int32(pl.rank), LocalRank: int32(pl.localRank), Node: s.node,
 		ExitCode: int32(st.code), Signal: int32(st.signal), StderrTail: stderrTail, Stopped: stopped, Error: st.err,
 		LogIncomplete: logIncomplete}
+	if st.facts != nil {
+		failure.Explain(ev, *st.facts)
+	}
 	s.log.Info("worker exited", zap.String("job", s.job), zap.Int("rank", pl.rank), zap.Int("exit-code", st.code),
-		zap.Int("signal", st.signal), zap.Bool("stopped", stopped), zap.String("error", st.err), zap.String("log-incomplete", logIncomplete))
+		zap.Int("signal", st.signal), zap.Bool("stopped", stopped), zap.String("error", st.err), zap.String("log-incomplete", logIncomplete),
+		zap.Stringer("cause", ev.GetCause()))
 	// Recorded before it is queued: a report never says a worker runs once
 	// the store may have its exit.
 	rec := &exitRecord{ev: ev}

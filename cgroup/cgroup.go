@@ -199,6 +199,16 @@ func (r *Root) NewJob(name string) (*Job, error) {
 	return &Job{root: r, dir: dir}, nil
 }
 
+// OpenJob is a job's cgroup made earlier, name as NewJob had it: one left
+// by an agent that died, to remove.
+func (r *Root) OpenJob(name string) (*Job, error) {
+	dir := filepath.Join(r.dir, name)
+	if _, err := os.Stat(dir); err != nil {
+		return nil, err
+	}
+	return &Job{root: r, dir: dir}, nil
+}
+
 // Worker is one worker's cgroup.
 type Worker struct {
 	version Version
