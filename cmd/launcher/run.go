@@ -30,6 +30,8 @@ type runFlags struct {
 	killTimeout, timeout *cmdline.Duration
 	waitTimeout          *cmdline.Duration
 	stdin                *launch.Stdin
+	memoryLimit          *cmdline.Size
+	outputRanks          *cmdline.Ranks
 }
 
 func runCommand() *cli.Command {
@@ -43,6 +45,8 @@ func runCommand() *cli.Command {
 		timeout:     cmdline.NewDuration(0),
 		waitTimeout: cmdline.NewDuration(defaultWaitTimeout),
 		stdin:       &launch.Stdin{},
+		memoryLimit: &cmdline.Size{},
+		outputRanks: &cmdline.Ranks{},
 	}
 	return &cli.Command{
 		Name:               "run",
@@ -68,12 +72,15 @@ func runCommand() *cli.Command {
 				cmdline.Flag(f.stdin, "stdin", nil, "which rank reads the launcher's stdin: a `RANK`, all (a copy each) or none; the others get /dev/null"),
 				&cli.BoolFlag{Name: "tag-output", Value: true, Usage: "prefix each output line with [rank] (--no-tag-output turns it off)"},
 				&cli.BoolFlag{Name: "no-tag-output", Usage: "print output lines as they are"},
+				cmdline.Flag(f.outputRanks, "output-ranks", nil, "print only these ranks' output (`LIST`: 0,2-5); --log-dir still gets every rank's"),
+				&cli.BoolFlag{Name: "timestamp-output", Usage: "prefix each output line with the time the launcher got it (UTC, RFC 3339 with milliseconds)"},
 				&cli.StringFlag{Name: "log-dir", Usage: "write each rank's output to `DIR`/JOB-ID/rank-N.log (each job a directory of its own)"},
 				&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log what the store and agent do"},
 			),
 			cmdline.InCategory(catFailures,
 				cmdline.Flag(f.timeout, "timeout", nil, "wall-clock limit for the job (`DURATION`: 30s, 2h, or seconds; 0 for none); exit code 124 when reached"),
 				cmdline.Flag(f.killTimeout, "kill-timeout", nil, "grace between SIGTERM and SIGKILL when stopping workers (`DURATION`: 30s, 2m, or seconds)"),
+				cmdline.Flag(f.memoryLimit, "memory-limit", nil, "each worker's memory limit (`SIZE`: 512M, 2G), in a cgroup of its own: past it the kernel's OOM killer kills it, and muster says so"),
 				cmdline.Flag(f.maxRestarts, "max-restarts", nil, "after a failed worker or a lost node, start the job again (a new unique ID, an empty TCPStore), up to `K` times in all (TORCHELASTIC_RESTART_COUNT counts them)"),
 			),
 			cmdline.InCategory(catMPI,
@@ -99,20 +106,21 @@ func run(c *cli.Context, f runFlags) error {
 		return cmdline.Usagef(c, "%s", err)
 	}
 	spec := &musterv1.JobSpec{
-		Nnodes:         f.nnodes.Int32(),
-		Gpus:           f.gpus.Int32(),
-		Nproc:          f.nproc.Int32(),
-		Env:            env,
-		LogDir:         []byte(c.String("log-dir")),
-		KillTimeoutMs:  f.killTimeout.Value().Milliseconds(),
-		MaxRestarts:    f.maxRestarts.Int32(),
-		TimeoutMs:      f.timeout.Value().Milliseconds(),
-		IsolateGpus:    c.Bool("isolate-gpus"),
-		NcclAutodetect: !c.Bool("no-nccl-autodetect"),
-		InheritEnv:     true,
-		Workdir:        []byte(c.String("workdir")),
-		Mpi:            c.String("mpi"),
-		NoAgentStore:   c.Bool("no-agent-store"),
+		Nnodes:           f.nnodes.Int32(),
+		Gpus:             f.gpus.Int32(),
+		Nproc:            f.nproc.Int32(),
+		Env:              env,
+		LogDir:           []byte(c.String("log-dir")),
+		KillTimeoutMs:    f.killTimeout.Value().Milliseconds(),
+		MaxRestarts:      f.maxRestarts.Int32(),
+		TimeoutMs:        f.timeout.Value().Milliseconds(),
+		IsolateGpus:      c.Bool("isolate-gpus"),
+		NcclAutodetect:   !c.Bool("no-nccl-autodetect"),
+		InheritEnv:       true,
+		Workdir:          []byte(c.String("workdir")),
+		Mpi:              c.String("mpi"),
+		NoAgentStore:     c.Bool("no-agent-store"),
+		MemoryLimitBytes: f.memoryLimit.Bytes(),
 	}
 	for _, a := range argv {
 		spec.Argv = append(spec.Argv, []byte(a))
@@ -178,15 +186,17 @@ func run(c *cli.Context, f runFlags) error {
 	defer client.Close()
 
 	code, err := launch.Run(ctx, log, client, launch.Options{
-		Spec:      spec,
-		Stdin:     launch.StdinReader(os.Stdin),
-		Stdout:    os.Stdout,
-		Stderr:    os.Stderr,
-		TagOutput: c.Bool("tag-output") && !c.Bool("no-tag-output"),
-		Signals:   sigs,
-		Store:     target.Store,
-		Liveness:  target.Liveness(),
-		Reattach:  target.Reattach(),
+		Spec:            spec,
+		Stdin:           launch.StdinReader(os.Stdin),
+		Stdout:          os.Stdout,
+		Stderr:          os.Stderr,
+		TagOutput:       c.Bool("tag-output") && !c.Bool("no-tag-output"),
+		OutputRanks:     f.outputRanks.Contains,
+		TimestampOutput: c.Bool("timestamp-output"),
+		Signals:         sigs,
+		Store:           target.Store,
+		Liveness:        target.Liveness(),
+		Reattach:        target.Reattach(),
 	})
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
