@@ -60,6 +60,9 @@ type Config struct {
 	// Spare, when set, is a shim started ahead for the first job's workers;
 	// the agent owns it, and ends it if no job takes it.
 	Spare *supervise.Spare
+	// XIDs, when set, reports the GPUs' XID errors; the agent owns it. Nil:
+	// NVML's, when GPUs were discovered (not declared).
+	XIDs gpu.XIDSource
 }
 
 // Agent is a running node daemon.
@@ -104,7 +107,8 @@ type Agent struct {
 	qmu    sync.Mutex
 	queues map[string][]func() // each job's commands not yet run, while it has any
 
-	cgroupOnce sync.Once // cgroups.go
+	xids       *gpu.XIDLog // the GPUs' recent XID errors
+	cgroupOnce sync.Once   // cgroups.go
 	cgroups    *cgroup.Root
 	cgroupErr  error
 
@@ -182,6 +186,7 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 		gpusChanged: make(chan struct{}, 1),
 	}
 	a.sendCtx, a.storeGone = context.WithCancel(actx)
+	a.watchXIDs()
 	watch, stop, err := a.register(ctx)
 	// The name may still be held by this node's previous agent, whose end
 	// the store has yet to see: wait a little for it, then give up.
@@ -320,6 +325,7 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 	}
 	pub := newJobPublisher(a.sendCtx, a.log, a.client, a.sessionID, asg.GetJobId())
 	sup := newSupervisor(a.log, asg.GetJobId(), a.cfg.Name, kill, pub)
+	sup.xids = a.xids
 	run := &jobRun{asg: asg, storeID: a.currentStore(), sup: sup, pub: pub, ended: make(chan struct{})}
 	a.jobs[asg.GetJobId()] = run
 	a.wg.Add(1)
@@ -425,4 +431,32 @@ func waitFor(wg *sync.WaitGroup, d time.Duration) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// watchXIDs records the GPUs' XID errors for the agent's life, so that a
+// worker that dies of one is reported so. Declared GPUs (no NVML) have none.
+func (a *Agent) watchXIDs() {
+	a.xids = &gpu.XIDLog{}
+	src := a.cfg.XIDs
+	if src == nil {
+		var indices []int
+		for _, d := range a.cfg.GPUs {
+			if d.UUID != "" {
+				indices = append(indices, d.Index)
+			}
+		}
+		if len(indices) == 0 {
+			return
+		}
+		var err error
+		if src, err = gpu.WatchXIDs(indices); err != nil {
+			a.log.Warn("GPUs' XID errors not watched: a worker that dies of one is not reported so", zap.Error(err))
+			return
+		}
+	}
+	go func() {
+		if err := a.xids.Run(a.ctx, src); a.ctx.Err() == nil {
+			a.log.Warn("GPUs' XID errors no longer watched", zap.Error(err))
+		}
+	}()
 }

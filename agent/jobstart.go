@@ -224,7 +224,7 @@ func (js *jobStart) planWorkers() error {
 	}
 	for l := 0; l < int(js.asg.GetNproc()); l++ {
 		in.LocalRank = l
-		js.plans = append(js.plans, workerPlan{rank: in.Rank(), localRank: l, spec: workerSpec{
+		js.plans = append(js.plans, workerPlan{rank: in.Rank(), localRank: l, gpus: in.LocalGPUs(), spec: workerSpec{
 			argv: argv, env: envprop.Build(in), dir: js.workdir, cred: js.cred, stdin: js.files.feed.reader(l)}})
 	}
 	js.workers = make([]*worker, len(js.plans))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/musterhq/muster/cgroup"
 	"github.com/musterhq/muster/failure"
+	"github.com/musterhq/muster/gpu"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/supervise"
 )
@@ -41,6 +42,8 @@ type Supervisor struct {
 	shutdown string
 	// exits are this node's ended workers, by rank, as reported.
 	exits map[int32]*exitRecord
+	// xids are the node's GPUs' XID errors, when they are watched.
+	xids *gpu.XIDLog
 }
 
 // exitRecord is a worker's exit and the sequence number of its event (0
@@ -54,6 +57,9 @@ type exitRecord struct {
 type workerPlan struct {
 	rank, localRank int
 	spec            workerSpec
+	// gpus are the worker's share of the node's GPUs, those an XID error
+	// of which it is reported to die of.
+	gpus []int
 }
 
 func newSupervisor(log *zap.Logger, job, node string, killTimeout time.Duration, pub *jobPublisher) *Supervisor {
@@ -72,16 +78,22 @@ type worker struct {
 	exit    chan exitStatus
 	pmi     *pmiConn       // an MPI worker's PMI connection
 	cgroup  *cgroup.Worker // its cgroup, when the agent makes them
+	started time.Time      // when its shim said it started
 }
 
-// facts gathers what the kernel said of the worker's end: its cgroup's OOM
-// kills and refused forks, read once it has been reaped.
-func (w *worker) facts() *failure.Facts {
-	if w.cgroup == nil {
-		return nil
+// facts gathers what the kernel and the GPUs said of the worker's end: its
+// cgroup's OOM kills and refused forks, read once it has been reaped, and
+// the XID errors of its GPUs since it started.
+func (w *worker) facts(xids *gpu.XIDLog) *failure.Facts {
+	f := &failure.Facts{}
+	if w.cgroup != nil {
+		f.OOMKills, _ = w.cgroup.OOMKills()
+		f.MemoryLimit, f.PidsRefused = w.cgroup.Limit(), w.cgroup.PidsRefused()
 	}
-	kills, _ := w.cgroup.OOMKills()
-	return &failure.Facts{OOMKills: kills, MemoryLimit: w.cgroup.Limit(), PidsRefused: w.cgroup.PidsRefused()}
+	for _, ev := range xids.Since(w.plan.gpus, w.started) {
+		f.XIDs = append(f.XIDs, failure.XID{GPU: int32(ev.GPU), Code: ev.XID})
+	}
+	return f
 }
 
 // openLogs opens each worker's log file, when the job has a log directory.
@@ -230,13 +242,14 @@ func (s *Supervisor) run(ctx context.Context, js *jobStart) {
 		w := started[ev.Index]
 		switch ev.Kind {
 		case supervise.Started:
+			w.started = time.Now()
 			s.pub.publish(&musterv1.JobEvent{JobId: s.job, Event: &musterv1.JobEvent_Started{Started: &musterv1.WorkerStarted{
 				Rank: int32(w.plan.rank), LocalRank: int32(w.plan.localRank), Node: s.node, Pid: int32(ev.Pid)}}})
 			continue
 		case supervise.StartFailed:
 			w.exit <- execError(w.plan.spec.argv[0], w.path, ev.Err)
 		case supervise.Exited:
-			w.exit <- exitStatus{code: ev.Code, signal: ev.Signal, facts: w.facts()}
+			w.exit <- exitStatus{code: ev.Code, signal: ev.Signal, facts: w.facts(s.xids)}
 		}
 		got[ev.Index] = true
 	}
