@@ -78,7 +78,7 @@ type worker struct {
 	exit    chan exitStatus
 	pmi     *pmiConn       // an MPI worker's PMI connection
 	cgroup  *cgroup.Worker // its cgroup, when the agent makes them
-	started time.Time      // when its shim said it started
+	started time.Time      // when its start began: XID errors after it are its
 }
 
 // facts gathers what the kernel and the GPUs said of the worker's end: its
@@ -200,6 +200,10 @@ func (js *jobStart) startWorkers() error {
 		return errStopping
 	}
 	js.spec.Spare = js.a.takeSpare()
+	now := time.Now()
+	for _, w := range js.started {
+		w.started = now
+	}
 	g, err := supervise.Start(js.spec)
 	if err != nil {
 		return err
@@ -242,7 +246,6 @@ func (s *Supervisor) run(ctx context.Context, js *jobStart) {
 		w := started[ev.Index]
 		switch ev.Kind {
 		case supervise.Started:
-			w.started = time.Now()
 			s.pub.publish(&musterv1.JobEvent{JobId: s.job, Event: &musterv1.JobEvent_Started{Started: &musterv1.WorkerStarted{
 				Rank: int32(w.plan.rank), LocalRank: int32(w.plan.localRank), Node: s.node, Pid: int32(ev.Pid)}}})
 			continue
