@@ -189,3 +189,21 @@ func TestPrinterOutputRanksAndTimestamps(t *testing.T) {
 		t.Fatalf("stderr %q, want %q", e.String(), want)
 	}
 }
+
+func FuzzLatestState(f *testing.F) {
+	for _, s := range []string{"\r10%\r50%", "a\rb\r", "\r\r\r", "plain", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := string(latestState([]byte(s)))
+		body := strings.TrimRight(got, "\r")
+		switch {
+		case !strings.Contains(s, "\r") && got != s:
+			t.Fatalf("latestState(%q) = %q: a line without \\r changed", s, got)
+		case strings.Contains(strings.TrimPrefix(body, "\r"), "\r"):
+			t.Fatalf("latestState(%q) = %q keeps more than one drawing", s, got)
+		case !strings.HasSuffix(strings.TrimRight(s, "\r"), body):
+			t.Fatalf("latestState(%q) = %q is not the line's last drawing", s, got)
+		}
+	})
+}
