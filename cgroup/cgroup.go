@@ -78,7 +78,9 @@ func (r *Root) Moved() string { return r.moved }
 
 // delegate makes a v2 cgroup hand the memory and pids controllers to its
 // children. A v2 cgroup with processes of its own cannot, so this process
-// first moves itself into a leaf, "agent", as systemd's delegation asks.
+// and its children (a shim started ahead) first move into a leaf, as
+// systemd's delegation asks; when other processes are there too (a user's
+// shell), they move back and the leaf goes.
 func (r *Root) delegate() error {
 	ctl := filepath.Join(r.dir, "cgroup.subtree_control")
 	enable := func() error {
@@ -95,19 +97,49 @@ func (r *Root) delegate() error {
 	if !errors.Is(err, syscall.EBUSY) {
 		return fmt.Errorf("cgroup %s: enable the memory controller: %w", r.dir, err)
 	}
-	leaf := filepath.Join(r.dir, "agent")
-	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+	leaf := filepath.Join(r.dir, "muster-agent-"+strconv.Itoa(os.Getpid()))
+	if err := os.Mkdir(leaf, 0o755); err != nil {
 		return fmt.Errorf("cgroup %s: %w", leaf, err)
 	}
-	if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
-		return fmt.Errorf("cgroup %s: move this process there: %w", leaf, err)
+	ours := ownProcesses(r.dir)
+	move := func(to string) error {
+		var err error
+		for _, pid := range ours {
+			err = errors.Join(err, os.WriteFile(filepath.Join(to, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0))
+		}
+		return err
 	}
-	r.moved = leaf
-	if err := enable(); err != nil {
-		return fmt.Errorf("cgroup %s: enable the memory controller (other processes in it?): %w", r.dir, err)
+	if err := move(leaf); err == nil {
+		if err = enable(); err == nil {
+			r.moved = leaf
+			os.WriteFile(ctl, []byte("+pids"), 0)
+			return nil
+		}
 	}
-	os.WriteFile(ctl, []byte("+pids"), 0)
-	return nil
+	move(r.dir)
+	os.Remove(leaf)
+	return fmt.Errorf("cgroup %s: enable the memory controller: other processes are in it (give the agent a cgroup of its own, e.g. systemd's Delegate=yes)", r.dir)
+}
+
+// ownProcesses lists this process and its children among the processes of
+// cgroup dir.
+func ownProcesses(dir string) []int {
+	self := os.Getpid()
+	out := []int{self}
+	procs, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	for _, f := range strings.Fields(string(procs)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil || pid == self {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + f + "/stat")
+		if i := bytes.LastIndexByte(stat, ')'); err == nil && i >= 0 {
+			if fields := strings.Fields(string(stat[i+1:])); len(fields) > 1 && fields[1] == strconv.Itoa(self) {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
 }
 
 func has(file, word string) bool {
