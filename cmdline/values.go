@@ -177,6 +177,9 @@ func (r *Ranks) Set(s string) error {
 				return err
 			}
 			if b < a {
+				if part == s {
+					return errors.New("a range goes from the lower rank to the higher")
+				}
 				return fmt.Errorf("%s: a range goes from the lower rank to the higher", part)
 			}
 		}
