@@ -1,10 +1,11 @@
 package agent
 
 import (
-	"github.com/musterhq/muster/failure"
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/musterhq/muster/failure"
 )
 
 // unkillableAfter is how long a process may outlive SIGKILL (uninterruptible
