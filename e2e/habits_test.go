@@ -168,8 +168,8 @@ func TestRunHelpGroupsFlags(t *testing.T) {
 	}{
 		{"Placement", []string{"--nnodes", "--gpus", "--nproc", "--host", "--hostfile", "--exclude"}},
 		{"Environment", []string{"--env", "--workdir", "--isolate-gpus", "--no-nccl-autodetect", "--no-agent-store"}},
-		{"Output", []string{"--stdin", "--tag-output", "--no-tag-output", "--log-dir", "--verbose"}},
-		{"Failure handling", []string{"--timeout", "--kill-timeout", "--max-restarts"}},
+		{"Output", []string{"--stdin", "--tag-output", "--no-tag-output", "--output-ranks", "--timestamp-output", "--log-dir", "--verbose"}},
+		{"Failure handling", []string{"--timeout", "--kill-timeout", "--memory-limit", "--max-restarts"}},
 		{"MPI", []string{"--mpi"}},
 		{"Cluster", []string{"--cluster", "--token-file", "--tls-ca", "--wait-timeout", "--embedded"}},
 	}
