@@ -240,3 +240,33 @@ func Cause(l *musterv1.NodeLoss) string {
 	}
 	return s
 }
+
+// CauseLabel names how a worker ended in one word of a small fixed set, for
+// a metric's label: ok, stopped, start_failed, oom_killed, gpu_xid,
+// rlimit_cpu, rlimit_fsize, cgroup_pids, signal or exit_code.
+func CauseLabel(ex *musterv1.WorkerExited) string {
+	switch {
+	case !Failed(ex) && ex.GetStopped():
+		return "stopped"
+	case !Failed(ex):
+		return "ok"
+	case ex.GetError() != "":
+		return "start_failed"
+	}
+	switch ex.GetCause() {
+	case musterv1.ExitCause_EXIT_CAUSE_OOM_KILLED:
+		return "oom_killed"
+	case musterv1.ExitCause_EXIT_CAUSE_GPU_XID:
+		return "gpu_xid"
+	case musterv1.ExitCause_EXIT_CAUSE_RLIMIT_CPU:
+		return "rlimit_cpu"
+	case musterv1.ExitCause_EXIT_CAUSE_RLIMIT_FSIZE:
+		return "rlimit_fsize"
+	case musterv1.ExitCause_EXIT_CAUSE_CGROUP_PIDS:
+		return "cgroup_pids"
+	}
+	if ex.GetSignal() != 0 {
+		return "signal"
+	}
+	return "exit_code"
+}

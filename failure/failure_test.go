@@ -152,3 +152,22 @@ func TestBytes(t *testing.T) {
 		}
 	}
 }
+
+func TestCauseLabel(t *testing.T) {
+	for want, ex := range map[string]*musterv1.WorkerExited{
+		"ok":           {},
+		"stopped":      {Signal: 15, Stopped: true},
+		"start_failed": {ExitCode: 1, Error: "exec: no such file"},
+		"oom_killed":   {Signal: 9, Cause: musterv1.ExitCause_EXIT_CAUSE_OOM_KILLED},
+		"gpu_xid":      {ExitCode: 1, Cause: musterv1.ExitCause_EXIT_CAUSE_GPU_XID, Xid: 79},
+		"rlimit_cpu":   {Signal: 24, Cause: musterv1.ExitCause_EXIT_CAUSE_RLIMIT_CPU},
+		"rlimit_fsize": {Signal: 25, Cause: musterv1.ExitCause_EXIT_CAUSE_RLIMIT_FSIZE},
+		"cgroup_pids":  {ExitCode: 1, Cause: musterv1.ExitCause_EXIT_CAUSE_CGROUP_PIDS},
+		"signal":       {Signal: 11},
+		"exit_code":    {ExitCode: 3},
+	} {
+		if got := failure.CauseLabel(ex); got != want {
+			t.Errorf("CauseLabel(%v) = %q, want %q", ex, got, want)
+		}
+	}
+}
