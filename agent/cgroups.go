@@ -67,6 +67,7 @@ func (js *jobStart) makeCgroups() error {
 	if root.Version() == cgroup.V1 {
 		js.spec.CgroupV1Home = root.Dir()
 	}
+	js.spec.JobCgroup = job.Dir()
 	return nil
 }
 

@@ -241,6 +241,9 @@ func (r *Root) OpenJob(name string) (*Job, error) {
 	return &Job{root: r, dir: dir}, nil
 }
 
+// Dir is the job's cgroup directory.
+func (j *Job) Dir() string { return j.dir }
+
 // Worker is one worker's cgroup.
 type Worker struct {
 	version Version

@@ -16,7 +16,8 @@ import (
 )
 
 // A worker with a cgroup starts in it, and the shim leaves it; a worker
-// whose cgroup cannot be entered does not start.
+// whose cgroup cannot be entered does not start; the job's cgroups go with
+// the shim's end.
 func TestWorkerStartsInItsCgroup(t *testing.T) {
 	root, err := cgroup.Open()
 	if err != nil {
@@ -48,6 +49,7 @@ func TestWorkerStartsInItsCgroup(t *testing.T) {
 		{Path: sh, Argv: []string{"sh", "-c", "true"}, Cgroup: cw.Dir() + "-missing"},
 	}}
 	spec.Workers[0].Cgroup = cw.Dir()
+	spec.JobCgroup = job.Dir()
 	if root.Version() == cgroup.V1 {
 		spec.CgroupV1Home = root.Dir()
 	}
@@ -73,5 +75,8 @@ func TestWorkerStartsInItsCgroup(t *testing.T) {
 	}
 	if !errors.Is(startErr, syscall.ENOENT) {
 		t.Fatalf("the worker whose cgroup is missing: %v, want ENOENT", startErr)
+	}
+	if _, err := os.Stat(job.Dir()); !os.IsNotExist(err) {
+		t.Fatalf("the job's cgroup is still there once the shim ended: %v", err)
 	}
 }

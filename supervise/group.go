@@ -58,6 +58,9 @@ type Spec struct {
 	// CgroupV1Home, when the workers' cgroups are cgroup v1's, is the
 	// shim's own: it enters each worker's cgroup to fork it, then goes back.
 	CgroupV1Home string
+	// JobCgroup, when set, is the workers' cgroups' parent: it and they are
+	// removed once every descendant has ended, even if the agent died first.
+	JobCgroup string
 }
 
 // EventKind is what happened to a worker.
@@ -155,7 +158,7 @@ func Start(spec Spec) (*Group, error) {
 	}
 	defer devnull.Close()
 	var fds []int
-	ss := shimSpec{Grace: spec.Grace, Unkillable: spec.Unkillable, JobDir: spec.JobDir, CgroupV1Home: spec.CgroupV1Home}
+	ss := shimSpec{Grace: spec.Grace, Unkillable: spec.Unkillable, JobDir: spec.JobDir, CgroupV1Home: spec.CgroupV1Home, JobCgroup: spec.JobCgroup}
 	for _, w := range spec.Workers {
 		files := []*os.File{w.Stdin, w.Stdout, w.Stderr}
 		for i, f := range files {

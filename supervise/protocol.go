@@ -41,6 +41,9 @@ type shimSpec struct {
 	// after forking a worker into its own; "" on v2, where a fork goes
 	// straight into the worker's cgroup.
 	CgroupV1Home string
+	// JobCgroup, when set, is removed with the cgroups in it once every
+	// descendant has ended.
+	JobCgroup string
 }
 
 type shimWorker struct {

@@ -353,6 +353,16 @@ func (s *shim) finish() int {
 	if s.spec.JobDir != "" {
 		os.RemoveAll(s.spec.JobDir)
 	}
+	if dir := s.spec.JobCgroup; dir != "" {
+		// Empty now: every process in them has been reaped.
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if e.IsDir() {
+				syscall.Rmdir(dir + "/" + e.Name())
+			}
+		}
+		syscall.Rmdir(dir)
+	}
 	note := ""
 	if len(s.notes) > 0 {
 		note = s.notes[0]
