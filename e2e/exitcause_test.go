@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -62,4 +64,40 @@ func TestExitCauses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A launcher killed with SIGKILL leaves no cgroup behind: the job's shim
+// removes the job's cgroups once its workers are gone.
+func TestCgroupsGoWithAKilledLauncher(t *testing.T) {
+	t.Parallel()
+	root, err := cgroup.Open()
+	if err != nil {
+		t.Skipf("no cgroups here: %v", err)
+	}
+	dir := t.TempDir()
+	cmd, _, _ := launcher(t, nil, "run", "--embedded", "--nproc", "2", "--memory-limit", "64M", "--",
+		"sh", "-c", `cat /proc/self/cgroup >`+dir+`/cgroup-$RANK; exec sleep 1000`)
+	// The launcher, and so its agent, runs in this process's cgroup: the
+	// job's lies under it, named in its workers' /proc/self/cgroup.
+	name := regexp.MustCompile(`/(muster-j-[0-9a-f]+-node0)/rank-[01]\n`)
+	var jobDir string
+	eventually(t, "the workers in their cgroups", func() bool {
+		a, _ := os.ReadFile(filepath.Join(dir, "cgroup-0"))
+		b, _ := os.ReadFile(filepath.Join(dir, "cgroup-1"))
+		m0, m1 := name.FindSubmatch(a), name.FindSubmatch(b)
+		if m0 == nil || m1 == nil || string(m0[1]) != string(m1[1]) {
+			return false
+		}
+		jobDir = filepath.Join(root.Dir(), string(m0[1]))
+		return true
+	})
+	if _, err := os.Stat(filepath.Join(jobDir, "rank-1")); err != nil {
+		t.Fatalf("the job's cgroup: %v", err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	eventually(t, "the job's cgroup gone", func() bool {
+		_, err := os.Stat(jobDir)
+		return os.IsNotExist(err)
+	})
 }

@@ -58,8 +58,9 @@ type Spec struct {
 	// CgroupV1Home, when the workers' cgroups are cgroup v1's, is the
 	// shim's own: it enters each worker's cgroup to fork it, then goes back.
 	CgroupV1Home string
-	// JobCgroup, when set, is the workers' cgroups' parent: it and they are
-	// removed once every descendant has ended, even if the agent died first.
+	// JobCgroup, when set, is the workers' cgroups' parent: if the agent
+	// dies first, the shim removes it and them once every descendant has
+	// ended (a live agent reads them first, and removes them itself).
 	JobCgroup string
 }
 

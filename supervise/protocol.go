@@ -42,7 +42,7 @@ type shimSpec struct {
 	// straight into the worker's cgroup.
 	CgroupV1Home string
 	// JobCgroup, when set, is removed with the cgroups in it once every
-	// descendant has ended.
+	// descendant has ended, if the agent went away first.
 	JobCgroup string
 }
 

@@ -40,6 +40,7 @@ type shim struct {
 	notes   []string
 
 	cleaning, killing bool
+	agentGone         bool // the control socket closed
 	graceUp           <-chan time.Time
 	giveUp            <-chan time.Time
 	repeat            *time.Ticker
@@ -108,6 +109,7 @@ func runShim() int {
 		case c, ok := <-cmds:
 			if !ok {
 				cmds = nil
+				s.agentGone = true
 				s.cleanup()
 				continue
 			}
@@ -353,8 +355,9 @@ func (s *shim) finish() int {
 	if s.spec.JobDir != "" {
 		os.RemoveAll(s.spec.JobDir)
 	}
-	if dir := s.spec.JobCgroup; dir != "" {
-		// Empty now: every process in them has been reaped.
+	if dir := s.spec.JobCgroup; dir != "" && s.agentGone {
+		// Empty now: every process in them has been reaped. A live agent
+		// reads them first (the OOM killer's count), then removes them.
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
 			if e.IsDir() {
