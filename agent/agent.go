@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/musterhq/muster/cgroup"
 	"github.com/musterhq/muster/gpu"
 	"github.com/musterhq/muster/kv"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
@@ -73,6 +74,9 @@ type Config struct {
 	// workers start, and must exit 0 within HealthTimeout (60 s when 0).
 	HealthCommand string
 	HealthTimeout time.Duration
+	// XIDs, when set, reports the GPUs' XID errors; the agent owns it. Nil:
+	// NVML's, when GPUs were discovered (not declared).
+	XIDs gpu.XIDSource
 }
 
 // nodeDirName is a node's name as one path element.
@@ -131,6 +135,11 @@ type Agent struct {
 	// checking ends, by job, the health check of a start under way: a stop
 	// queued behind the start need not wait for the check (health.go).
 	checking map[string]context.CancelFunc
+
+	xids       *gpu.XIDLog // the GPUs' recent XID errors
+	cgroupOnce sync.Once   // cgroups.go
+	cgroups    *cgroup.Root
+	cgroupErr  error
 
 	ncclOnce    sync.Once
 	ncclVersion int
@@ -229,6 +238,7 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 		gpusChanged: make(chan struct{}, 1),
 	}
 	a.sendCtx, a.storeGone = context.WithCancel(actx)
+	a.watchXIDs()
 	watch, stop, err := a.register(ctx)
 	// The name may still be held by this node's previous agent, whose end
 	// the store has yet to see: wait a little for it, then give up.
@@ -378,6 +388,7 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 	}
 	pub := newJobPublisher(a.sendCtx, a.log, a.client, a.sessionID, asg.GetJobId())
 	sup := newSupervisor(a.log, asg.GetJobId(), a.cfg.Name, kill, pub)
+	sup.xids = a.xids
 	run := &jobRun{asg: asg, storeID: a.currentStore(), sup: sup, pub: pub, ended: make(chan struct{})}
 	a.jobs[asg.GetJobId()] = run
 	a.wg.Add(1)
@@ -400,6 +411,7 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 			}
 		} else {
 			sup.run(ctx, js)
+			js.removeCgroups()
 			js.mpi.close()
 			js.files.feed.close()
 		}
@@ -487,4 +499,32 @@ func waitFor(wg *sync.WaitGroup, d time.Duration) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// watchXIDs records the GPUs' XID errors for the agent's life, so that a
+// worker that dies of one is reported so. Declared GPUs (no NVML) have none.
+func (a *Agent) watchXIDs() {
+	a.xids = &gpu.XIDLog{}
+	src := a.cfg.XIDs
+	if src == nil {
+		var indices []int
+		for _, d := range a.cfg.GPUs {
+			if d.UUID != "" {
+				indices = append(indices, d.Index)
+			}
+		}
+		if len(indices) == 0 {
+			return
+		}
+		var err error
+		if src, err = gpu.WatchXIDs(indices); err != nil {
+			a.log.Warn("GPUs' XID errors not watched: a worker that dies of one is not reported so", zap.Error(err))
+			return
+		}
+	}
+	go func() {
+		if err := a.xids.Run(a.ctx, src); a.ctx.Err() == nil {
+			a.log.Warn("GPUs' XID errors no longer watched", zap.Error(err))
+		}
+	}()
 }

@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -115,5 +116,55 @@ func TestLogDirAndHostfile(t *testing.T) {
 			t.Fatalf("job files left: %v", entries)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// fakeXIDs stands in for NVML's XID events, which need a GPU.
+type fakeXIDs chan gpu.XIDEvent
+
+func (f fakeXIDs) Next(ctx context.Context) (gpu.XIDEvent, error) {
+	select {
+	case ev := <-f:
+		return ev, nil
+	case <-ctx.Done():
+		return gpu.XIDEvent{}, ctx.Err()
+	}
+}
+
+func (f fakeXIDs) Close() {}
+
+// A worker that fails after an XID error of its own GPU is reported so,
+// with the GPU and the code; an error of a GPU that is not its own is not
+// laid at its door.
+func TestXIDErrorNamesTheWorkersGPU(t *testing.T) {
+	xids := make(fakeXIDs, 2)
+	tc := agenttest.NewCluster(t, 1, func(i int, cfg *agent.Config) {
+		cfg.GPUs, _ = gpu.Parse("0,1,2,3")
+		cfg.XIDs = xids
+	})
+	dir := t.TempDir()
+	go func() {
+		// Once every worker runs: an XID error of GPU 0, then of GPU 2,
+		// whose worker then fails as CUDA would make it.
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			if m, _ := filepath.Glob(filepath.Join(dir, "up-*")); len(m) == 4 {
+				xids <- gpu.XIDEvent{GPU: 0, XID: 13, At: time.Now()}
+				xids <- gpu.XIDEvent{GPU: 2, XID: 79, At: time.Now()}
+				os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	_, fin := follow(t, tc, &musterv1.JobSpec{
+		Argv: args("sh", "-c", fmt.Sprintf(`touch %s/up-$RANK; [ "$RANK" = 2 ] || exec sleep 1000
+while [ ! -e %s/go ]; do sleep 0.01; done; sleep 0.2; exit 1`, dir, dir)),
+		Nnodes: 1, Gpus: 4, Nproc: 4, KillTimeoutMs: 1000,
+	})
+	f := fin.GetFailure()
+	if fin.State != musterv1.JobState_JOB_STATE_FAILED || f.GetRank() != 2 || f.GetCause() != musterv1.ExitCause_EXIT_CAUSE_GPU_XID ||
+		f.GetGpu() != 2 || f.GetXid() != 79 || !strings.Contains(fin.Summary, "after GPU 2 reported XID 79 (GPU has fallen off the bus)") {
+		t.Fatalf("job ended %v: %s; failure %v", fin.State, fin.Summary, f)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/musterhq/muster/cgroup"
 	"github.com/musterhq/muster/engine/uniqueid"
 	"github.com/musterhq/muster/envprop"
 	"github.com/musterhq/muster/hostfile"
@@ -37,6 +38,7 @@ type jobStart struct {
 	spec      supervise.Spec   // the shim's workers
 	started   []*worker        // the workers in spec, in its order
 	group     *supervise.Group // the running workers
+	cgroup    *cgroup.Job      // the workers' cgroups, when the agent makes them
 }
 
 // errStopping is a start that a stop came before.
@@ -55,6 +57,7 @@ func (js *jobStart) startSteps() []step {
 	steps = append(steps, plan[0], step{name: "health", do: js.checkHealth})
 	steps = append(steps, plan[1:]...)
 	return append(steps,
+		step{name: "cgroups", do: js.makeCgroups, undo: js.removeCgroups},
 		step{name: "log files", do: js.openLogs, undo: js.closeLogs},
 		step{name: "PMI service", do: js.startPMI, undo: func() { js.mpi.close() }},
 		step{name: "pipes and PMI sockets", do: js.makePipes, undo: js.abandon},
@@ -225,7 +228,7 @@ func (js *jobStart) planWorkers() error {
 	}
 	for l := 0; l < int(js.asg.GetNproc()); l++ {
 		in.LocalRank = l
-		js.plans = append(js.plans, workerPlan{rank: in.Rank(), localRank: l, spec: workerSpec{
+		js.plans = append(js.plans, workerPlan{rank: in.Rank(), localRank: l, gpus: in.LocalGPUs(), spec: workerSpec{
 			argv: argv, env: envprop.Build(in), dir: js.workdir, cred: js.cred, stdin: js.files.feed.reader(l)}})
 	}
 	js.workers = make([]*worker, len(js.plans))

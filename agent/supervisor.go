@@ -13,7 +13,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/musterhq/muster/cgroup"
 	"github.com/musterhq/muster/failure"
+	"github.com/musterhq/muster/gpu"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/ranklog"
 	"github.com/musterhq/muster/supervise"
@@ -41,6 +43,8 @@ type Supervisor struct {
 	shutdown string
 	// exits are this node's ended workers, by rank, as reported.
 	exits map[int32]*exitRecord
+	// xids are the node's GPUs' XID errors, when they are watched.
+	xids *gpu.XIDLog
 }
 
 // exitRecord is a worker's exit and the sequence number of its event (0
@@ -54,6 +58,9 @@ type exitRecord struct {
 type workerPlan struct {
 	rank, localRank int
 	spec            workerSpec
+	// gpus are the worker's share of the node's GPUs, those an XID error
+	// of which it is reported to die of.
+	gpus []int
 }
 
 func newSupervisor(log *zap.Logger, job, node string, killTimeout time.Duration, pub *jobPublisher) *Supervisor {
@@ -71,7 +78,24 @@ type worker struct {
 	path    string
 	read    sync.WaitGroup
 	exit    chan exitStatus
-	pmi     *pmiConn // an MPI worker's PMI connection
+	pmi     *pmiConn       // an MPI worker's PMI connection
+	cgroup  *cgroup.Worker // its cgroup, when the agent makes them
+	started time.Time      // when its start began: XID errors after it are its
+}
+
+// facts gathers what the kernel and the GPUs said of the worker's end: its
+// cgroup's OOM kills and refused forks, read once it has been reaped, and
+// the XID errors of its GPUs since it started.
+func (w *worker) facts(xids *gpu.XIDLog) *failure.Facts {
+	f := &failure.Facts{}
+	if w.cgroup != nil {
+		f.OOMKills, _ = w.cgroup.OOMKills()
+		f.MemoryLimit, f.PidsRefused = w.cgroup.Limit(), w.cgroup.PidsRefused()
+	}
+	for _, ev := range xids.Since(w.plan.gpus, w.started) {
+		f.XIDs = append(f.XIDs, failure.XID{GPU: int32(ev.GPU), Code: ev.XID})
+	}
+	return f
 }
 
 // openLogs opens each worker's kept output and, when the job has a log
@@ -153,6 +177,9 @@ func (js *jobStart) makePipes() error {
 		w.path = path
 		js.started = append(js.started, w)
 		sw := supervise.Worker{Path: path, Argv: ws.argv, Env: ws.env, Dir: ws.dir, Cred: ws.cred, Stdin: ws.stdin, Stdout: outW, Stderr: errW}
+		if w.cgroup != nil {
+			sw.Cgroup = w.cgroup.Dir()
+		}
 		js.spec.Workers = append(js.spec.Workers, sw)
 		if js.mpi != nil {
 			if w.pmi, err = newPMIConn(); err != nil {
@@ -196,6 +223,10 @@ func (js *jobStart) startWorkers() error {
 		return errStopping
 	}
 	js.spec.Spare = js.a.takeSpare()
+	now := time.Now()
+	for _, w := range js.started {
+		w.started = now
+	}
 	g, err := supervise.Start(js.spec)
 	if err != nil {
 		return err
@@ -244,7 +275,7 @@ func (s *Supervisor) run(ctx context.Context, js *jobStart) {
 		case supervise.StartFailed:
 			w.exit <- execError(w.plan.spec.argv[0], w.path, ev.Err)
 		case supervise.Exited:
-			w.exit <- exitStatus{code: ev.Code, signal: ev.Signal}
+			w.exit <- exitStatus{code: ev.Code, signal: ev.Signal, facts: w.facts(s.xids)}
 		}
 		got[ev.Index] = true
 	}
@@ -329,8 +360,12 @@ func (s *Supervisor) exited(pl workerPlan, st exitStatus, stderrTail []string, l
 	ev := &musterv1.WorkerExited{Rank: int32(pl.rank), LocalRank: int32(pl.localRank), Node: s.node,
 		ExitCode: int32(st.code), Signal: int32(st.signal), StderrTail: stderrTail, Stopped: stopped, Error: st.err,
 		LogIncomplete: logIncomplete}
+	if st.facts != nil {
+		failure.Explain(ev, *st.facts)
+	}
 	s.log.Info("worker exited", zap.String("job", s.job), zap.Int("rank", pl.rank), zap.Int("exit-code", st.code),
-		zap.Int("signal", st.signal), zap.Bool("stopped", stopped), zap.String("error", st.err), zap.String("log-incomplete", logIncomplete))
+		zap.Int("signal", st.signal), zap.Bool("stopped", stopped), zap.String("error", st.err), zap.String("log-incomplete", logIncomplete),
+		zap.Stringer("cause", ev.GetCause()))
 	// Recorded before it is queued: a report never says a worker runs once
 	// the store may have its exit.
 	rec := &exitRecord{ev: ev}

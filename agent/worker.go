@@ -4,6 +4,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/musterhq/muster/failure"
 )
 
 // unkillableAfter is how long a process may outlive SIGKILL (uninterruptible
@@ -30,6 +32,8 @@ type exitStatus struct {
 	err    string // a failure to start or to be reaped
 	// aborted: the rank called MPI_Abort (code is the code it gave).
 	aborted bool
+	// facts are what the kernel and the GPUs said of its end.
+	facts *failure.Facts
 }
 
 // failed says whether the worker did not end well, stopped or not; whether

@@ -210,3 +210,115 @@ func ParseExitCodes(s string) ([]int32, error) {
 	}
 	return codes, nil
 }
+
+// Size is a byte-count flag: a whole number of bytes, or one with a suffix
+// as ulimit, docker and systemd take them, K, M, G, T (powers of 1024, also
+// written KiB, MiB, ...; any case). Zero means none.
+type Size struct {
+	n int64
+}
+
+func (z *Size) Set(s string) error {
+	num, mult := s, int64(1)
+	units := []struct {
+		suffixes []string
+		mult     int64
+	}{{[]string{"k", "kb", "kib"}, 1 << 10}, {[]string{"m", "mb", "mib"}, 1 << 20}, {[]string{"g", "gb", "gib"}, 1 << 30},
+		{[]string{"t", "tb", "tib"}, 1 << 40}, {[]string{"b"}, 1}}
+	lower := strings.ToLower(s)
+	for _, u := range units {
+		for _, suf := range u.suffixes {
+			if strings.HasSuffix(lower, suf) && len(suf) > len(s)-len(num) {
+				num, mult = s[:len(s)-len(suf)], u.mult
+			}
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	switch {
+	case err != nil && errors.Is(err, strconv.ErrRange):
+		return errors.New("too large")
+	case err != nil || num == "" || num[0] == '+':
+		return errors.New("not a size: give bytes, or a number with K, M, G or T (512M, 2G)")
+	case n < 0:
+		return errors.New("negative")
+	case n > math.MaxInt64/mult:
+		return errors.New("too large")
+	}
+	z.n = n * mult
+	return nil
+}
+
+func (z *Size) String() string {
+	if z.n == 0 {
+		return "0"
+	}
+	return strconv.FormatInt(z.n, 10)
+}
+
+// Bytes is the size in bytes.
+func (z *Size) Bytes() int64 { return z.n }
+
+// Ranks is a set of ranks as mpirun and torchrun take them: 0,2-5,8. Empty
+// means every rank.
+type Ranks struct {
+	spans [][2]int32 // inclusive ranges, as given
+	text  string
+}
+
+// maxRankSpans bounds a list's length.
+const maxRankSpans = 1024
+
+func (r *Ranks) Set(s string) error {
+	var spans [][2]int32
+	for _, part := range strings.Split(s, ",") {
+		if len(spans) == maxRankSpans {
+			return fmt.Errorf("more than %d ranges", maxRankSpans)
+		}
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := parseRank(lo)
+		if err != nil {
+			return err
+		}
+		b := a
+		if isRange {
+			if b, err = parseRank(hi); err != nil {
+				return err
+			}
+			if b < a {
+				if part == s {
+					return errors.New("a range goes from the lower rank to the higher")
+				}
+				return fmt.Errorf("%s: a range goes from the lower rank to the higher", part)
+			}
+		}
+		spans = append(spans, [2]int32{a, b})
+	}
+	r.spans, r.text = spans, s
+	return nil
+}
+
+func parseRank(s string) (int32, error) {
+	n, err := strconv.ParseInt(s, 10, 32)
+	if err != nil || n < 0 || s[0] == '+' {
+		return 0, fmt.Errorf("%q is not a rank: give ranks and ranges such as 0,2-5", s)
+	}
+	return int32(n), nil
+}
+
+func (r *Ranks) String() string { return r.text }
+
+// Contains says whether rank is in the set; every rank is in an empty one.
+func (r *Ranks) Contains(rank int32) bool {
+	if len(r.spans) == 0 {
+		return true
+	}
+	for _, sp := range r.spans {
+		if rank >= sp[0] && rank <= sp[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// IsSet says whether a list was given.
+func (r *Ranks) IsSet() bool { return len(r.spans) > 0 }

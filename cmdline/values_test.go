@@ -217,3 +217,113 @@ func FuzzParseExitCodes(f *testing.F) {
 		}
 	})
 }
+
+func TestSize(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    int64
+		wantErr string
+	}{
+		{"0", 0, ""},
+		{"4096", 4096, ""},
+		{"64M", 64 << 20, ""},
+		{"64m", 64 << 20, ""},
+		{"512MiB", 512 << 20, ""},
+		{"2G", 2 << 30, ""},
+		{"2gb", 2 << 30, ""},
+		{"1T", 1 << 40, ""},
+		{"10k", 10 << 10, ""},
+		{"100b", 100, ""},
+		{"8589934592G", 0, "too large"},
+		{"99999999999999999999", 0, "too large"},
+		{"-1M", 0, "negative"},
+		{"M", 0, "not a size: give bytes, or a number with K, M, G or T (512M, 2G)"},
+		{"1.5G", 0, "not a size: give bytes, or a number with K, M, G or T (512M, 2G)"},
+		{"64 M", 0, "not a size: give bytes, or a number with K, M, G or T (512M, 2G)"},
+		{"+64M", 0, "not a size: give bytes, or a number with K, M, G or T (512M, 2G)"},
+		{"", 0, "not a size: give bytes, or a number with K, M, G or T (512M, 2G)"},
+	}
+	for _, tt := range tests {
+		var z Size
+		err := z.Set(tt.in)
+		if tt.wantErr != "" {
+			if err == nil || err.Error() != tt.wantErr {
+				t.Errorf("Set(%q) = %v, want %q", tt.in, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || z.Bytes() != tt.want {
+			t.Errorf("Set(%q) = %d, %v; want %d", tt.in, z.Bytes(), err, tt.want)
+		}
+	}
+}
+
+func FuzzSize(f *testing.F) {
+	for _, s := range []string{"64M", "2GiB", "0", "-1", "9223372036854775807", "8589934592G", "kb"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var z Size
+		if z.Set(s) == nil && z.Bytes() < 0 {
+			t.Fatalf("%q: %d bytes", s, z.Bytes())
+		}
+	})
+}
+
+func TestRanks(t *testing.T) {
+	tests := []struct {
+		in            string
+		in0, in3, in7 bool
+		wantErr       string
+	}{
+		{"0", true, false, false, ""},
+		{"0,2-5", true, true, false, ""},
+		{"7,3", false, true, true, ""},
+		{"3-3", false, true, false, ""},
+		{"5-2", false, false, false, "a range goes from the lower rank to the higher"},
+		{"0,5-2", false, false, false, "5-2: a range goes from the lower rank to the higher"},
+		{"", false, false, false, `"" is not a rank: give ranks and ranges such as 0,2-5`},
+		{"0,", false, false, false, `"" is not a rank: give ranks and ranges such as 0,2-5`},
+		{"-1", false, false, false, `"" is not a rank: give ranks and ranges such as 0,2-5`},
+		{"a", false, false, false, `"a" is not a rank: give ranks and ranges such as 0,2-5`},
+		{"1-2-3", false, false, false, `"2-3" is not a rank: give ranks and ranges such as 0,2-5`},
+		{"99999999999", false, false, false, `"99999999999" is not a rank: give ranks and ranges such as 0,2-5`},
+	}
+	for _, tt := range tests {
+		var r Ranks
+		err := r.Set(tt.in)
+		if tt.wantErr != "" {
+			if err == nil || err.Error() != tt.wantErr {
+				t.Errorf("Set(%q) = %v, want %q", tt.in, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || r.Contains(0) != tt.in0 || r.Contains(3) != tt.in3 || r.Contains(7) != tt.in7 {
+			t.Errorf("Set(%q): %v, contains 0 %v, 3 %v, 7 %v", tt.in, err, r.Contains(0), r.Contains(3), r.Contains(7))
+		}
+	}
+	var all Ranks
+	if !all.Contains(12) || all.IsSet() {
+		t.Error("an empty set does not hold every rank")
+	}
+	if err := all.Set(strings.Repeat("1,", maxRankSpans) + "1"); err == nil {
+		t.Error("an unbounded list was taken")
+	}
+}
+
+func FuzzRanks(f *testing.F) {
+	for _, s := range []string{"0", "0,2-5", "5-2", "", "1-2-3", "2147483647"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var r Ranks
+		if r.Set(s) != nil {
+			return
+		}
+		for _, sp := range r.spans {
+			if sp[0] < 0 || sp[1] < sp[0] || !r.Contains(sp[0]) || !r.Contains(sp[1]) {
+				t.Fatalf("%q: span %v", s, sp)
+			}
+		}
+	})
+}

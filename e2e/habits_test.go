@@ -168,8 +168,8 @@ func TestRunHelpGroupsFlags(t *testing.T) {
 	}{
 		{"Placement", []string{"--nnodes", "--last-call", "--gpus", "--nproc", "--host", "--hostfile", "--exclude"}},
 		{"Environment", []string{"--env", "--workdir", "--isolate-gpus", "--no-nccl-autodetect", "--no-agent-store"}},
-		{"Output", []string{"--stdin", "--tag-output", "--no-tag-output", "--events", "--log-dir", "--verbose"}},
-		{"Failure handling", []string{"--timeout", "--kill-timeout", "--max-restarts", "--restart-on", "--no-restart-exit-codes",
+		{"Output", []string{"--stdin", "--tag-output", "--no-tag-output", "--events", "--output-ranks", "--timestamp-output", "--log-dir", "--verbose"}},
+		{"Failure handling", []string{"--timeout", "--kill-timeout", "--memory-limit", "--max-restarts", "--restart-on", "--no-restart-exit-codes",
 			"--restart-backoff", "--restart-backoff-max", "--health-check", "--health-check-timeout"}},
 		{"MPI", []string{"--mpi"}},
 		{"Cluster", []string{"--cluster", "--token-file", "--tls-ca", "--wait-timeout", "--embedded"}},

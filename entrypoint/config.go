@@ -56,6 +56,13 @@ type Config struct {
 	// RestartOn, RestartBackoffMs, RestartBackoffMaxMs, HealthCheck,
 	// HealthCheckTimeoutMs. Its other fields are ignored.
 	Policy *musterv1.JobSpec
+	// MemoryLimit is each worker's memory limit in bytes, 0 for none
+	// (--memory-limit).
+	MemoryLimit int64
+	// OutputRanks, when set, says which ranks' output the host prints
+	// (--output-ranks); TimestampOutput stamps each line (--timestamp-output).
+	OutputRanks     func(rank int32) bool
+	TimestampOutput bool
 	// Token is the cluster token every node shares.
 	Token string
 	// Name and Addr are this node's name (default: the host name) and its

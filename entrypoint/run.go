@@ -116,20 +116,21 @@ func runHost(ctx context.Context, p *Plan, role Role, dir string) (int, error) {
 		return 1, err
 	}
 	spec := &musterv1.JobSpec{
-		Name:           JobName,
-		Nnodes:         int32(p.NNodes),
-		MinNodes:       int32(p.MinNodes),
-		Gpus:           int32(p.GPUs),
-		Nproc:          int32(p.NProc),
-		KillTimeoutMs:  p.KillTimeout.Milliseconds(),
-		WaitTimeoutMs:  p.JoinTimeout.Milliseconds(),
-		LastCallMs:     p.LastCall.Milliseconds(),
-		MaxRestarts:    int32(p.MaxRestarts),
-		NcclAutodetect: true,
-		InheritEnv:     true,
-		Workdir:        workdir,
-		Mpi:            p.MPI,
-		NoAgentStore:   p.NoAgentStore,
+		Name:             JobName,
+		Nnodes:           int32(p.NNodes),
+		MinNodes:         int32(p.MinNodes),
+		Gpus:             int32(p.GPUs),
+		Nproc:            int32(p.NProc),
+		KillTimeoutMs:    p.KillTimeout.Milliseconds(),
+		WaitTimeoutMs:    p.JoinTimeout.Milliseconds(),
+		LastCallMs:       p.LastCall.Milliseconds(),
+		MaxRestarts:      int32(p.MaxRestarts),
+		NcclAutodetect:   true,
+		InheritEnv:       true,
+		Workdir:          workdir,
+		Mpi:              p.MPI,
+		NoAgentStore:     p.NoAgentStore,
+		MemoryLimitBytes: p.MemoryLimit,
 	}
 	if pol := p.Policy; pol != nil {
 		spec.NoRestartExitCodes, spec.RestartOn = pol.NoRestartExitCodes, pol.RestartOn
@@ -153,7 +154,7 @@ func runHost(ctx context.Context, p *Plan, role Role, dir string) (int, error) {
 		}
 	}()
 	code, err := launch.Run(jctx, p.Logger, c, launch.Options{Spec: spec, Stdout: p.Stdout, Stderr: p.Stderr, TagOutput: true,
-		Signals: p.Signals, Store: "the rendezvous on " + p.Endpoint(), WaitFlag: "--join-timeout"})
+		OutputRanks: p.OutputRanks, TimestampOutput: p.TimestampOutput, Signals: p.Signals, Store: "the rendezvous on " + p.Endpoint(), WaitFlag: "--join-timeout"})
 	select {
 	case ferr := <-failed:
 		return 1, ferr

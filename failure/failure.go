@@ -49,10 +49,117 @@ func Describe(spec *musterv1.JobSpec, ex *musterv1.WorkerExited) string {
 	switch {
 	case ex.GetError() != "":
 		return who + ": " + ex.GetError()
+	case ex.GetCause() == musterv1.ExitCause_EXIT_CAUSE_OOM_KILLED && ex.GetSignal() == int32(unix.SIGKILL):
+		return who + " was killed by the kernel's OOM killer" + memoryLimit(ex)
 	case ex.GetSignal() != 0:
-		return fmt.Sprintf("%s was killed by signal %d (%s)", who, ex.GetSignal(), unix.SignalName(unix.Signal(ex.GetSignal())))
+		return fmt.Sprintf("%s was killed by signal %d (%s)", who, ex.GetSignal(), unix.SignalName(unix.Signal(ex.GetSignal()))) + because(ex)
 	}
-	return fmt.Sprintf("%s exited with code %d", who, ex.GetExitCode())
+	return fmt.Sprintf("%s exited with code %d", who, ex.GetExitCode()) + because(ex)
+}
+
+// because says what the kernel or a GPU told of a worker's end beyond its
+// exit code or signal, "" when nothing.
+func because(ex *musterv1.WorkerExited) string {
+	switch ex.GetCause() {
+	case musterv1.ExitCause_EXIT_CAUSE_OOM_KILLED:
+		return " after the kernel's OOM killer killed one of its processes" + memoryLimit(ex)
+	case musterv1.ExitCause_EXIT_CAUSE_GPU_XID:
+		s := fmt.Sprintf(" after GPU %d reported XID %d", ex.GetGpu(), ex.GetXid())
+		if name := xidNames[ex.GetXid()]; name != "" {
+			s += " (" + name + ")"
+		}
+		return s
+	case musterv1.ExitCause_EXIT_CAUSE_RLIMIT_CPU:
+		return ": it used up its CPU time limit (ulimit -t)"
+	case musterv1.ExitCause_EXIT_CAUSE_RLIMIT_FSIZE:
+		return ": it wrote past its file size limit (ulimit -f)"
+	case musterv1.ExitCause_EXIT_CAUSE_CGROUP_PIDS:
+		return " after its cgroup refused a fork at its limit of processes (pids.max)"
+	}
+	return ""
+}
+
+func memoryLimit(ex *musterv1.WorkerExited) string {
+	if l := ex.GetMemoryLimitBytes(); l > 0 {
+		return " (memory limit " + Bytes(l) + " of its cgroup)"
+	}
+	return ""
+}
+
+// Bytes words a size for people: 512 MiB, 1.5 GiB, 4096 bytes.
+func Bytes(n int64) string {
+	units := []string{"KiB", "MiB", "GiB", "TiB"}
+	if n < 1024 {
+		return strconv.FormatInt(n, 10) + " bytes"
+	}
+	v, u := float64(n)/1024, 0
+	for v >= 1024 && u < len(units)-1 {
+		v, u = v/1024, u+1
+	}
+	return strings.TrimSuffix(strconv.FormatFloat(v, 'f', 1, 64), ".0") + " " + units[u]
+}
+
+// xidNames are the XID errors a job most often dies of, as NVIDIA's XID
+// catalogue names them.
+var xidNames = map[int32]string{
+	13:  "graphics engine exception",
+	31:  "GPU memory page fault",
+	43:  "GPU stopped processing",
+	45:  "preemptive cleanup, due to previous errors",
+	48:  "double bit ECC error",
+	61:  "internal micro-controller breakpoint",
+	62:  "internal micro-controller halt",
+	63:  "ECC page retirement or row remapping",
+	64:  "ECC page retirement or row remapper recording failure",
+	74:  "NVLink error",
+	79:  "GPU has fallen off the bus",
+	92:  "high single-bit ECC error rate",
+	94:  "contained ECC error",
+	95:  "uncontained ECC error",
+	119: "GSP RPC timeout",
+	120: "GSP error",
+}
+
+// Facts are what the kernel and the GPUs said of a worker's end, beyond its
+// wait status, as the agent that ran it gathered them.
+type Facts struct {
+	// OOMKills is how many processes of the worker's own cgroup the OOM
+	// killer killed; MemoryLimit is that cgroup's limit (0: none set).
+	OOMKills    int64
+	MemoryLimit int64
+	// PidsRefused is how many forks the cgroup's pids limit refused.
+	PidsRefused int64
+	// XIDs are the XID errors the worker's GPUs reported while it ran.
+	XIDs []XID
+}
+
+// XID is one XID error of one GPU.
+type XID struct {
+	GPU  int32
+	Code int32
+}
+
+// Explain sets ex's cause from what its agent learned: the OOM killer
+// first (its SIGKILL is the end itself), then a GPU's XID error, then a
+// resource limit's signal or refusal. A worker that ended well, or that
+// muster stopped, gets no cause.
+func Explain(ex *musterv1.WorkerExited, f Facts) {
+	ex.Cause, ex.MemoryLimitBytes, ex.Xid, ex.Gpu = musterv1.ExitCause_EXIT_CAUSE_UNSPECIFIED, 0, 0, 0
+	if ex.GetStopped() || (ex.GetExitCode() == 0 && ex.GetSignal() == 0) || ex.GetError() != "" {
+		return
+	}
+	switch {
+	case f.OOMKills > 0:
+		ex.Cause, ex.MemoryLimitBytes = musterv1.ExitCause_EXIT_CAUSE_OOM_KILLED, f.MemoryLimit
+	case len(f.XIDs) > 0:
+		ex.Cause, ex.Gpu, ex.Xid = musterv1.ExitCause_EXIT_CAUSE_GPU_XID, f.XIDs[0].GPU, f.XIDs[0].Code
+	case ex.GetSignal() == int32(unix.SIGXCPU):
+		ex.Cause = musterv1.ExitCause_EXIT_CAUSE_RLIMIT_CPU
+	case ex.GetSignal() == int32(unix.SIGXFSZ):
+		ex.Cause = musterv1.ExitCause_EXIT_CAUSE_RLIMIT_FSIZE
+	case f.PidsRefused > 0:
+		ex.Cause = musterv1.ExitCause_EXIT_CAUSE_CGROUP_PIDS
+	}
 }
 
 // Loss builds a NodeLoss: node lost by signal, as seen by observer (""
@@ -135,18 +242,34 @@ func Cause(l *musterv1.NodeLoss) string {
 }
 
 // ExitCause names how a worker ended in one word from a fixed set, for
-// metrics' labels: "exited" (code 0), "exit_code", "signal", "stopped" (by
-// muster), "not_started" (it could not be run or reaped) or "node_lost".
+// metrics' labels: "exited" (code 0), "stopped" (by muster), "node_lost",
+// "not_started" (it could not be run or reaped), what the kernel said
+// ("oom_killed", "gpu_xid", "rlimit_cpu", "rlimit_fsize", "cgroup_pids"),
+// else "signal" or "exit_code".
 func ExitCause(ex *musterv1.WorkerExited) string {
 	switch {
 	case ex.GetNodeLoss() != nil:
 		return "node_lost"
 	case ex.GetStopped():
 		return "stopped"
-	case ex.GetSignal() != 0:
-		return "signal"
 	case ex.GetError() != "":
 		return "not_started"
+	}
+	switch ex.GetCause() {
+	case musterv1.ExitCause_EXIT_CAUSE_OOM_KILLED:
+		return "oom_killed"
+	case musterv1.ExitCause_EXIT_CAUSE_GPU_XID:
+		return "gpu_xid"
+	case musterv1.ExitCause_EXIT_CAUSE_RLIMIT_CPU:
+		return "rlimit_cpu"
+	case musterv1.ExitCause_EXIT_CAUSE_RLIMIT_FSIZE:
+		return "rlimit_fsize"
+	case musterv1.ExitCause_EXIT_CAUSE_CGROUP_PIDS:
+		return "cgroup_pids"
+	}
+	switch {
+	case ex.GetSignal() != 0:
+		return "signal"
 	case ex.GetExitCode() != 0:
 		return "exit_code"
 	}

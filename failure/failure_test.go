@@ -47,6 +47,25 @@ func TestDescribe(t *testing.T) {
 			"rank 0 (node a, local rank 0) was killed by signal 9 (SIGKILL)"},
 		{"error", "", &musterv1.WorkerExited{Rank: 2, Node: "a", LocalRank: 2, Error: "called MPI_Abort with exit code 7"},
 			"rank 2 (node a, local rank 2): called MPI_Abort with exit code 7"},
+		{"OOM killer, with a limit", "", &musterv1.WorkerExited{Rank: 3, Node: "b", LocalRank: 1, Signal: 9,
+			Cause: musterv1.ExitCause_EXIT_CAUSE_OOM_KILLED, MemoryLimitBytes: 512 << 20},
+			"rank 3 (node b, local rank 1) was killed by the kernel's OOM killer (memory limit 512 MiB of its cgroup)"},
+		{"OOM killer, no limit", "", &musterv1.WorkerExited{Rank: 3, Node: "b", Signal: 9, Cause: musterv1.ExitCause_EXIT_CAUSE_OOM_KILLED},
+			"rank 3 (node b, local rank 0) was killed by the kernel's OOM killer"},
+		{"OOM killer took a child", "", &musterv1.WorkerExited{Rank: 1, Node: "a", LocalRank: 1, ExitCode: 1,
+			Cause: musterv1.ExitCause_EXIT_CAUSE_OOM_KILLED, MemoryLimitBytes: 3 << 29},
+			"rank 1 (node a, local rank 1) exited with code 1 after the kernel's OOM killer killed one of its processes (memory limit 1.5 GiB of its cgroup)"},
+		{"XID", "", &musterv1.WorkerExited{Rank: 7, Node: "c", LocalRank: 7, ExitCode: 1,
+			Cause: musterv1.ExitCause_EXIT_CAUSE_GPU_XID, Gpu: 7, Xid: 79},
+			"rank 7 (node c, local rank 7) exited with code 1 after GPU 7 reported XID 79 (GPU has fallen off the bus)"},
+		{"XID without a name", "", &musterv1.WorkerExited{Rank: 0, Node: "a", Signal: 6, Cause: musterv1.ExitCause_EXIT_CAUSE_GPU_XID, Xid: 999},
+			"rank 0 (node a, local rank 0) was killed by signal 6 (SIGABRT) after GPU 0 reported XID 999"},
+		{"CPU limit", "", &musterv1.WorkerExited{Rank: 0, Node: "a", Signal: 24, Cause: musterv1.ExitCause_EXIT_CAUSE_RLIMIT_CPU},
+			"rank 0 (node a, local rank 0) was killed by signal 24 (SIGXCPU): it used up its CPU time limit (ulimit -t)"},
+		{"file size limit", "", &musterv1.WorkerExited{Rank: 0, Node: "a", Signal: 25, Cause: musterv1.ExitCause_EXIT_CAUSE_RLIMIT_FSIZE},
+			"rank 0 (node a, local rank 0) was killed by signal 25 (SIGXFSZ): it wrote past its file size limit (ulimit -f)"},
+		{"pids limit", "", &musterv1.WorkerExited{Rank: 0, Node: "a", ExitCode: 1, Cause: musterv1.ExitCause_EXIT_CAUSE_CGROUP_PIDS},
+			"rank 0 (node a, local rank 0) exited with code 1 after its cgroup refused a fork at its limit of processes (pids.max)"},
 		{"Open MPI's mpirun", "openmpi", &musterv1.WorkerExited{Rank: 0, Node: "a", ExitCode: 1},
 			"mpirun (node a) exited with code 1"},
 		{"Open MPI's daemon", "openmpi", &musterv1.WorkerExited{Rank: 3, Node: "c", Signal: 15},
@@ -91,6 +110,49 @@ func TestDescribeLoss(t *testing.T) {
 	}
 }
 
+func TestExplain(t *testing.T) {
+	oom := failure.Facts{OOMKills: 1, MemoryLimit: 64 << 20}
+	xid := failure.Facts{XIDs: []failure.XID{{GPU: 2, Code: 79}, {GPU: 3, Code: 48}}}
+	tests := []struct {
+		name  string
+		ex    *musterv1.WorkerExited
+		facts failure.Facts
+		cause musterv1.ExitCause
+		limit int64
+		gpu   int32
+		xid   int32
+	}{
+		{"SIGKILL with an OOM kill", &musterv1.WorkerExited{Signal: 9}, oom, musterv1.ExitCause_EXIT_CAUSE_OOM_KILLED, 64 << 20, 0, 0},
+		{"SIGKILL alone", &musterv1.WorkerExited{Signal: 9}, failure.Facts{}, musterv1.ExitCause_EXIT_CAUSE_UNSPECIFIED, 0, 0, 0},
+		{"exit 1 after a child's OOM kill", &musterv1.WorkerExited{ExitCode: 1}, oom, musterv1.ExitCause_EXIT_CAUSE_OOM_KILLED, 64 << 20, 0, 0},
+		{"OOM before XID", &musterv1.WorkerExited{Signal: 9}, failure.Facts{OOMKills: 2, XIDs: xid.XIDs}, musterv1.ExitCause_EXIT_CAUSE_OOM_KILLED, 0, 0, 0},
+		{"the first XID", &musterv1.WorkerExited{ExitCode: 1}, xid, musterv1.ExitCause_EXIT_CAUSE_GPU_XID, 0, 2, 79},
+		{"SIGXCPU", &musterv1.WorkerExited{Signal: 24}, failure.Facts{}, musterv1.ExitCause_EXIT_CAUSE_RLIMIT_CPU, 0, 0, 0},
+		{"SIGXFSZ", &musterv1.WorkerExited{Signal: 25}, failure.Facts{}, musterv1.ExitCause_EXIT_CAUSE_RLIMIT_FSIZE, 0, 0, 0},
+		{"pids refused", &musterv1.WorkerExited{ExitCode: 1}, failure.Facts{PidsRefused: 1}, musterv1.ExitCause_EXIT_CAUSE_CGROUP_PIDS, 0, 0, 0},
+		{"ended well", &musterv1.WorkerExited{}, oom, musterv1.ExitCause_EXIT_CAUSE_UNSPECIFIED, 0, 0, 0},
+		{"stopped by muster", &musterv1.WorkerExited{Signal: 9, Stopped: true}, oom, musterv1.ExitCause_EXIT_CAUSE_UNSPECIFIED, 0, 0, 0},
+		{"never started", &musterv1.WorkerExited{ExitCode: 1, Error: "exec: no such file"}, oom, musterv1.ExitCause_EXIT_CAUSE_UNSPECIFIED, 0, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			failure.Explain(tt.ex, tt.facts)
+			if tt.ex.GetCause() != tt.cause || tt.ex.GetMemoryLimitBytes() != tt.limit || tt.ex.GetGpu() != tt.gpu || tt.ex.GetXid() != tt.xid {
+				t.Fatalf("cause %v limit %d gpu %d xid %d, want %v %d %d %d", tt.ex.GetCause(), tt.ex.GetMemoryLimitBytes(),
+					tt.ex.GetGpu(), tt.ex.GetXid(), tt.cause, tt.limit, tt.gpu, tt.xid)
+			}
+		})
+	}
+}
+
+func TestBytes(t *testing.T) {
+	for n, want := range map[int64]string{100: "100 bytes", 64 << 20: "64 MiB", 512 << 20: "512 MiB", 3 << 29: "1.5 GiB", 1536: "1.5 KiB", 5 << 40: "5 TiB"} {
+		if got := failure.Bytes(n); got != want {
+			t.Errorf("Bytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
 func TestExitCauseAndLossCause(t *testing.T) {
 	for _, tc := range []struct {
 		ex   *musterv1.WorkerExited
@@ -102,6 +164,11 @@ func TestExitCauseAndLossCause(t *testing.T) {
 		{&musterv1.WorkerExited{Signal: 15, Stopped: true}, "stopped"},
 		{&musterv1.WorkerExited{Error: "exec: not found"}, "not_started"},
 		{&musterv1.WorkerExited{Stopped: true, NodeLoss: &musterv1.NodeLoss{}}, "node_lost"},
+		{&musterv1.WorkerExited{Signal: 9, Cause: musterv1.ExitCause_EXIT_CAUSE_OOM_KILLED}, "oom_killed"},
+		{&musterv1.WorkerExited{ExitCode: 1, Cause: musterv1.ExitCause_EXIT_CAUSE_GPU_XID, Xid: 79}, "gpu_xid"},
+		{&musterv1.WorkerExited{Signal: 24, Cause: musterv1.ExitCause_EXIT_CAUSE_RLIMIT_CPU}, "rlimit_cpu"},
+		{&musterv1.WorkerExited{Signal: 25, Cause: musterv1.ExitCause_EXIT_CAUSE_RLIMIT_FSIZE}, "rlimit_fsize"},
+		{&musterv1.WorkerExited{ExitCode: 1, Cause: musterv1.ExitCause_EXIT_CAUSE_CGROUP_PIDS}, "cgroup_pids"},
 	} {
 		if got := failure.ExitCause(tc.ex); got != tc.want {
 			t.Errorf("ExitCause(%v) = %q, want %q", tc.ex, got, tc.want)

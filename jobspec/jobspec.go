@@ -71,6 +71,10 @@ func Defaults(spec *musterv1.JobSpec) {
 	}
 }
 
+// MinMemoryLimit is the smallest --memory-limit: less leaves a worker no
+// room to exec its program.
+const MinMemoryLimit = 1 << 20
+
 // Validate checks a job spec, as Defaults will fill it in; it changes
 // nothing. The command, environment and directories may hold any bytes but
 // NUL, as on Unix.
@@ -100,6 +104,8 @@ func Validate(spec *musterv1.JobSpec) error {
 		return fmt.Errorf("--gpus %d is not a multiple of --nproc %d: each worker gets --gpus/--nproc GPUs", spec.Gpus, spec.Nproc)
 	case spec.KillTimeoutMs < 0:
 		return fmt.Errorf("--kill-timeout is negative")
+	case spec.MemoryLimitBytes < 0 || (spec.MemoryLimitBytes > 0 && spec.MemoryLimitBytes < MinMemoryLimit):
+		return fmt.Errorf("--memory-limit %d bytes is below %d (1 MiB)", spec.MemoryLimitBytes, MinMemoryLimit)
 	case spec.TimeoutMs < 0:
 		return fmt.Errorf("--timeout is negative")
 	case spec.MinNodes < 0 || spec.MinNodes > spec.Nnodes:

@@ -40,6 +40,11 @@ type Options struct {
 	Stdout    io.Writer
 	Stderr    io.Writer
 	TagOutput bool
+	// OutputRanks, when set, says which ranks' output is printed
+	// (--output-ranks); the others' still reaches --log-dir.
+	OutputRanks func(rank int32) bool
+	// TimestampOutput prefixes each line with when the launcher got it.
+	TimestampOutput bool
 	// Signals delivers SIGINT, SIGTERM and SIGHUP: the first stops the job
 	// gracefully, the second kills it at once.
 	Signals <-chan os.Signal
@@ -72,6 +77,10 @@ func Run(ctx context.Context, log *zap.Logger, c *storeclient.Client, opts Optio
 		opts.Events.Submitted(job, opts.Spec)
 	}
 	f := &follower{c: c, log: log, opts: opts, job: job, storeID: sub.GetStoreId(), p: NewPrinter(opts.Stdout, opts.Stderr, opts.TagOutput)}
+	f.p.only = opts.OutputRanks
+	if opts.TimestampOutput {
+		f.p.now = time.Now
+	}
 	return f.run(ctx)
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -28,6 +29,10 @@ const (
 type Printer struct {
 	tag     bool
 	streams [2]*printStream
+	// only, when set, says which ranks' output is printed.
+	only func(rank int32) bool
+	// now, when set, stamps each line with the time its output arrived.
+	now func() time.Time
 }
 
 type printStream struct {
@@ -57,6 +62,9 @@ func (p *Printer) Output(o *musterv1.Output) {
 		st = p.streams[1]
 	}
 	rank, data := o.GetRank(), o.GetData()
+	if p.only != nil && !p.only(rank) {
+		return
+	}
 	if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
 		p.write(st, rank, append(st.takeHeld(rank), data[:i+1]...))
 		data = data[i+1:]
@@ -65,6 +73,11 @@ func (p *Printer) Output(o *musterv1.Output) {
 		return
 	}
 	held := append(st.held[rank], data...)
+	if st.tty {
+		// A terminal shows only the last state of a line redrawn with \r:
+		// only that is kept, however many redraws come meanwhile.
+		held = latestState(held)
+	}
 	early := o.GetPaused() && (st.tty || bytes.IndexByte(held, '\r') >= 0)
 	if early || st.open == rank || len(held) > maxHeldBytes {
 		delete(st.held, rank)
@@ -72,6 +85,27 @@ func (p *Printer) Output(o *musterv1.Output) {
 		return
 	}
 	st.held[rank] = held
+}
+
+// latestState is what a terminal ends up showing of an unfinished line
+// redrawn with \r: its last drawing, and the \r after it if the line ends
+// with one (the next drawing starts over). A drawing shorter than the one
+// before it leaves the rest of that one out, as a progress bar, which draws
+// each state whole, never needs.
+func latestState(line []byte) []byte {
+	body, cr := line, false
+	for len(body) > 0 && body[len(body)-1] == '\r' {
+		body, cr = body[:len(body)-1], true
+	}
+	i := bytes.LastIndexByte(body, '\r')
+	if i < 0 {
+		return line
+	}
+	out := body[i:] // its \r kept: a redraw starts at the line's start
+	if cr {
+		out = append(out[:len(out):len(out)], '\r')
+	}
+	return out
 }
 
 func (st *printStream) takeHeld(rank int32) []byte {
@@ -90,15 +124,18 @@ func (p *Printer) write(st *printStream, rank int32, data []byte) {
 		if st.tty && st.shown != nil {
 			// Clear the unfinished line; it shows again when it goes on.
 			st.buf.WriteString("\r\x1b[K")
-			st.held[st.open] = st.shown
+			st.held[st.open] = latestState(st.shown)
 		} else {
 			st.buf.WriteByte('\n')
 		}
 		st.open, st.shown = -1, nil
 	}
 	var tag []byte
+	if p.now != nil {
+		tag = p.now().UTC().AppendFormat(tag, "2006-01-02T15:04:05.000Z07:00 ")
+	}
 	if p.tag {
-		tag = []byte("[" + strconv.Itoa(int(rank)) + "] ")
+		tag = append(tag, "["+strconv.Itoa(int(rank))+"] "...)
 	}
 	continuing := st.open == rank
 	if !continuing {
@@ -119,7 +156,7 @@ func (p *Printer) write(st *printStream, rank int32, data []byte) {
 		st.open, st.shown = -1, nil
 	case continuing:
 		if st.shown != nil && len(st.shown)+len(data) <= maxHeldBytes {
-			st.shown = append(st.shown, data...)
+			st.shown = latestState(append(st.shown, data...))
 		} else {
 			st.shown = nil // too long to show again: a newline ends it instead
 		}

@@ -2,8 +2,10 @@ package launch
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
@@ -114,4 +116,94 @@ func TestPrinterOnATerminalClearsAndRedraws(t *testing.T) {
 	if want := "[0] loading 12\r\x1b[K[1] x\n[0] loading 1234\n"; o.String() != want {
 		t.Fatalf("%q, want %q", o.String(), want)
 	}
+}
+
+// progressBar is a tqdm-style drawing of step i of n: each drawing whole.
+func progressBar(i, n int) string {
+	done := 40 * i / n
+	return fmt.Sprintf("\rtrain: %3d%%|%s%s| %d/%d", 100*i/n, strings.Repeat("#", done), strings.Repeat(" ", 40-done), i, n)
+}
+
+// Two ranks drawing progress bars on a terminal, their updates taking
+// turns: each redraw sends only each line's latest state, so the bytes
+// grow with the updates, not with their square.
+func TestPrinterOnATerminalRedrawsOnlyTheLatestState(t *testing.T) {
+	const ranks, updates = 2, 800
+	var o countingWriter
+	p := NewPrinter(&o, &o, true)
+	p.streams[0].tty = true
+	for i := 1; i <= updates; i++ {
+		for r := int32(0); r < ranks; r++ {
+			p.Output(paused(r, progressBar(i, updates)))
+		}
+	}
+	for r := int32(0); r < ranks; r++ {
+		p.Output(out(r, so, "\n"))
+	}
+	p.Close()
+	// Each update: the clear of the other rank's line, the tag, the
+	// drawing and its tag again.
+	perUpdate := len("\r\x1b[K") + 2*len("[0] ") + len(progressBar(updates, updates))
+	if limit := ranks * updates * perUpdate * 5 / 4; o.Len() > limit {
+		t.Fatalf("%d bytes to the terminal for %d ranks × %d updates, more than %d", o.Len(), ranks, updates, limit)
+	}
+	t.Logf("%d bytes to the terminal for %d ranks × %d updates", o.Len(), ranks, updates)
+	last := progressBar(updates, updates)[1:]
+	if want := "[0] \r[0] " + last + "\n[1] \r[1] " + last + "\n"; !strings.HasSuffix(o.String(), want) {
+		t.Fatalf("ends %q, want %q", o.String()[max(0, o.Len()-len(want)):], want)
+	}
+}
+
+func TestLatestState(t *testing.T) {
+	for in, want := range map[string]string{
+		"loading 12":  "loading 12",
+		"\r10%":       "\r10%",
+		"\r10%\r50%":  "\r50%",
+		"a\r10%\r50%": "\r50%",
+		"\r10%\r":     "\r10%\r",
+		"\r10%\r\r":   "\r10%\r",
+		"\r":          "\r",
+		"":            "",
+	} {
+		if got := string(latestState([]byte(in))); got != want {
+			t.Errorf("latestState(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestPrinterOutputRanksAndTimestamps(t *testing.T) {
+	var o, e bytes.Buffer
+	p := NewPrinter(&o, &e, true)
+	p.only = func(r int32) bool { return r == 0 || r == 2 }
+	at := time.Date(2026, 11, 25, 16, 4, 5, 123e6, time.FixedZone("CET", 3600))
+	p.now = func() time.Time { return at }
+	for _, ev := range []*musterv1.Output{out(0, so, "a\nb\n"), out(1, so, "hidden\n"), out(2, se, "c\n"), paused(2, "\r5%"), out(2, so, "\r9%\n")} {
+		p.Output(ev)
+	}
+	p.Close()
+	ts := "2026-11-25T15:04:05.123Z "
+	if want := ts + "[0] a\n" + ts + "[0] b\n" + ts + "[2] \r" + ts + "[2] 5%\r" + ts + "[2] 9%\n"; o.String() != want {
+		t.Fatalf("stdout %q, want %q", o.String(), want)
+	}
+	if want := ts + "[2] c\n"; e.String() != want {
+		t.Fatalf("stderr %q, want %q", e.String(), want)
+	}
+}
+
+func FuzzLatestState(f *testing.F) {
+	for _, s := range []string{"\r10%\r50%", "a\rb\r", "\r\r\r", "plain", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := string(latestState([]byte(s)))
+		body := strings.TrimRight(got, "\r")
+		switch {
+		case !strings.Contains(s, "\r") && got != s:
+			t.Fatalf("latestState(%q) = %q: a line without \\r changed", s, got)
+		case strings.Contains(strings.TrimPrefix(body, "\r"), "\r"):
+			t.Fatalf("latestState(%q) = %q keeps more than one drawing", s, got)
+		case !strings.HasSuffix(strings.TrimRight(s, "\r"), body):
+			t.Fatalf("latestState(%q) = %q is not the line's last drawing", s, got)
+		}
+	})
 }

@@ -34,6 +34,9 @@ type Worker struct {
 	// PMI, when set, is the worker's end of its PMI socketpair, its fd 3
 	// (PMI_FD=3); Start closes it too. Only MPI workers have one.
 	PMI *os.File
+	// Cgroup, when set, is the cgroup directory the worker starts in, and
+	// every process it starts with it.
+	Cgroup string
 }
 
 // Spec is one job's workers on this node.
@@ -52,6 +55,13 @@ type Spec struct {
 	Lock *os.File
 	// Spare, when set, is the shim that runs these workers; Start takes it.
 	Spare *Spare
+	// CgroupV1Home, when the workers' cgroups are cgroup v1's, is the
+	// shim's own: it enters each worker's cgroup to fork it, then goes back.
+	CgroupV1Home string
+	// JobCgroup, when set, is the workers' cgroups' parent: if the agent
+	// dies first, the shim removes it and them once every descendant has
+	// ended (a live agent reads them first, and removes them itself).
+	JobCgroup string
 }
 
 // EventKind is what happened to a worker.
@@ -149,7 +159,7 @@ func Start(spec Spec) (*Group, error) {
 	}
 	defer devnull.Close()
 	var fds []int
-	ss := shimSpec{Grace: spec.Grace, Unkillable: spec.Unkillable, JobDir: spec.JobDir}
+	ss := shimSpec{Grace: spec.Grace, Unkillable: spec.Unkillable, JobDir: spec.JobDir, CgroupV1Home: spec.CgroupV1Home, JobCgroup: spec.JobCgroup}
 	for _, w := range spec.Workers {
 		files := []*os.File{w.Stdin, w.Stdout, w.Stderr}
 		for i, f := range files {
@@ -163,7 +173,7 @@ func Start(spec Spec) (*Group, error) {
 		for _, f := range files {
 			fds = append(fds, int(f.Fd()))
 		}
-		ss.Workers = append(ss.Workers, shimWorker{Path: w.Path, Argv: w.Argv, Env: w.Env, Dir: w.Dir, Cred: w.Cred, PMI: w.PMI != nil})
+		ss.Workers = append(ss.Workers, shimWorker{Path: w.Path, Argv: w.Argv, Env: w.Env, Dir: w.Dir, Cred: w.Cred, PMI: w.PMI != nil, Cgroup: w.Cgroup})
 	}
 	if spec.Lock != nil {
 		fds = append(fds, int(spec.Lock.Fd()))

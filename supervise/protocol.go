@@ -37,6 +37,13 @@ type shimSpec struct {
 	// JobDir, when set, is removed once every descendant has ended.
 	JobDir  string
 	Workers []shimWorker
+	// CgroupV1Home, with cgroups on v1, is the cgroup the shim goes back to
+	// after forking a worker into its own; "" on v2, where a fork goes
+	// straight into the worker's cgroup.
+	CgroupV1Home string
+	// JobCgroup, when set, is removed with the cgroups in it once every
+	// descendant has ended, if the agent went away first.
+	JobCgroup string
 }
 
 type shimWorker struct {
@@ -49,6 +56,8 @@ type shimWorker struct {
 	Stdin bool
 	// PMI says that a fourth descriptor follows its three: its fd 3.
 	PMI bool
+	// Cgroup, when set, is the cgroup directory the worker starts in.
+	Cgroup string
 }
 
 // fds is how many passed descriptors the worker has.

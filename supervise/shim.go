@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"runtime"
 	"slices"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -39,6 +40,7 @@ type shim struct {
 	notes   []string
 
 	cleaning, killing bool
+	agentGone         bool // the control socket closed
 	graceUp           <-chan time.Time
 	giveUp            <-chan time.Time
 	repeat            *time.Ticker
@@ -107,6 +109,7 @@ func runShim() int {
 		case c, ok := <-cmds:
 			if !ok {
 				cmds = nil
+				s.agentGone = true
 				s.cleanup()
 				continue
 			}
@@ -146,10 +149,13 @@ func (s *shim) start() {
 			files[k] = uintptr(fds[k])
 		}
 		fds = fds[w.fds():]
-		pid, err := syscall.ForkExec(w.Path, w.Argv, &syscall.ProcAttr{
-			Dir: w.Dir, Env: w.Env, Files: files,
-			Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: w.Cred},
-		})
+		sys := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: w.Cred}
+		leave, err := s.enterCgroup(w.Cgroup, sys)
+		var pid int
+		if err == nil {
+			pid, err = syscall.ForkExec(w.Path, w.Argv, &syscall.ProcAttr{Dir: w.Dir, Env: w.Env, Files: files, Sys: sys})
+			leave()
+		}
 		if err != nil {
 			var errno syscall.Errno
 			if !errors.As(err, &errno) {
@@ -165,6 +171,34 @@ func (s *shim) start() {
 	for _, fd := range s.fds {
 		syscall.Close(fd)
 	}
+}
+
+// enterCgroup makes the next fork start in cgroup dir: on v2 through
+// clone3's CLONE_INTO_CGROUP, on v1 by moving the shim there for the fork
+// (leave moves it back), so that no byte the worker allocates is counted
+// elsewhere. A worker whose cgroup cannot be entered does not start: its
+// memory limit would not hold.
+func (s *shim) enterCgroup(dir string, sys *syscall.SysProcAttr) (leave func(), err error) {
+	if dir == "" {
+		return func() {}, nil
+	}
+	if s.spec.CgroupV1Home == "" {
+		fd, err := syscall.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, err
+		}
+		sys.UseCgroupFD, sys.CgroupFD = true, fd
+		return func() { syscall.Close(fd) }, nil
+	}
+	if err := joinCgroup(dir); err != nil {
+		return nil, err
+	}
+	return func() { joinCgroup(s.spec.CgroupV1Home) }, nil
+}
+
+// joinCgroup moves the shim, every thread of it, into cgroup dir.
+func joinCgroup(dir string) error {
+	return os.WriteFile(dir+"/cgroup.procs", []byte(strconv.Itoa(os.Getpid())), 0)
 }
 
 // receiveFDs reads the descriptors the Group passes, close-on-exec, up to
@@ -320,6 +354,17 @@ func hasChildren() bool {
 func (s *shim) finish() int {
 	if s.spec.JobDir != "" {
 		os.RemoveAll(s.spec.JobDir)
+	}
+	if dir := s.spec.JobCgroup; dir != "" && s.agentGone {
+		// Empty now: every process in them has been reaped. A live agent
+		// reads them first (the OOM killer's count), then removes them.
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if e.IsDir() {
+				syscall.Rmdir(dir + "/" + e.Name())
+			}
+		}
+		syscall.Rmdir(dir)
 	}
 	note := ""
 	if len(s.notes) > 0 {

@@ -29,6 +29,8 @@ type runFlags struct {
 	nodeTimeout                        *cmdline.Duration
 	noRestartCodes                     *cmdline.ExitCodes
 	backoff, backoffMax, healthTimeout *cmdline.Duration
+	memoryLimit                        *cmdline.Size
+	outputRanks                        *cmdline.Ranks
 }
 
 func runCommand() *cli.Command {
@@ -45,6 +47,8 @@ func runCommand() *cli.Command {
 		healthTimeout:  cmdline.NewDuration(jobspec.DefaultHealthTimeout),
 		killTimeout:    cmdline.NewDuration(5 * time.Second),
 		nodeTimeout:    cmdline.NewDuration(cluster.DefaultNodeTimeout),
+		memoryLimit:    &cmdline.Size{},
+		outputRanks:    &cmdline.Ranks{},
 	}
 	return &cli.Command{
 		Name:      "run",
@@ -71,6 +75,9 @@ func runCommand() *cli.Command {
 			cmdline.WithEnv(cmdline.Flag(f.lastCall, "last-call", nil, "with --nnodes MIN:MAX, how long a round waits for more nodes once MIN are in (`DURATION`)"), "MUSTER_LAST_CALL"),
 			cmdline.WithEnv(cmdline.Flag(f.killTimeout, "kill-timeout", nil, "grace between SIGTERM and SIGKILL for the workers (`DURATION`); keep it below the container's stop grace"), "MUSTER_KILL_TIMEOUT"),
 			cmdline.WithEnv(cmdline.Flag(f.nodeTimeout, "node-timeout", nil, nodeTimeoutUsage), "MUSTER_NODE_TIMEOUT"),
+			cmdline.WithEnv(cmdline.WithDefaultText(cmdline.Flag(f.memoryLimit, "memory-limit", nil, "each worker's memory limit (`SIZE`: 512M, 2G), in a cgroup of its own: past it the kernel's OOM killer kills it, and muster says so"), "none"), "MUSTER_MEMORY_LIMIT"),
+			cmdline.Flag(f.outputRanks, "output-ranks", nil, "the host prints only these ranks' output (`LIST`: 0,2-5)"),
+			&cli.BoolFlag{Name: "timestamp-output", Usage: "the host prefixes each output line with the time it got it (UTC, RFC 3339 with milliseconds)"},
 			&cli.StringFlag{Name: "mpi", EnvVars: []string{"MUSTER_MPI"}, Usage: "the agents serve `MPI`'s process manager interface, so its programs start without mpiexec: mpich (MPICH, Intel MPI), or openmpi (mpirun on node rank 0, the agents its remote shell)"},
 			&cli.BoolFlag{Name: "no-agent-store", EnvVars: []string{"MUSTER_NO_AGENT_STORE"}, Usage: "rank 0 hosts PyTorch's TCPStore on MASTER_PORT (by default node rank 0's agent serves it, and workers get TORCHELASTIC_USE_AGENT_STORE=True)"},
 			&cli.StringFlag{Name: "token-file", EnvVars: []string{"MUSTER_TOKEN_FILE"}, Usage: "file holding the cluster token (or set MUSTER_TOKEN); the same on every node"},
@@ -114,7 +121,8 @@ func run(c *cli.Context, f runFlags) error {
 		Rdzv: c.String("rdzv"), Host: c.Bool("rdzv-host"), NNodes: nnodes, MinNodes: minNodes,
 		GPUs: int(f.gpus.Int32()), NProc: int(f.nproc.Int32()), NodeRank: int(f.nodeRank.Int32()),
 		MaxRestarts: int(f.maxRestarts.Int32()), JoinTimeout: f.joinTimeout.Value(), LastCall: f.lastCall.Value(),
-		KillTimeout: f.killTimeout.Value(), NodeTimeout: f.nodeTimeout.Value(), Argv: c.Args().Slice(), MPI: c.String("mpi"), NoAgentStore: c.Bool("no-agent-store"), Token: token, Name: name, Addr: c.String("addr"),
+		KillTimeout: f.killTimeout.Value(), NodeTimeout: f.nodeTimeout.Value(), Argv: c.Args().Slice(), MPI: c.String("mpi"), NoAgentStore: c.Bool("no-agent-store"),
+		MemoryLimit: f.memoryLimit.Bytes(), OutputRanks: f.outputRanks.Contains, TimestampOutput: c.Bool("timestamp-output"), Token: token, Name: name, Addr: c.String("addr"),
 		MetricsAddr: c.String("metrics-addr"),
 		Environ:     os.Environ(), Stdout: os.Stdout, Stderr: os.Stderr,
 	}

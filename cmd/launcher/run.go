@@ -36,6 +36,8 @@ type runFlags struct {
 	killTimeout, timeout *cmdline.Duration
 	waitTimeout          *cmdline.Duration
 	stdin                *launch.Stdin
+	memoryLimit          *cmdline.Size
+	outputRanks          *cmdline.Ranks
 }
 
 func runCommand() *cli.Command {
@@ -54,6 +56,8 @@ func runCommand() *cli.Command {
 		timeout:        cmdline.NewDuration(0),
 		waitTimeout:    cmdline.NewDuration(defaultWaitTimeout),
 		stdin:          &launch.Stdin{},
+		memoryLimit:    &cmdline.Size{},
+		outputRanks:    &cmdline.Ranks{},
 	}
 	return &cli.Command{
 		Name:               "run",
@@ -81,12 +85,15 @@ func runCommand() *cli.Command {
 				&cli.BoolFlag{Name: "tag-output", Value: true, Usage: "prefix each output line with [rank] (--no-tag-output turns it off)"},
 				&cli.BoolFlag{Name: "no-tag-output", Usage: "print output lines as they are"},
 				&cli.StringFlag{Name: "events", TakesFile: true, Usage: "append the job's lifecycle to `FILE` as JSON lines: submitted, waiting, each round (nodes, unique-ID hash), each rank's start and exit, node lost, restart, ended"},
+				cmdline.Flag(f.outputRanks, "output-ranks", nil, "print only these ranks' output (`LIST`: 0,2-5); --log-dir still gets every rank's"),
+				&cli.BoolFlag{Name: "timestamp-output", Usage: "prefix each output line with the time the launcher got it (UTC, RFC 3339 with milliseconds)"},
 				&cli.StringFlag{Name: "log-dir", Usage: "write each rank's stdout to `DIR`/JOB-ID/rank-N.log and its stderr to rank-N.err.log (each job a directory of its own)"},
 				&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log what the store and agent do"},
 			),
 			cmdline.InCategory(catFailures,
 				cmdline.Flag(f.timeout, "timeout", nil, "wall-clock limit for the job (`DURATION`: 30s, 2h, or seconds; 0 for none); exit code 124 when reached"),
 				cmdline.Flag(f.killTimeout, "kill-timeout", nil, "grace between SIGTERM and SIGKILL when stopping workers (`DURATION`: 30s, 2m, or seconds)"),
+				cmdline.WithDefaultText(cmdline.Flag(f.memoryLimit, "memory-limit", nil, "each worker's memory limit (`SIZE`: 512M, 2G), in a cgroup of its own: past it the kernel's OOM killer kills it, and muster says so"), "none"),
 				cmdline.Flag(f.maxRestarts, "max-restarts", nil, "after a failed worker or a lost node, start the job again (a new unique ID, an empty TCPStore), up to `K` times in all (TORCHELASTIC_RESTART_COUNT counts them)"),
 				&cli.StringFlag{Name: "restart-on", Value: "any", Usage: "which failures --max-restarts restarts: `any` (a failed worker or a lost node) or node-loss"},
 				cmdline.Flag(f.noRestartCodes, "no-restart-exit-codes", nil, "a worker exiting with one of these codes (a comma-separated `LIST`, e.g. 93) fails the job without a restart"),
@@ -133,6 +140,7 @@ func run(c *cli.Context, f runFlags) error {
 		Workdir:        []byte(c.String("workdir")),
 		Mpi:            c.String("mpi"),
 		NoAgentStore:   c.Bool("no-agent-store"),
+		MemoryLimitBytes: f.memoryLimit.Bytes(),
 	}
 	if spec.MinNodes > 0 {
 		spec.LastCallMs = f.lastCall.Value().Milliseconds()
@@ -228,6 +236,8 @@ func run(c *cli.Context, f runFlags) error {
 		Liveness:  target.Liveness(),
 		Reattach:  target.Reattach(),
 		Events:    events,
+		OutputRanks: f.outputRanks.Contains,
+		TimestampOutput: c.Bool("timestamp-output"),
 	})
 	if err != nil {
 		return cli.Exit(err.Error(), 1)

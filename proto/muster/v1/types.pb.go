@@ -184,6 +184,71 @@ func (Stream) EnumDescriptor() ([]byte, []int) {
 	return file_muster_v1_types_proto_rawDescGZIP(), []int{2}
 }
 
+// ExitCause is what ended a worker, when something other than the worker
+// itself said so.
+type ExitCause int32
+
+const (
+	ExitCause_EXIT_CAUSE_UNSPECIFIED ExitCause = 0
+	// The kernel's OOM killer killed it (its cgroup's oom_kill count rose).
+	ExitCause_EXIT_CAUSE_OOM_KILLED ExitCause = 1
+	// A GPU of the worker reported an XID error while it ran.
+	ExitCause_EXIT_CAUSE_GPU_XID ExitCause = 2
+	// SIGXCPU: it used up its CPU time limit (ulimit -t, RLIMIT_CPU).
+	ExitCause_EXIT_CAUSE_RLIMIT_CPU ExitCause = 3
+	// SIGXFSZ: it wrote past its file size limit (ulimit -f, RLIMIT_FSIZE).
+	ExitCause_EXIT_CAUSE_RLIMIT_FSIZE ExitCause = 4
+	// Its cgroup refused a fork at its pids limit (pids.max) before it failed.
+	ExitCause_EXIT_CAUSE_CGROUP_PIDS ExitCause = 5
+)
+
+// Enum value maps for ExitCause.
+var (
+	ExitCause_name = map[int32]string{
+		0: "EXIT_CAUSE_UNSPECIFIED",
+		1: "EXIT_CAUSE_OOM_KILLED",
+		2: "EXIT_CAUSE_GPU_XID",
+		3: "EXIT_CAUSE_RLIMIT_CPU",
+		4: "EXIT_CAUSE_RLIMIT_FSIZE",
+		5: "EXIT_CAUSE_CGROUP_PIDS",
+	}
+	ExitCause_value = map[string]int32{
+		"EXIT_CAUSE_UNSPECIFIED":  0,
+		"EXIT_CAUSE_OOM_KILLED":   1,
+		"EXIT_CAUSE_GPU_XID":      2,
+		"EXIT_CAUSE_RLIMIT_CPU":   3,
+		"EXIT_CAUSE_RLIMIT_FSIZE": 4,
+		"EXIT_CAUSE_CGROUP_PIDS":  5,
+	}
+)
+
+func (x ExitCause) Enum() *ExitCause {
+	p := new(ExitCause)
+	*p = x
+	return p
+}
+
+func (x ExitCause) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ExitCause) Descriptor() protoreflect.EnumDescriptor {
+	return file_muster_v1_types_proto_enumTypes[3].Descriptor()
+}
+
+func (ExitCause) Type() protoreflect.EnumType {
+	return &file_muster_v1_types_proto_enumTypes[3]
+}
+
+func (x ExitCause) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ExitCause.Descriptor instead.
+func (ExitCause) EnumDescriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{3}
+}
+
 // LossSignal is what told that a node was lost.
 type LossSignal int32
 
@@ -255,11 +320,11 @@ func (x LossSignal) String() string {
 }
 
 func (LossSignal) Descriptor() protoreflect.EnumDescriptor {
-	return file_muster_v1_types_proto_enumTypes[3].Descriptor()
+	return file_muster_v1_types_proto_enumTypes[4].Descriptor()
 }
 
 func (LossSignal) Type() protoreflect.EnumType {
-	return &file_muster_v1_types_proto_enumTypes[3]
+	return &file_muster_v1_types_proto_enumTypes[4]
 }
 
 func (x LossSignal) Number() protoreflect.EnumNumber {
@@ -268,7 +333,7 @@ func (x LossSignal) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use LossSignal.Descriptor instead.
 func (LossSignal) EnumDescriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{3}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{4}
 }
 
 type GPU struct {
@@ -2017,8 +2082,12 @@ type JobSpec struct {
 	// health_check_timeout_ms.
 	HealthCheck          []byte `protobuf:"bytes,324,opt,name=health_check,json=healthCheck,proto3" json:"health_check,omitempty"`
 	HealthCheckTimeoutMs int64  `protobuf:"varint,325,opt,name=health_check_timeout_ms,json=healthCheckTimeoutMs,proto3" json:"health_check_timeout_ms,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// memory_limit_bytes, when set, is each worker's memory limit: the agent
+	// puts every worker in a cgroup of its own with that limit, so that the
+	// kernel's OOM killer, when it acts, acts within the worker and says so.
+	MemoryLimitBytes int64 `protobuf:"varint,280,opt,name=memory_limit_bytes,json=memoryLimitBytes,proto3" json:"memory_limit_bytes,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *JobSpec) Reset() {
@@ -2250,6 +2319,13 @@ func (x *JobSpec) GetHealthCheck() []byte {
 func (x *JobSpec) GetHealthCheckTimeoutMs() int64 {
 	if x != nil {
 		return x.HealthCheckTimeoutMs
+	}
+	return 0
+}
+
+func (x *JobSpec) GetMemoryLimitBytes() int64 {
+	if x != nil {
+		return x.MemoryLimitBytes
 	}
 	return 0
 }
@@ -3050,6 +3126,18 @@ type WorkerExited struct {
 	// log_incomplete, when set, says why the worker's --log-dir file misses
 	// some of its output (the error writing it, e.g. a full disk).
 	LogIncomplete string `protobuf:"bytes,15,opt,name=log_incomplete,json=logIncomplete,proto3" json:"log_incomplete,omitempty"`
+	// cause, when set, is why the worker died as the kernel or the GPU said
+	// it: the OOM killer, a GPU's XID error, a resource limit; the detail
+	// fields below it say more.
+	Cause ExitCause `protobuf:"varint,280,opt,name=cause,proto3,enum=muster.v1.ExitCause" json:"cause,omitempty"`
+	// memory_limit_bytes is the limit of the worker's cgroup when the OOM
+	// killer ended it there; 0 when it has none of its own (the machine's
+	// memory ran out, or a limit above the job's).
+	MemoryLimitBytes int64 `protobuf:"varint,281,opt,name=memory_limit_bytes,json=memoryLimitBytes,proto3" json:"memory_limit_bytes,omitempty"`
+	// xid is the GPU's XID error code, gpu the index of the GPU that reported
+	// it, with cause EXIT_CAUSE_GPU_XID.
+	Xid           int32 `protobuf:"varint,282,opt,name=xid,proto3" json:"xid,omitempty"`
+	Gpu           int32 `protobuf:"varint,283,opt,name=gpu,proto3" json:"gpu,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3152,6 +3240,34 @@ func (x *WorkerExited) GetLogIncomplete() string {
 		return x.LogIncomplete
 	}
 	return ""
+}
+
+func (x *WorkerExited) GetCause() ExitCause {
+	if x != nil {
+		return x.Cause
+	}
+	return ExitCause_EXIT_CAUSE_UNSPECIFIED
+}
+
+func (x *WorkerExited) GetMemoryLimitBytes() int64 {
+	if x != nil {
+		return x.MemoryLimitBytes
+	}
+	return 0
+}
+
+func (x *WorkerExited) GetXid() int32 {
+	if x != nil {
+		return x.Xid
+	}
+	return 0
+}
+
+func (x *WorkerExited) GetGpu() int32 {
+	if x != nil {
+		return x.Gpu
+	}
+	return 0
 }
 
 // NodeLoss says how a node was found lost: which node, who saw it, by which
@@ -5625,7 +5741,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\fLeaveRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x0f\n" +
-	"\rLeaveResponse\"\xd9\a\n" +
+	"\rLeaveResponse\"\x88\b\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\fR\x04argv\x12\x16\n" +
 	"\x06nnodes\x18\x02 \x01(\x05R\x06nnodes\x12\x12\n" +
@@ -5661,7 +5777,8 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x12restart_backoff_ms\x18\xc2\x02 \x01(\x03R\x10restartBackoffMs\x124\n" +
 	"\x16restart_backoff_max_ms\x18\xc3\x02 \x01(\x03R\x13restartBackoffMaxMs\x12\"\n" +
 	"\fhealth_check\x18\xc4\x02 \x01(\fR\vhealthCheck\x126\n" +
-	"\x17health_check_timeout_ms\x18\xc5\x02 \x01(\x03R\x14healthCheckTimeoutMsB\r\n" +
+	"\x17health_check_timeout_ms\x18\xc5\x02 \x01(\x03R\x14healthCheckTimeoutMs\x12-\n" +
+	"\x12memory_limit_bytes\x18\x98\x02 \x01(\x03R\x10memoryLimitBytesB\r\n" +
 	"\v_stdin_rank\"\x89\x01\n" +
 	"\n" +
 	"NodeHealth\x12\x0e\n" +
@@ -5732,7 +5849,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12)\n" +
 	"\x06stream\x18\x02 \x01(\x0e2\x11.muster.v1.StreamR\x06stream\x12\x12\n" +
 	"\x04data\x18\x05 \x01(\fR\x04data\x12\x16\n" +
-	"\x06paused\x18\x06 \x01(\bR\x06pausedJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"\xba\x02\n" +
+	"\x06paused\x18\x06 \x01(\bR\x06pausedJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"\xbc\x03\n" +
 	"\fWorkerExited\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x1d\n" +
 	"\n" +
@@ -5746,7 +5863,11 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x05error\x18\b \x01(\tR\x05error\x120\n" +
 	"\tnode_loss\x18\n" +
 	" \x01(\v2\x13.muster.v1.NodeLossR\bnodeLoss\x12%\n" +
-	"\x0elog_incomplete\x18\x0f \x01(\tR\rlogIncompleteJ\x04\b\t\x10\n" +
+	"\x0elog_incomplete\x18\x0f \x01(\tR\rlogIncomplete\x12+\n" +
+	"\x05cause\x18\x98\x02 \x01(\x0e2\x14.muster.v1.ExitCauseR\x05cause\x12-\n" +
+	"\x12memory_limit_bytes\x18\x99\x02 \x01(\x03R\x10memoryLimitBytes\x12\x11\n" +
+	"\x03xid\x18\x9a\x02 \x01(\x05R\x03xid\x12\x11\n" +
+	"\x03gpu\x18\x9b\x02 \x01(\x05R\x03gpuJ\x04\b\t\x10\n" +
 	"\"\x9f\x02\n" +
 	"\bNodeLoss\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
@@ -5931,7 +6052,14 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x06Stream\x12\x16\n" +
 	"\x12STREAM_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTREAM_STDOUT\x10\x01\x12\x11\n" +
-	"\rSTREAM_STDERR\x10\x02*\xc4\x02\n" +
+	"\rSTREAM_STDERR\x10\x02*\xae\x01\n" +
+	"\tExitCause\x12\x1a\n" +
+	"\x16EXIT_CAUSE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15EXIT_CAUSE_OOM_KILLED\x10\x01\x12\x16\n" +
+	"\x12EXIT_CAUSE_GPU_XID\x10\x02\x12\x19\n" +
+	"\x15EXIT_CAUSE_RLIMIT_CPU\x10\x03\x12\x1b\n" +
+	"\x17EXIT_CAUSE_RLIMIT_FSIZE\x10\x04\x12\x1a\n" +
+	"\x16EXIT_CAUSE_CGROUP_PIDS\x10\x05*\xc4\x02\n" +
 	"\n" +
 	"LossSignal\x12\x1b\n" +
 	"\x17LOSS_SIGNAL_UNSPECIFIED\x10\x00\x12\x1b\n" +
@@ -5959,140 +6087,142 @@ func file_muster_v1_types_proto_rawDescGZIP() []byte {
 	return file_muster_v1_types_proto_rawDescData
 }
 
-var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_muster_v1_types_proto_goTypes = []any{
 	(RestartOn)(0),                // 0: muster.v1.RestartOn
 	(JobState)(0),                 // 1: muster.v1.JobState
 	(Stream)(0),                   // 2: muster.v1.Stream
-	(LossSignal)(0),               // 3: muster.v1.LossSignal
-	(*GPU)(nil),                   // 4: muster.v1.GPU
-	(*Node)(nil),                  // 5: muster.v1.Node
-	(*RegisterRequest)(nil),       // 6: muster.v1.RegisterRequest
-	(*RegisterResponse)(nil),      // 7: muster.v1.RegisterResponse
-	(*RenewRequest)(nil),          // 8: muster.v1.RenewRequest
-	(*RenewResponse)(nil),         // 9: muster.v1.RenewResponse
-	(*RunningJob)(nil),            // 10: muster.v1.RunningJob
-	(*RankState)(nil),             // 11: muster.v1.RankState
-	(*WatchRequest)(nil),          // 12: muster.v1.WatchRequest
-	(*AgentCommand)(nil),          // 13: muster.v1.AgentCommand
-	(*SendLogs)(nil),              // 14: muster.v1.SendLogs
-	(*LogRecord)(nil),             // 15: muster.v1.LogRecord
-	(*PushLogsRequest)(nil),       // 16: muster.v1.PushLogsRequest
-	(*PushLogsResponse)(nil),      // 17: muster.v1.PushLogsResponse
-	(*LogsRequest)(nil),           // 18: muster.v1.LogsRequest
-	(*LogsResponse)(nil),          // 19: muster.v1.LogsResponse
-	(*ProbePeer)(nil),             // 20: muster.v1.ProbePeer
-	(*ReleaseStore)(nil),          // 21: muster.v1.ReleaseStore
-	(*ReservePorts)(nil),          // 22: muster.v1.ReservePorts
-	(*PortsReservedRequest)(nil),  // 23: muster.v1.PortsReservedRequest
-	(*PortsReservedResponse)(nil), // 24: muster.v1.PortsReservedResponse
-	(*ReportLossRequest)(nil),     // 25: muster.v1.ReportLossRequest
-	(*ReportLossResponse)(nil),    // 26: muster.v1.ReportLossResponse
-	(*LeaveRequest)(nil),          // 27: muster.v1.LeaveRequest
-	(*LeaveResponse)(nil),         // 28: muster.v1.LeaveResponse
-	(*JobSpec)(nil),               // 29: muster.v1.JobSpec
-	(*NodeHealth)(nil),            // 30: muster.v1.NodeHealth
-	(*ReportHealthRequest)(nil),   // 31: muster.v1.ReportHealthRequest
-	(*ReportHealthResponse)(nil),  // 32: muster.v1.ReportHealthResponse
-	(*SubmitRequest)(nil),         // 33: muster.v1.SubmitRequest
-	(*SubmitResponse)(nil),        // 34: muster.v1.SubmitResponse
-	(*Assignment)(nil),            // 35: muster.v1.Assignment
-	(*Identity)(nil),              // 36: muster.v1.Identity
-	(*StopJob)(nil),               // 37: muster.v1.StopJob
-	(*WorkerStarted)(nil),         // 38: muster.v1.WorkerStarted
-	(*Output)(nil),                // 39: muster.v1.Output
-	(*WorkerExited)(nil),          // 40: muster.v1.WorkerExited
-	(*NodeLoss)(nil),              // 41: muster.v1.NodeLoss
-	(*JobFinished)(nil),           // 42: muster.v1.JobFinished
-	(*OutputLost)(nil),            // 43: muster.v1.OutputLost
-	(*WaitingForNodes)(nil),       // 44: muster.v1.WaitingForNodes
-	(*JobEvent)(nil),              // 45: muster.v1.JobEvent
-	(*RoundStarted)(nil),          // 46: muster.v1.RoundStarted
-	(*RoundRestarting)(nil),       // 47: muster.v1.RoundRestarting
-	(*StoreRestarted)(nil),        // 48: muster.v1.StoreRestarted
-	(*PublishRequest)(nil),        // 49: muster.v1.PublishRequest
-	(*PublishResponse)(nil),       // 50: muster.v1.PublishResponse
-	(*WatchJobRequest)(nil),       // 51: muster.v1.WatchJobRequest
-	(*CancelRequest)(nil),         // 52: muster.v1.CancelRequest
-	(*CancelResponse)(nil),        // 53: muster.v1.CancelResponse
-	(*ListNodesRequest)(nil),      // 54: muster.v1.ListNodesRequest
-	(*NodeStatus)(nil),            // 55: muster.v1.NodeStatus
-	(*ListNodesResponse)(nil),     // 56: muster.v1.ListNodesResponse
-	(*ListJobsRequest)(nil),       // 57: muster.v1.ListJobsRequest
-	(*JobStatus)(nil),             // 58: muster.v1.JobStatus
-	(*JobRound)(nil),              // 59: muster.v1.JobRound
-	(*GetJobRequest)(nil),         // 60: muster.v1.GetJobRequest
-	(*HistoryCommand)(nil),        // 61: muster.v1.HistoryCommand
-	(*HistoryExpire)(nil),         // 62: muster.v1.HistoryExpire
-	(*WatchJobsRequest)(nil),      // 63: muster.v1.WatchJobsRequest
-	(*ListJobsResponse)(nil),      // 64: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),            // 65: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),    // 66: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),      // 67: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),          // 68: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),         // 69: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),          // 70: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),         // 71: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),        // 72: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),       // 73: muster.v1.BarrierResponse
+	(ExitCause)(0),                // 3: muster.v1.ExitCause
+	(LossSignal)(0),               // 4: muster.v1.LossSignal
+	(*GPU)(nil),                   // 5: muster.v1.GPU
+	(*Node)(nil),                  // 6: muster.v1.Node
+	(*RegisterRequest)(nil),       // 7: muster.v1.RegisterRequest
+	(*RegisterResponse)(nil),      // 8: muster.v1.RegisterResponse
+	(*RenewRequest)(nil),          // 9: muster.v1.RenewRequest
+	(*RenewResponse)(nil),         // 10: muster.v1.RenewResponse
+	(*RunningJob)(nil),            // 11: muster.v1.RunningJob
+	(*RankState)(nil),             // 12: muster.v1.RankState
+	(*WatchRequest)(nil),          // 13: muster.v1.WatchRequest
+	(*AgentCommand)(nil),          // 14: muster.v1.AgentCommand
+	(*SendLogs)(nil),              // 15: muster.v1.SendLogs
+	(*LogRecord)(nil),             // 16: muster.v1.LogRecord
+	(*PushLogsRequest)(nil),       // 17: muster.v1.PushLogsRequest
+	(*PushLogsResponse)(nil),      // 18: muster.v1.PushLogsResponse
+	(*LogsRequest)(nil),           // 19: muster.v1.LogsRequest
+	(*LogsResponse)(nil),          // 20: muster.v1.LogsResponse
+	(*ProbePeer)(nil),             // 21: muster.v1.ProbePeer
+	(*ReleaseStore)(nil),          // 22: muster.v1.ReleaseStore
+	(*ReservePorts)(nil),          // 23: muster.v1.ReservePorts
+	(*PortsReservedRequest)(nil),  // 24: muster.v1.PortsReservedRequest
+	(*PortsReservedResponse)(nil), // 25: muster.v1.PortsReservedResponse
+	(*ReportLossRequest)(nil),     // 26: muster.v1.ReportLossRequest
+	(*ReportLossResponse)(nil),    // 27: muster.v1.ReportLossResponse
+	(*LeaveRequest)(nil),          // 28: muster.v1.LeaveRequest
+	(*LeaveResponse)(nil),         // 29: muster.v1.LeaveResponse
+	(*JobSpec)(nil),               // 30: muster.v1.JobSpec
+	(*NodeHealth)(nil),            // 31: muster.v1.NodeHealth
+	(*ReportHealthRequest)(nil),   // 32: muster.v1.ReportHealthRequest
+	(*ReportHealthResponse)(nil),  // 33: muster.v1.ReportHealthResponse
+	(*SubmitRequest)(nil),         // 34: muster.v1.SubmitRequest
+	(*SubmitResponse)(nil),        // 35: muster.v1.SubmitResponse
+	(*Assignment)(nil),            // 36: muster.v1.Assignment
+	(*Identity)(nil),              // 37: muster.v1.Identity
+	(*StopJob)(nil),               // 38: muster.v1.StopJob
+	(*WorkerStarted)(nil),         // 39: muster.v1.WorkerStarted
+	(*Output)(nil),                // 40: muster.v1.Output
+	(*WorkerExited)(nil),          // 41: muster.v1.WorkerExited
+	(*NodeLoss)(nil),              // 42: muster.v1.NodeLoss
+	(*JobFinished)(nil),           // 43: muster.v1.JobFinished
+	(*OutputLost)(nil),            // 44: muster.v1.OutputLost
+	(*WaitingForNodes)(nil),       // 45: muster.v1.WaitingForNodes
+	(*JobEvent)(nil),              // 46: muster.v1.JobEvent
+	(*RoundStarted)(nil),          // 47: muster.v1.RoundStarted
+	(*RoundRestarting)(nil),       // 48: muster.v1.RoundRestarting
+	(*StoreRestarted)(nil),        // 49: muster.v1.StoreRestarted
+	(*PublishRequest)(nil),        // 50: muster.v1.PublishRequest
+	(*PublishResponse)(nil),       // 51: muster.v1.PublishResponse
+	(*WatchJobRequest)(nil),       // 52: muster.v1.WatchJobRequest
+	(*CancelRequest)(nil),         // 53: muster.v1.CancelRequest
+	(*CancelResponse)(nil),        // 54: muster.v1.CancelResponse
+	(*ListNodesRequest)(nil),      // 55: muster.v1.ListNodesRequest
+	(*NodeStatus)(nil),            // 56: muster.v1.NodeStatus
+	(*ListNodesResponse)(nil),     // 57: muster.v1.ListNodesResponse
+	(*ListJobsRequest)(nil),       // 58: muster.v1.ListJobsRequest
+	(*JobStatus)(nil),             // 59: muster.v1.JobStatus
+	(*JobRound)(nil),              // 60: muster.v1.JobRound
+	(*GetJobRequest)(nil),         // 61: muster.v1.GetJobRequest
+	(*HistoryCommand)(nil),        // 62: muster.v1.HistoryCommand
+	(*HistoryExpire)(nil),         // 63: muster.v1.HistoryExpire
+	(*WatchJobsRequest)(nil),      // 64: muster.v1.WatchJobsRequest
+	(*ListJobsResponse)(nil),      // 65: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),            // 66: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),    // 67: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),      // 68: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),          // 69: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),         // 70: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),          // 71: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),         // 72: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),        // 73: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),       // 74: muster.v1.BarrierResponse
 }
 var file_muster_v1_types_proto_depIdxs = []int32{
-	4,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
-	5,  // 1: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
-	10, // 2: muster.v1.RegisterRequest.jobs:type_name -> muster.v1.RunningJob
-	29, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
-	36, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
-	11, // 5: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
-	40, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
-	22, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
-	35, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
-	37, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
-	21, // 10: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
-	20, // 11: muster.v1.AgentCommand.probe_peer:type_name -> muster.v1.ProbePeer
-	14, // 12: muster.v1.AgentCommand.send_logs:type_name -> muster.v1.SendLogs
+	5,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
+	6,  // 1: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
+	11, // 2: muster.v1.RegisterRequest.jobs:type_name -> muster.v1.RunningJob
+	30, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
+	37, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
+	12, // 5: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
+	41, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
+	23, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
+	36, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
+	38, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
+	22, // 10: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
+	21, // 11: muster.v1.AgentCommand.probe_peer:type_name -> muster.v1.ProbePeer
+	15, // 12: muster.v1.AgentCommand.send_logs:type_name -> muster.v1.SendLogs
 	2,  // 13: muster.v1.LogRecord.stream:type_name -> muster.v1.Stream
-	15, // 14: muster.v1.PushLogsRequest.records:type_name -> muster.v1.LogRecord
-	15, // 15: muster.v1.LogsResponse.records:type_name -> muster.v1.LogRecord
-	41, // 16: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
+	16, // 14: muster.v1.PushLogsRequest.records:type_name -> muster.v1.LogRecord
+	16, // 15: muster.v1.LogsResponse.records:type_name -> muster.v1.LogRecord
+	42, // 16: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
 	0,  // 17: muster.v1.JobSpec.restart_on:type_name -> muster.v1.RestartOn
-	30, // 18: muster.v1.ReportHealthRequest.health:type_name -> muster.v1.NodeHealth
-	29, // 19: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
-	29, // 20: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
-	36, // 21: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
+	31, // 18: muster.v1.ReportHealthRequest.health:type_name -> muster.v1.NodeHealth
+	30, // 19: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
+	30, // 20: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
+	37, // 21: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
 	2,  // 22: muster.v1.Output.stream:type_name -> muster.v1.Stream
-	41, // 23: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
-	3,  // 24: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
-	1,  // 25: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
-	40, // 26: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
-	1,  // 27: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
-	38, // 28: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
-	39, // 29: muster.v1.JobEvent.output:type_name -> muster.v1.Output
-	40, // 30: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
-	42, // 31: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
-	43, // 32: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
-	44, // 33: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
-	48, // 34: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
-	47, // 35: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
-	46, // 36: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
-	41, // 37: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
-	45, // 38: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
-	5,  // 39: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
-	30, // 40: muster.v1.NodeStatus.health:type_name -> muster.v1.NodeHealth
-	55, // 41: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
-	29, // 42: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
-	1,  // 43: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
-	36, // 44: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	40, // 45: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
-	59, // 46: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
-	58, // 47: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
-	62, // 48: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
-	58, // 49: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	50, // [50:50] is the sub-list for method output_type
-	50, // [50:50] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	42, // 23: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
+	3,  // 24: muster.v1.WorkerExited.cause:type_name -> muster.v1.ExitCause
+	4,  // 25: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
+	1,  // 26: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
+	41, // 27: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
+	1,  // 28: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
+	39, // 29: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
+	40, // 30: muster.v1.JobEvent.output:type_name -> muster.v1.Output
+	41, // 31: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
+	43, // 32: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
+	44, // 33: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
+	45, // 34: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
+	49, // 35: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
+	48, // 36: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
+	47, // 37: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
+	42, // 38: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
+	46, // 39: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
+	6,  // 40: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
+	31, // 41: muster.v1.NodeStatus.health:type_name -> muster.v1.NodeHealth
+	56, // 42: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
+	30, // 43: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
+	1,  // 44: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
+	37, // 45: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
+	41, // 46: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
+	60, // 47: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
+	59, // 48: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
+	63, // 49: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
+	59, // 50: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	51, // [51:51] is the sub-list for method output_type
+	51, // [51:51] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_types_proto_init() }
@@ -6133,7 +6263,7 @@ func file_muster_v1_types_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_types_proto_rawDesc), len(file_muster_v1_types_proto_rawDesc)),
-			NumEnums:      4,
+			NumEnums:      5,
 			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   0,
