@@ -24,11 +24,12 @@ var File_muster_v1_jobs_proto protoreflect.FileDescriptor
 
 const file_muster_v1_jobs_proto_rawDesc = "" +
 	"\n" +
-	"\x14muster/v1/jobs.proto\x12\tmuster.v1\x1a\x15muster/v1/types.proto2\x96\x03\n" +
+	"\x14muster/v1/jobs.proto\x12\tmuster.v1\x1a\x15muster/v1/types.proto2\xd5\x03\n" +
 	"\x04Jobs\x12=\n" +
 	"\x06Submit\x12\x18.muster.v1.SubmitRequest\x1a\x19.muster.v1.SubmitResponse\x12=\n" +
 	"\bWatchJob\x12\x1a.muster.v1.WatchJobRequest\x1a\x13.muster.v1.JobEvent0\x01\x12=\n" +
-	"\x06Cancel\x12\x18.muster.v1.CancelRequest\x1a\x19.muster.v1.CancelResponse\x12F\n" +
+	"\x06Cancel\x12\x18.muster.v1.CancelRequest\x1a\x19.muster.v1.CancelResponse\x12=\n" +
+	"\x06Signal\x12\x18.muster.v1.SignalRequest\x1a\x19.muster.v1.SignalResponse\x12F\n" +
 	"\tListNodes\x12\x1b.muster.v1.ListNodesRequest\x1a\x1c.muster.v1.ListNodesResponse\x12C\n" +
 	"\bListJobs\x12\x1a.muster.v1.ListJobsRequest\x1a\x1b.muster.v1.ListJobsResponse\x12D\n" +
 	"\n" +
@@ -38,31 +39,35 @@ var file_muster_v1_jobs_proto_goTypes = []any{
 	(*SubmitRequest)(nil),      // 0: muster.v1.SubmitRequest
 	(*WatchJobRequest)(nil),    // 1: muster.v1.WatchJobRequest
 	(*CancelRequest)(nil),      // 2: muster.v1.CancelRequest
-	(*ListNodesRequest)(nil),   // 3: muster.v1.ListNodesRequest
-	(*ListJobsRequest)(nil),    // 4: muster.v1.ListJobsRequest
-	(*StdinChunk)(nil),         // 5: muster.v1.StdinChunk
-	(*SubmitResponse)(nil),     // 6: muster.v1.SubmitResponse
-	(*JobEvent)(nil),           // 7: muster.v1.JobEvent
-	(*CancelResponse)(nil),     // 8: muster.v1.CancelResponse
-	(*ListNodesResponse)(nil),  // 9: muster.v1.ListNodesResponse
-	(*ListJobsResponse)(nil),   // 10: muster.v1.ListJobsResponse
-	(*WriteStdinResponse)(nil), // 11: muster.v1.WriteStdinResponse
+	(*SignalRequest)(nil),      // 3: muster.v1.SignalRequest
+	(*ListNodesRequest)(nil),   // 4: muster.v1.ListNodesRequest
+	(*ListJobsRequest)(nil),    // 5: muster.v1.ListJobsRequest
+	(*StdinChunk)(nil),         // 6: muster.v1.StdinChunk
+	(*SubmitResponse)(nil),     // 7: muster.v1.SubmitResponse
+	(*JobEvent)(nil),           // 8: muster.v1.JobEvent
+	(*CancelResponse)(nil),     // 9: muster.v1.CancelResponse
+	(*SignalResponse)(nil),     // 10: muster.v1.SignalResponse
+	(*ListNodesResponse)(nil),  // 11: muster.v1.ListNodesResponse
+	(*ListJobsResponse)(nil),   // 12: muster.v1.ListJobsResponse
+	(*WriteStdinResponse)(nil), // 13: muster.v1.WriteStdinResponse
 }
 var file_muster_v1_jobs_proto_depIdxs = []int32{
 	0,  // 0: muster.v1.Jobs.Submit:input_type -> muster.v1.SubmitRequest
 	1,  // 1: muster.v1.Jobs.WatchJob:input_type -> muster.v1.WatchJobRequest
 	2,  // 2: muster.v1.Jobs.Cancel:input_type -> muster.v1.CancelRequest
-	3,  // 3: muster.v1.Jobs.ListNodes:input_type -> muster.v1.ListNodesRequest
-	4,  // 4: muster.v1.Jobs.ListJobs:input_type -> muster.v1.ListJobsRequest
-	5,  // 5: muster.v1.Jobs.WriteStdin:input_type -> muster.v1.StdinChunk
-	6,  // 6: muster.v1.Jobs.Submit:output_type -> muster.v1.SubmitResponse
-	7,  // 7: muster.v1.Jobs.WatchJob:output_type -> muster.v1.JobEvent
-	8,  // 8: muster.v1.Jobs.Cancel:output_type -> muster.v1.CancelResponse
-	9,  // 9: muster.v1.Jobs.ListNodes:output_type -> muster.v1.ListNodesResponse
-	10, // 10: muster.v1.Jobs.ListJobs:output_type -> muster.v1.ListJobsResponse
-	11, // 11: muster.v1.Jobs.WriteStdin:output_type -> muster.v1.WriteStdinResponse
-	6,  // [6:12] is the sub-list for method output_type
-	0,  // [0:6] is the sub-list for method input_type
+	3,  // 3: muster.v1.Jobs.Signal:input_type -> muster.v1.SignalRequest
+	4,  // 4: muster.v1.Jobs.ListNodes:input_type -> muster.v1.ListNodesRequest
+	5,  // 5: muster.v1.Jobs.ListJobs:input_type -> muster.v1.ListJobsRequest
+	6,  // 6: muster.v1.Jobs.WriteStdin:input_type -> muster.v1.StdinChunk
+	7,  // 7: muster.v1.Jobs.Submit:output_type -> muster.v1.SubmitResponse
+	8,  // 8: muster.v1.Jobs.WatchJob:output_type -> muster.v1.JobEvent
+	9,  // 9: muster.v1.Jobs.Cancel:output_type -> muster.v1.CancelResponse
+	10, // 10: muster.v1.Jobs.Signal:output_type -> muster.v1.SignalResponse
+	11, // 11: muster.v1.Jobs.ListNodes:output_type -> muster.v1.ListNodesResponse
+	12, // 12: muster.v1.Jobs.ListJobs:output_type -> muster.v1.ListJobsResponse
+	13, // 13: muster.v1.Jobs.WriteStdin:output_type -> muster.v1.WriteStdinResponse
+	7,  // [7:14] is the sub-list for method output_type
+	0,  // [0:7] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

@@ -890,6 +890,7 @@ type AgentCommand struct {
 	//	*AgentCommand_Stop
 	//	*AgentCommand_ReleaseStore
 	//	*AgentCommand_ProbePeer
+	//	*AgentCommand_Signal
 	Command       isAgentCommand_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -977,6 +978,15 @@ func (x *AgentCommand) GetProbePeer() *ProbePeer {
 	return nil
 }
 
+func (x *AgentCommand) GetSignal() *SignalJob {
+	if x != nil {
+		if x, ok := x.Command.(*AgentCommand_Signal); ok {
+			return x.Signal
+		}
+	}
+	return nil
+}
+
 type isAgentCommand_Command interface {
 	isAgentCommand_Command()
 }
@@ -1001,6 +1011,10 @@ type AgentCommand_ProbePeer struct {
 	ProbePeer *ProbePeer `protobuf:"bytes,5,opt,name=probe_peer,json=probePeer,proto3,oneof"`
 }
 
+type AgentCommand_Signal struct {
+	Signal *SignalJob `protobuf:"bytes,300,opt,name=signal,proto3,oneof"`
+}
+
 func (*AgentCommand_ReservePorts) isAgentCommand_Command() {}
 
 func (*AgentCommand_Start) isAgentCommand_Command() {}
@@ -1010,6 +1024,8 @@ func (*AgentCommand_Stop) isAgentCommand_Command() {}
 func (*AgentCommand_ReleaseStore) isAgentCommand_Command() {}
 
 func (*AgentCommand_ProbePeer) isAgentCommand_Command() {}
+
+func (*AgentCommand_Signal) isAgentCommand_Command() {}
 
 // ProbePeer asks an agent whether it can reach another node, whose own
 // agent has gone silent to the store: when it cannot, it says so with
@@ -1522,7 +1538,17 @@ type JobSpec struct {
 	// no_agent_store leaves PyTorch's TCPStore to rank 0 (--no-agent-store):
 	// by default node rank 0's agent serves it on MASTER_PORT for the job's
 	// life, and workers get TORCHELASTIC_USE_AGENT_STORE=True.
-	NoAgentStore  bool `protobuf:"varint,23,opt,name=no_agent_store,json=noAgentStore,proto3" json:"no_agent_store,omitempty"`
+	NoAgentStore bool `protobuf:"varint,23,opt,name=no_agent_store,json=noAgentStore,proto3" json:"no_agent_store,omitempty"`
+	// hang_timeout_ms, when set, calls a worker hung once it gave no heartbeat
+	// (touching MUSTER_HEARTBEAT_FILE; with hang_on_silence, also a line of
+	// output) for this long: its Python stacks and PyTorch's flight recorder
+	// are dumped and the job stops, as for a failed worker (--hang-timeout).
+	HangTimeoutMs int64 `protobuf:"varint,300,opt,name=hang_timeout_ms,json=hangTimeoutMs,proto3" json:"hang_timeout_ms,omitempty"`
+	// hang_first_timeout_ms applies instead until a worker's first heartbeat,
+	// for slow starts; 0: hang_timeout_ms (--hang-first-timeout).
+	HangFirstTimeoutMs int64 `protobuf:"varint,301,opt,name=hang_first_timeout_ms,json=hangFirstTimeoutMs,proto3" json:"hang_first_timeout_ms,omitempty"`
+	// hang_on_silence counts every line a worker writes as a heartbeat too.
+	HangOnSilence bool `protobuf:"varint,302,opt,name=hang_on_silence,json=hangOnSilence,proto3" json:"hang_on_silence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1714,6 +1740,27 @@ func (x *JobSpec) GetMpi() string {
 func (x *JobSpec) GetNoAgentStore() bool {
 	if x != nil {
 		return x.NoAgentStore
+	}
+	return false
+}
+
+func (x *JobSpec) GetHangTimeoutMs() int64 {
+	if x != nil {
+		return x.HangTimeoutMs
+	}
+	return 0
+}
+
+func (x *JobSpec) GetHangFirstTimeoutMs() int64 {
+	if x != nil {
+		return x.HangFirstTimeoutMs
+	}
+	return 0
+}
+
+func (x *JobSpec) GetHangOnSilence() bool {
+	if x != nil {
+		return x.HangOnSilence
 	}
 	return false
 }
@@ -2112,6 +2159,9 @@ type StopJob struct {
 	Reason string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	// kill_timeout_ms is the grace between SIGTERM and SIGKILL; 0 kills at once.
 	KillTimeoutMs int64 `protobuf:"varint,3,opt,name=kill_timeout_ms,json=killTimeoutMs,proto3" json:"kill_timeout_ms,omitempty"`
+	// dump_first asks the agent to have PyTorch dump each worker's NCCL
+	// flight recorder before the stop: a worker of the job was found hung.
+	DumpFirst     bool `protobuf:"varint,300,opt,name=dump_first,json=dumpFirst,proto3" json:"dump_first,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2167,6 +2217,186 @@ func (x *StopJob) GetKillTimeoutMs() int64 {
 	return 0
 }
 
+func (x *StopJob) GetDumpFirst() bool {
+	if x != nil {
+		return x.DumpFirst
+	}
+	return false
+}
+
+// SignalJob asks an agent to send a signal to each of its workers of a job
+// (the process it started, not its children): SIGUSR1 before a preemption.
+type SignalJob struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Signal        int32                  `protobuf:"varint,2,opt,name=signal,proto3" json:"signal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignalJob) Reset() {
+	*x = SignalJob{}
+	mi := &file_muster_v1_types_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignalJob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignalJob) ProtoMessage() {}
+
+func (x *SignalJob) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignalJob.ProtoReflect.Descriptor instead.
+func (*SignalJob) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SignalJob) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *SignalJob) GetSignal() int32 {
+	if x != nil {
+		return x.Signal
+	}
+	return 0
+}
+
+// SignalRequest sends a signal to every worker of a running job (the
+// launcher's --forward-signals).
+type SignalRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	JobId  string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Signal int32                  `protobuf:"varint,2,opt,name=signal,proto3" json:"signal,omitempty"`
+	// coalesce_ms, when set, takes a request for the same signal within this
+	// long of the last one sent as the same delivery: every node of an agent
+	// run job may get the platform's signal at once.
+	CoalesceMs    int64 `protobuf:"varint,3,opt,name=coalesce_ms,json=coalesceMs,proto3" json:"coalesce_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignalRequest) Reset() {
+	*x = SignalRequest{}
+	mi := &file_muster_v1_types_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignalRequest) ProtoMessage() {}
+
+func (x *SignalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
+func (*SignalRequest) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SignalRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *SignalRequest) GetSignal() int32 {
+	if x != nil {
+		return x.Signal
+	}
+	return 0
+}
+
+func (x *SignalRequest) GetCoalesceMs() int64 {
+	if x != nil {
+		return x.CoalesceMs
+	}
+	return 0
+}
+
+type SignalResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// nodes is how many nodes were asked to signal their workers.
+	Nodes int32 `protobuf:"varint,1,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	// coalesced: an earlier request sent the same signal within coalesce_ms.
+	Coalesced     bool `protobuf:"varint,2,opt,name=coalesced,proto3" json:"coalesced,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignalResponse) Reset() {
+	*x = SignalResponse{}
+	mi := &file_muster_v1_types_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignalResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignalResponse) ProtoMessage() {}
+
+func (x *SignalResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignalResponse.ProtoReflect.Descriptor instead.
+func (*SignalResponse) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *SignalResponse) GetNodes() int32 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *SignalResponse) GetCoalesced() bool {
+	if x != nil {
+		return x.Coalesced
+	}
+	return false
+}
+
 type WorkerStarted struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Rank          int32                  `protobuf:"varint,1,opt,name=rank,proto3" json:"rank,omitempty"`
@@ -2179,7 +2409,7 @@ type WorkerStarted struct {
 
 func (x *WorkerStarted) Reset() {
 	*x = WorkerStarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[25]
+	mi := &file_muster_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2421,7 @@ func (x *WorkerStarted) String() string {
 func (*WorkerStarted) ProtoMessage() {}
 
 func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[25]
+	mi := &file_muster_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2434,7 @@ func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStarted.ProtoReflect.Descriptor instead.
 func (*WorkerStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WorkerStarted) GetRank() int32 {
@@ -2251,7 +2481,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_muster_v1_types_proto_msgTypes[26]
+	mi := &file_muster_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2263,7 +2493,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[26]
+	mi := &file_muster_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2276,7 +2506,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Output) GetRank() int32 {
@@ -2327,13 +2557,16 @@ type WorkerExited struct {
 	// log_incomplete, when set, says why the worker's --log-dir file misses
 	// some of its output (the error writing it, e.g. a full disk).
 	LogIncomplete string `protobuf:"bytes,15,opt,name=log_incomplete,json=logIncomplete,proto3" json:"log_incomplete,omitempty"`
+	// hang, when set, says that its agent found the worker hung and stopped
+	// it: how long it gave no heartbeat, and what was dumped.
+	Hang          *WorkerHang `protobuf:"bytes,300,opt,name=hang,proto3" json:"hang,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkerExited) Reset() {
 	*x = WorkerExited{}
-	mi := &file_muster_v1_types_proto_msgTypes[27]
+	mi := &file_muster_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2345,7 +2578,7 @@ func (x *WorkerExited) String() string {
 func (*WorkerExited) ProtoMessage() {}
 
 func (x *WorkerExited) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[27]
+	mi := &file_muster_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2358,7 +2591,7 @@ func (x *WorkerExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerExited.ProtoReflect.Descriptor instead.
 func (*WorkerExited) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WorkerExited) GetRank() int32 {
@@ -2431,6 +2664,120 @@ func (x *WorkerExited) GetLogIncomplete() string {
 	return ""
 }
 
+func (x *WorkerExited) GetHang() *WorkerHang {
+	if x != nil {
+		return x.Hang
+	}
+	return nil
+}
+
+// WorkerHang is a worker its agent found hung: no heartbeat for longer than
+// the job's hang timeout. Its agent dumped what it could (the Python stacks
+// of every thread through SIGABRT and PYTHONFAULTHANDLER; PyTorch's NCCL
+// flight recorder) and stopped it, which fails the job as an exit does.
+type WorkerHang struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// silent_ms is how long the worker had given no heartbeat when it was
+	// found hung.
+	SilentMs int64 `protobuf:"varint,1,opt,name=silent_ms,json=silentMs,proto3" json:"silent_ms,omitempty"`
+	// timeout_ms is the timeout it passed.
+	TimeoutMs int64 `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// never_beat: it had given no heartbeat at all since it started, and the
+	// first-heartbeat timeout applied.
+	NeverBeat bool `protobuf:"varint,3,opt,name=never_beat,json=neverBeat,proto3" json:"never_beat,omitempty"`
+	// also_hung are the other ranks its agent found hung at the same time.
+	AlsoHung []int32 `protobuf:"varint,4,rep,packed,name=also_hung,json=alsoHung,proto3" json:"also_hung,omitempty"`
+	// waiting are ranks of the job that still ran, not hung, when the store
+	// learnt of the hang: the ranks that were waiting for it (at most 64;
+	// waiting_count counts them all). Set by the store.
+	Waiting      []int32 `protobuf:"varint,5,rep,packed,name=waiting,proto3" json:"waiting,omitempty"`
+	WaitingCount int32   `protobuf:"varint,6,opt,name=waiting_count,json=waitingCount,proto3" json:"waiting_count,omitempty"`
+	// flight_recorder is where PyTorch dumped the worker's NCCL flight
+	// recorder, when it did.
+	FlightRecorder string `protobuf:"bytes,7,opt,name=flight_recorder,json=flightRecorder,proto3" json:"flight_recorder,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *WorkerHang) Reset() {
+	*x = WorkerHang{}
+	mi := &file_muster_v1_types_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerHang) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerHang) ProtoMessage() {}
+
+func (x *WorkerHang) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerHang.ProtoReflect.Descriptor instead.
+func (*WorkerHang) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *WorkerHang) GetSilentMs() int64 {
+	if x != nil {
+		return x.SilentMs
+	}
+	return 0
+}
+
+func (x *WorkerHang) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *WorkerHang) GetNeverBeat() bool {
+	if x != nil {
+		return x.NeverBeat
+	}
+	return false
+}
+
+func (x *WorkerHang) GetAlsoHung() []int32 {
+	if x != nil {
+		return x.AlsoHung
+	}
+	return nil
+}
+
+func (x *WorkerHang) GetWaiting() []int32 {
+	if x != nil {
+		return x.Waiting
+	}
+	return nil
+}
+
+func (x *WorkerHang) GetWaitingCount() int32 {
+	if x != nil {
+		return x.WaitingCount
+	}
+	return 0
+}
+
+func (x *WorkerHang) GetFlightRecorder() string {
+	if x != nil {
+		return x.FlightRecorder
+	}
+	return ""
+}
+
 // NodeLoss says how a node was found lost: which node, who saw it, by which
 // signal, and how long it had been silent. It crosses the wire as fields,
 // so that store and agents never parse each other's messages.
@@ -2462,7 +2809,7 @@ type NodeLoss struct {
 
 func (x *NodeLoss) Reset() {
 	*x = NodeLoss{}
-	mi := &file_muster_v1_types_proto_msgTypes[28]
+	mi := &file_muster_v1_types_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2474,7 +2821,7 @@ func (x *NodeLoss) String() string {
 func (*NodeLoss) ProtoMessage() {}
 
 func (x *NodeLoss) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[28]
+	mi := &file_muster_v1_types_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2487,7 +2834,7 @@ func (x *NodeLoss) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoss.ProtoReflect.Descriptor instead.
 func (*NodeLoss) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *NodeLoss) GetNode() string {
@@ -2559,7 +2906,7 @@ type JobFinished struct {
 
 func (x *JobFinished) Reset() {
 	*x = JobFinished{}
-	mi := &file_muster_v1_types_proto_msgTypes[29]
+	mi := &file_muster_v1_types_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2571,7 +2918,7 @@ func (x *JobFinished) String() string {
 func (*JobFinished) ProtoMessage() {}
 
 func (x *JobFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[29]
+	mi := &file_muster_v1_types_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2584,7 +2931,7 @@ func (x *JobFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFinished.ProtoReflect.Descriptor instead.
 func (*JobFinished) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *JobFinished) GetState() JobState {
@@ -2627,7 +2974,7 @@ type OutputLost struct {
 
 func (x *OutputLost) Reset() {
 	*x = OutputLost{}
-	mi := &file_muster_v1_types_proto_msgTypes[30]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2639,7 +2986,7 @@ func (x *OutputLost) String() string {
 func (*OutputLost) ProtoMessage() {}
 
 func (x *OutputLost) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[30]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2652,7 +2999,7 @@ func (x *OutputLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLost.ProtoReflect.Descriptor instead.
 func (*OutputLost) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *OutputLost) GetEvents() uint64 {
@@ -2694,7 +3041,7 @@ type WaitingForNodes struct {
 
 func (x *WaitingForNodes) Reset() {
 	*x = WaitingForNodes{}
-	mi := &file_muster_v1_types_proto_msgTypes[31]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2706,7 +3053,7 @@ func (x *WaitingForNodes) String() string {
 func (*WaitingForNodes) ProtoMessage() {}
 
 func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[31]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2719,7 +3066,7 @@ func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitingForNodes.ProtoReflect.Descriptor instead.
 func (*WaitingForNodes) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *WaitingForNodes) GetRound() int32 {
@@ -2794,7 +3141,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_muster_v1_types_proto_msgTypes[32]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2806,7 +3153,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[32]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2819,7 +3166,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{32}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -3000,7 +3347,7 @@ type RoundRestarting struct {
 
 func (x *RoundRestarting) Reset() {
 	*x = RoundRestarting{}
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3012,7 +3359,7 @@ func (x *RoundRestarting) String() string {
 func (*RoundRestarting) ProtoMessage() {}
 
 func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3025,7 +3372,7 @@ func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundRestarting.ProtoReflect.Descriptor instead.
 func (*RoundRestarting) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RoundRestarting) GetRound() int32 {
@@ -3075,7 +3422,7 @@ type StoreRestarted struct {
 
 func (x *StoreRestarted) Reset() {
 	*x = StoreRestarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3087,7 +3434,7 @@ func (x *StoreRestarted) String() string {
 func (*StoreRestarted) ProtoMessage() {}
 
 func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3100,7 +3447,7 @@ func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreRestarted.ProtoReflect.Descriptor instead.
 func (*StoreRestarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *StoreRestarted) GetStoreId() string {
@@ -3126,7 +3473,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3138,7 +3485,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3151,7 +3498,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PublishRequest) GetSession() string {
@@ -3186,7 +3533,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3198,7 +3545,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3211,7 +3558,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PublishResponse) GetAckedSeq() uint64 {
@@ -3240,7 +3587,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3252,7 +3599,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3265,7 +3612,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -3317,7 +3664,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3329,7 +3676,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3342,7 +3689,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CancelRequest) GetJobId() string {
@@ -3381,7 +3728,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3393,7 +3740,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3406,7 +3753,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
 }
 
 type ListNodesRequest struct {
@@ -3417,7 +3764,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3429,7 +3776,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3442,7 +3789,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
 }
 
 type NodeStatus struct {
@@ -3466,7 +3813,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3478,7 +3825,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3491,7 +3838,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *NodeStatus) GetNode() *Node {
@@ -3545,7 +3892,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3557,7 +3904,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3570,7 +3917,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeStatus {
@@ -3588,7 +3935,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3600,7 +3947,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3613,7 +3960,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
 }
 
 type JobStatus struct {
@@ -3631,7 +3978,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3643,7 +3990,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3656,7 +4003,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *JobStatus) GetJobId() string {
@@ -3710,7 +4057,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3722,7 +4069,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3735,7 +4082,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobStatus {
@@ -3756,7 +4103,7 @@ type StdinChunk struct {
 
 func (x *StdinChunk) Reset() {
 	*x = StdinChunk{}
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3768,7 +4115,7 @@ func (x *StdinChunk) String() string {
 func (*StdinChunk) ProtoMessage() {}
 
 func (x *StdinChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3781,7 +4128,7 @@ func (x *StdinChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdinChunk.ProtoReflect.Descriptor instead.
 func (*StdinChunk) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *StdinChunk) GetJobId() string {
@@ -3806,7 +4153,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3818,7 +4165,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3831,7 +4178,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
 }
 
 type ReadStdinRequest struct {
@@ -3844,7 +4191,7 @@ type ReadStdinRequest struct {
 
 func (x *ReadStdinRequest) Reset() {
 	*x = ReadStdinRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3856,7 +4203,7 @@ func (x *ReadStdinRequest) String() string {
 func (*ReadStdinRequest) ProtoMessage() {}
 
 func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3869,7 +4216,7 @@ func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStdinRequest.ProtoReflect.Descriptor instead.
 func (*ReadStdinRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ReadStdinRequest) GetSession() string {
@@ -3900,7 +4247,7 @@ type KVSetRequest struct {
 
 func (x *KVSetRequest) Reset() {
 	*x = KVSetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3912,7 +4259,7 @@ func (x *KVSetRequest) String() string {
 func (*KVSetRequest) ProtoMessage() {}
 
 func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3925,7 +4272,7 @@ func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetRequest.ProtoReflect.Descriptor instead.
 func (*KVSetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *KVSetRequest) GetScope() string {
@@ -3958,7 +4305,7 @@ type KVSetResponse struct {
 
 func (x *KVSetResponse) Reset() {
 	*x = KVSetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3970,7 +4317,7 @@ func (x *KVSetResponse) String() string {
 func (*KVSetResponse) ProtoMessage() {}
 
 func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3983,7 +4330,7 @@ func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetResponse.ProtoReflect.Descriptor instead.
 func (*KVSetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *KVSetResponse) GetVersion() uint64 {
@@ -4005,7 +4352,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4017,7 +4364,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4030,7 +4377,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *KVGetRequest) GetScope() string {
@@ -4071,7 +4418,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4083,7 +4430,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4096,7 +4443,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *KVGetResponse) GetValue() []byte {
@@ -4127,7 +4474,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4139,7 +4486,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4152,7 +4499,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *BarrierRequest) GetScope() string {
@@ -4198,7 +4545,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4210,7 +4557,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4223,7 +4570,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{58}
 }
 
 var File_muster_v1_types_proto protoreflect.FileDescriptor
@@ -4280,14 +4627,15 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x06exited\x18\x02 \x01(\v2\x17.muster.v1.WorkerExitedR\x06exited\x12\x14\n" +
 	"\x05acked\x18\x03 \x01(\bR\x05acked\"(\n" +
 	"\fWatchRequest\x12\x18\n" +
-	"\asession\x18\x01 \x01(\tR\asession\"\xa9\x02\n" +
+	"\asession\x18\x01 \x01(\tR\asession\"\xda\x02\n" +
 	"\fAgentCommand\x12>\n" +
 	"\rreserve_ports\x18\x01 \x01(\v2\x17.muster.v1.ReservePortsH\x00R\freservePorts\x12-\n" +
 	"\x05start\x18\x02 \x01(\v2\x15.muster.v1.AssignmentH\x00R\x05start\x12(\n" +
 	"\x04stop\x18\x03 \x01(\v2\x12.muster.v1.StopJobH\x00R\x04stop\x12>\n" +
 	"\rrelease_store\x18\x04 \x01(\v2\x17.muster.v1.ReleaseStoreH\x00R\freleaseStore\x125\n" +
 	"\n" +
-	"probe_peer\x18\x05 \x01(\v2\x14.muster.v1.ProbePeerH\x00R\tprobePeerB\t\n" +
+	"probe_peer\x18\x05 \x01(\v2\x14.muster.v1.ProbePeerH\x00R\tprobePeer\x12/\n" +
+	"\x06signal\x18\xac\x02 \x01(\v2\x14.muster.v1.SignalJobH\x00R\x06signalB\t\n" +
 	"\acommand\"3\n" +
 	"\tProbePeer\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
@@ -4313,7 +4661,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\fLeaveRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x0f\n" +
-	"\rLeaveResponse\"\xae\x05\n" +
+	"\rLeaveResponse\"\xb4\x06\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\fR\x04argv\x12\x16\n" +
 	"\x06nnodes\x18\x02 \x01(\x05R\x06nnodes\x12\x12\n" +
@@ -4342,7 +4690,10 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\flast_call_ms\x18\x15 \x01(\x03R\n" +
 	"lastCallMs\x12\x10\n" +
 	"\x03mpi\x18\x16 \x01(\tR\x03mpi\x12$\n" +
-	"\x0eno_agent_store\x18\x17 \x01(\bR\fnoAgentStoreB\r\n" +
+	"\x0eno_agent_store\x18\x17 \x01(\bR\fnoAgentStore\x12'\n" +
+	"\x0fhang_timeout_ms\x18\xac\x02 \x01(\x03R\rhangTimeoutMs\x122\n" +
+	"\x15hang_first_timeout_ms\x18\xad\x02 \x01(\x03R\x12hangFirstTimeoutMs\x12'\n" +
+	"\x0fhang_on_silence\x18\xae\x02 \x01(\bR\rhangOnSilenceB\r\n" +
 	"\v_stdin_rank\"7\n" +
 	"\rSubmitRequest\x12&\n" +
 	"\x04spec\x18\x01 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\"B\n" +
@@ -4385,11 +4736,24 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x03uid\x18\x01 \x01(\rR\x03uid\x12\x10\n" +
 	"\x03gid\x18\x02 \x01(\rR\x03gid\x12\x16\n" +
 	"\x06groups\x18\x03 \x03(\rR\x06groups\x12\x12\n" +
-	"\x04user\x18\x04 \x01(\tR\x04user\"`\n" +
+	"\x04user\x18\x04 \x01(\tR\x04user\"\x80\x01\n" +
 	"\aStopJob\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12&\n" +
-	"\x0fkill_timeout_ms\x18\x03 \x01(\x03R\rkillTimeoutMs\"h\n" +
+	"\x0fkill_timeout_ms\x18\x03 \x01(\x03R\rkillTimeoutMs\x12\x1e\n" +
+	"\n" +
+	"dump_first\x18\xac\x02 \x01(\bR\tdumpFirst\":\n" +
+	"\tSignalJob\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
+	"\x06signal\x18\x02 \x01(\x05R\x06signal\"_\n" +
+	"\rSignalRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
+	"\x06signal\x18\x02 \x01(\x05R\x06signal\x12\x1f\n" +
+	"\vcoalesce_ms\x18\x03 \x01(\x03R\n" +
+	"coalesceMs\"D\n" +
+	"\x0eSignalResponse\x12\x14\n" +
+	"\x05nodes\x18\x01 \x01(\x05R\x05nodes\x12\x1c\n" +
+	"\tcoalesced\x18\x02 \x01(\bR\tcoalesced\"h\n" +
 	"\rWorkerStarted\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x1d\n" +
 	"\n" +
@@ -4400,7 +4764,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12)\n" +
 	"\x06stream\x18\x02 \x01(\x0e2\x11.muster.v1.StreamR\x06stream\x12\x12\n" +
 	"\x04data\x18\x05 \x01(\fR\x04data\x12\x16\n" +
-	"\x06paused\x18\x06 \x01(\bR\x06pausedJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"\xba\x02\n" +
+	"\x06paused\x18\x06 \x01(\bR\x06pausedJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"\xe6\x02\n" +
 	"\fWorkerExited\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x1d\n" +
 	"\n" +
@@ -4414,8 +4778,20 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x05error\x18\b \x01(\tR\x05error\x120\n" +
 	"\tnode_loss\x18\n" +
 	" \x01(\v2\x13.muster.v1.NodeLossR\bnodeLoss\x12%\n" +
-	"\x0elog_incomplete\x18\x0f \x01(\tR\rlogIncompleteJ\x04\b\t\x10\n" +
-	"\"\x9f\x02\n" +
+	"\x0elog_incomplete\x18\x0f \x01(\tR\rlogIncomplete\x12*\n" +
+	"\x04hang\x18\xac\x02 \x01(\v2\x15.muster.v1.WorkerHangR\x04hangJ\x04\b\t\x10\n" +
+	"\"\xec\x01\n" +
+	"\n" +
+	"WorkerHang\x12\x1b\n" +
+	"\tsilent_ms\x18\x01 \x01(\x03R\bsilentMs\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x03R\ttimeoutMs\x12\x1d\n" +
+	"\n" +
+	"never_beat\x18\x03 \x01(\bR\tneverBeat\x12\x1b\n" +
+	"\talso_hung\x18\x04 \x03(\x05R\balsoHung\x12\x18\n" +
+	"\awaiting\x18\x05 \x03(\x05R\awaiting\x12#\n" +
+	"\rwaiting_count\x18\x06 \x01(\x05R\fwaitingCount\x12'\n" +
+	"\x0fflight_recorder\x18\a \x01(\tR\x0eflightRecorder\"\x9f\x02\n" +
 	"\bNodeLoss\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
 	"\bobserver\x18\x02 \x01(\tR\bobserver\x12-\n" +
@@ -4579,7 +4955,7 @@ func file_muster_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_muster_v1_types_proto_goTypes = []any{
 	(JobState)(0),                 // 0: muster.v1.JobState
 	(Stream)(0),                   // 1: muster.v1.Stream
@@ -4609,36 +4985,40 @@ var file_muster_v1_types_proto_goTypes = []any{
 	(*Assignment)(nil),            // 25: muster.v1.Assignment
 	(*Identity)(nil),              // 26: muster.v1.Identity
 	(*StopJob)(nil),               // 27: muster.v1.StopJob
-	(*WorkerStarted)(nil),         // 28: muster.v1.WorkerStarted
-	(*Output)(nil),                // 29: muster.v1.Output
-	(*WorkerExited)(nil),          // 30: muster.v1.WorkerExited
-	(*NodeLoss)(nil),              // 31: muster.v1.NodeLoss
-	(*JobFinished)(nil),           // 32: muster.v1.JobFinished
-	(*OutputLost)(nil),            // 33: muster.v1.OutputLost
-	(*WaitingForNodes)(nil),       // 34: muster.v1.WaitingForNodes
-	(*JobEvent)(nil),              // 35: muster.v1.JobEvent
-	(*RoundRestarting)(nil),       // 36: muster.v1.RoundRestarting
-	(*StoreRestarted)(nil),        // 37: muster.v1.StoreRestarted
-	(*PublishRequest)(nil),        // 38: muster.v1.PublishRequest
-	(*PublishResponse)(nil),       // 39: muster.v1.PublishResponse
-	(*WatchJobRequest)(nil),       // 40: muster.v1.WatchJobRequest
-	(*CancelRequest)(nil),         // 41: muster.v1.CancelRequest
-	(*CancelResponse)(nil),        // 42: muster.v1.CancelResponse
-	(*ListNodesRequest)(nil),      // 43: muster.v1.ListNodesRequest
-	(*NodeStatus)(nil),            // 44: muster.v1.NodeStatus
-	(*ListNodesResponse)(nil),     // 45: muster.v1.ListNodesResponse
-	(*ListJobsRequest)(nil),       // 46: muster.v1.ListJobsRequest
-	(*JobStatus)(nil),             // 47: muster.v1.JobStatus
-	(*ListJobsResponse)(nil),      // 48: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),            // 49: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),    // 50: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),      // 51: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),          // 52: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),         // 53: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),          // 54: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),         // 55: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),        // 56: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),       // 57: muster.v1.BarrierResponse
+	(*SignalJob)(nil),             // 28: muster.v1.SignalJob
+	(*SignalRequest)(nil),         // 29: muster.v1.SignalRequest
+	(*SignalResponse)(nil),        // 30: muster.v1.SignalResponse
+	(*WorkerStarted)(nil),         // 31: muster.v1.WorkerStarted
+	(*Output)(nil),                // 32: muster.v1.Output
+	(*WorkerExited)(nil),          // 33: muster.v1.WorkerExited
+	(*WorkerHang)(nil),            // 34: muster.v1.WorkerHang
+	(*NodeLoss)(nil),              // 35: muster.v1.NodeLoss
+	(*JobFinished)(nil),           // 36: muster.v1.JobFinished
+	(*OutputLost)(nil),            // 37: muster.v1.OutputLost
+	(*WaitingForNodes)(nil),       // 38: muster.v1.WaitingForNodes
+	(*JobEvent)(nil),              // 39: muster.v1.JobEvent
+	(*RoundRestarting)(nil),       // 40: muster.v1.RoundRestarting
+	(*StoreRestarted)(nil),        // 41: muster.v1.StoreRestarted
+	(*PublishRequest)(nil),        // 42: muster.v1.PublishRequest
+	(*PublishResponse)(nil),       // 43: muster.v1.PublishResponse
+	(*WatchJobRequest)(nil),       // 44: muster.v1.WatchJobRequest
+	(*CancelRequest)(nil),         // 45: muster.v1.CancelRequest
+	(*CancelResponse)(nil),        // 46: muster.v1.CancelResponse
+	(*ListNodesRequest)(nil),      // 47: muster.v1.ListNodesRequest
+	(*NodeStatus)(nil),            // 48: muster.v1.NodeStatus
+	(*ListNodesResponse)(nil),     // 49: muster.v1.ListNodesResponse
+	(*ListJobsRequest)(nil),       // 50: muster.v1.ListJobsRequest
+	(*JobStatus)(nil),             // 51: muster.v1.JobStatus
+	(*ListJobsResponse)(nil),      // 52: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),            // 53: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),    // 54: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),      // 55: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),          // 56: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),         // 57: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),          // 58: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),         // 59: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),        // 60: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),       // 61: muster.v1.BarrierResponse
 }
 var file_muster_v1_types_proto_depIdxs = []int32{
 	3,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
@@ -4647,42 +5027,44 @@ var file_muster_v1_types_proto_depIdxs = []int32{
 	22, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
 	26, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
 	10, // 5: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
-	30, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
+	33, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
 	15, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
 	25, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
 	27, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
 	14, // 10: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
 	13, // 11: muster.v1.AgentCommand.probe_peer:type_name -> muster.v1.ProbePeer
-	31, // 12: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
-	22, // 13: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
-	22, // 14: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
-	26, // 15: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
-	1,  // 16: muster.v1.Output.stream:type_name -> muster.v1.Stream
-	31, // 17: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
-	2,  // 18: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
-	0,  // 19: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
-	30, // 20: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
-	0,  // 21: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
-	28, // 22: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
-	29, // 23: muster.v1.JobEvent.output:type_name -> muster.v1.Output
-	30, // 24: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
-	32, // 25: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
-	33, // 26: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
-	34, // 27: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
-	37, // 28: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
-	36, // 29: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
-	35, // 30: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
-	4,  // 31: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
-	44, // 32: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
-	22, // 33: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
-	0,  // 34: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
-	26, // 35: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	47, // 36: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	28, // 12: muster.v1.AgentCommand.signal:type_name -> muster.v1.SignalJob
+	35, // 13: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
+	22, // 14: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
+	22, // 15: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
+	26, // 16: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
+	1,  // 17: muster.v1.Output.stream:type_name -> muster.v1.Stream
+	35, // 18: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
+	34, // 19: muster.v1.WorkerExited.hang:type_name -> muster.v1.WorkerHang
+	2,  // 20: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
+	0,  // 21: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
+	33, // 22: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
+	0,  // 23: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
+	31, // 24: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
+	32, // 25: muster.v1.JobEvent.output:type_name -> muster.v1.Output
+	33, // 26: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
+	36, // 27: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
+	37, // 28: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
+	38, // 29: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
+	41, // 30: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
+	40, // 31: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
+	39, // 32: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
+	4,  // 33: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
+	48, // 34: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
+	22, // 35: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
+	0,  // 36: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
+	26, // 37: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
+	51, // 38: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_types_proto_init() }
@@ -4696,9 +5078,10 @@ func file_muster_v1_types_proto_init() {
 		(*AgentCommand_Stop)(nil),
 		(*AgentCommand_ReleaseStore)(nil),
 		(*AgentCommand_ProbePeer)(nil),
+		(*AgentCommand_Signal)(nil),
 	}
 	file_muster_v1_types_proto_msgTypes[19].OneofWrappers = []any{}
-	file_muster_v1_types_proto_msgTypes[32].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[36].OneofWrappers = []any{
 		(*JobEvent_State)(nil),
 		(*JobEvent_Started)(nil),
 		(*JobEvent_Output)(nil),
@@ -4715,7 +5098,7 @@ func file_muster_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_types_proto_rawDesc), len(file_muster_v1_types_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   55,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
