@@ -9,9 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/musterhq/muster/failure"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
@@ -40,6 +42,10 @@ type Supervisor struct {
 	shutdown string
 	// exits are this node's ended workers, by rank, as reported.
 	exits map[int32]*exitRecord
+	// watch, with a hang timeout, watches the workers' heartbeats (hang.go);
+	// hangs are the workers it found hung, by rank.
+	watch *hangWatch
+	hangs map[int32]*musterv1.WorkerHang
 }
 
 // exitRecord is a worker's exit and the sequence number of its event (0
@@ -69,7 +75,8 @@ type worker struct {
 	path    string
 	read    sync.WaitGroup
 	exit    chan exitStatus
-	pmi     *pmiConn // an MPI worker's PMI connection
+	pmi     *pmiConn   // an MPI worker's PMI connection
+	watch   *rankWatch // its heartbeat, with a hang timeout
 }
 
 // openLogs opens each worker's log file, when the job has a log directory.
@@ -173,11 +180,18 @@ func (js *jobStart) startWorkers() error {
 		return errStopping
 	}
 	js.spec.Spare = js.a.takeSpare()
+	if js.hang != nil {
+		js.hang.sup, js.hang.epoch = s, time.Now()
+	}
 	g, err := supervise.Start(js.spec)
 	if err != nil {
 		return err
 	}
 	s.group, js.group = g, g
+	if js.hang != nil {
+		s.watch = js.hang
+		js.hang.start(js.started, g)
+	}
 	return nil
 }
 
@@ -223,6 +237,9 @@ func (s *Supervisor) run(ctx context.Context, js *jobStart) {
 		case supervise.Exited:
 			w.exit <- exitStatus{code: ev.Code, signal: ev.Signal}
 		}
+		if w.watch != nil {
+			w.watch.ended.Store(true)
+		}
 		got[ev.Index] = true
 	}
 	note := g.Note()
@@ -252,6 +269,9 @@ func (s *Supervisor) readOutput(w *worker, i int) {
 		}
 		if i == 1 {
 			w.errTail.add(data)
+		}
+		if w.watch != nil {
+			w.watch.output()
 		}
 		s.pub.publish(&musterv1.JobEvent{JobId: s.job, Event: &musterv1.JobEvent_Output{Output: &musterv1.Output{
 			Rank: int32(w.plan.rank), Stream: stream, Data: bytes.Clone(data), Paused: paused}}})
@@ -283,14 +303,16 @@ func (s *Supervisor) exited(pl workerPlan, st exitStatus, stderrTail []string, l
 	s.mu.Lock()
 	// A rank that called MPI_Abort failed by itself, though the stop it
 	// asked for killed it.
-	stopped := s.stopping && s.shutdown == "" && !st.aborted
+	// A hung worker fails the job, however the stop that followed ended it.
+	hang := s.hangs[int32(pl.rank)]
+	stopped := s.stopping && s.shutdown == "" && !st.aborted && hang == nil
 	if s.shutdown != "" && st.failed() && st.err == "" {
 		st.err = s.shutdown
 	}
 	s.mu.Unlock()
 	ev := &musterv1.WorkerExited{Rank: int32(pl.rank), LocalRank: int32(pl.localRank), Node: s.node,
 		ExitCode: int32(st.code), Signal: int32(st.signal), StderrTail: stderrTail, Stopped: stopped, Error: st.err,
-		LogIncomplete: logIncomplete}
+		LogIncomplete: logIncomplete, Hang: hang}
 	s.log.Info("worker exited", zap.String("job", s.job), zap.Int("rank", pl.rank), zap.Int("exit-code", st.code),
 		zap.Int("signal", st.signal), zap.Bool("stopped", stopped), zap.String("error", st.err), zap.String("log-incomplete", logIncomplete))
 	// Recorded before it is queued: a report never says a worker runs once
@@ -322,6 +344,45 @@ func (s *Supervisor) rankStates(first, n int32, acked uint64) []*musterv1.RankSt
 		out = append(out, rs)
 	}
 	return out
+}
+
+// setHang records that a worker was found hung, before it is stopped.
+func (s *Supervisor) setHang(rank int, h *musterv1.WorkerHang) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hangs == nil {
+		s.hangs = map[int32]*musterv1.WorkerHang{}
+	}
+	s.hangs[int32(rank)] = h
+}
+
+// Signal sends sig to each running worker's own process (SIGUSR1 before a
+// preemption); before the workers start, or after they ended, it does
+// nothing.
+func (s *Supervisor) Signal(sig syscall.Signal) {
+	s.mu.Lock()
+	g, stopping := s.group, s.stopping
+	s.mu.Unlock()
+	if g == nil || stopping {
+		s.log.Info("signal not sent: no running workers", zap.String("job", s.job), zap.String("signal", unix.SignalName(sig)))
+		return
+	}
+	if err := g.SignalLeaders(sig); err != nil {
+		s.log.Info("signal not sent", zap.String("job", s.job), zap.String("signal", unix.SignalName(sig)), zap.Error(err))
+	}
+}
+
+// StopAfterDumps stops the job as Stop does, once PyTorch's flight
+// recorders here were dumped (a worker of the job on another node hung).
+func (s *Supervisor) StopAfterDumps(grace time.Duration) {
+	s.mu.Lock()
+	g, watch := s.group, s.watch
+	s.mu.Unlock()
+	if g == nil || watch == nil {
+		s.Stop(grace)
+		return
+	}
+	watch.dumpThenStop(g, func() { s.Stop(grace) })
 }
 
 // Stop ends every worker: SIGTERM to each process group and every process

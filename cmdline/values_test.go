@@ -121,6 +121,8 @@ func TestSignals(t *testing.T) {
 		{"KILL", "error"},
 		{"STOP", "error"},
 		{"TSTP", "error"},
+		{"CONT", "error"},
+		{"URG", "error"},
 		{"USR3", "error"},
 		{"9", "error"},
 	} {

@@ -163,6 +163,8 @@ func validateHang(spec *musterv1.JobSpec) error {
 		return fmt.Errorf("--hang-first-timeout needs --hang-timeout")
 	case hang == 0 && spec.HangOnSilence:
 		return fmt.Errorf("--hang-on-silence needs --hang-timeout")
+	case hang != 0 && spec.Mpi == OpenMPI:
+		return fmt.Errorf("--hang-timeout and --mpi openmpi: a node's one worker is mpirun or its daemon, not a rank; use --mpi mpich or no --mpi")
 	case hang != 0 && (hang < ms(MinHangTimeout) || hang > ms(MaxHangTimeout)):
 		return fmt.Errorf("--hang-timeout %s is outside %s..%s", time.Duration(hang)*time.Millisecond, MinHangTimeout, MaxHangTimeout)
 	case first != 0 && (first < ms(MinHangTimeout) || first > ms(MaxHangTimeout)):

@@ -7,12 +7,13 @@ import (
 
 // forwardable are the signals a launcher, or agent run, may pass on to a
 // job's workers (--forward-signals), by name without its SIG. SIGKILL and
-// SIGSTOP cannot be handled, and SIGTSTP is the launcher's own (Ctrl-Z
-// suspends the launcher, not the job).
+// SIGSTOP cannot be handled; SIGTSTP and SIGCONT are the launcher's own
+// (Ctrl-Z suspends the launcher, not the job); the Go runtime sends itself
+// SIGURG.
 var forwardable = map[string]syscall.Signal{
 	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "USR1": syscall.SIGUSR1,
-	"USR2": syscall.SIGUSR2, "ALRM": syscall.SIGALRM, "TERM": syscall.SIGTERM, "CONT": syscall.SIGCONT,
-	"WINCH": syscall.SIGWINCH, "URG": syscall.SIGURG, "PWR": syscall.SIGPWR,
+	"USR2": syscall.SIGUSR2, "ALRM": syscall.SIGALRM, "TERM": syscall.SIGTERM,
+	"WINCH": syscall.SIGWINCH, "PWR": syscall.SIGPWR,
 }
 
 // DefaultForwardSignals are what --forward-signals forwards unless told

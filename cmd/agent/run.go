@@ -28,6 +28,8 @@ type runFlags struct {
 	gpus, nproc, nodeRank, maxRestarts *cmdline.Count
 	joinTimeout, lastCall, killTimeout *cmdline.Duration
 	nodeTimeout                        *cmdline.Duration
+	hangTimeout, hangFirst             *cmdline.Duration
+	forward                            *cmdline.Signals
 }
 
 func runCommand() *cli.Command {
@@ -40,6 +42,9 @@ func runCommand() *cli.Command {
 		lastCall:    cmdline.NewDuration(30 * time.Second),
 		killTimeout: cmdline.NewDuration(5 * time.Second),
 		nodeTimeout: cmdline.NewDuration(cluster.DefaultNodeTimeout),
+		hangTimeout: cmdline.NewDuration(0),
+		hangFirst:   cmdline.NewDuration(0),
+		forward:     cmdline.NewSignals(jobspec.DefaultForwardSignals),
 	}
 	return &cli.Command{
 		Name:      "run",
@@ -60,6 +65,10 @@ func runCommand() *cli.Command {
 			cmdline.WithEnv(cmdline.Flag(f.lastCall, "last-call", nil, "with --nnodes MIN:MAX, how long a round waits for more nodes once MIN are in (`DURATION`)"), "MUSTER_LAST_CALL"),
 			cmdline.WithEnv(cmdline.Flag(f.killTimeout, "kill-timeout", nil, "grace between SIGTERM and SIGKILL for the workers (`DURATION`); keep it below the container's stop grace"), "MUSTER_KILL_TIMEOUT"),
 			cmdline.WithEnv(cmdline.Flag(f.nodeTimeout, "node-timeout", nil, nodeTimeoutUsage), "MUSTER_NODE_TIMEOUT"),
+			cmdline.WithEnv(cmdline.Flag(f.hangTimeout, "hang-timeout", nil, "a worker that gives no heartbeat (touching $MUSTER_HEARTBEAT_FILE) for `DURATION` is hung: its stacks are dumped and the job stops (0: off)"), "MUSTER_HANG_TIMEOUT"),
+			cmdline.WithEnv(cmdline.Flag(f.hangFirst, "hang-first-timeout", nil, "with --hang-timeout, the timeout before a worker's first heartbeat (`DURATION`; default: --hang-timeout)"), "MUSTER_HANG_FIRST_TIMEOUT"),
+			&cli.BoolFlag{Name: "hang-on-silence", EnvVars: []string{"MUSTER_HANG_ON_SILENCE"}, Usage: "with --hang-timeout, every line a worker writes is a heartbeat too"},
+			cmdline.WithEnv(cmdline.Flag(f.forward, "forward-signals", nil, "signals sent on to every worker of the job instead of stopping it (`LIST`: USR1,USR2,TERM..., or none)"), "MUSTER_FORWARD_SIGNALS"),
 			&cli.StringFlag{Name: "mpi", EnvVars: []string{"MUSTER_MPI"}, Usage: "the agents serve `MPI`'s process manager interface, so its programs start without mpiexec: mpich (MPICH, Intel MPI), or openmpi (mpirun on node rank 0, the agents its remote shell)"},
 			&cli.BoolFlag{Name: "no-agent-store", EnvVars: []string{"MUSTER_NO_AGENT_STORE"}, Usage: "rank 0 hosts PyTorch's TCPStore on MASTER_PORT (by default node rank 0's agent serves it, and workers get TORCHELASTIC_USE_AGENT_STORE=True)"},
 			&cli.StringFlag{Name: "token-file", EnvVars: []string{"MUSTER_TOKEN_FILE"}, Usage: "file holding the cluster token (or set MUSTER_TOKEN); the same on every node"},
@@ -93,6 +102,8 @@ func run(c *cli.Context, f runFlags) error {
 		Rdzv: c.String("rdzv"), Host: c.Bool("rdzv-host"), NNodes: nnodes, MinNodes: minNodes,
 		GPUs: int(f.gpus.Int32()), NProc: int(f.nproc.Int32()), NodeRank: int(f.nodeRank.Int32()),
 		MaxRestarts: int(f.maxRestarts.Int32()), JoinTimeout: f.joinTimeout.Value(), LastCall: f.lastCall.Value(),
+		HangTimeout: f.hangTimeout.Value(), HangFirstTimeout: f.hangFirst.Value(), HangOnSilence: c.Bool("hang-on-silence"),
+		Forward:     f.forward.Values(),
 		KillTimeout: f.killTimeout.Value(), NodeTimeout: f.nodeTimeout.Value(), Argv: c.Args().Slice(), MPI: c.String("mpi"), NoAgentStore: c.Bool("no-agent-store"), Token: token, Name: name, Addr: c.String("addr"),
 		Environ: os.Environ(), Stdout: os.Stdout, Stderr: os.Stderr,
 	}
@@ -124,8 +135,11 @@ func run(c *cli.Context, f runFlags) error {
 		plan.GPUs = len(plan.GPUDevices)
 	}
 
-	sigs := make(chan os.Signal, 2)
+	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	for _, s := range plan.Forward {
+		signal.Notify(sigs, s)
+	}
 	defer signal.Stop(sigs)
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	plan.Signals = sigs

@@ -30,6 +30,9 @@ type runFlags struct {
 	killTimeout, timeout *cmdline.Duration
 	waitTimeout          *cmdline.Duration
 	stdin                *launch.Stdin
+	hangTimeout          *cmdline.Duration
+	hangFirst            *cmdline.Duration
+	forward              *cmdline.Signals
 }
 
 func runCommand() *cli.Command {
@@ -43,6 +46,9 @@ func runCommand() *cli.Command {
 		timeout:     cmdline.NewDuration(0),
 		waitTimeout: cmdline.NewDuration(defaultWaitTimeout),
 		stdin:       &launch.Stdin{},
+		hangTimeout: cmdline.NewDuration(0),
+		hangFirst:   cmdline.NewDuration(0),
+		forward:     cmdline.NewSignals(jobspec.DefaultForwardSignals),
 	}
 	return &cli.Command{
 		Name:               "run",
@@ -75,6 +81,10 @@ func runCommand() *cli.Command {
 				cmdline.Flag(f.timeout, "timeout", nil, "wall-clock limit for the job (`DURATION`: 30s, 2h, or seconds; 0 for none); exit code 124 when reached"),
 				cmdline.Flag(f.killTimeout, "kill-timeout", nil, "grace between SIGTERM and SIGKILL when stopping workers (`DURATION`: 30s, 2m, or seconds)"),
 				cmdline.Flag(f.maxRestarts, "max-restarts", nil, "after a failed worker or a lost node, start the job again (a new unique ID, an empty TCPStore), up to `K` times in all (TORCHELASTIC_RESTART_COUNT counts them)"),
+				cmdline.Flag(f.hangTimeout, "hang-timeout", nil, "a worker that gives no heartbeat (touching $MUSTER_HEARTBEAT_FILE) for `DURATION` is hung: its Python stacks and PyTorch's NCCL flight recorder are dumped and the job stops, as for a failed worker (0: off)"),
+				cmdline.WithDefaultText(cmdline.Flag(f.hangFirst, "hang-first-timeout", nil, "with --hang-timeout, the timeout before a worker's first heartbeat, for slow starts (`DURATION`)"), "--hang-timeout"),
+				&cli.BoolFlag{Name: "hang-on-silence", Usage: "with --hang-timeout, every line a worker writes is a heartbeat too"},
+				cmdline.Flag(f.forward, "forward-signals", nil, "signals the launcher sends on to every worker instead of stopping the job (`LIST`: USR1,USR2,TERM..., or none)"),
 			),
 			cmdline.InCategory(catMPI,
 				&cli.StringFlag{Name: "mpi", Usage: "the agents serve `MPI`'s process manager interface, so its programs start without mpiexec: mpich (MPICH, Intel MPI), or openmpi (mpirun on node rank 0, the agents its remote shell)"},
@@ -99,20 +109,23 @@ func run(c *cli.Context, f runFlags) error {
 		return cmdline.Usagef(c, "%s", err)
 	}
 	spec := &musterv1.JobSpec{
-		Nnodes:         f.nnodes.Int32(),
-		Gpus:           f.gpus.Int32(),
-		Nproc:          f.nproc.Int32(),
-		Env:            env,
-		LogDir:         []byte(c.String("log-dir")),
-		KillTimeoutMs:  f.killTimeout.Value().Milliseconds(),
-		MaxRestarts:    f.maxRestarts.Int32(),
-		TimeoutMs:      f.timeout.Value().Milliseconds(),
-		IsolateGpus:    c.Bool("isolate-gpus"),
-		NcclAutodetect: !c.Bool("no-nccl-autodetect"),
-		InheritEnv:     true,
-		Workdir:        []byte(c.String("workdir")),
-		Mpi:            c.String("mpi"),
-		NoAgentStore:   c.Bool("no-agent-store"),
+		Nnodes:             f.nnodes.Int32(),
+		Gpus:               f.gpus.Int32(),
+		Nproc:              f.nproc.Int32(),
+		Env:                env,
+		LogDir:             []byte(c.String("log-dir")),
+		KillTimeoutMs:      f.killTimeout.Value().Milliseconds(),
+		MaxRestarts:        f.maxRestarts.Int32(),
+		TimeoutMs:          f.timeout.Value().Milliseconds(),
+		IsolateGpus:        c.Bool("isolate-gpus"),
+		NcclAutodetect:     !c.Bool("no-nccl-autodetect"),
+		InheritEnv:         true,
+		Workdir:            []byte(c.String("workdir")),
+		Mpi:                c.String("mpi"),
+		NoAgentStore:       c.Bool("no-agent-store"),
+		HangTimeoutMs:      f.hangTimeout.Value().Milliseconds(),
+		HangFirstTimeoutMs: f.hangFirst.Value().Milliseconds(),
+		HangOnSilence:      c.Bool("hang-on-silence"),
 	}
 	for _, a := range argv {
 		spec.Argv = append(spec.Argv, []byte(a))
@@ -133,8 +146,12 @@ func run(c *cli.Context, f runFlags) error {
 
 	// Signals are caught from the start so that Ctrl-C never leaves workers behind.
 	// SIGHUP (a closed terminal) stops the job gracefully too, as torchrun does.
-	sigs := make(chan os.Signal, 2)
+	// The signals of --forward-signals go to the workers instead.
+	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	for _, s := range f.forward.Values() {
+		signal.Notify(sigs, s)
+	}
 	defer signal.Stop(sigs)
 	// A closed stdout then fails the write instead of killing the launcher,
 	// which stops the job and exits as a pipeline would.
@@ -184,6 +201,7 @@ func run(c *cli.Context, f runFlags) error {
 		Stderr:    os.Stderr,
 		TagOutput: c.Bool("tag-output") && !c.Bool("no-tag-output"),
 		Signals:   sigs,
+		Forward:   f.forward.Values(),
 		Store:     target.Store,
 		Liveness:  target.Liveness(),
 		Reattach:  target.Reattach(),
