@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/cluster"
@@ -258,9 +259,10 @@ const coalesceSignals = time.Second
 // it: the same signal from the other nodes within coalesceSignals is the
 // same delivery.
 func forward(ctx context.Context, p *Plan, c *storeclient.Client, sig syscall.Signal) {
+	name := unix.SignalName(sig)
 	id := findJob(ctx, c)
 	if id == "" {
-		fmt.Fprintf(p.Stderr, "muster: %s: no job to send it to yet\n", sig)
+		fmt.Fprintf(p.Stderr, "muster: %s: no job to send it to yet\n", name)
 		return
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -268,9 +270,11 @@ func forward(ctx context.Context, p *Plan, c *storeclient.Client, sig syscall.Si
 	res, err := c.Signal(cctx, &musterv1.SignalRequest{JobId: id, Signal: int32(sig), CoalesceMs: coalesceSignals.Milliseconds()})
 	switch {
 	case err != nil:
-		fmt.Fprintf(p.Stderr, "muster: %s not sent to job %s's workers: %s\n", sig, id, storeclient.ErrorMessage(err))
-	case !res.GetCoalesced():
-		fmt.Fprintf(p.Stderr, "muster: %s: sent to job %s's workers (%d nodes)\n", sig, id, res.GetNodes())
+		fmt.Fprintf(p.Stderr, "muster: %s not sent to job %s's workers: %s\n", name, id, storeclient.ErrorMessage(err))
+	case res.GetCoalesced():
+		fmt.Fprintf(p.Stderr, "muster: %s: already sent to job %s's workers (another node forwarded it within %s)\n", name, id, coalesceSignals)
+	default:
+		fmt.Fprintf(p.Stderr, "muster: %s: sent to job %s's workers (%d nodes)\n", name, id, res.GetNodes())
 	}
 }
 

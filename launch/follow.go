@@ -367,7 +367,10 @@ func (f *follower) forward(ctx context.Context, sig syscall.Signal) {
 	switch {
 	case err != nil:
 		fmt.Fprintf(f.opts.Stderr, "muster: %s not sent to job %s's workers: %s\n", name, f.job, storeclient.ErrorMessage(err))
-	case !res.GetCoalesced():
+	case res.GetCoalesced():
+		fmt.Fprintf(f.opts.Stderr, "muster: %s: already sent to job %s's workers (another node forwarded it within %s)\n",
+			name, f.job, f.opts.CoalesceSignals)
+	default:
 		fmt.Fprintf(f.opts.Stderr, "muster: %s: sent to job %s's workers (%d nodes)\n", name, f.job, res.GetNodes())
 	}
 }
