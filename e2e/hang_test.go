@@ -25,7 +25,7 @@ func TestHungPythonRankIsStoppedWithItsStacks(t *testing.T) {
 	}
 	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-hang", time.Now().UnixNano())
 	logDir := t.TempDir()
-	r := runLauncher(t, "run", "--nproc", "4", "--hang-timeout", "1s", "--log-dir", logDir, "-x", marker, "-x", "HANG_RANK=1",
+	r := runLauncher(t, "run", "--nproc", "4", "--hang-timeout", "1s", "--hang-first-timeout", "60s", "--log-dir", logDir, "-x", marker, "-x", "HANG_RANK=1",
 		"--", python, "testdata/hang.py")
 	if r.code != 134 {
 		t.Fatalf("exit %d, want 134 (SIGABRT); stderr:\n%s", r.code, r.stderr)
@@ -76,14 +76,14 @@ func TestHungRankStopsTheJob(t *testing.T) {
 		code   int
 		want   []string
 	}{
-		{"no first heartbeat", []string{"--hang-timeout", "10s", "--hang-first-timeout", "500ms"},
+		{"no first heartbeat", []string{"--hang-timeout", "30s", "--hang-first-timeout", "2s"},
 			`[ "$RANK" = 2 ] && exec sleep 1000; ` + beat, 134,
-			[]string{"rank 2 (node", "hung: no first heartbeat in 0.", "(--hang-first-timeout 500ms); ranks 0, 1 were waiting"}},
-		{"silence under --hang-on-silence", []string{"--hang-timeout", "500ms", "--hang-on-silence"},
+			[]string{"rank 2 (node", "hung: no first heartbeat in 2.", "(--hang-first-timeout 2s); ranks 0, 1 were waiting"}},
+		{"silence under --hang-on-silence", []string{"--hang-timeout", "2s", "--hang-first-timeout", "30s", "--hang-on-silence"},
 			`while :; do echo tick; [ "$RANK" = 0 ] && exec sleep 1000; sleep 0.05; done`, 134,
-			[]string{"rank 0 (node", "hung: no heartbeat for 0.", "ranks 1, 2 were waiting"}},
-		{"a hang is a failure for --max-restarts", []string{"--hang-timeout", "300ms", "--max-restarts", "1"},
-			`[ "$RANK" = 1 ] && exec sleep 1000; ` + beat, 134,
+			[]string{"rank 0 (node", "hung: no heartbeat for 2.", "(--hang-timeout 2s); ranks 1, 2 were waiting"}},
+		{"a hang is a failure for --max-restarts", []string{"--hang-timeout", "2s", "--hang-first-timeout", "30s", "--max-restarts", "1"},
+			`touch "$MUSTER_HEARTBEAT_FILE"; [ "$RANK" = 1 ] && exec sleep 1000; ` + beat, 134,
 			[]string{"round 0 stops: rank 1 (node", "restart 1 of 1 (--max-restarts)", "job j-"}},
 	}
 	for _, tt := range tests {
