@@ -72,4 +72,3 @@ func maxOf(xs []float64) float64 {
 	}
 	return m
 }
-

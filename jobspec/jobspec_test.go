@@ -191,7 +191,9 @@ func TestValidateHang(t *testing.T) {
 	}{
 		{"off", func(s *musterv1.JobSpec) {}, ""},
 		{"a timeout", func(s *musterv1.JobSpec) { s.HangTimeoutMs = 10_000 }, ""},
-		{"all three", func(s *musterv1.JobSpec) { s.HangTimeoutMs, s.HangFirstTimeoutMs, s.HangOnSilence = 10_000, 600_000, true }, ""},
+		{"all three", func(s *musterv1.JobSpec) {
+			s.HangTimeoutMs, s.HangFirstTimeoutMs, s.HangOnSilence = 10_000, 600_000, true
+		}, ""},
 		{"too short", func(s *musterv1.JobSpec) { s.HangTimeoutMs = 50 }, "--hang-timeout 50ms is outside"},
 		{"too long", func(s *musterv1.JobSpec) { s.HangTimeoutMs = 31 * 24 * 3600 * 1000 }, "--hang-timeout 744h0m0s is outside"},
 		{"negative", func(s *musterv1.JobSpec) { s.HangTimeoutMs = -1 }, "--hang-timeout -1ms is outside"},
