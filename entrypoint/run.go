@@ -274,7 +274,7 @@ func forward(ctx context.Context, p *Plan, c *storeclient.Client, sig syscall.Si
 	case res.GetCoalesced():
 		fmt.Fprintf(p.Stderr, "muster: %s: already sent to job %s's workers (another node forwarded it within %s)\n", name, id, coalesceSignals)
 	default:
-		fmt.Fprintf(p.Stderr, "muster: %s: sent to job %s's workers (%d nodes)\n", name, id, res.GetNodes())
+		fmt.Fprintf(p.Stderr, "muster: %s: sent to job %s's workers (%s)\n", name, id, launch.Nodes(int(res.GetNodes())))
 	}
 }
 

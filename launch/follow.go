@@ -371,8 +371,16 @@ func (f *follower) forward(ctx context.Context, sig syscall.Signal) {
 		fmt.Fprintf(f.opts.Stderr, "muster: %s: already sent to job %s's workers (another node forwarded it within %s)\n",
 			name, f.job, f.opts.CoalesceSignals)
 	default:
-		fmt.Fprintf(f.opts.Stderr, "muster: %s: sent to job %s's workers (%d nodes)\n", name, f.job, res.GetNodes())
+		fmt.Fprintf(f.opts.Stderr, "muster: %s: sent to job %s's workers (%s)\n", name, f.job, Nodes(int(res.GetNodes())))
 	}
+}
+
+// Nodes says how many nodes: "1 node", "4 nodes".
+func Nodes(n int) string {
+	if n == 1 {
+		return "1 node"
+	}
+	return fmt.Sprintf("%d nodes", n)
 }
 
 func (f *follower) cancel(ctx context.Context, force bool, reason string, code int32) {
