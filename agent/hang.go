@@ -39,6 +39,9 @@ type hangWatch struct {
 	tick           time.Duration
 	epoch          time.Time
 	ranks          []*rankWatch // by index in the group
+	// dumped says the flight recorders were dumped: a second dump would
+	// write over the first while the stop kills its writers.
+	dumped atomic.Bool
 }
 
 // rankWatch is one worker's heartbeat.
@@ -237,6 +240,9 @@ func (h *hangWatch) traceStamps() map[*rankWatch]fileStamp {
 // those asked. A worker without the pipe (no PyTorch, or no NCCL process
 // group yet) is not asked.
 func (h *hangWatch) dumpFlightRecorders() []*rankWatch {
+	if h.dumped.Swap(true) {
+		return nil
+	}
 	var asked []*rankWatch
 	for _, r := range h.ranks {
 		if !r.ended.Load() && r.pipe != "" && pokePipe(r.pipe) {

@@ -376,9 +376,9 @@ func (s *Supervisor) Signal(sig syscall.Signal) {
 // recorders here were dumped (a worker of the job on another node hung).
 func (s *Supervisor) StopAfterDumps(grace time.Duration) {
 	s.mu.Lock()
-	g, watch := s.group, s.watch
+	g, watch, stopping := s.group, s.watch, s.stopping
 	s.mu.Unlock()
-	if g == nil || watch == nil {
+	if g == nil || watch == nil || stopping {
 		s.Stop(grace)
 		return
 	}
