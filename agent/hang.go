@@ -2,6 +2,7 @@ package agent
 
 import (
 	"os"
+	"slices"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -48,8 +49,9 @@ type hangWatch struct {
 type rankWatch struct {
 	h           *hangWatch
 	rank, index int
-	file        string // its heartbeat file
-	pipe, trace string // PyTorch's dump pipe and flight recorder file
+	file        string   // its heartbeat file
+	pipe        string   // PyTorch's dump pipe
+	traces      []string // where PyTorch may dump its flight recorder
 	seen        fileStamp
 	last        atomic.Int64 // the last heartbeat seen, since epoch (ns)
 	beat        atomic.Bool  // it gave one
@@ -100,7 +102,7 @@ func newHangWatch(log *zap.Logger, spec *musterv1.JobSpec, workers []*worker, cr
 		}
 		f.Close()
 		r := &rankWatch{h: h, rank: w.plan.rank, index: -1, file: file,
-			pipe: envprop.TorchDumpPipePath(env, w.plan.rank), trace: envprop.TorchDumpPath(env, w.plan.rank)}
+			pipe: envprop.TorchDumpPipePath(env, w.plan.rank), traces: envprop.TorchDumpPaths(env, w.plan.rank)}
 		r.seen = stampOf(file)
 		w.watch = r
 		h.ranks = append(h.ranks, r)
@@ -203,8 +205,8 @@ func (h *hangWatch) hung(g *supervise.Group, hung []hungRank) bool {
 		if x.r.ended.Load() {
 			continue
 		}
-		if st := stampOf(x.r.trace); st.ok && st != before[x.r] {
-			x.hang.FlightRecorder = validText(x.r.trace)
+		if path := x.r.dumpedTo(before[x.r]); path != "" {
+			x.hang.FlightRecorder = validText(path)
 		}
 		h.sup.setHang(x.r.rank, x.hang)
 		if err := g.Abort(x.r.index); err != nil {
@@ -227,12 +229,30 @@ func (h *hangWatch) hung(g *supervise.Group, hung []hungRank) bool {
 }
 
 // traceStamps are the workers' flight recorder files as they are now.
-func (h *hangWatch) traceStamps() map[*rankWatch]fileStamp {
-	before := map[*rankWatch]fileStamp{}
+func (h *hangWatch) traceStamps() map[*rankWatch][]fileStamp {
+	before := map[*rankWatch][]fileStamp{}
 	for _, r := range h.ranks {
-		before[r] = stampOf(r.trace)
+		before[r] = r.traceStamps()
 	}
 	return before
+}
+
+func (r *rankWatch) traceStamps() []fileStamp {
+	st := make([]fileStamp, len(r.traces))
+	for i, p := range r.traces {
+		st[i] = stampOf(p)
+	}
+	return st
+}
+
+// dumpedTo is the flight recorder file that changed since before, or "".
+func (r *rankWatch) dumpedTo(before []fileStamp) string {
+	for i, st := range r.traceStamps() {
+		if st.ok && (i >= len(before) || st != before[i]) {
+			return r.traces[i]
+		}
+	}
+	return ""
 }
 
 // dumpFlightRecorders asks PyTorch in every running worker here to dump
@@ -273,7 +293,7 @@ func pokePipe(path string) bool {
 
 // waitDumps waits, at most dumpWait, until each asked worker's flight
 // recorder file changed and then stayed the same for a tick of 50 ms.
-func (h *hangWatch) waitDumps(g *supervise.Group, asked []*rankWatch, before map[*rankWatch]fileStamp) {
+func (h *hangWatch) waitDumps(g *supervise.Group, asked []*rankWatch, before map[*rankWatch][]fileStamp) {
 	if len(asked) == 0 {
 		return
 	}
@@ -281,7 +301,7 @@ func (h *hangWatch) waitDumps(g *supervise.Group, asked []*rankWatch, before map
 	defer deadline.Stop()
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
-	last := map[*rankWatch]fileStamp{}
+	last := map[*rankWatch][]fileStamp{}
 	for {
 		select {
 		case <-g.Done():
@@ -292,8 +312,8 @@ func (h *hangWatch) waitDumps(g *supervise.Group, asked []*rankWatch, before map
 		}
 		done := true
 		for _, r := range asked {
-			st := stampOf(r.trace)
-			if !r.ended.Load() && (!st.ok || st == before[r] || st != last[r]) {
+			st := r.traceStamps()
+			if !r.ended.Load() && (r.dumpedTo(before[r]) == "" || !slices.Equal(st, last[r])) {
 				done = false
 			}
 			last[r] = st

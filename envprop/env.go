@@ -95,9 +95,10 @@ type Hang struct {
 // HeartbeatPath is rank's heartbeat file in dir.
 func HeartbeatPath(dir string, rank int) string { return dir + "/heartbeat-" + strconv.Itoa(rank) }
 
-// TorchDefaultDumpFile is where PyTorch dumps a flight recorder when
-// nothing says otherwise; the rank follows.
-const TorchDefaultDumpFile = "/tmp/nccl_trace_rank_"
+// TorchOldDumpFile is where PyTorch up to 2.6 dumps a flight recorder when
+// nothing says otherwise; the rank follows. Later ones dump under the
+// user's cache directory (TorchDumpPaths).
+const TorchOldDumpFile = "/tmp/nccl_trace_rank_"
 
 // TorchDumpPipePath is the pipe PyTorch makes for a rank, to dump its
 // flight recorder when something is written to it: the variable's value,
@@ -110,16 +111,23 @@ func TorchDumpPipePath(env []string, rank int) string {
 	return stem + strconv.Itoa(rank) + ".pipe"
 }
 
-// TorchDumpPath is where PyTorch dumps a rank's flight recorder in env.
-func TorchDumpPath(env []string, rank int) string {
-	prefix, ok := Lookup(env, TorchDumpFile)
-	if !ok {
-		prefix, ok = Lookup(env, TorchDumpFileOld)
+// TorchDumpPaths are where PyTorch may dump a rank's flight recorder in
+// env: the file its variables name, or, without them, its defaults: under
+// $XDG_CACHE_HOME or ~/.cache (newer PyTorch), or in /tmp (older).
+func TorchDumpPaths(env []string, rank int) []string {
+	r := strconv.Itoa(rank)
+	for _, name := range []string{TorchDumpFile, TorchDumpFileOld} {
+		if prefix, _ := Lookup(env, name); prefix != "" {
+			return []string{prefix + r}
+		}
 	}
-	if !ok || prefix == "" {
-		prefix = TorchDefaultDumpFile
+	var paths []string
+	if cache, _ := Lookup(env, "XDG_CACHE_HOME"); cache != "" {
+		paths = append(paths, cache+"/torch/comm_lib_trace_rank_"+r)
+	} else if home, _ := Lookup(env, "HOME"); home != "" {
+		paths = append(paths, home+"/.cache/torch/comm_lib_trace_rank_"+r)
 	}
-	return prefix + strconv.Itoa(rank)
+	return append(paths, TorchOldDumpFile+r)
 }
 
 // PMIWorkerFD is an MPI worker's end of its PMI socketpair: the descriptor

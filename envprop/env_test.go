@@ -2,6 +2,7 @@ package envprop
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -254,19 +255,22 @@ func TestRankLayout(t *testing.T) {
 
 func TestTorchDumpPaths(t *testing.T) {
 	for _, tc := range []struct {
-		env        []string
-		pipe, dump string
+		env   []string
+		pipe  string
+		dumps []string
 	}{
-		{nil, "", "/tmp/nccl_trace_rank_3"},
-		{[]string{"TORCH_NCCL_DEBUG_INFO_PIPE_FILE=/d/p-", "TORCH_FR_DUMP_TEMP_FILE=/l/t-"}, "/d/p-3.pipe", "/l/t-3"},
-		{[]string{"TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/old-"}, "", "/old-3"},
-		{[]string{"TORCH_FR_DUMP_TEMP_FILE=/new-", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/old-"}, "", "/new-3"},
+		{nil, "", []string{"/tmp/nccl_trace_rank_3"}},
+		{[]string{"HOME=/home/u"}, "", []string{"/home/u/.cache/torch/comm_lib_trace_rank_3", "/tmp/nccl_trace_rank_3"}},
+		{[]string{"HOME=/home/u", "XDG_CACHE_HOME=/c"}, "", []string{"/c/torch/comm_lib_trace_rank_3", "/tmp/nccl_trace_rank_3"}},
+		{[]string{"TORCH_NCCL_DEBUG_INFO_PIPE_FILE=/d/p-", "TORCH_FR_DUMP_TEMP_FILE=/l/t-"}, "/d/p-3.pipe", []string{"/l/t-3"}},
+		{[]string{"TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/old-"}, "", []string{"/old-3"}},
+		{[]string{"TORCH_FR_DUMP_TEMP_FILE=/new-", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/old-"}, "", []string{"/new-3"}},
 	} {
 		if got := TorchDumpPipePath(tc.env, 3); got != tc.pipe {
 			t.Errorf("%v: pipe %q, want %q", tc.env, got, tc.pipe)
 		}
-		if got := TorchDumpPath(tc.env, 3); got != tc.dump {
-			t.Errorf("%v: dump %q, want %q", tc.env, got, tc.dump)
+		if got := TorchDumpPaths(tc.env, 3); !slices.Equal(got, tc.dumps) {
+			t.Errorf("%v: dumps %q, want %q", tc.env, got, tc.dumps)
 		}
 	}
 }
