@@ -66,7 +66,7 @@ func runCommand() *cli.Command {
 			cmdline.WithEnv(cmdline.Flag(f.killTimeout, "kill-timeout", nil, "grace between SIGTERM and SIGKILL for the workers (`DURATION`); keep it below the container's stop grace"), "MUSTER_KILL_TIMEOUT"),
 			cmdline.WithEnv(cmdline.Flag(f.nodeTimeout, "node-timeout", nil, nodeTimeoutUsage), "MUSTER_NODE_TIMEOUT"),
 			cmdline.WithEnv(cmdline.Flag(f.hangTimeout, "hang-timeout", nil, "a worker that gives no heartbeat (touching $MUSTER_HEARTBEAT_FILE) for `DURATION` is hung: its stacks are dumped and the job stops (0: off)"), "MUSTER_HANG_TIMEOUT"),
-			cmdline.WithEnv(cmdline.Flag(f.hangFirst, "hang-first-timeout", nil, "with --hang-timeout, the timeout before a worker's first heartbeat (`DURATION`; default: --hang-timeout)"), "MUSTER_HANG_FIRST_TIMEOUT"),
+			cmdline.WithDefaultText(cmdline.WithEnv(cmdline.Flag(f.hangFirst, "hang-first-timeout", nil, "with --hang-timeout, the timeout before a worker's first heartbeat (`DURATION`)"), "MUSTER_HANG_FIRST_TIMEOUT"), "--hang-timeout"),
 			&cli.BoolFlag{Name: "hang-on-silence", EnvVars: []string{"MUSTER_HANG_ON_SILENCE"}, Usage: "with --hang-timeout, every line a worker writes is a heartbeat too"},
 			cmdline.WithEnv(cmdline.Flag(f.forward, "forward-signals", nil, "signals sent on to every worker of the job instead of stopping it (`LIST`: USR1,USR2,TERM..., or none)"), "MUSTER_FORWARD_SIGNALS"),
 			&cli.StringFlag{Name: "mpi", EnvVars: []string{"MUSTER_MPI"}, Usage: "the agents serve `MPI`'s process manager interface, so its programs start without mpiexec: mpich (MPICH, Intel MPI), or openmpi (mpirun on node rank 0, the agents its remote shell)"},
