@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -154,6 +157,54 @@ func TestNetnsAgentRunForwardsSignalsOnce(t *testing.T) {
 		if r := waitLocked(t, cmds[i], &outs[i], &errs[i]); r.code != 0 {
 			t.Fatalf("node %s: exit %d; stderr:\n%s", nw.hosts[i].name, r.code, r.stderr)
 		}
+	}
+	got := signalLines(out.String())
+	for rank := range world {
+		for _, w := range []string{"ready", "usr1", "usr2"} {
+			if l := fmt.Sprintf("%s %d", w, rank); got[l] != 1 {
+				t.Errorf("%q %d times, want once; output:\n%s", l, got[l], out.String())
+			}
+		}
+	}
+}
+
+// agent run as a container's PID 1 (its init passes signals on to the
+// agent it runs) forwards SIGUSR1 and SIGUSR2 to every worker once.
+func TestAgentRunAsPID1ForwardsSignals(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("a new PID namespace needs root")
+	}
+	const world = 4
+	cmd := exec.Command("/bin/sh", "-c", `mount --make-rprivate / && mount -t proc proc /proc && exec "$0" "$@"`,
+		agentBin, "run", "--rdzv", "127.0.0.1:"+strconv.Itoa(freePort(t)), "--nnodes", "1", "--nproc", strconv.Itoa(world),
+		"--", "sh", "-c", forwardScript)
+	cmd.Env = agentEnv("TMPDIR=" + t.TempDir())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}
+	var out, errb lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) {
+			t.Skipf("cannot make PID and mount namespaces here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	count := func(what string) int {
+		n := 0
+		for l, c := range signalLines(out.String()) {
+			if strings.HasPrefix(l, what+" ") {
+				n += c
+			}
+		}
+		return n
+	}
+	eventuallyWithin(t, 30*time.Second, "every worker ready", func() bool { return count("ready") == world })
+	cmd.Process.Signal(syscall.SIGUSR1)
+	eventuallyWithin(t, 20*time.Second, "SIGUSR1 at every worker", func() bool { return count("usr1") == world })
+	cmd.Process.Signal(syscall.SIGUSR2)
+	if r := waitLocked(t, cmd, &out, &errb); r.code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
 	}
 	got := signalLines(out.String())
 	for rank := range world {
