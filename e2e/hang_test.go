@@ -115,3 +115,33 @@ func readFile(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// A rank hung on one host of two: the summary names the waiting ranks of
+// both hosts, and the other host dumps its ranks' flight recorders before
+// its stop.
+func TestNetnsHungRankDumpsEveryNode(t *testing.T) {
+	t.Parallel()
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found: the Python stacks of a hung rank need Python")
+	}
+	script, err := filepath.Abs("testdata/hang.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nw := newNetwork(t, 2)
+	nw.startCluster()
+	logDir := t.TempDir()
+	r := nw.run("run", "-n", "2", "--nproc", "2", "--hang-timeout", "1s", "--hang-first-timeout", "60s", "--log-dir", logDir,
+		"-x", "HANG_RANK=1", "--", python, script)
+	if r.code != 134 || !strings.Contains(r.stderr, "rank 1 (node a, local rank 1) hung: no heartbeat for") ||
+		!strings.Contains(r.stderr, "ranks 0, 2, 3 were waiting") {
+		t.Fatalf("exit %d, want 134 naming rank 1 on node a and the waiting ranks; stderr:\n%s", r.code, r.stderr)
+	}
+	for rank := range 4 {
+		files, _ := filepath.Glob(filepath.Join(logDir, "j-*", fmt.Sprintf("nccl-trace-rank-%d", rank)))
+		if len(files) != 1 || readFile(t, files[0]) != fmt.Sprintf("flight recorder of rank %d\n", rank) {
+			t.Errorf("rank %d's flight recorder: %v", rank, files)
+		}
+	}
+}
