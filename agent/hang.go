@@ -133,8 +133,9 @@ func (h *hangWatch) start(started []*worker, g *supervise.Group) {
 	go h.run(g)
 }
 
-// run watches until the job's processes are gone, or until it finds a
-// hang and has the job stopped for it.
+// run watches until the job's processes are gone or stop, or until it
+// finds a hang and has the job stopped for it: a worker that lingers in a
+// stop's grace is no hang.
 func (h *hangWatch) run(g *supervise.Group) {
 	t := time.NewTicker(h.tick)
 	defer t.Stop()
@@ -143,6 +144,9 @@ func (h *hangWatch) run(g *supervise.Group) {
 		case <-g.Done():
 			return
 		case <-t.C:
+		}
+		if h.sup.isStopping() {
+			return
 		}
 		if hung := h.check(); len(hung) > 0 && h.hung(g, hung) {
 			return

@@ -346,6 +346,13 @@ func (s *Supervisor) rankStates(first, n int32, acked uint64) []*musterv1.RankSt
 	return out
 }
 
+// isStopping says whether the job's workers are being stopped here.
+func (s *Supervisor) isStopping() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopping
+}
+
 // setHang records that a worker was found hung, before it is stopped.
 func (s *Supervisor) setHang(rank int, h *musterv1.WorkerHang) {
 	s.mu.Lock()
