@@ -34,7 +34,15 @@ func (s *Store) Signal(jobID string, sig int32, coalesce time.Duration) (nodes i
 	}
 	r := j.round
 	if j.finished() || r.state != roundRunning {
-		return 0, false, fmt.Errorf("job %s has no running workers to signal (it is %s)", jobID, j.state)
+		why := "it ended"
+		switch {
+		case j.finished():
+		case r.state == roundStopping:
+			why = "its workers are stopping"
+		default:
+			why = "its workers have not started yet"
+		}
+		return 0, false, fmt.Errorf("job %s has no running workers to signal: %s", jobID, why)
 	}
 	now := time.Now()
 	if last, ok := j.signalled[sig]; ok && coalesce > 0 && now.Sub(last) < coalesce {
