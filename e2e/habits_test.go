@@ -169,7 +169,7 @@ func TestRunHelpGroupsFlags(t *testing.T) {
 		{"Placement", []string{"--nnodes", "--gpus", "--nproc", "--host", "--hostfile", "--exclude"}},
 		{"Environment", []string{"--env", "--workdir", "--isolate-gpus", "--no-nccl-autodetect", "--no-agent-store"}},
 		{"Output", []string{"--stdin", "--tag-output", "--no-tag-output", "--log-dir", "--verbose"}},
-		{"Failure handling", []string{"--timeout", "--kill-timeout", "--max-restarts"}},
+		{"Failure handling", []string{"--timeout", "--kill-timeout", "--max-restarts", "--hang-timeout", "--hang-first-timeout", "--hang-on-silence", "--forward-signals"}},
 		{"MPI", []string{"--mpi"}},
 		{"Cluster", []string{"--cluster", "--token-file", "--tls-ca", "--wait-timeout", "--embedded"}},
 	}
