@@ -26,6 +26,7 @@ import (
 
 	"github.com/musterhq/muster/cgroup"
 	"github.com/musterhq/muster/gpu"
+	"github.com/musterhq/muster/jobspec"
 	"github.com/musterhq/muster/kv"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/ranklog"
@@ -291,6 +292,8 @@ func (a *Agent) serve(watch musterv1.Agents_WatchClient) error {
 				a.logSends.Add(1)
 				go func() { defer a.logSends.Done(); a.sendLogs(c.SendLogs) }()
 			})
+		case *musterv1.AgentCommand_Signal:
+			a.queue(c.Signal.GetJobId(), func() { a.signalJob(c.Signal) })
 		}
 	}
 }
@@ -341,7 +344,26 @@ func (a *Agent) stopJob(st *musterv1.StopJob) {
 	a.mu.Unlock()
 	if r != nil {
 		a.log.Info("stopping job", zap.String("job", st.GetJobId()), zap.String("reason", st.GetReason()))
-		r.sup.Stop(time.Duration(st.GetKillTimeoutMs()) * time.Millisecond)
+		grace := time.Duration(st.GetKillTimeoutMs()) * time.Millisecond
+		if st.GetDumpFirst() {
+			r.sup.StopAfterDumps(grace)
+			return
+		}
+		r.sup.Stop(grace)
+	}
+}
+
+// signalJob sends a signal to this node's workers of a job.
+func (a *Agent) signalJob(sj *musterv1.SignalJob) {
+	if !jobspec.MayForward(sj.GetSignal()) {
+		a.log.Warn("signal refused", zap.String("job", sj.GetJobId()), zap.Int32("signal", sj.GetSignal()))
+		return
+	}
+	a.mu.Lock()
+	r := a.jobs[sj.GetJobId()]
+	a.mu.Unlock()
+	if r != nil {
+		r.sup.Signal(syscall.Signal(sj.GetSignal()))
 	}
 }
 

@@ -39,6 +39,7 @@ type jobStart struct {
 	started   []*worker        // the workers in spec, in its order
 	group     *supervise.Group // the running workers
 	cgroup    *cgroup.Job      // the workers' cgroups, when the agent makes them
+	hang      *hangWatch       // with a hang timeout
 }
 
 // errStopping is a start that a stop came before.
@@ -75,6 +76,7 @@ func (js *jobStart) planSteps() []step {
 		{name: "hostfile", do: js.writeRoster},
 		{name: "stdin", do: js.openStdin, undo: func() { js.files.feed.close() }},
 		{name: "commands", do: js.planWorkers},
+		{name: "heartbeat files", do: js.makeHeartbeats},
 	}
 }
 
@@ -189,6 +191,9 @@ func (js *jobStart) input() envprop.Input {
 		OpenMPI:    spec.GetMpi() == jobspec.OpenMPI,
 		NodeName:   a.cfg.Name, RoundID: asg.GetRoundId(),
 	}
+	if spec.GetHangTimeoutMs() > 0 {
+		in.Hang = &envprop.Hang{Dir: js.files.dir, TraceDir: js.files.logDir}
+	}
 	for _, g := range asg.GetGpus() {
 		in.GPUs = append(in.GPUs, int(g))
 	}
@@ -234,6 +239,15 @@ func (js *jobStart) planWorkers() error {
 	js.workers = make([]*worker, len(js.plans))
 	for i, pl := range js.plans {
 		js.workers[i] = &worker{plan: pl, exit: make(chan exitStatus, 1)}
+	}
+	return nil
+}
+
+// makeHeartbeats makes each worker's heartbeat file, with a hang timeout.
+func (js *jobStart) makeHeartbeats() error {
+	var err error
+	if js.hang, err = newHangWatch(js.a.log, js.asg.GetSpec(), js.workers, js.cred); err != nil {
+		return fmt.Errorf("heartbeat files: %w", err)
 	}
 	return nil
 }

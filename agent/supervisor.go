@@ -9,9 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/musterhq/muster/cgroup"
 	"github.com/musterhq/muster/failure"
@@ -45,6 +47,10 @@ type Supervisor struct {
 	exits map[int32]*exitRecord
 	// xids are the node's GPUs' XID errors, when they are watched.
 	xids *gpu.XIDLog
+	// watch, with a hang timeout, watches the workers' heartbeats (hang.go);
+	// hangs are the workers it found hung, by rank.
+	watch *hangWatch
+	hangs map[int32]*musterv1.WorkerHang
 }
 
 // exitRecord is a worker's exit and the sequence number of its event (0
@@ -81,6 +87,7 @@ type worker struct {
 	pmi     *pmiConn       // an MPI worker's PMI connection
 	cgroup  *cgroup.Worker // its cgroup, when the agent makes them
 	started time.Time      // when its start began: XID errors after it are its
+	watch   *rankWatch     // its heartbeat, with a hang timeout
 }
 
 // facts gathers what the kernel and the GPUs said of the worker's end: its
@@ -227,11 +234,18 @@ func (js *jobStart) startWorkers() error {
 	for _, w := range js.started {
 		w.started = now
 	}
+	if js.hang != nil {
+		js.hang.sup, js.hang.epoch = s, time.Now()
+	}
 	g, err := supervise.Start(js.spec)
 	if err != nil {
 		return err
 	}
 	s.group, js.group = g, g
+	if js.hang != nil {
+		s.watch = js.hang
+		js.hang.start(js.started, g)
+	}
 	return nil
 }
 
@@ -277,6 +291,9 @@ func (s *Supervisor) run(ctx context.Context, js *jobStart) {
 		case supervise.Exited:
 			w.exit <- exitStatus{code: ev.Code, signal: ev.Signal, facts: w.facts(s.xids)}
 		}
+		if w.watch != nil {
+			w.watch.ended.Store(true)
+		}
 		got[ev.Index] = true
 	}
 	note := g.Note()
@@ -310,6 +327,9 @@ func (s *Supervisor) readOutput(w *worker, i int) {
 		}
 		if i == 1 {
 			w.errTail.add(data)
+		}
+		if w.watch != nil {
+			w.watch.output()
 		}
 		s.pub.publish(&musterv1.JobEvent{JobId: s.job, Event: &musterv1.JobEvent_Output{Output: &musterv1.Output{
 			Rank: int32(w.plan.rank), Stream: stream, Data: bytes.Clone(data), Paused: paused}}})
@@ -352,14 +372,16 @@ func (s *Supervisor) exited(pl workerPlan, st exitStatus, stderrTail []string, l
 	s.mu.Lock()
 	// A rank that called MPI_Abort failed by itself, though the stop it
 	// asked for killed it.
-	stopped := s.stopping && s.shutdown == "" && !st.aborted
+	// A hung worker fails the job, however the stop that followed ended it.
+	hang := s.hangs[int32(pl.rank)]
+	stopped := s.stopping && s.shutdown == "" && !st.aborted && hang == nil
 	if s.shutdown != "" && st.failed() && st.err == "" {
 		st.err = s.shutdown
 	}
 	s.mu.Unlock()
 	ev := &musterv1.WorkerExited{Rank: int32(pl.rank), LocalRank: int32(pl.localRank), Node: s.node,
 		ExitCode: int32(st.code), Signal: int32(st.signal), StderrTail: stderrTail, Stopped: stopped, Error: st.err,
-		LogIncomplete: logIncomplete}
+		LogIncomplete: logIncomplete, Hang: hang}
 	if st.facts != nil {
 		failure.Explain(ev, *st.facts)
 	}
@@ -395,6 +417,52 @@ func (s *Supervisor) rankStates(first, n int32, acked uint64) []*musterv1.RankSt
 		out = append(out, rs)
 	}
 	return out
+}
+
+// isStopping says whether the job's workers are being stopped here.
+func (s *Supervisor) isStopping() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopping
+}
+
+// setHang records that a worker was found hung, before it is stopped.
+func (s *Supervisor) setHang(rank int, h *musterv1.WorkerHang) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hangs == nil {
+		s.hangs = map[int32]*musterv1.WorkerHang{}
+	}
+	s.hangs[int32(rank)] = h
+}
+
+// Signal sends sig to each running worker's own process (SIGUSR1 before a
+// preemption); before the workers start, or after they ended, it does
+// nothing.
+func (s *Supervisor) Signal(sig syscall.Signal) {
+	s.mu.Lock()
+	g, stopping := s.group, s.stopping
+	s.mu.Unlock()
+	if g == nil || stopping {
+		s.log.Info("signal not sent: no running workers", zap.String("job", s.job), zap.String("signal", unix.SignalName(sig)))
+		return
+	}
+	if err := g.SignalLeaders(sig); err != nil {
+		s.log.Info("signal not sent", zap.String("job", s.job), zap.String("signal", unix.SignalName(sig)), zap.Error(err))
+	}
+}
+
+// StopAfterDumps stops the job as Stop does, once PyTorch's flight
+// recorders here were dumped (a worker of the job on another node hung).
+func (s *Supervisor) StopAfterDumps(grace time.Duration) {
+	s.mu.Lock()
+	g, watch, stopping := s.group, s.watch, s.stopping
+	s.mu.Unlock()
+	if g == nil || watch == nil || stopping {
+		s.Stop(grace)
+		return
+	}
+	watch.dumpThenStop(g, func() { s.Stop(grace) })
 }
 
 // Stop ends every worker: SIGTERM to each process group and every process

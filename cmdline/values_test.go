@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/jobspec"
 )
 
 func TestCount(t *testing.T) {
@@ -324,6 +326,57 @@ func FuzzRanks(f *testing.F) {
 			if sp[0] < 0 || sp[1] < sp[0] || !r.Contains(sp[0]) || !r.Contains(sp[1]) {
 				t.Fatalf("%q: span %v", s, sp)
 			}
+		}
+	})
+}
+
+func TestSignals(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string // String() after Set, or "error"
+	}{
+		{"USR1,USR2", "USR1,USR2"},
+		{"SIGUSR1 SIGTERM", "USR1,TERM"},
+		{"usr2,usr2", "USR2"},
+		{"none", "none"},
+		{"", "none"},
+		{"KILL", "error"},
+		{"STOP", "error"},
+		{"TSTP", "error"},
+		{"CONT", "error"},
+		{"URG", "error"},
+		{"USR3", "error"},
+		{"9", "error"},
+	} {
+		s := &Signals{}
+		err := s.Set(tc.in)
+		got := s.String()
+		if err != nil {
+			got = "error"
+		}
+		if got != tc.want {
+			t.Errorf("Set(%q): %s (%v), want %s", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func FuzzSignals(f *testing.F) {
+	for _, s := range []string{"USR1,USR2", "SIGTERM", "none", "x,,y", strings.Repeat("USR1,", 60)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, list string) {
+		s := &Signals{}
+		if s.Set(list) != nil {
+			return
+		}
+		for _, sig := range s.Values() {
+			if !jobspec.MayForward(int32(sig)) {
+				t.Fatalf("%q gave %v, which may not be forwarded", list, sig)
+			}
+		}
+		again := &Signals{}
+		if err := again.Set(s.String()); err != nil || again.String() != s.String() {
+			t.Fatalf("%q: String %q does not parse back: %v", list, s.String(), err)
 		}
 	})
 }

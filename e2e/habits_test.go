@@ -170,7 +170,7 @@ func TestRunHelpGroupsFlags(t *testing.T) {
 		{"Environment", []string{"--env", "--workdir", "--isolate-gpus", "--no-nccl-autodetect", "--no-agent-store"}},
 		{"Output", []string{"--stdin", "--tag-output", "--no-tag-output", "--events", "--output-ranks", "--timestamp-output", "--log-dir", "--verbose"}},
 		{"Failure handling", []string{"--timeout", "--kill-timeout", "--memory-limit", "--max-restarts", "--restart-on", "--no-restart-exit-codes",
-			"--restart-backoff", "--restart-backoff-max", "--health-check", "--health-check-timeout"}},
+			"--restart-backoff", "--restart-backoff-max", "--health-check", "--health-check-timeout", "--hang-timeout", "--hang-first-timeout", "--hang-on-silence", "--forward-signals"}},
 		{"MPI", []string{"--mpi"}},
 		{"Cluster", []string{"--cluster", "--token-file", "--tls-ca", "--wait-timeout", "--embedded"}},
 	}

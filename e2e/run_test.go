@@ -121,6 +121,10 @@ func TestUsageErrors(t *testing.T) {
 		{"unset -x variable", []string{"run", "-x", "MUSTER_SURELY_UNSET", "--", "true"}, 2, "-x MUSTER_SURELY_UNSET: MUSTER_SURELY_UNSET is not set"},
 		{"no command", []string{"run"}, 2, "no command given"},
 		{"missing program", []string{"run", "--", "/nonexistent/program"}, 127, "cannot start"},
+		{"a signal muster does not forward", []string{"run", "--forward-signals", "USR1,KILL", "--", "true"}, 2,
+			`--forward-signals USR1,KILL: "KILL" is not a signal muster forwards`},
+		{"silence without a hang timeout", []string{"run", "--hang-on-silence", "--", "true"}, 2, "--hang-on-silence needs --hang-timeout"},
+		{"a hang timeout too short", []string{"run", "--hang-timeout", "10ms", "--", "true"}, 2, "--hang-timeout 10ms is outside 100ms"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

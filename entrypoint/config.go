@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -77,8 +78,16 @@ type Config struct {
 	Stdout     io.Writer
 	Stderr     io.Writer
 	// Signals delivers SIGTERM, SIGINT and SIGHUP: the first stops the job
-	// gracefully, the second at once.
+	// gracefully, the second at once; and the signals of Forward.
 	Signals <-chan os.Signal
+	// Forward are the signals sent on to every worker of the job instead
+	// (--forward-signals). Every node may get the platform's signal at
+	// once: the store takes those within a second as one.
+	Forward []syscall.Signal
+	// HangTimeout, HangFirstTimeout and HangOnSilence are the job's
+	// --hang-timeout, --hang-first-timeout and --hang-on-silence.
+	HangTimeout, HangFirstTimeout time.Duration
+	HangOnSilence                 bool
 }
 
 // Plan is what a node does: Config with the platform's answers filled in,

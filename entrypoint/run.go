@@ -6,12 +6,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/cluster"
@@ -39,11 +41,18 @@ func Run(ctx context.Context, p *Plan) (int, error) {
 	watching := make(chan struct{})
 	go func() {
 		defer close(watching)
-		select {
-		case sig := <-p.Signals:
-			early <- sig
-			stopWaiting()
-		case <-waitCtx.Done():
+		for {
+			select {
+			case sig := <-p.Signals:
+				if slices.Contains(p.Forward, sig.(syscall.Signal)) {
+					fmt.Fprintf(p.Stderr, "muster: %s while waiting: no workers to send it to yet\n", sig)
+					continue
+				}
+				early <- sig
+				stopWaiting()
+			case <-waitCtx.Done():
+			}
+			return
 		}
 	}()
 	role, err := DecideRole(waitCtx, p, LocalAddrs, p.Stderr)
@@ -116,21 +125,24 @@ func runHost(ctx context.Context, p *Plan, role Role, dir string) (int, error) {
 		return 1, err
 	}
 	spec := &musterv1.JobSpec{
-		Name:             JobName,
-		Nnodes:           int32(p.NNodes),
-		MinNodes:         int32(p.MinNodes),
-		Gpus:             int32(p.GPUs),
-		Nproc:            int32(p.NProc),
-		KillTimeoutMs:    p.KillTimeout.Milliseconds(),
-		WaitTimeoutMs:    p.JoinTimeout.Milliseconds(),
-		LastCallMs:       p.LastCall.Milliseconds(),
-		MaxRestarts:      int32(p.MaxRestarts),
-		NcclAutodetect:   true,
-		InheritEnv:       true,
-		Workdir:          workdir,
-		Mpi:              p.MPI,
-		NoAgentStore:     p.NoAgentStore,
-		MemoryLimitBytes: p.MemoryLimit,
+		Name:               JobName,
+		Nnodes:             int32(p.NNodes),
+		MinNodes:           int32(p.MinNodes),
+		Gpus:               int32(p.GPUs),
+		Nproc:              int32(p.NProc),
+		KillTimeoutMs:      p.KillTimeout.Milliseconds(),
+		WaitTimeoutMs:      p.JoinTimeout.Milliseconds(),
+		LastCallMs:         p.LastCall.Milliseconds(),
+		MaxRestarts:        int32(p.MaxRestarts),
+		NcclAutodetect:     true,
+		InheritEnv:         true,
+		Workdir:            workdir,
+		Mpi:                p.MPI,
+		NoAgentStore:       p.NoAgentStore,
+		MemoryLimitBytes:   p.MemoryLimit,
+		HangTimeoutMs:      p.HangTimeout.Milliseconds(),
+		HangFirstTimeoutMs: p.HangFirstTimeout.Milliseconds(),
+		HangOnSilence:      p.HangOnSilence,
 	}
 	if pol := p.Policy; pol != nil {
 		spec.NoRestartExitCodes, spec.RestartOn = pol.NoRestartExitCodes, pol.RestartOn
@@ -154,7 +166,8 @@ func runHost(ctx context.Context, p *Plan, role Role, dir string) (int, error) {
 		}
 	}()
 	code, err := launch.Run(jctx, p.Logger, c, launch.Options{Spec: spec, Stdout: p.Stdout, Stderr: p.Stderr, TagOutput: true,
-		OutputRanks: p.OutputRanks, TimestampOutput: p.TimestampOutput, Signals: p.Signals, Store: "the rendezvous on " + p.Endpoint(), WaitFlag: "--join-timeout"})
+		OutputRanks: p.OutputRanks, TimestampOutput: p.TimestampOutput, Signals: p.Signals, Forward: p.Forward, CoalesceSignals: coalesceSignals,
+		Store: "the rendezvous on " + p.Endpoint(), WaitFlag: "--join-timeout"})
 	select {
 	case ferr := <-failed:
 		return 1, ferr
@@ -222,6 +235,10 @@ func runJoiner(ctx context.Context, p *Plan, dir string) (int, error) {
 			return 1, fmt.Errorf("the rendezvous host %s (node %s) died: its connection closed; this node's workers were stopped, and the job's end is not known here", p.Endpoint(), name)
 		case <-goesOn:
 		case sig := <-p.Signals:
+			if slices.Contains(p.Forward, sig.(syscall.Signal)) {
+				forward(ctx, p, c, sig.(syscall.Signal))
+				continue
+			}
 			fmt.Fprintf(p.Stderr, "muster: %s: stopping this node's workers (--kill-timeout %s)\n", sig, p.KillTimeout)
 			closed = true
 			n.Close(p.KillTimeout)
@@ -238,6 +255,33 @@ func runJoiner(ctx context.Context, p *Plan, dir string) (int, error) {
 			}
 			return code, nil
 		}
+	}
+}
+
+// coalesceSignals is how close together the forwarded signals of an agent
+// run job's nodes are one delivery: a platform signals every node at once.
+const coalesceSignals = time.Second
+
+// forward sends sig on to every worker of the job, from a node that joined
+// it: the same signal from the other nodes within coalesceSignals is the
+// same delivery.
+func forward(ctx context.Context, p *Plan, c *storeclient.Client, sig syscall.Signal) {
+	name := unix.SignalName(sig)
+	id := findJob(ctx, c)
+	if id == "" {
+		fmt.Fprintf(p.Stderr, "muster: %s: no job to send it to yet\n", name)
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	res, err := c.Signal(cctx, &musterv1.SignalRequest{JobId: id, Signal: int32(sig), CoalesceMs: coalesceSignals.Milliseconds()})
+	switch {
+	case err != nil:
+		fmt.Fprintf(p.Stderr, "muster: %s not sent to job %s's workers: %s\n", name, id, storeclient.ErrorMessage(err))
+	case res.GetCoalesced():
+		fmt.Fprintf(p.Stderr, "muster: %s: already sent to job %s's workers (another node forwarded it within %s)\n", name, id, coalesceSignals)
+	default:
+		fmt.Fprintf(p.Stderr, "muster: %s: sent to job %s's workers (%s)\n", name, id, launch.Nodes(int(res.GetNodes())))
 	}
 }
 

@@ -76,6 +76,58 @@ type Input struct {
 	OpenMPI  bool
 	NodeName string
 	RoundID  string
+
+	// Hang, when set, is the job's --hang-timeout: where each rank's
+	// heartbeat file is, and where PyTorch's flight recorder goes.
+	Hang *Hang
+}
+
+// Hang is what a job with a hang timeout gives its workers.
+type Hang struct {
+	// Dir holds each rank's heartbeat file and PyTorch's dump pipes: the
+	// job's private directory on the node.
+	Dir string
+	// TraceDir, when set, is where PyTorch dumps each rank's NCCL flight
+	// recorder (the job's --log-dir); PyTorch's default otherwise.
+	TraceDir string
+}
+
+// HeartbeatPath is rank's heartbeat file in dir.
+func HeartbeatPath(dir string, rank int) string { return dir + "/heartbeat-" + strconv.Itoa(rank) }
+
+// TorchOldDumpFile is where PyTorch up to 2.6 dumps a flight recorder when
+// nothing says otherwise; the rank follows. Later ones dump under the
+// user's cache directory (TorchDumpPaths).
+const TorchOldDumpFile = "/tmp/nccl_trace_rank_"
+
+// TorchDumpPipePath is the pipe PyTorch makes for a rank, to dump its
+// flight recorder when something is written to it: the variable's value,
+// the rank and ".pipe"; "" when the variable is unset in env.
+func TorchDumpPipePath(env []string, rank int) string {
+	stem, _ := Lookup(env, TorchDumpPipe)
+	if stem == "" {
+		return ""
+	}
+	return stem + strconv.Itoa(rank) + ".pipe"
+}
+
+// TorchDumpPaths are where PyTorch may dump a rank's flight recorder in
+// env: the file its variables name, or, without them, its defaults: under
+// $XDG_CACHE_HOME or ~/.cache (newer PyTorch), or in /tmp (older).
+func TorchDumpPaths(env []string, rank int) []string {
+	r := strconv.Itoa(rank)
+	for _, name := range []string{TorchDumpFile, TorchDumpFileOld} {
+		if prefix, _ := Lookup(env, name); prefix != "" {
+			return []string{prefix + r}
+		}
+	}
+	var paths []string
+	if cache, _ := Lookup(env, "XDG_CACHE_HOME"); cache != "" {
+		paths = append(paths, cache+"/torch/comm_lib_trace_rank_"+r)
+	} else if home, _ := Lookup(env, "HOME"); home != "" {
+		paths = append(paths, home+"/.cache/torch/comm_lib_trace_rank_"+r)
+	}
+	return append(paths, TorchOldDumpFile+r)
 }
 
 // PMIWorkerFD is an MPI worker's end of its PMI socketpair: the descriptor
@@ -250,6 +302,20 @@ func Build(in Input) []string {
 			defaults[kv[0]] = kv[1]
 		}
 	}
+	if h := in.Hang; h != nil {
+		env[HeartbeatFile] = HeartbeatPath(h.Dir, rank)
+		defaults[PythonFaultHandler] = "1"
+		defaults[TorchDumpOnTimeout] = "1"
+		defaults[TorchDumpPipe] = h.Dir + "/nccl-dump-rank-"
+		if !isSet(env, in.User, TorchFRBufferSize) {
+			defaults[TorchTraceBufferSize] = "2000"
+		}
+		// Older PyTorch reads the second name only, newer ones the first.
+		if h.TraceDir != "" && !isSet(env, in.User, TorchDumpFile) && !isSet(env, in.User, TorchDumpFileOld) {
+			defaults[TorchDumpFile] = h.TraceDir + "/nccl-trace-rank-"
+			defaults[TorchDumpFileOld] = defaults[TorchDumpFile]
+		}
+	}
 	for k, v := range defaults {
 		if _, ok := env[k]; !ok {
 			env[k] = v
@@ -267,6 +333,15 @@ func Build(in Input) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// isSet says whether name is in the inherited environment or the user's.
+func isSet(env map[string]string, user []string, name string) bool {
+	if _, ok := env[name]; ok {
+		return true
+	}
+	_, ok := Lookup(user, name)
+	return ok
 }
 
 func joinInts(xs []int) string {

@@ -2,6 +2,7 @@ package envprop
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -47,6 +48,37 @@ func TestBuild(t *testing.T) {
 				"CUDA_VISIBLE_DEVICES": "4,5,6,7", "MUSTER_LOCAL_GPUS": "4,5", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
 				"NCCL_COMM_ID": "10.0.0.1:29501",
 			},
+		},
+		{
+			name: "a hang timeout: a heartbeat file per rank, Python's and PyTorch's dumps",
+			edit: func(in *Input) {
+				in.NodeRank, in.LocalRank = 1, 1
+				in.Hang = &Hang{Dir: "/run/muster/jobs/muster-j-1.1", TraceDir: "/logs/j-1"}
+			},
+			want: map[string]string{
+				"MUSTER_HEARTBEAT_FILE": "/run/muster/jobs/muster-j-1.1/heartbeat-3", "PYTHONFAULTHANDLER": "1",
+				"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000", "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+				"TORCH_NCCL_DEBUG_INFO_PIPE_FILE": "/run/muster/jobs/muster-j-1.1/nccl-dump-rank-",
+				"TORCH_FR_DUMP_TEMP_FILE":         "/logs/j-1/nccl-trace-rank-", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "/logs/j-1/nccl-trace-rank-",
+			},
+		},
+		{
+			name: "a hang timeout keeps what the user set for Python and PyTorch",
+			edit: func(in *Input) {
+				in.Hang = &Hang{Dir: "/d", TraceDir: "/logs/j-1"}
+				in.Base = []string{"TORCH_FR_BUFFER_SIZE=0", "PYTHONFAULTHANDLER=", "MUSTER_HEARTBEAT_FILE=/stale"}
+				in.User = []string{"TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/mine/trace-"}
+			},
+			want: map[string]string{
+				"MUSTER_HEARTBEAT_FILE": "/d/heartbeat-0", "PYTHONFAULTHANDLER": "", "TORCH_FR_BUFFER_SIZE": "0",
+				"TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "/mine/trace-",
+			},
+			absent: []string{"TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_FR_DUMP_TEMP_FILE"},
+		},
+		{
+			name:   "no hang timeout, no heartbeat file",
+			edit:   func(in *Input) {},
+			absent: []string{"MUSTER_HEARTBEAT_FILE", "PYTHONFAULTHANDLER", "TORCH_NCCL_DEBUG_INFO_PIPE_FILE"},
 		},
 		{
 			name: "local rank 1 on node 1 sees the same GPU list and no NCCL_COMM_ID",
@@ -217,6 +249,28 @@ func TestRankLayout(t *testing.T) {
 		}
 		if got := NodeOf(tt.rank, tt.nproc); got != tt.node {
 			t.Errorf("NodeOf(%d, %d) = %d, want %d", tt.rank, tt.nproc, got, tt.node)
+		}
+	}
+}
+
+func TestTorchDumpPaths(t *testing.T) {
+	for _, tc := range []struct {
+		env   []string
+		pipe  string
+		dumps []string
+	}{
+		{nil, "", []string{"/tmp/nccl_trace_rank_3"}},
+		{[]string{"HOME=/home/u"}, "", []string{"/home/u/.cache/torch/comm_lib_trace_rank_3", "/tmp/nccl_trace_rank_3"}},
+		{[]string{"HOME=/home/u", "XDG_CACHE_HOME=/c"}, "", []string{"/c/torch/comm_lib_trace_rank_3", "/tmp/nccl_trace_rank_3"}},
+		{[]string{"TORCH_NCCL_DEBUG_INFO_PIPE_FILE=/d/p-", "TORCH_FR_DUMP_TEMP_FILE=/l/t-"}, "/d/p-3.pipe", []string{"/l/t-3"}},
+		{[]string{"TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/old-"}, "", []string{"/old-3"}},
+		{[]string{"TORCH_FR_DUMP_TEMP_FILE=/new-", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/old-"}, "", []string{"/new-3"}},
+	} {
+		if got := TorchDumpPipePath(tc.env, 3); got != tc.pipe {
+			t.Errorf("%v: pipe %q, want %q", tc.env, got, tc.pipe)
+		}
+		if got := TorchDumpPaths(tc.env, 3); !slices.Equal(got, tc.dumps) {
+			t.Errorf("%v: dumps %q, want %q", tc.env, got, tc.dumps)
 		}
 	}
 }

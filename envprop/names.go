@@ -57,6 +57,19 @@ const (
 	NodeName  = "MUSTER_NODE_NAME"
 	RoundID   = "MUSTER_ROUND_ID"
 	TokenFile = "MUSTER_TOKEN_FILE"
+	// HeartbeatFile is the file a worker touches to show progress, under
+	// --hang-timeout.
+	HeartbeatFile = "MUSTER_HEARTBEAT_FILE"
+
+	// What dumps a hung worker's state (--hang-timeout): Python's stacks on
+	// SIGABRT, PyTorch's NCCL flight recorder on a write to its pipe.
+	PythonFaultHandler   = "PYTHONFAULTHANDLER"
+	TorchTraceBufferSize = "TORCH_NCCL_TRACE_BUFFER_SIZE"
+	TorchFRBufferSize    = "TORCH_FR_BUFFER_SIZE"
+	TorchDumpOnTimeout   = "TORCH_NCCL_DUMP_ON_TIMEOUT"
+	TorchDumpPipe        = "TORCH_NCCL_DEBUG_INFO_PIPE_FILE"
+	TorchDumpFile        = "TORCH_FR_DUMP_TEMP_FILE"
+	TorchDumpFileOld     = "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"
 
 	// CUDA's and NCCL's
 	CUDAVisibleDevices = "CUDA_VISIBLE_DEVICES"

@@ -17,9 +17,10 @@ import (
 
 // Failed says whether a worker's end fails its job: it exited non-zero, a
 // signal killed it, or it could not be started or reaped, and muster itself
-// did not stop it. The first failed worker stops the job everywhere.
+// did not stop it; or its agent found it hung, however it then ended. The
+// first failed worker stops the job everywhere.
 func Failed(ex *musterv1.WorkerExited) bool {
-	return !ex.GetStopped() && (ex.GetExitCode() != 0 || ex.GetSignal() != 0 || ex.GetError() != "")
+	return ex.GetHang() != nil || !ex.GetStopped() && (ex.GetExitCode() != 0 || ex.GetSignal() != 0 || ex.GetError() != "")
 }
 
 // ExitCode is the shell's code for a worker's end: its exit status, or
@@ -28,7 +29,7 @@ func ExitCode(ex *musterv1.WorkerExited) int32 {
 	if ex.GetSignal() != 0 {
 		return 128 + ex.GetSignal()
 	}
-	if ex.GetExitCode() == 0 && ex.GetError() != "" {
+	if ex.GetExitCode() == 0 && (ex.GetError() != "" || ex.GetHang() != nil) {
 		return 1
 	}
 	return ex.GetExitCode()
@@ -47,6 +48,8 @@ func Describe(spec *musterv1.JobSpec, ex *musterv1.WorkerExited) string {
 		}
 	}
 	switch {
+	case ex.GetHang() != nil:
+		return who + " " + DescribeHang(ex.GetHang())
 	case ex.GetError() != "":
 		return who + ": " + ex.GetError()
 	case ex.GetCause() == musterv1.ExitCause_EXIT_CAUSE_OOM_KILLED && ex.GetSignal() == int32(unix.SIGKILL):
@@ -160,6 +163,50 @@ func Explain(ex *musterv1.WorkerExited, f Facts) {
 	case f.PidsRefused > 0:
 		ex.Cause = musterv1.ExitCause_EXIT_CAUSE_CGROUP_PIDS
 	}
+}
+
+// DescribeHang says how a worker was found hung, without its name: "hung:
+// no heartbeat for 10.0 s (--hang-timeout 10s); ranks 0, 2, 3 were waiting;
+// its NCCL flight recorder is in /logs/j-1/nccl-trace-rank-1".
+func DescribeHang(h *musterv1.WorkerHang) string {
+	timeout := time.Duration(h.GetTimeoutMs()) * time.Millisecond
+	s := "hung: no heartbeat for " + seconds(time.Duration(h.GetSilentMs())*time.Millisecond)
+	if h.GetNeverBeat() {
+		s = "hung: no first heartbeat in " + seconds(time.Duration(h.GetSilentMs())*time.Millisecond) +
+			" (--hang-first-timeout " + timeout.String() + ")"
+	} else {
+		s += " (--hang-timeout " + timeout.String() + ")"
+	}
+	if also := h.GetAlsoHung(); len(also) > 0 {
+		s += "; " + ranks(also, len(also)) + " hung too"
+	}
+	if n := int(h.GetWaitingCount()); n > 0 {
+		s += "; " + ranks(h.GetWaiting(), n) + " were waiting"
+		if n == 1 {
+			s = strings.TrimSuffix(s, "were waiting") + "was waiting"
+		}
+	}
+	if fr := h.GetFlightRecorder(); fr != "" {
+		s += "; its NCCL flight recorder is in " + fr
+	}
+	return s
+}
+
+// ranks names ranks: "rank 3", "ranks 0, 2, 3", "ranks 0, 1, … (70 in all)".
+func ranks(listed []int32, count int) string {
+	names := make([]string, len(listed))
+	for i, r := range listed {
+		names[i] = strconv.Itoa(int(r))
+	}
+	s := "rank"
+	if count > 1 {
+		s = "ranks"
+	}
+	s += " " + strings.Join(names, ", ")
+	if count > len(listed) {
+		s += fmt.Sprintf(", … (%d in all)", count)
+	}
+	return s
 }
 
 // Loss builds a NodeLoss: node lost by signal, as seen by observer (""

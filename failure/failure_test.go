@@ -21,6 +21,9 @@ func TestFailedAndExitCode(t *testing.T) {
 		{"could not start", &musterv1.WorkerExited{Error: "exec: no such file"}, true, 1},
 		{"stopped by muster", &musterv1.WorkerExited{Signal: 15, Stopped: true}, false, 143},
 		{"stopped, exited 1", &musterv1.WorkerExited{ExitCode: 1, Stopped: true}, false, 1},
+		{"hung, aborted", &musterv1.WorkerExited{Signal: 6, Hang: &musterv1.WorkerHang{SilentMs: 1000}}, true, 134},
+		{"hung, then stopped", &musterv1.WorkerExited{Signal: 15, Stopped: true, Hang: &musterv1.WorkerHang{}}, true, 143},
+		{"hung, exited 0", &musterv1.WorkerExited{Hang: &musterv1.WorkerHang{}}, true, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -186,5 +189,32 @@ func TestExitCauseAndLossCause(t *testing.T) {
 		if got := failure.LossCause(&musterv1.NodeLoss{Signal: tc.signal}); got != tc.want {
 			t.Errorf("LossCause(%v) = %q, want %q", tc.signal, got, tc.want)
 		}
+	}
+}
+
+func TestDescribeHang(t *testing.T) {
+	tests := []struct {
+		name string
+		ex   *musterv1.WorkerExited
+		want string
+	}{
+		{"waited for by three", &musterv1.WorkerExited{Rank: 1, Node: "b", LocalRank: 1, Signal: 6, Hang: &musterv1.WorkerHang{
+			SilentMs: 10_040, TimeoutMs: 10_000, Waiting: []int32{0, 2, 3}, WaitingCount: 3}},
+			"rank 1 (node b, local rank 1) hung: no heartbeat for 10.0 s (--hang-timeout 10s); ranks 0, 2, 3 were waiting"},
+		{"one waiting, a flight recorder", &musterv1.WorkerExited{Rank: 0, Node: "a", Signal: 6, Hang: &musterv1.WorkerHang{
+			SilentMs: 2500, TimeoutMs: 2000, Waiting: []int32{1}, WaitingCount: 1, FlightRecorder: "/logs/j-1/nccl-trace-rank-0"}},
+			"rank 0 (node a, local rank 0) hung: no heartbeat for 2.5 s (--hang-timeout 2s); rank 1 was waiting; " +
+				"its NCCL flight recorder is in /logs/j-1/nccl-trace-rank-0"},
+		{"never beat, others hung too, many waiting", &musterv1.WorkerExited{Rank: 4, Node: "c", LocalRank: 0, Signal: 9, Hang: &musterv1.WorkerHang{
+			SilentMs: 60_000, TimeoutMs: 60_000, NeverBeat: true, AlsoHung: []int32{5}, Waiting: []int32{0, 1}, WaitingCount: 70}},
+			"rank 4 (node c, local rank 0) hung: no first heartbeat in 60.0 s (--hang-first-timeout 1m0s); rank 5 hung too; " +
+				"ranks 0, 1, … (70 in all) were waiting"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := failure.Describe(&musterv1.JobSpec{}, tt.ex); got != tt.want {
+				t.Errorf("got  %q\nwant %q", got, tt.want)
+			}
+		})
 	}
 }

@@ -123,6 +123,9 @@ func Validate(spec *musterv1.JobSpec) error {
 	case spec.Mpi != "" && spec.Mpi != MPICH && spec.Mpi != OpenMPI:
 		return fmt.Errorf("--mpi %.40q: want mpich or openmpi", spec.Mpi)
 	}
+	if err := validateHang(spec); err != nil {
+		return err
+	}
 	if err := validateHosts(spec); err != nil {
 		return err
 	}
@@ -154,6 +157,30 @@ func Validate(spec *musterv1.JobSpec) error {
 		if bytes.IndexByte(kv, 0) >= 0 {
 			return fmt.Errorf("--env %s: the value holds a NUL byte", name)
 		}
+	}
+	return nil
+}
+
+// Bounds on hang timeouts: an agent checks its workers' heartbeats a few
+// times per timeout, and a timeout shorter than a check is no timeout.
+const (
+	MinHangTimeout = 100 * time.Millisecond
+	MaxHangTimeout = 30 * 24 * time.Hour
+)
+
+func validateHang(spec *musterv1.JobSpec) error {
+	ms := func(d time.Duration) int64 { return d.Milliseconds() }
+	switch hang, first := spec.HangTimeoutMs, spec.HangFirstTimeoutMs; {
+	case hang == 0 && first != 0:
+		return fmt.Errorf("--hang-first-timeout needs --hang-timeout")
+	case hang == 0 && spec.HangOnSilence:
+		return fmt.Errorf("--hang-on-silence needs --hang-timeout")
+	case hang != 0 && spec.Mpi == OpenMPI:
+		return fmt.Errorf("--hang-timeout and --mpi openmpi: a node's one worker is mpirun or its daemon, not a rank; use --mpi mpich or no --mpi")
+	case hang != 0 && (hang < ms(MinHangTimeout) || hang > ms(MaxHangTimeout)):
+		return fmt.Errorf("--hang-timeout %s is outside %s..%s", time.Duration(hang)*time.Millisecond, MinHangTimeout, MaxHangTimeout)
+	case first != 0 && (first < ms(MinHangTimeout) || first > ms(MaxHangTimeout)):
+		return fmt.Errorf("--hang-first-timeout %s is outside %s..%s", time.Duration(first)*time.Millisecond, MinHangTimeout, MaxHangTimeout)
 	}
 	return nil
 }

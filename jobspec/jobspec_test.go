@@ -224,3 +224,48 @@ func TestParseRestartOn(t *testing.T) {
 		t.Errorf("ParseRestartOn(node_loss) = %v", err)
 	}
 }
+
+func TestValidateHang(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(*musterv1.JobSpec)
+		err  string // "" for valid
+	}{
+		{"off", func(s *musterv1.JobSpec) {}, ""},
+		{"a timeout", func(s *musterv1.JobSpec) { s.HangTimeoutMs = 10_000 }, ""},
+		{"all three", func(s *musterv1.JobSpec) {
+			s.HangTimeoutMs, s.HangFirstTimeoutMs, s.HangOnSilence = 10_000, 600_000, true
+		}, ""},
+		{"too short", func(s *musterv1.JobSpec) { s.HangTimeoutMs = 50 }, "--hang-timeout 50ms is outside"},
+		{"too long", func(s *musterv1.JobSpec) { s.HangTimeoutMs = 31 * 24 * 3600 * 1000 }, "--hang-timeout 744h0m0s is outside"},
+		{"negative", func(s *musterv1.JobSpec) { s.HangTimeoutMs = -1 }, "--hang-timeout -1ms is outside"},
+		{"first alone", func(s *musterv1.JobSpec) { s.HangFirstTimeoutMs = 1000 }, "--hang-first-timeout needs --hang-timeout"},
+		{"first too short", func(s *musterv1.JobSpec) { s.HangTimeoutMs, s.HangFirstTimeoutMs = 1000, 1 }, "--hang-first-timeout 1ms is outside"},
+		{"silence alone", func(s *musterv1.JobSpec) { s.HangOnSilence = true }, "--hang-on-silence needs --hang-timeout"},
+		{"open mpi", func(s *musterv1.JobSpec) { s.HangTimeoutMs, s.Mpi = 1000, OpenMPI }, "--hang-timeout and --mpi openmpi"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := &musterv1.JobSpec{Argv: byteStrings("x"), Nnodes: 1}
+			tt.edit(spec)
+			err := Validate(spec)
+			if (err == nil) != (tt.err == "") || err != nil && !strings.Contains(err.Error(), tt.err) {
+				t.Fatalf("Validate: %v, want %q", err, tt.err)
+			}
+		})
+	}
+}
+
+func TestForwardableSignals(t *testing.T) {
+	for _, name := range ForwardableNames() {
+		sig, ok := ForwardableSignal("SIG" + name)
+		if !ok || !MayForward(int32(sig)) {
+			t.Errorf("%s: %v %v", name, sig, ok)
+		}
+	}
+	for _, sig := range []int32{0, 9, 17, 18, 19, 20, 23, 64, -1} {
+		if MayForward(sig) {
+			t.Errorf("signal %d may be forwarded", sig)
+		}
+	}
+}

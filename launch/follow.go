@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -46,8 +47,15 @@ type Options struct {
 	// TimestampOutput prefixes each line with when the launcher got it.
 	TimestampOutput bool
 	// Signals delivers SIGINT, SIGTERM and SIGHUP: the first stops the job
-	// gracefully, the second kills it at once.
+	// gracefully, the second kills it at once; and the signals of Forward.
 	Signals <-chan os.Signal
+	// Forward are the signals sent on to every worker of the job instead
+	// (--forward-signals): SIGUSR1 to checkpoint before a preemption.
+	Forward []syscall.Signal
+	// CoalesceSignals, when set, takes a forwarded signal that another
+	// node of the job forwarded within this long as the same delivery
+	// (agent run, whose every node may get the platform's signal).
+	CoalesceSignals time.Duration
 	// Store names the store in messages.
 	Store string
 	// Liveness, when set, is how often a quiet job stream checks that the
@@ -366,8 +374,12 @@ func (f *follower) stdoutGone(ctx context.Context, err error) {
 }
 
 func (f *follower) signal(ctx context.Context, sig os.Signal) {
-	f.interrupts++
 	s, _ := sig.(syscall.Signal)
+	if slices.Contains(f.opts.Forward, s) {
+		f.forward(ctx, s)
+		return
+	}
+	f.interrupts++
 	name := unix.SignalName(s)
 	force := f.interrupts > 1
 	f.flush(ctx)
@@ -377,6 +389,32 @@ func (f *follower) signal(ctx context.Context, sig os.Signal) {
 		fmt.Fprintf(f.opts.Stderr, "muster: %s: stopping job %s (a second one kills it at once)\n", name, f.job)
 	}
 	f.cancel(ctx, force, "stopped by "+name, 128+int32(s))
+}
+
+// forward sends sig to every worker of the job.
+func (f *follower) forward(ctx context.Context, sig syscall.Signal) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	name := unix.SignalName(sig)
+	res, err := f.c.Signal(cctx, &musterv1.SignalRequest{JobId: f.job, Signal: int32(sig), CoalesceMs: f.opts.CoalesceSignals.Milliseconds()})
+	f.flush(ctx)
+	switch {
+	case err != nil:
+		fmt.Fprintf(f.opts.Stderr, "muster: %s not sent to job %s's workers: %s\n", name, f.job, storeclient.ErrorMessage(err))
+	case res.GetCoalesced():
+		fmt.Fprintf(f.opts.Stderr, "muster: %s: already sent to job %s's workers (another node forwarded it within %s)\n",
+			name, f.job, f.opts.CoalesceSignals)
+	default:
+		fmt.Fprintf(f.opts.Stderr, "muster: %s: sent to job %s's workers (%s)\n", name, f.job, Nodes(int(res.GetNodes())))
+	}
+}
+
+// Nodes says how many nodes: "1 node", "4 nodes".
+func Nodes(n int) string {
+	if n == 1 {
+		return "1 node"
+	}
+	return fmt.Sprintf("%d nodes", n)
 }
 
 func (f *follower) cancel(ctx context.Context, force bool, reason string, code int32) {

@@ -50,6 +50,8 @@ type job struct {
 	notBefore      time.Time
 	causes         []string
 	causesDropped  int32
+	// signalled is when each signal was last sent to its workers (signal.go).
+	signalled map[int32]time.Time
 }
 
 func (j *job) finished() bool {
@@ -184,6 +186,9 @@ func (s *Store) Publish(ctx context.Context, session string, firstSeq uint64, ev
 			// this one, which has no workers yet.
 			continue
 		}
+		if ex != nil {
+			s.hungLocked(j, ex)
+		}
 		s.appendLocked(j, ev)
 		if ex != nil {
 			s.workerExitedLocked(j, ex)
@@ -215,6 +220,9 @@ func (s *Store) checkEventLocked(j *job, n *node, ev *musterv1.JobEvent) error {
 		}
 		if len(e.Exited.GetLogIncomplete()) > 4<<10 {
 			return fmt.Errorf("job %s: log error of %d bytes", j.id, len(e.Exited.GetLogIncomplete()))
+		}
+		if err := checkHang(j, e.Exited.GetHang()); err != nil {
+			return err
 		}
 	case *musterv1.JobEvent_Lost:
 		return nil // output the agent had to drop while no store took it
@@ -284,7 +292,7 @@ func (s *Store) sendStopLocked(j *job, reason string, killTimeoutMs int64) {
 	for _, n := range j.round.nodes {
 		if _, live := s.nodes[n.session]; live {
 			s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_Stop{Stop: &musterv1.StopJob{
-				JobId: j.id, Reason: reason, KillTimeoutMs: killTimeoutMs}}})
+				JobId: j.id, Reason: reason, KillTimeoutMs: killTimeoutMs, DumpFirst: r.dumpFirst}}})
 		}
 	}
 }

@@ -126,6 +126,9 @@ type round struct {
 	// is stopped once, again only to shorten the grace.
 	stopSent  bool
 	stopGrace int64
+	// dumpFirst says a worker was found hung: the stop asks the nodes to
+	// dump PyTorch's flight recorders first.
+	dumpFirst bool
 
 	// While waiting: since when, the timer that ends the wait, and the last
 	// progress report sent.

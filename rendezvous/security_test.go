@@ -183,6 +183,9 @@ func TestSocketUsersRunAsThemselves(t *testing.T) {
 	if _, err := nobody.Cancel(ctx, &musterv1.CancelRequest{JobId: opJob.JobId}); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("another user cancelled the operator's job: %v", err)
 	}
+	if _, err := nobody.Signal(ctx, &musterv1.SignalRequest{JobId: opJob.JobId, Signal: 10}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("another user signalled the operator's job's workers: %v", err)
+	}
 	w, _ := nobody.WatchJob(ctx, &musterv1.WatchJobRequest{JobId: opJob.JobId})
 	if _, err := w.Recv(); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("another user watched the operator's job: %v", err)

@@ -58,6 +58,7 @@ var (
 		musterv1.Jobs_Submit_FullMethodName:    true,
 		musterv1.Jobs_WatchJob_FullMethodName:  true,
 		musterv1.Jobs_Cancel_FullMethodName:    true,
+		musterv1.Jobs_Signal_FullMethodName:    true,
 		musterv1.Jobs_ListNodes_FullMethodName: true,
 		musterv1.Jobs_ListJobs_FullMethodName:  true,
 		musterv1.Jobs_WatchJobs_FullMethodName: true,

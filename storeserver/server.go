@@ -459,6 +459,19 @@ func (s *Server) Cancel(ctx context.Context, req *musterv1.CancelRequest) (*must
 	return &musterv1.CancelResponse{}, rpcError(s.store.Cancel(req.GetJobId(), req.GetForce(), reason, req.GetExitCode()))
 }
 
+// Signal sends a signal to every worker of a running job: its owner's or
+// the operator's.
+func (s *Server) Signal(ctx context.Context, req *musterv1.SignalRequest) (*musterv1.SignalResponse, error) {
+	if err := s.mayUseJob(callerFrom(ctx), req.GetJobId()); err != nil {
+		return nil, err
+	}
+	nodes, coalesced, err := s.store.Signal(req.GetJobId(), req.GetSignal(), time.Duration(req.GetCoalesceMs())*time.Millisecond)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return &musterv1.SignalResponse{Nodes: int32(nodes), Coalesced: coalesced}, nil
+}
+
 func (s *Server) ListNodes(context.Context, *musterv1.ListNodesRequest) (*musterv1.ListNodesResponse, error) {
 	return &musterv1.ListNodesResponse{Nodes: s.store.Nodes()}, nil
 }

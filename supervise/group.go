@@ -365,6 +365,20 @@ func (g *Group) Signal(i int, sig syscall.Signal) error {
 	return g.send(shimCommand{Index: i, Signal: sig})
 }
 
+// SignalLeaders sends sig to each running worker's own process, the one
+// Start started, and to nothing it started: a signal a program handles
+// (SIGUSR1 to checkpoint) would kill its helpers that do not.
+func (g *Group) SignalLeaders(sig syscall.Signal) error {
+	return g.send(shimCommand{Index: -1, Signal: sig, Leaders: true})
+}
+
+// Abort sends SIGABRT to worker i's process group, with core dumps turned
+// off first: a Python worker with PYTHONFAULTHANDLER prints every thread's
+// stack on it, and a hung worker's dump is its stacks, not its memory.
+func (g *Group) Abort(i int) error {
+	return g.send(shimCommand{Index: i, Signal: syscall.SIGABRT, NoCore: true})
+}
+
 // SignalAll sends sig to every worker's process group and every descendant;
 // SIGKILL also means that what workers leave behind is killed at once.
 func (g *Group) SignalAll(sig syscall.Signal) error {

@@ -29,7 +29,7 @@ func RunInitIfPID1() {
 func runInit() int {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
-		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH)
+		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGALRM, syscall.SIGPWR)
 	pid, err := syscall.ForkExec("/proc/self/exe", os.Args, &syscall.ProcAttr{
 		Env: os.Environ(), Files: []uintptr{0, 1, 2},
 	})

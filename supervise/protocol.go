@@ -93,4 +93,11 @@ type shimCommand struct {
 	// Index is a worker, or -1 for all of them and every descendant.
 	Index  int
 	Signal syscall.Signal
+	// Leaders sends Signal to each running worker's own process only, not
+	// to its process group nor its descendants.
+	Leaders bool
+	// NoCore turns core dumps off for every process of the worker's group
+	// before Signal reaches them: a dump of a large process would hold up
+	// the job's stop for as long as it takes to write.
+	NoCore bool
 }

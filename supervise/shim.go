@@ -280,6 +280,19 @@ func (s *shim) reaped(r reaped) {
 
 func (s *shim) command(c shimCommand) {
 	switch {
+	case c.Leaders:
+		for pid := range s.leaders {
+			syscall.Kill(pid, c.Signal)
+		}
+	case c.NoCore && c.Index >= 0 && c.Index < len(s.groups) && s.groups[c.Index] > 0:
+		pgid := s.groups[c.Index]
+		noCore(pgid)
+		for _, p := range descendants(os.Getpid()) {
+			if p.pgid == pgid {
+				noCore(p.pid)
+			}
+		}
+		syscall.Kill(-pgid, c.Signal)
 	case c.Index < 0 && c.Signal == syscall.SIGKILL:
 		s.killAll()
 	case c.Index < 0:
@@ -288,6 +301,17 @@ func (s *shim) command(c shimCommand) {
 	case c.Index < len(s.groups) && s.groups[c.Index] > 0:
 		syscall.Kill(-s.groups[c.Index], c.Signal)
 	}
+}
+
+// noCore sets a process's soft limit on core dumps to 1 byte: no core file
+// is written, and the kernel skips a core_pattern pipe for that one value
+// (for 0 it would still pipe the whole dump).
+func noCore(pid int) {
+	var old unix.Rlimit
+	if unix.Prlimit(pid, unix.RLIMIT_CORE, nil, &old) != nil || old.Max < 1 {
+		return
+	}
+	unix.Prlimit(pid, unix.RLIMIT_CORE, &unix.Rlimit{Cur: 1, Max: old.Max}, nil)
 }
 
 // cleanup stops whatever is left once every worker ended or the agent went

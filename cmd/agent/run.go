@@ -31,6 +31,8 @@ type runFlags struct {
 	backoff, backoffMax, healthTimeout *cmdline.Duration
 	memoryLimit                        *cmdline.Size
 	outputRanks                        *cmdline.Ranks
+	hangTimeout, hangFirst             *cmdline.Duration
+	forward                            *cmdline.Signals
 }
 
 func runCommand() *cli.Command {
@@ -49,6 +51,9 @@ func runCommand() *cli.Command {
 		nodeTimeout:    cmdline.NewDuration(cluster.DefaultNodeTimeout),
 		memoryLimit:    &cmdline.Size{},
 		outputRanks:    &cmdline.Ranks{},
+		hangTimeout:    cmdline.NewDuration(0),
+		hangFirst:      cmdline.NewDuration(0),
+		forward:        cmdline.NewSignals(jobspec.DefaultForwardSignals),
 	}
 	return &cli.Command{
 		Name:      "run",
@@ -78,6 +83,10 @@ func runCommand() *cli.Command {
 			cmdline.WithEnv(cmdline.WithDefaultText(cmdline.Flag(f.memoryLimit, "memory-limit", nil, "each worker's memory limit (`SIZE`: 512M, 2G), in a cgroup of its own: past it the kernel's OOM killer kills it, and muster says so"), "none"), "MUSTER_MEMORY_LIMIT"),
 			cmdline.Flag(f.outputRanks, "output-ranks", nil, "the host prints only these ranks' output (`LIST`: 0,2-5)"),
 			&cli.BoolFlag{Name: "timestamp-output", Usage: "the host prefixes each output line with the time it got it (UTC, RFC 3339 with milliseconds)"},
+			cmdline.WithEnv(cmdline.Flag(f.hangTimeout, "hang-timeout", nil, "a worker that gives no heartbeat (touching $MUSTER_HEARTBEAT_FILE) for `DURATION` is hung: its stacks are dumped and the job stops (0: off)"), "MUSTER_HANG_TIMEOUT"),
+			cmdline.WithDefaultText(cmdline.WithEnv(cmdline.Flag(f.hangFirst, "hang-first-timeout", nil, "with --hang-timeout, the timeout before a worker's first heartbeat (`DURATION`)"), "MUSTER_HANG_FIRST_TIMEOUT"), "--hang-timeout"),
+			&cli.BoolFlag{Name: "hang-on-silence", EnvVars: []string{"MUSTER_HANG_ON_SILENCE"}, Usage: "with --hang-timeout, every line a worker writes is a heartbeat too"},
+			cmdline.WithEnv(cmdline.Flag(f.forward, "forward-signals", nil, "signals sent on to every worker of the job instead of stopping it (`LIST`: USR1,USR2,TERM..., or none)"), "MUSTER_FORWARD_SIGNALS"),
 			&cli.StringFlag{Name: "mpi", EnvVars: []string{"MUSTER_MPI"}, Usage: "the agents serve `MPI`'s process manager interface, so its programs start without mpiexec: mpich (MPICH, Intel MPI), or openmpi (mpirun on node rank 0, the agents its remote shell)"},
 			&cli.BoolFlag{Name: "no-agent-store", EnvVars: []string{"MUSTER_NO_AGENT_STORE"}, Usage: "rank 0 hosts PyTorch's TCPStore on MASTER_PORT (by default node rank 0's agent serves it, and workers get TORCHELASTIC_USE_AGENT_STORE=True)"},
 			&cli.StringFlag{Name: "token-file", EnvVars: []string{"MUSTER_TOKEN_FILE"}, Usage: "file holding the cluster token (or set MUSTER_TOKEN); the same on every node"},
@@ -121,6 +130,8 @@ func run(c *cli.Context, f runFlags) error {
 		Rdzv: c.String("rdzv"), Host: c.Bool("rdzv-host"), NNodes: nnodes, MinNodes: minNodes,
 		GPUs: int(f.gpus.Int32()), NProc: int(f.nproc.Int32()), NodeRank: int(f.nodeRank.Int32()),
 		MaxRestarts: int(f.maxRestarts.Int32()), JoinTimeout: f.joinTimeout.Value(), LastCall: f.lastCall.Value(),
+		HangTimeout: f.hangTimeout.Value(), HangFirstTimeout: f.hangFirst.Value(), HangOnSilence: c.Bool("hang-on-silence"),
+		Forward:     f.forward.Values(),
 		KillTimeout: f.killTimeout.Value(), NodeTimeout: f.nodeTimeout.Value(), Argv: c.Args().Slice(), MPI: c.String("mpi"), NoAgentStore: c.Bool("no-agent-store"),
 		MemoryLimit: f.memoryLimit.Bytes(), OutputRanks: f.outputRanks.Contains, TimestampOutput: c.Bool("timestamp-output"), Token: token, Name: name, Addr: c.String("addr"),
 		MetricsAddr: c.String("metrics-addr"),
@@ -154,8 +165,11 @@ func run(c *cli.Context, f runFlags) error {
 		plan.GPUs = len(plan.GPUDevices)
 	}
 
-	sigs := make(chan os.Signal, 2)
+	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	for _, s := range plan.Forward {
+		signal.Notify(sigs, s)
+	}
 	defer signal.Stop(sigs)
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	plan.Signals = sigs

@@ -38,6 +38,9 @@ type runFlags struct {
 	stdin                *launch.Stdin
 	memoryLimit          *cmdline.Size
 	outputRanks          *cmdline.Ranks
+	hangTimeout          *cmdline.Duration
+	hangFirst            *cmdline.Duration
+	forward              *cmdline.Signals
 }
 
 func runCommand() *cli.Command {
@@ -58,6 +61,9 @@ func runCommand() *cli.Command {
 		stdin:          &launch.Stdin{},
 		memoryLimit:    &cmdline.Size{},
 		outputRanks:    &cmdline.Ranks{},
+		hangTimeout:    cmdline.NewDuration(0),
+		hangFirst:      cmdline.NewDuration(0),
+		forward:        cmdline.NewSignals(jobspec.DefaultForwardSignals),
 	}
 	return &cli.Command{
 		Name:               "run",
@@ -101,6 +107,10 @@ func runCommand() *cli.Command {
 				cmdline.Flag(f.backoffMax, "restart-backoff-max", nil, "the longest wait between restarts (`DURATION`)"),
 				&cli.StringFlag{Name: "health-check", Usage: "each node runs `CMD` (with /bin/sh -c) before the workers of every round; a node where it does not exit 0 is left out of the job's rounds"},
 				cmdline.Flag(f.healthTimeout, "health-check-timeout", nil, "how long --health-check may run (`DURATION`)"),
+				cmdline.Flag(f.hangTimeout, "hang-timeout", nil, "a worker that gives no heartbeat (touching $MUSTER_HEARTBEAT_FILE) for `DURATION` is hung: its Python stacks and PyTorch's NCCL flight recorder are dumped and the job stops, as for a failed worker (0: off)"),
+				cmdline.WithDefaultText(cmdline.Flag(f.hangFirst, "hang-first-timeout", nil, "with --hang-timeout, the timeout before a worker's first heartbeat, for slow starts (`DURATION`)"), "--hang-timeout"),
+				&cli.BoolFlag{Name: "hang-on-silence", Usage: "with --hang-timeout, every line a worker writes is a heartbeat too"},
+				cmdline.Flag(f.forward, "forward-signals", nil, "signals the launcher sends on to every worker instead of stopping the job (`LIST`: USR1,USR2,TERM..., or none)"),
 			),
 			cmdline.InCategory(catMPI,
 				&cli.StringFlag{Name: "mpi", Usage: "the agents serve `MPI`'s process manager interface, so its programs start without mpiexec: mpich (MPICH, Intel MPI), or openmpi (mpirun on node rank 0, the agents its remote shell)"},
@@ -125,22 +135,25 @@ func run(c *cli.Context, f runFlags) error {
 		return cmdline.Usagef(c, "%s", err)
 	}
 	spec := &musterv1.JobSpec{
-		Nnodes:           f.nnodes.Most(),
-		MinNodes:         f.nnodes.Least(),
-		Gpus:             f.gpus.Int32(),
-		Nproc:            f.nproc.Int32(),
-		Env:              env,
-		LogDir:           []byte(c.String("log-dir")),
-		KillTimeoutMs:    f.killTimeout.Value().Milliseconds(),
-		MaxRestarts:      f.maxRestarts.Int32(),
-		TimeoutMs:        f.timeout.Value().Milliseconds(),
-		IsolateGpus:      c.Bool("isolate-gpus"),
-		NcclAutodetect:   !c.Bool("no-nccl-autodetect"),
-		InheritEnv:       true,
-		Workdir:          []byte(c.String("workdir")),
-		Mpi:              c.String("mpi"),
-		NoAgentStore:     c.Bool("no-agent-store"),
-		MemoryLimitBytes: f.memoryLimit.Bytes(),
+		Nnodes:             f.nnodes.Most(),
+		MinNodes:           f.nnodes.Least(),
+		Gpus:               f.gpus.Int32(),
+		Nproc:              f.nproc.Int32(),
+		Env:                env,
+		LogDir:             []byte(c.String("log-dir")),
+		KillTimeoutMs:      f.killTimeout.Value().Milliseconds(),
+		MaxRestarts:        f.maxRestarts.Int32(),
+		TimeoutMs:          f.timeout.Value().Milliseconds(),
+		IsolateGpus:        c.Bool("isolate-gpus"),
+		NcclAutodetect:     !c.Bool("no-nccl-autodetect"),
+		InheritEnv:         true,
+		Workdir:            []byte(c.String("workdir")),
+		Mpi:                c.String("mpi"),
+		NoAgentStore:       c.Bool("no-agent-store"),
+		MemoryLimitBytes:   f.memoryLimit.Bytes(),
+		HangTimeoutMs:      f.hangTimeout.Value().Milliseconds(),
+		HangFirstTimeoutMs: f.hangFirst.Value().Milliseconds(),
+		HangOnSilence:      c.Bool("hang-on-silence"),
 	}
 	if spec.MinNodes > 0 {
 		spec.LastCallMs = f.lastCall.Value().Milliseconds()
@@ -181,8 +194,12 @@ func run(c *cli.Context, f runFlags) error {
 
 	// Signals are caught from the start so that Ctrl-C never leaves workers behind.
 	// SIGHUP (a closed terminal) stops the job gracefully too, as torchrun does.
-	sigs := make(chan os.Signal, 2)
+	// The signals of --forward-signals go to the workers instead.
+	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	for _, s := range f.forward.Values() {
+		signal.Notify(sigs, s)
+	}
 	defer signal.Stop(sigs)
 	// A closed stdout then fails the write instead of killing the launcher,
 	// which stops the job and exits as a pipeline would.
@@ -238,6 +255,7 @@ func run(c *cli.Context, f runFlags) error {
 		Events:          events,
 		OutputRanks:     f.outputRanks.Contains,
 		TimestampOutput: c.Bool("timestamp-output"),
+		Forward:         f.forward.Values(),
 	})
 	if err != nil {
 		return cli.Exit(err.Error(), 1)

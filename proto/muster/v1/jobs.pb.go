@@ -24,11 +24,12 @@ var File_muster_v1_jobs_proto protoreflect.FileDescriptor
 
 const file_muster_v1_jobs_proto_rawDesc = "" +
 	"\n" +
-	"\x14muster/v1/jobs.proto\x12\tmuster.v1\x1a\x15muster/v1/types.proto2\xcd\x04\n" +
+	"\x14muster/v1/jobs.proto\x12\tmuster.v1\x1a\x15muster/v1/types.proto2\x8c\x05\n" +
 	"\x04Jobs\x12=\n" +
 	"\x06Submit\x12\x18.muster.v1.SubmitRequest\x1a\x19.muster.v1.SubmitResponse\x12=\n" +
 	"\bWatchJob\x12\x1a.muster.v1.WatchJobRequest\x1a\x13.muster.v1.JobEvent0\x01\x12=\n" +
-	"\x06Cancel\x12\x18.muster.v1.CancelRequest\x1a\x19.muster.v1.CancelResponse\x12F\n" +
+	"\x06Cancel\x12\x18.muster.v1.CancelRequest\x1a\x19.muster.v1.CancelResponse\x12=\n" +
+	"\x06Signal\x12\x18.muster.v1.SignalRequest\x1a\x19.muster.v1.SignalResponse\x12F\n" +
 	"\tListNodes\x12\x1b.muster.v1.ListNodesRequest\x1a\x1c.muster.v1.ListNodesResponse\x12C\n" +
 	"\bListJobs\x12\x1a.muster.v1.ListJobsRequest\x1a\x1b.muster.v1.ListJobsResponse\x12@\n" +
 	"\tWatchJobs\x12\x1b.muster.v1.WatchJobsRequest\x1a\x14.muster.v1.JobStatus0\x01\x128\n" +
@@ -41,42 +42,46 @@ var file_muster_v1_jobs_proto_goTypes = []any{
 	(*SubmitRequest)(nil),      // 0: muster.v1.SubmitRequest
 	(*WatchJobRequest)(nil),    // 1: muster.v1.WatchJobRequest
 	(*CancelRequest)(nil),      // 2: muster.v1.CancelRequest
-	(*ListNodesRequest)(nil),   // 3: muster.v1.ListNodesRequest
-	(*ListJobsRequest)(nil),    // 4: muster.v1.ListJobsRequest
-	(*WatchJobsRequest)(nil),   // 5: muster.v1.WatchJobsRequest
-	(*GetJobRequest)(nil),      // 6: muster.v1.GetJobRequest
-	(*StdinChunk)(nil),         // 7: muster.v1.StdinChunk
-	(*LogsRequest)(nil),        // 8: muster.v1.LogsRequest
-	(*SubmitResponse)(nil),     // 9: muster.v1.SubmitResponse
-	(*JobEvent)(nil),           // 10: muster.v1.JobEvent
-	(*CancelResponse)(nil),     // 11: muster.v1.CancelResponse
-	(*ListNodesResponse)(nil),  // 12: muster.v1.ListNodesResponse
-	(*ListJobsResponse)(nil),   // 13: muster.v1.ListJobsResponse
-	(*JobStatus)(nil),          // 14: muster.v1.JobStatus
-	(*WriteStdinResponse)(nil), // 15: muster.v1.WriteStdinResponse
-	(*LogsResponse)(nil),       // 16: muster.v1.LogsResponse
+	(*SignalRequest)(nil),      // 3: muster.v1.SignalRequest
+	(*ListNodesRequest)(nil),   // 4: muster.v1.ListNodesRequest
+	(*ListJobsRequest)(nil),    // 5: muster.v1.ListJobsRequest
+	(*WatchJobsRequest)(nil),   // 6: muster.v1.WatchJobsRequest
+	(*GetJobRequest)(nil),      // 7: muster.v1.GetJobRequest
+	(*StdinChunk)(nil),         // 8: muster.v1.StdinChunk
+	(*LogsRequest)(nil),        // 9: muster.v1.LogsRequest
+	(*SubmitResponse)(nil),     // 10: muster.v1.SubmitResponse
+	(*JobEvent)(nil),           // 11: muster.v1.JobEvent
+	(*CancelResponse)(nil),     // 12: muster.v1.CancelResponse
+	(*SignalResponse)(nil),     // 13: muster.v1.SignalResponse
+	(*ListNodesResponse)(nil),  // 14: muster.v1.ListNodesResponse
+	(*ListJobsResponse)(nil),   // 15: muster.v1.ListJobsResponse
+	(*JobStatus)(nil),          // 16: muster.v1.JobStatus
+	(*WriteStdinResponse)(nil), // 17: muster.v1.WriteStdinResponse
+	(*LogsResponse)(nil),       // 18: muster.v1.LogsResponse
 }
 var file_muster_v1_jobs_proto_depIdxs = []int32{
 	0,  // 0: muster.v1.Jobs.Submit:input_type -> muster.v1.SubmitRequest
 	1,  // 1: muster.v1.Jobs.WatchJob:input_type -> muster.v1.WatchJobRequest
 	2,  // 2: muster.v1.Jobs.Cancel:input_type -> muster.v1.CancelRequest
-	3,  // 3: muster.v1.Jobs.ListNodes:input_type -> muster.v1.ListNodesRequest
-	4,  // 4: muster.v1.Jobs.ListJobs:input_type -> muster.v1.ListJobsRequest
-	5,  // 5: muster.v1.Jobs.WatchJobs:input_type -> muster.v1.WatchJobsRequest
-	6,  // 6: muster.v1.Jobs.GetJob:input_type -> muster.v1.GetJobRequest
-	7,  // 7: muster.v1.Jobs.WriteStdin:input_type -> muster.v1.StdinChunk
-	8,  // 8: muster.v1.Jobs.Logs:input_type -> muster.v1.LogsRequest
-	9,  // 9: muster.v1.Jobs.Submit:output_type -> muster.v1.SubmitResponse
-	10, // 10: muster.v1.Jobs.WatchJob:output_type -> muster.v1.JobEvent
-	11, // 11: muster.v1.Jobs.Cancel:output_type -> muster.v1.CancelResponse
-	12, // 12: muster.v1.Jobs.ListNodes:output_type -> muster.v1.ListNodesResponse
-	13, // 13: muster.v1.Jobs.ListJobs:output_type -> muster.v1.ListJobsResponse
-	14, // 14: muster.v1.Jobs.WatchJobs:output_type -> muster.v1.JobStatus
-	14, // 15: muster.v1.Jobs.GetJob:output_type -> muster.v1.JobStatus
-	15, // 16: muster.v1.Jobs.WriteStdin:output_type -> muster.v1.WriteStdinResponse
-	16, // 17: muster.v1.Jobs.Logs:output_type -> muster.v1.LogsResponse
-	9,  // [9:18] is the sub-list for method output_type
-	0,  // [0:9] is the sub-list for method input_type
+	3,  // 3: muster.v1.Jobs.Signal:input_type -> muster.v1.SignalRequest
+	4,  // 4: muster.v1.Jobs.ListNodes:input_type -> muster.v1.ListNodesRequest
+	5,  // 5: muster.v1.Jobs.ListJobs:input_type -> muster.v1.ListJobsRequest
+	6,  // 6: muster.v1.Jobs.WatchJobs:input_type -> muster.v1.WatchJobsRequest
+	7,  // 7: muster.v1.Jobs.GetJob:input_type -> muster.v1.GetJobRequest
+	8,  // 8: muster.v1.Jobs.WriteStdin:input_type -> muster.v1.StdinChunk
+	9,  // 9: muster.v1.Jobs.Logs:input_type -> muster.v1.LogsRequest
+	10, // 10: muster.v1.Jobs.Submit:output_type -> muster.v1.SubmitResponse
+	11, // 11: muster.v1.Jobs.WatchJob:output_type -> muster.v1.JobEvent
+	12, // 12: muster.v1.Jobs.Cancel:output_type -> muster.v1.CancelResponse
+	13, // 13: muster.v1.Jobs.Signal:output_type -> muster.v1.SignalResponse
+	14, // 14: muster.v1.Jobs.ListNodes:output_type -> muster.v1.ListNodesResponse
+	15, // 15: muster.v1.Jobs.ListJobs:output_type -> muster.v1.ListJobsResponse
+	16, // 16: muster.v1.Jobs.WatchJobs:output_type -> muster.v1.JobStatus
+	16, // 17: muster.v1.Jobs.GetJob:output_type -> muster.v1.JobStatus
+	17, // 18: muster.v1.Jobs.WriteStdin:output_type -> muster.v1.WriteStdinResponse
+	18, // 19: muster.v1.Jobs.Logs:output_type -> muster.v1.LogsResponse
+	10, // [10:20] is the sub-list for method output_type
+	0,  // [0:10] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

@@ -22,6 +22,7 @@ const (
 	Jobs_Submit_FullMethodName     = "/muster.v1.Jobs/Submit"
 	Jobs_WatchJob_FullMethodName   = "/muster.v1.Jobs/WatchJob"
 	Jobs_Cancel_FullMethodName     = "/muster.v1.Jobs/Cancel"
+	Jobs_Signal_FullMethodName     = "/muster.v1.Jobs/Signal"
 	Jobs_ListNodes_FullMethodName  = "/muster.v1.Jobs/ListNodes"
 	Jobs_ListJobs_FullMethodName   = "/muster.v1.Jobs/ListJobs"
 	Jobs_WatchJobs_FullMethodName  = "/muster.v1.Jobs/WatchJobs"
@@ -42,6 +43,8 @@ type JobsClient interface {
 	// job's final event.
 	WatchJob(ctx context.Context, in *WatchJobRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[JobEvent], error)
 	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
+	// Signal sends a signal to every worker of a running job.
+	Signal(ctx context.Context, in *SignalRequest, opts ...grpc.CallOption) (*SignalResponse, error)
 	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
 	ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error)
 	// WatchJobs streams the jobs ListJobs lists, then each job again whenever
@@ -100,6 +103,16 @@ func (c *jobsClient) Cancel(ctx context.Context, in *CancelRequest, opts ...grpc
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CancelResponse)
 	err := c.cc.Invoke(ctx, Jobs_Cancel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *jobsClient) Signal(ctx context.Context, in *SignalRequest, opts ...grpc.CallOption) (*SignalResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SignalResponse)
+	err := c.cc.Invoke(ctx, Jobs_Signal_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -199,6 +212,8 @@ type JobsServer interface {
 	// job's final event.
 	WatchJob(*WatchJobRequest, grpc.ServerStreamingServer[JobEvent]) error
 	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
+	// Signal sends a signal to every worker of a running job.
+	Signal(context.Context, *SignalRequest) (*SignalResponse, error)
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
 	ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error)
 	// WatchJobs streams the jobs ListJobs lists, then each job again whenever
@@ -232,6 +247,9 @@ func (UnimplementedJobsServer) WatchJob(*WatchJobRequest, grpc.ServerStreamingSe
 }
 func (UnimplementedJobsServer) Cancel(context.Context, *CancelRequest) (*CancelResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Cancel not implemented")
+}
+func (UnimplementedJobsServer) Signal(context.Context, *SignalRequest) (*SignalResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Signal not implemented")
 }
 func (UnimplementedJobsServer) ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListNodes not implemented")
@@ -315,6 +333,24 @@ func _Jobs_Cancel_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(JobsServer).Cancel(ctx, req.(*CancelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Jobs_Signal_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SignalRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobsServer).Signal(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Jobs_Signal_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobsServer).Signal(ctx, req.(*SignalRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -416,6 +452,10 @@ var Jobs_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Cancel",
 			Handler:    _Jobs_Cancel_Handler,
+		},
+		{
+			MethodName: "Signal",
+			Handler:    _Jobs_Signal_Handler,
 		},
 		{
 			MethodName: "ListNodes",

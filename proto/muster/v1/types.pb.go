@@ -1009,6 +1009,7 @@ type AgentCommand struct {
 	//	*AgentCommand_ReleaseStore
 	//	*AgentCommand_ProbePeer
 	//	*AgentCommand_SendLogs
+	//	*AgentCommand_Signal
 	Command       isAgentCommand_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1105,6 +1106,15 @@ func (x *AgentCommand) GetSendLogs() *SendLogs {
 	return nil
 }
 
+func (x *AgentCommand) GetSignal() *SignalJob {
+	if x != nil {
+		if x, ok := x.Command.(*AgentCommand_Signal); ok {
+			return x.Signal
+		}
+	}
+	return nil
+}
+
 type isAgentCommand_Command interface {
 	isAgentCommand_Command()
 }
@@ -1133,6 +1143,10 @@ type AgentCommand_SendLogs struct {
 	SendLogs *SendLogs `protobuf:"bytes,260,opt,name=send_logs,json=sendLogs,proto3,oneof"`
 }
 
+type AgentCommand_Signal struct {
+	Signal *SignalJob `protobuf:"bytes,300,opt,name=signal,proto3,oneof"`
+}
+
 func (*AgentCommand_ReservePorts) isAgentCommand_Command() {}
 
 func (*AgentCommand_Start) isAgentCommand_Command() {}
@@ -1144,6 +1158,8 @@ func (*AgentCommand_ReleaseStore) isAgentCommand_Command() {}
 func (*AgentCommand_ProbePeer) isAgentCommand_Command() {}
 
 func (*AgentCommand_SendLogs) isAgentCommand_Command() {}
+
+func (*AgentCommand_Signal) isAgentCommand_Command() {}
 
 // SendLogs asks an agent for the output its ranks of a job wrote on its
 // node: it answers with a PushLogs stream that names request_id.
@@ -2086,8 +2102,18 @@ type JobSpec struct {
 	// puts every worker in a cgroup of its own with that limit, so that the
 	// kernel's OOM killer, when it acts, acts within the worker and says so.
 	MemoryLimitBytes int64 `protobuf:"varint,280,opt,name=memory_limit_bytes,json=memoryLimitBytes,proto3" json:"memory_limit_bytes,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// hang_timeout_ms, when set, calls a worker hung once it gave no heartbeat
+	// (touching MUSTER_HEARTBEAT_FILE; with hang_on_silence, also a line of
+	// output) for this long: its Python stacks and PyTorch's flight recorder
+	// are dumped and the job stops, as for a failed worker (--hang-timeout).
+	HangTimeoutMs int64 `protobuf:"varint,300,opt,name=hang_timeout_ms,json=hangTimeoutMs,proto3" json:"hang_timeout_ms,omitempty"`
+	// hang_first_timeout_ms applies instead until a worker's first heartbeat,
+	// for slow starts; 0: hang_timeout_ms (--hang-first-timeout).
+	HangFirstTimeoutMs int64 `protobuf:"varint,301,opt,name=hang_first_timeout_ms,json=hangFirstTimeoutMs,proto3" json:"hang_first_timeout_ms,omitempty"`
+	// hang_on_silence counts every line a worker writes as a heartbeat too.
+	HangOnSilence bool `protobuf:"varint,302,opt,name=hang_on_silence,json=hangOnSilence,proto3" json:"hang_on_silence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobSpec) Reset() {
@@ -2328,6 +2354,27 @@ func (x *JobSpec) GetMemoryLimitBytes() int64 {
 		return x.MemoryLimitBytes
 	}
 	return 0
+}
+
+func (x *JobSpec) GetHangTimeoutMs() int64 {
+	if x != nil {
+		return x.HangTimeoutMs
+	}
+	return 0
+}
+
+func (x *JobSpec) GetHangFirstTimeoutMs() int64 {
+	if x != nil {
+		return x.HangFirstTimeoutMs
+	}
+	return 0
+}
+
+func (x *JobSpec) GetHangOnSilence() bool {
+	if x != nil {
+		return x.HangOnSilence
+	}
+	return false
 }
 
 // NodeHealth is the result of a node's health check: its GPUs through NVML,
@@ -2911,6 +2958,9 @@ type StopJob struct {
 	Reason string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	// kill_timeout_ms is the grace between SIGTERM and SIGKILL; 0 kills at once.
 	KillTimeoutMs int64 `protobuf:"varint,3,opt,name=kill_timeout_ms,json=killTimeoutMs,proto3" json:"kill_timeout_ms,omitempty"`
+	// dump_first asks the agent to have PyTorch dump each worker's NCCL
+	// flight recorder before the stop: a worker of the job was found hung.
+	DumpFirst     bool `protobuf:"varint,300,opt,name=dump_first,json=dumpFirst,proto3" json:"dump_first,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2966,6 +3016,186 @@ func (x *StopJob) GetKillTimeoutMs() int64 {
 	return 0
 }
 
+func (x *StopJob) GetDumpFirst() bool {
+	if x != nil {
+		return x.DumpFirst
+	}
+	return false
+}
+
+// SignalJob asks an agent to send a signal to each of its workers of a job
+// (the process it started, not its children): SIGUSR1 before a preemption.
+type SignalJob struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Signal        int32                  `protobuf:"varint,2,opt,name=signal,proto3" json:"signal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignalJob) Reset() {
+	*x = SignalJob{}
+	mi := &file_muster_v1_types_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignalJob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignalJob) ProtoMessage() {}
+
+func (x *SignalJob) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignalJob.ProtoReflect.Descriptor instead.
+func (*SignalJob) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *SignalJob) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *SignalJob) GetSignal() int32 {
+	if x != nil {
+		return x.Signal
+	}
+	return 0
+}
+
+// SignalRequest sends a signal to every worker of a running job (the
+// launcher's --forward-signals).
+type SignalRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	JobId  string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Signal int32                  `protobuf:"varint,2,opt,name=signal,proto3" json:"signal,omitempty"`
+	// coalesce_ms, when set, takes a request for the same signal within this
+	// long of the last one sent as the same delivery: every node of an agent
+	// run job may get the platform's signal at once.
+	CoalesceMs    int64 `protobuf:"varint,3,opt,name=coalesce_ms,json=coalesceMs,proto3" json:"coalesce_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignalRequest) Reset() {
+	*x = SignalRequest{}
+	mi := &file_muster_v1_types_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignalRequest) ProtoMessage() {}
+
+func (x *SignalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
+func (*SignalRequest) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *SignalRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *SignalRequest) GetSignal() int32 {
+	if x != nil {
+		return x.Signal
+	}
+	return 0
+}
+
+func (x *SignalRequest) GetCoalesceMs() int64 {
+	if x != nil {
+		return x.CoalesceMs
+	}
+	return 0
+}
+
+type SignalResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// nodes is how many nodes were asked to signal their workers.
+	Nodes int32 `protobuf:"varint,1,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	// coalesced: an earlier request sent the same signal within coalesce_ms.
+	Coalesced     bool `protobuf:"varint,2,opt,name=coalesced,proto3" json:"coalesced,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignalResponse) Reset() {
+	*x = SignalResponse{}
+	mi := &file_muster_v1_types_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignalResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignalResponse) ProtoMessage() {}
+
+func (x *SignalResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignalResponse.ProtoReflect.Descriptor instead.
+func (*SignalResponse) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *SignalResponse) GetNodes() int32 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *SignalResponse) GetCoalesced() bool {
+	if x != nil {
+		return x.Coalesced
+	}
+	return false
+}
+
 type WorkerStarted struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Rank          int32                  `protobuf:"varint,1,opt,name=rank,proto3" json:"rank,omitempty"`
@@ -2978,7 +3208,7 @@ type WorkerStarted struct {
 
 func (x *WorkerStarted) Reset() {
 	*x = WorkerStarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2990,7 +3220,7 @@ func (x *WorkerStarted) String() string {
 func (*WorkerStarted) ProtoMessage() {}
 
 func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3003,7 +3233,7 @@ func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStarted.ProtoReflect.Descriptor instead.
 func (*WorkerStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WorkerStarted) GetRank() int32 {
@@ -3050,7 +3280,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3062,7 +3292,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3075,7 +3305,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Output) GetRank() int32 {
@@ -3136,15 +3366,18 @@ type WorkerExited struct {
 	MemoryLimitBytes int64 `protobuf:"varint,281,opt,name=memory_limit_bytes,json=memoryLimitBytes,proto3" json:"memory_limit_bytes,omitempty"`
 	// xid is the GPU's XID error code, gpu the index of the GPU that reported
 	// it, with cause EXIT_CAUSE_GPU_XID.
-	Xid           int32 `protobuf:"varint,282,opt,name=xid,proto3" json:"xid,omitempty"`
-	Gpu           int32 `protobuf:"varint,283,opt,name=gpu,proto3" json:"gpu,omitempty"`
+	Xid int32 `protobuf:"varint,282,opt,name=xid,proto3" json:"xid,omitempty"`
+	Gpu int32 `protobuf:"varint,283,opt,name=gpu,proto3" json:"gpu,omitempty"`
+	// hang, when set, says that its agent found the worker hung and stopped
+	// it: how long it gave no heartbeat, and what was dumped.
+	Hang          *WorkerHang `protobuf:"bytes,300,opt,name=hang,proto3" json:"hang,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkerExited) Reset() {
 	*x = WorkerExited{}
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3156,7 +3389,7 @@ func (x *WorkerExited) String() string {
 func (*WorkerExited) ProtoMessage() {}
 
 func (x *WorkerExited) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3169,7 +3402,7 @@ func (x *WorkerExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerExited.ProtoReflect.Descriptor instead.
 func (*WorkerExited) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *WorkerExited) GetRank() int32 {
@@ -3270,6 +3503,120 @@ func (x *WorkerExited) GetGpu() int32 {
 	return 0
 }
 
+func (x *WorkerExited) GetHang() *WorkerHang {
+	if x != nil {
+		return x.Hang
+	}
+	return nil
+}
+
+// WorkerHang is a worker its agent found hung: no heartbeat for longer than
+// the job's hang timeout. Its agent dumped what it could (the Python stacks
+// of every thread through SIGABRT and PYTHONFAULTHANDLER; PyTorch's NCCL
+// flight recorder) and stopped it, which fails the job as an exit does.
+type WorkerHang struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// silent_ms is how long the worker had given no heartbeat when it was
+	// found hung.
+	SilentMs int64 `protobuf:"varint,1,opt,name=silent_ms,json=silentMs,proto3" json:"silent_ms,omitempty"`
+	// timeout_ms is the timeout it passed.
+	TimeoutMs int64 `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// never_beat: it had given no heartbeat at all since it started, and the
+	// first-heartbeat timeout applied.
+	NeverBeat bool `protobuf:"varint,3,opt,name=never_beat,json=neverBeat,proto3" json:"never_beat,omitempty"`
+	// also_hung are the other ranks its agent found hung at the same time.
+	AlsoHung []int32 `protobuf:"varint,4,rep,packed,name=also_hung,json=alsoHung,proto3" json:"also_hung,omitempty"`
+	// waiting are ranks of the job that still ran, not hung, when the store
+	// learnt of the hang: the ranks that were waiting for it (at most 64;
+	// waiting_count counts them all). Set by the store.
+	Waiting      []int32 `protobuf:"varint,5,rep,packed,name=waiting,proto3" json:"waiting,omitempty"`
+	WaitingCount int32   `protobuf:"varint,6,opt,name=waiting_count,json=waitingCount,proto3" json:"waiting_count,omitempty"`
+	// flight_recorder is where PyTorch dumped the worker's NCCL flight
+	// recorder, when it did.
+	FlightRecorder string `protobuf:"bytes,7,opt,name=flight_recorder,json=flightRecorder,proto3" json:"flight_recorder,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *WorkerHang) Reset() {
+	*x = WorkerHang{}
+	mi := &file_muster_v1_types_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerHang) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerHang) ProtoMessage() {}
+
+func (x *WorkerHang) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerHang.ProtoReflect.Descriptor instead.
+func (*WorkerHang) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *WorkerHang) GetSilentMs() int64 {
+	if x != nil {
+		return x.SilentMs
+	}
+	return 0
+}
+
+func (x *WorkerHang) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *WorkerHang) GetNeverBeat() bool {
+	if x != nil {
+		return x.NeverBeat
+	}
+	return false
+}
+
+func (x *WorkerHang) GetAlsoHung() []int32 {
+	if x != nil {
+		return x.AlsoHung
+	}
+	return nil
+}
+
+func (x *WorkerHang) GetWaiting() []int32 {
+	if x != nil {
+		return x.Waiting
+	}
+	return nil
+}
+
+func (x *WorkerHang) GetWaitingCount() int32 {
+	if x != nil {
+		return x.WaitingCount
+	}
+	return 0
+}
+
+func (x *WorkerHang) GetFlightRecorder() string {
+	if x != nil {
+		return x.FlightRecorder
+	}
+	return ""
+}
+
 // NodeLoss says how a node was found lost: which node, who saw it, by which
 // signal, and how long it had been silent. It crosses the wire as fields,
 // so that store and agents never parse each other's messages.
@@ -3301,7 +3648,7 @@ type NodeLoss struct {
 
 func (x *NodeLoss) Reset() {
 	*x = NodeLoss{}
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3313,7 +3660,7 @@ func (x *NodeLoss) String() string {
 func (*NodeLoss) ProtoMessage() {}
 
 func (x *NodeLoss) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3326,7 +3673,7 @@ func (x *NodeLoss) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoss.ProtoReflect.Descriptor instead.
 func (*NodeLoss) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *NodeLoss) GetNode() string {
@@ -3403,7 +3750,7 @@ type JobFinished struct {
 
 func (x *JobFinished) Reset() {
 	*x = JobFinished{}
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3415,7 +3762,7 @@ func (x *JobFinished) String() string {
 func (*JobFinished) ProtoMessage() {}
 
 func (x *JobFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3428,7 +3775,7 @@ func (x *JobFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFinished.ProtoReflect.Descriptor instead.
 func (*JobFinished) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *JobFinished) GetState() JobState {
@@ -3485,7 +3832,7 @@ type OutputLost struct {
 
 func (x *OutputLost) Reset() {
 	*x = OutputLost{}
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3497,7 +3844,7 @@ func (x *OutputLost) String() string {
 func (*OutputLost) ProtoMessage() {}
 
 func (x *OutputLost) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3510,7 +3857,7 @@ func (x *OutputLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLost.ProtoReflect.Descriptor instead.
 func (*OutputLost) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *OutputLost) GetEvents() uint64 {
@@ -3552,7 +3899,7 @@ type WaitingForNodes struct {
 
 func (x *WaitingForNodes) Reset() {
 	*x = WaitingForNodes{}
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3564,7 +3911,7 @@ func (x *WaitingForNodes) String() string {
 func (*WaitingForNodes) ProtoMessage() {}
 
 func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3577,7 +3924,7 @@ func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitingForNodes.ProtoReflect.Descriptor instead.
 func (*WaitingForNodes) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *WaitingForNodes) GetRound() int32 {
@@ -3657,7 +4004,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3669,7 +4016,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3682,7 +4029,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -3908,7 +4255,7 @@ type RoundStarted struct {
 
 func (x *RoundStarted) Reset() {
 	*x = RoundStarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3920,7 +4267,7 @@ func (x *RoundStarted) String() string {
 func (*RoundStarted) ProtoMessage() {}
 
 func (x *RoundStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3933,7 +4280,7 @@ func (x *RoundStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundStarted.ProtoReflect.Descriptor instead.
 func (*RoundStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RoundStarted) GetRound() int32 {
@@ -4019,7 +4366,7 @@ type RoundRestarting struct {
 
 func (x *RoundRestarting) Reset() {
 	*x = RoundRestarting{}
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4031,7 +4378,7 @@ func (x *RoundRestarting) String() string {
 func (*RoundRestarting) ProtoMessage() {}
 
 func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4044,7 +4391,7 @@ func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundRestarting.ProtoReflect.Descriptor instead.
 func (*RoundRestarting) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RoundRestarting) GetRound() int32 {
@@ -4101,7 +4448,7 @@ type StoreRestarted struct {
 
 func (x *StoreRestarted) Reset() {
 	*x = StoreRestarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4113,7 +4460,7 @@ func (x *StoreRestarted) String() string {
 func (*StoreRestarted) ProtoMessage() {}
 
 func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4126,7 +4473,7 @@ func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreRestarted.ProtoReflect.Descriptor instead.
 func (*StoreRestarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *StoreRestarted) GetStoreId() string {
@@ -4152,7 +4499,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4164,7 +4511,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4177,7 +4524,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PublishRequest) GetSession() string {
@@ -4212,7 +4559,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4224,7 +4571,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4237,7 +4584,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PublishResponse) GetAckedSeq() uint64 {
@@ -4266,7 +4613,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4278,7 +4625,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4291,7 +4638,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -4343,7 +4690,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4355,7 +4702,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4368,7 +4715,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CancelRequest) GetJobId() string {
@@ -4407,7 +4754,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4419,7 +4766,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4432,7 +4779,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
 }
 
 type ListNodesRequest struct {
@@ -4443,7 +4790,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4455,7 +4802,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4468,7 +4815,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
 }
 
 type NodeStatus struct {
@@ -4494,7 +4841,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4506,7 +4853,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4519,7 +4866,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *NodeStatus) GetNode() *Node {
@@ -4580,7 +4927,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4592,7 +4939,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4605,7 +4952,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeStatus {
@@ -4623,7 +4970,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4635,7 +4982,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4648,7 +4995,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{57}
 }
 
 type JobStatus struct {
@@ -4688,7 +5035,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4700,7 +5047,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4713,7 +5060,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *JobStatus) GetJobId() string {
@@ -4834,7 +5181,7 @@ type JobRound struct {
 
 func (x *JobRound) Reset() {
 	*x = JobRound{}
-	mi := &file_muster_v1_types_proto_msgTypes[55]
+	mi := &file_muster_v1_types_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4846,7 +5193,7 @@ func (x *JobRound) String() string {
 func (*JobRound) ProtoMessage() {}
 
 func (x *JobRound) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[55]
+	mi := &file_muster_v1_types_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4859,7 +5206,7 @@ func (x *JobRound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRound.ProtoReflect.Descriptor instead.
 func (*JobRound) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *JobRound) GetNumber() int32 {
@@ -4892,7 +5239,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[56]
+	mi := &file_muster_v1_types_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4904,7 +5251,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[56]
+	mi := &file_muster_v1_types_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4917,7 +5264,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetJobRequest) GetJobId() string {
@@ -4942,7 +5289,7 @@ type HistoryCommand struct {
 
 func (x *HistoryCommand) Reset() {
 	*x = HistoryCommand{}
-	mi := &file_muster_v1_types_proto_msgTypes[57]
+	mi := &file_muster_v1_types_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4954,7 +5301,7 @@ func (x *HistoryCommand) String() string {
 func (*HistoryCommand) ProtoMessage() {}
 
 func (x *HistoryCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[57]
+	mi := &file_muster_v1_types_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4967,7 +5314,7 @@ func (x *HistoryCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryCommand.ProtoReflect.Descriptor instead.
 func (*HistoryCommand) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{57}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *HistoryCommand) GetCommand() isHistoryCommand_Command {
@@ -5022,7 +5369,7 @@ type HistoryExpire struct {
 
 func (x *HistoryExpire) Reset() {
 	*x = HistoryExpire{}
-	mi := &file_muster_v1_types_proto_msgTypes[58]
+	mi := &file_muster_v1_types_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5034,7 +5381,7 @@ func (x *HistoryExpire) String() string {
 func (*HistoryExpire) ProtoMessage() {}
 
 func (x *HistoryExpire) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[58]
+	mi := &file_muster_v1_types_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5047,7 +5394,7 @@ func (x *HistoryExpire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryExpire.ProtoReflect.Descriptor instead.
 func (*HistoryExpire) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{58}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *HistoryExpire) GetEndedBeforeUnixMs() int64 {
@@ -5066,7 +5413,7 @@ type WatchJobsRequest struct {
 
 func (x *WatchJobsRequest) Reset() {
 	*x = WatchJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[59]
+	mi := &file_muster_v1_types_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5078,7 +5425,7 @@ func (x *WatchJobsRequest) String() string {
 func (*WatchJobsRequest) ProtoMessage() {}
 
 func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[59]
+	mi := &file_muster_v1_types_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5091,7 +5438,7 @@ func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobsRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{59}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{63}
 }
 
 type ListJobsResponse struct {
@@ -5103,7 +5450,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[60]
+	mi := &file_muster_v1_types_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5115,7 +5462,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[60]
+	mi := &file_muster_v1_types_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5128,7 +5475,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{60}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobStatus {
@@ -5149,7 +5496,7 @@ type StdinChunk struct {
 
 func (x *StdinChunk) Reset() {
 	*x = StdinChunk{}
-	mi := &file_muster_v1_types_proto_msgTypes[61]
+	mi := &file_muster_v1_types_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5161,7 +5508,7 @@ func (x *StdinChunk) String() string {
 func (*StdinChunk) ProtoMessage() {}
 
 func (x *StdinChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[61]
+	mi := &file_muster_v1_types_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5174,7 +5521,7 @@ func (x *StdinChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdinChunk.ProtoReflect.Descriptor instead.
 func (*StdinChunk) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{61}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *StdinChunk) GetJobId() string {
@@ -5199,7 +5546,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[62]
+	mi := &file_muster_v1_types_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5211,7 +5558,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[62]
+	mi := &file_muster_v1_types_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5224,7 +5571,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{62}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{66}
 }
 
 type ReadStdinRequest struct {
@@ -5237,7 +5584,7 @@ type ReadStdinRequest struct {
 
 func (x *ReadStdinRequest) Reset() {
 	*x = ReadStdinRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[63]
+	mi := &file_muster_v1_types_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5249,7 +5596,7 @@ func (x *ReadStdinRequest) String() string {
 func (*ReadStdinRequest) ProtoMessage() {}
 
 func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[63]
+	mi := &file_muster_v1_types_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5262,7 +5609,7 @@ func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStdinRequest.ProtoReflect.Descriptor instead.
 func (*ReadStdinRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{63}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ReadStdinRequest) GetSession() string {
@@ -5293,7 +5640,7 @@ type KVSetRequest struct {
 
 func (x *KVSetRequest) Reset() {
 	*x = KVSetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[64]
+	mi := &file_muster_v1_types_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5305,7 +5652,7 @@ func (x *KVSetRequest) String() string {
 func (*KVSetRequest) ProtoMessage() {}
 
 func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[64]
+	mi := &file_muster_v1_types_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5318,7 +5665,7 @@ func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetRequest.ProtoReflect.Descriptor instead.
 func (*KVSetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{64}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *KVSetRequest) GetScope() string {
@@ -5351,7 +5698,7 @@ type KVSetResponse struct {
 
 func (x *KVSetResponse) Reset() {
 	*x = KVSetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[65]
+	mi := &file_muster_v1_types_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5363,7 +5710,7 @@ func (x *KVSetResponse) String() string {
 func (*KVSetResponse) ProtoMessage() {}
 
 func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[65]
+	mi := &file_muster_v1_types_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5376,7 +5723,7 @@ func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetResponse.ProtoReflect.Descriptor instead.
 func (*KVSetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{65}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *KVSetResponse) GetVersion() uint64 {
@@ -5398,7 +5745,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[66]
+	mi := &file_muster_v1_types_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5410,7 +5757,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[66]
+	mi := &file_muster_v1_types_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5423,7 +5770,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{66}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *KVGetRequest) GetScope() string {
@@ -5464,7 +5811,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[67]
+	mi := &file_muster_v1_types_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5476,7 +5823,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[67]
+	mi := &file_muster_v1_types_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5489,7 +5836,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{67}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *KVGetResponse) GetValue() []byte {
@@ -5520,7 +5867,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[68]
+	mi := &file_muster_v1_types_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5532,7 +5879,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[68]
+	mi := &file_muster_v1_types_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5545,7 +5892,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{68}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *BarrierRequest) GetScope() string {
@@ -5591,7 +5938,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[69]
+	mi := &file_muster_v1_types_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5603,7 +5950,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[69]
+	mi := &file_muster_v1_types_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5616,7 +5963,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{69}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{73}
 }
 
 var File_muster_v1_types_proto protoreflect.FileDescriptor
@@ -5673,7 +6020,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x06exited\x18\x02 \x01(\v2\x17.muster.v1.WorkerExitedR\x06exited\x12\x14\n" +
 	"\x05acked\x18\x03 \x01(\bR\x05acked\"(\n" +
 	"\fWatchRequest\x12\x18\n" +
-	"\asession\x18\x01 \x01(\tR\asession\"\xde\x02\n" +
+	"\asession\x18\x01 \x01(\tR\asession\"\x8f\x03\n" +
 	"\fAgentCommand\x12>\n" +
 	"\rreserve_ports\x18\x01 \x01(\v2\x17.muster.v1.ReservePortsH\x00R\freservePorts\x12-\n" +
 	"\x05start\x18\x02 \x01(\v2\x15.muster.v1.AssignmentH\x00R\x05start\x12(\n" +
@@ -5681,7 +6028,8 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\rrelease_store\x18\x04 \x01(\v2\x17.muster.v1.ReleaseStoreH\x00R\freleaseStore\x125\n" +
 	"\n" +
 	"probe_peer\x18\x05 \x01(\v2\x14.muster.v1.ProbePeerH\x00R\tprobePeer\x123\n" +
-	"\tsend_logs\x18\x84\x02 \x01(\v2\x13.muster.v1.SendLogsH\x00R\bsendLogsB\t\n" +
+	"\tsend_logs\x18\x84\x02 \x01(\v2\x13.muster.v1.SendLogsH\x00R\bsendLogs\x12/\n" +
+	"\x06signal\x18\xac\x02 \x01(\v2\x14.muster.v1.SignalJobH\x00R\x06signalB\t\n" +
 	"\acommand\"\x9c\x01\n" +
 	"\bSendLogs\x12\x1d\n" +
 	"\n" +
@@ -5741,7 +6089,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\fLeaveRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x0f\n" +
-	"\rLeaveResponse\"\x88\b\n" +
+	"\rLeaveResponse\"\x8e\t\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\fR\x04argv\x12\x16\n" +
 	"\x06nnodes\x18\x02 \x01(\x05R\x06nnodes\x12\x12\n" +
@@ -5778,7 +6126,10 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x16restart_backoff_max_ms\x18\xc3\x02 \x01(\x03R\x13restartBackoffMaxMs\x12\"\n" +
 	"\fhealth_check\x18\xc4\x02 \x01(\fR\vhealthCheck\x126\n" +
 	"\x17health_check_timeout_ms\x18\xc5\x02 \x01(\x03R\x14healthCheckTimeoutMs\x12-\n" +
-	"\x12memory_limit_bytes\x18\x98\x02 \x01(\x03R\x10memoryLimitBytesB\r\n" +
+	"\x12memory_limit_bytes\x18\x98\x02 \x01(\x03R\x10memoryLimitBytes\x12'\n" +
+	"\x0fhang_timeout_ms\x18\xac\x02 \x01(\x03R\rhangTimeoutMs\x122\n" +
+	"\x15hang_first_timeout_ms\x18\xad\x02 \x01(\x03R\x12hangFirstTimeoutMs\x12'\n" +
+	"\x0fhang_on_silence\x18\xae\x02 \x01(\bR\rhangOnSilenceB\r\n" +
 	"\v_stdin_rank\"\x89\x01\n" +
 	"\n" +
 	"NodeHealth\x12\x0e\n" +
@@ -5834,11 +6185,24 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x03uid\x18\x01 \x01(\rR\x03uid\x12\x10\n" +
 	"\x03gid\x18\x02 \x01(\rR\x03gid\x12\x16\n" +
 	"\x06groups\x18\x03 \x03(\rR\x06groups\x12\x12\n" +
-	"\x04user\x18\x04 \x01(\tR\x04user\"`\n" +
+	"\x04user\x18\x04 \x01(\tR\x04user\"\x80\x01\n" +
 	"\aStopJob\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12&\n" +
-	"\x0fkill_timeout_ms\x18\x03 \x01(\x03R\rkillTimeoutMs\"h\n" +
+	"\x0fkill_timeout_ms\x18\x03 \x01(\x03R\rkillTimeoutMs\x12\x1e\n" +
+	"\n" +
+	"dump_first\x18\xac\x02 \x01(\bR\tdumpFirst\":\n" +
+	"\tSignalJob\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
+	"\x06signal\x18\x02 \x01(\x05R\x06signal\"_\n" +
+	"\rSignalRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
+	"\x06signal\x18\x02 \x01(\x05R\x06signal\x12\x1f\n" +
+	"\vcoalesce_ms\x18\x03 \x01(\x03R\n" +
+	"coalesceMs\"D\n" +
+	"\x0eSignalResponse\x12\x14\n" +
+	"\x05nodes\x18\x01 \x01(\x05R\x05nodes\x12\x1c\n" +
+	"\tcoalesced\x18\x02 \x01(\bR\tcoalesced\"h\n" +
 	"\rWorkerStarted\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x1d\n" +
 	"\n" +
@@ -5849,7 +6213,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12)\n" +
 	"\x06stream\x18\x02 \x01(\x0e2\x11.muster.v1.StreamR\x06stream\x12\x12\n" +
 	"\x04data\x18\x05 \x01(\fR\x04data\x12\x16\n" +
-	"\x06paused\x18\x06 \x01(\bR\x06pausedJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"\xbc\x03\n" +
+	"\x06paused\x18\x06 \x01(\bR\x06pausedJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"\xe8\x03\n" +
 	"\fWorkerExited\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x1d\n" +
 	"\n" +
@@ -5867,8 +6231,20 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x05cause\x18\x98\x02 \x01(\x0e2\x14.muster.v1.ExitCauseR\x05cause\x12-\n" +
 	"\x12memory_limit_bytes\x18\x99\x02 \x01(\x03R\x10memoryLimitBytes\x12\x11\n" +
 	"\x03xid\x18\x9a\x02 \x01(\x05R\x03xid\x12\x11\n" +
-	"\x03gpu\x18\x9b\x02 \x01(\x05R\x03gpuJ\x04\b\t\x10\n" +
-	"\"\x9f\x02\n" +
+	"\x03gpu\x18\x9b\x02 \x01(\x05R\x03gpu\x12*\n" +
+	"\x04hang\x18\xac\x02 \x01(\v2\x15.muster.v1.WorkerHangR\x04hangJ\x04\b\t\x10\n" +
+	"\"\xec\x01\n" +
+	"\n" +
+	"WorkerHang\x12\x1b\n" +
+	"\tsilent_ms\x18\x01 \x01(\x03R\bsilentMs\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x03R\ttimeoutMs\x12\x1d\n" +
+	"\n" +
+	"never_beat\x18\x03 \x01(\bR\tneverBeat\x12\x1b\n" +
+	"\talso_hung\x18\x04 \x03(\x05R\balsoHung\x12\x18\n" +
+	"\awaiting\x18\x05 \x03(\x05R\awaiting\x12#\n" +
+	"\rwaiting_count\x18\x06 \x01(\x05R\fwaitingCount\x12'\n" +
+	"\x0fflight_recorder\x18\a \x01(\tR\x0eflightRecorder\"\x9f\x02\n" +
 	"\bNodeLoss\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
 	"\bobserver\x18\x02 \x01(\tR\bobserver\x12-\n" +
@@ -6088,7 +6464,7 @@ func file_muster_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
+var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
 var file_muster_v1_types_proto_goTypes = []any{
 	(RestartOn)(0),                // 0: muster.v1.RestartOn
 	(JobState)(0),                 // 1: muster.v1.JobState
@@ -6129,42 +6505,46 @@ var file_muster_v1_types_proto_goTypes = []any{
 	(*Assignment)(nil),            // 36: muster.v1.Assignment
 	(*Identity)(nil),              // 37: muster.v1.Identity
 	(*StopJob)(nil),               // 38: muster.v1.StopJob
-	(*WorkerStarted)(nil),         // 39: muster.v1.WorkerStarted
-	(*Output)(nil),                // 40: muster.v1.Output
-	(*WorkerExited)(nil),          // 41: muster.v1.WorkerExited
-	(*NodeLoss)(nil),              // 42: muster.v1.NodeLoss
-	(*JobFinished)(nil),           // 43: muster.v1.JobFinished
-	(*OutputLost)(nil),            // 44: muster.v1.OutputLost
-	(*WaitingForNodes)(nil),       // 45: muster.v1.WaitingForNodes
-	(*JobEvent)(nil),              // 46: muster.v1.JobEvent
-	(*RoundStarted)(nil),          // 47: muster.v1.RoundStarted
-	(*RoundRestarting)(nil),       // 48: muster.v1.RoundRestarting
-	(*StoreRestarted)(nil),        // 49: muster.v1.StoreRestarted
-	(*PublishRequest)(nil),        // 50: muster.v1.PublishRequest
-	(*PublishResponse)(nil),       // 51: muster.v1.PublishResponse
-	(*WatchJobRequest)(nil),       // 52: muster.v1.WatchJobRequest
-	(*CancelRequest)(nil),         // 53: muster.v1.CancelRequest
-	(*CancelResponse)(nil),        // 54: muster.v1.CancelResponse
-	(*ListNodesRequest)(nil),      // 55: muster.v1.ListNodesRequest
-	(*NodeStatus)(nil),            // 56: muster.v1.NodeStatus
-	(*ListNodesResponse)(nil),     // 57: muster.v1.ListNodesResponse
-	(*ListJobsRequest)(nil),       // 58: muster.v1.ListJobsRequest
-	(*JobStatus)(nil),             // 59: muster.v1.JobStatus
-	(*JobRound)(nil),              // 60: muster.v1.JobRound
-	(*GetJobRequest)(nil),         // 61: muster.v1.GetJobRequest
-	(*HistoryCommand)(nil),        // 62: muster.v1.HistoryCommand
-	(*HistoryExpire)(nil),         // 63: muster.v1.HistoryExpire
-	(*WatchJobsRequest)(nil),      // 64: muster.v1.WatchJobsRequest
-	(*ListJobsResponse)(nil),      // 65: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),            // 66: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),    // 67: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),      // 68: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),          // 69: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),         // 70: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),          // 71: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),         // 72: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),        // 73: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),       // 74: muster.v1.BarrierResponse
+	(*SignalJob)(nil),             // 39: muster.v1.SignalJob
+	(*SignalRequest)(nil),         // 40: muster.v1.SignalRequest
+	(*SignalResponse)(nil),        // 41: muster.v1.SignalResponse
+	(*WorkerStarted)(nil),         // 42: muster.v1.WorkerStarted
+	(*Output)(nil),                // 43: muster.v1.Output
+	(*WorkerExited)(nil),          // 44: muster.v1.WorkerExited
+	(*WorkerHang)(nil),            // 45: muster.v1.WorkerHang
+	(*NodeLoss)(nil),              // 46: muster.v1.NodeLoss
+	(*JobFinished)(nil),           // 47: muster.v1.JobFinished
+	(*OutputLost)(nil),            // 48: muster.v1.OutputLost
+	(*WaitingForNodes)(nil),       // 49: muster.v1.WaitingForNodes
+	(*JobEvent)(nil),              // 50: muster.v1.JobEvent
+	(*RoundStarted)(nil),          // 51: muster.v1.RoundStarted
+	(*RoundRestarting)(nil),       // 52: muster.v1.RoundRestarting
+	(*StoreRestarted)(nil),        // 53: muster.v1.StoreRestarted
+	(*PublishRequest)(nil),        // 54: muster.v1.PublishRequest
+	(*PublishResponse)(nil),       // 55: muster.v1.PublishResponse
+	(*WatchJobRequest)(nil),       // 56: muster.v1.WatchJobRequest
+	(*CancelRequest)(nil),         // 57: muster.v1.CancelRequest
+	(*CancelResponse)(nil),        // 58: muster.v1.CancelResponse
+	(*ListNodesRequest)(nil),      // 59: muster.v1.ListNodesRequest
+	(*NodeStatus)(nil),            // 60: muster.v1.NodeStatus
+	(*ListNodesResponse)(nil),     // 61: muster.v1.ListNodesResponse
+	(*ListJobsRequest)(nil),       // 62: muster.v1.ListJobsRequest
+	(*JobStatus)(nil),             // 63: muster.v1.JobStatus
+	(*JobRound)(nil),              // 64: muster.v1.JobRound
+	(*GetJobRequest)(nil),         // 65: muster.v1.GetJobRequest
+	(*HistoryCommand)(nil),        // 66: muster.v1.HistoryCommand
+	(*HistoryExpire)(nil),         // 67: muster.v1.HistoryExpire
+	(*WatchJobsRequest)(nil),      // 68: muster.v1.WatchJobsRequest
+	(*ListJobsResponse)(nil),      // 69: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),            // 70: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),    // 71: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),      // 72: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),          // 73: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),         // 74: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),          // 75: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),         // 76: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),        // 77: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),       // 78: muster.v1.BarrierResponse
 }
 var file_muster_v1_types_proto_depIdxs = []int32{
 	5,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
@@ -6173,56 +6553,58 @@ var file_muster_v1_types_proto_depIdxs = []int32{
 	30, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
 	37, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
 	12, // 5: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
-	41, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
+	44, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
 	23, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
 	36, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
 	38, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
 	22, // 10: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
 	21, // 11: muster.v1.AgentCommand.probe_peer:type_name -> muster.v1.ProbePeer
 	15, // 12: muster.v1.AgentCommand.send_logs:type_name -> muster.v1.SendLogs
-	2,  // 13: muster.v1.LogRecord.stream:type_name -> muster.v1.Stream
-	16, // 14: muster.v1.PushLogsRequest.records:type_name -> muster.v1.LogRecord
-	16, // 15: muster.v1.LogsResponse.records:type_name -> muster.v1.LogRecord
-	42, // 16: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
-	0,  // 17: muster.v1.JobSpec.restart_on:type_name -> muster.v1.RestartOn
-	31, // 18: muster.v1.ReportHealthRequest.health:type_name -> muster.v1.NodeHealth
-	30, // 19: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
-	30, // 20: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
-	37, // 21: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
-	2,  // 22: muster.v1.Output.stream:type_name -> muster.v1.Stream
-	42, // 23: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
-	3,  // 24: muster.v1.WorkerExited.cause:type_name -> muster.v1.ExitCause
-	4,  // 25: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
-	1,  // 26: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
-	41, // 27: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
-	1,  // 28: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
-	39, // 29: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
-	40, // 30: muster.v1.JobEvent.output:type_name -> muster.v1.Output
-	41, // 31: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
-	43, // 32: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
-	44, // 33: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
-	45, // 34: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
-	49, // 35: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
-	48, // 36: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
-	47, // 37: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
-	42, // 38: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
-	46, // 39: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
-	6,  // 40: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
-	31, // 41: muster.v1.NodeStatus.health:type_name -> muster.v1.NodeHealth
-	56, // 42: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
-	30, // 43: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
-	1,  // 44: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
-	37, // 45: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	41, // 46: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
-	60, // 47: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
-	59, // 48: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
-	63, // 49: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
-	59, // 50: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	51, // [51:51] is the sub-list for method output_type
-	51, // [51:51] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	39, // 13: muster.v1.AgentCommand.signal:type_name -> muster.v1.SignalJob
+	2,  // 14: muster.v1.LogRecord.stream:type_name -> muster.v1.Stream
+	16, // 15: muster.v1.PushLogsRequest.records:type_name -> muster.v1.LogRecord
+	16, // 16: muster.v1.LogsResponse.records:type_name -> muster.v1.LogRecord
+	46, // 17: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
+	0,  // 18: muster.v1.JobSpec.restart_on:type_name -> muster.v1.RestartOn
+	31, // 19: muster.v1.ReportHealthRequest.health:type_name -> muster.v1.NodeHealth
+	30, // 20: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
+	30, // 21: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
+	37, // 22: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
+	2,  // 23: muster.v1.Output.stream:type_name -> muster.v1.Stream
+	46, // 24: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
+	3,  // 25: muster.v1.WorkerExited.cause:type_name -> muster.v1.ExitCause
+	45, // 26: muster.v1.WorkerExited.hang:type_name -> muster.v1.WorkerHang
+	4,  // 27: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
+	1,  // 28: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
+	44, // 29: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
+	1,  // 30: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
+	42, // 31: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
+	43, // 32: muster.v1.JobEvent.output:type_name -> muster.v1.Output
+	44, // 33: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
+	47, // 34: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
+	48, // 35: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
+	49, // 36: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
+	53, // 37: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
+	52, // 38: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
+	51, // 39: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
+	46, // 40: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
+	50, // 41: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
+	6,  // 42: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
+	31, // 43: muster.v1.NodeStatus.health:type_name -> muster.v1.NodeHealth
+	60, // 44: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
+	30, // 45: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
+	1,  // 46: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
+	37, // 47: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
+	44, // 48: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
+	64, // 49: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
+	63, // 50: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
+	67, // 51: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
+	63, // 52: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	53, // [53:53] is the sub-list for method output_type
+	53, // [53:53] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_types_proto_init() }
@@ -6237,11 +6619,12 @@ func file_muster_v1_types_proto_init() {
 		(*AgentCommand_ReleaseStore)(nil),
 		(*AgentCommand_ProbePeer)(nil),
 		(*AgentCommand_SendLogs)(nil),
+		(*AgentCommand_Signal)(nil),
 	}
 	file_muster_v1_types_proto_msgTypes[10].OneofWrappers = []any{}
 	file_muster_v1_types_proto_msgTypes[14].OneofWrappers = []any{}
 	file_muster_v1_types_proto_msgTypes[25].OneofWrappers = []any{}
-	file_muster_v1_types_proto_msgTypes[41].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[45].OneofWrappers = []any{
 		(*JobEvent_State)(nil),
 		(*JobEvent_Started)(nil),
 		(*JobEvent_Output)(nil),
@@ -6254,7 +6637,7 @@ func file_muster_v1_types_proto_init() {
 		(*JobEvent_RoundStarted)(nil),
 		(*JobEvent_NodeLost)(nil),
 	}
-	file_muster_v1_types_proto_msgTypes[57].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[61].OneofWrappers = []any{
 		(*HistoryCommand_Finished)(nil),
 		(*HistoryCommand_Expire)(nil),
 	}
@@ -6264,7 +6647,7 @@ func file_muster_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_types_proto_rawDesc), len(file_muster_v1_types_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   70,
+			NumMessages:   74,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,337 @@
+package agent
+
+import (
+	"os"
+	"slices"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/musterhq/muster/envprop"
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/supervise"
+)
+
+// A job with a hang timeout has each of its workers on this node watched:
+// a worker that gives no heartbeat for the timeout (the first-heartbeat
+// timeout before its first one) is hung. A heartbeat is any change of its
+// heartbeat file (touch), or with hang_on_silence any output. The file is
+// read for changes only, never for its times: a heartbeat counts from when
+// the watch saw it, on the agent's monotonic clock, so that neither a clock
+// step nor coarse file times make a worker hung early.
+const (
+	// dumpWait bounds the wait for PyTorch to dump its flight recorders
+	// once asked (its watchdog reads the pipe about once a second).
+	dumpWait = 1500 * time.Millisecond
+	// abortWait is how long a hung worker has to print its stacks and die
+	// of SIGABRT before the job is stopped around it.
+	abortWait = time.Second
+)
+
+// hangWatch watches one job's workers on this node.
+type hangWatch struct {
+	log            *zap.Logger
+	sup            *Supervisor
+	timeout, first time.Duration
+	onSilence      bool
+	tick           time.Duration
+	epoch          time.Time
+	ranks          []*rankWatch // by index in the group
+	// dumped says the flight recorders were dumped: a second dump would
+	// write over the first while the stop kills its writers.
+	dumped atomic.Bool
+}
+
+// rankWatch is one worker's heartbeat.
+type rankWatch struct {
+	h           *hangWatch
+	rank, index int
+	file        string   // its heartbeat file
+	pipe        string   // PyTorch's dump pipe
+	traces      []string // where PyTorch may dump its flight recorder
+	seen        fileStamp
+	last        atomic.Int64 // the last heartbeat seen, since epoch (ns)
+	beat        atomic.Bool  // it gave one
+	ended       atomic.Bool
+}
+
+// fileStamp is what changes when a file is touched or written.
+type fileStamp struct {
+	ok           bool
+	ino          uint64
+	size         int64
+	mtime, ctime unix.Timespec
+}
+
+func stampOf(path string) fileStamp {
+	var st unix.Stat_t
+	if unix.Lstat(path, &st) != nil {
+		return fileStamp{}
+	}
+	return fileStamp{ok: true, ino: st.Ino, size: st.Size, mtime: st.Mtim, ctime: st.Ctim}
+}
+
+// watchTick is how often a watch looks: a twentieth of the shorter timeout,
+// within 10 to 100 ms, so that a hang is found well within a second of its
+// timeout and a heartbeat is placed to within a tick.
+func watchTick(timeout, first time.Duration) time.Duration {
+	return min(max(min(timeout, first)/20, 10*time.Millisecond), 100*time.Millisecond)
+}
+
+// newHangWatch makes the heartbeat files of a job's workers, as the job's
+// user, and the watch over them; nil when the job has no hang timeout.
+func newHangWatch(log *zap.Logger, spec *musterv1.JobSpec, workers []*worker, cred *syscall.Credential) (*hangWatch, error) {
+	if spec.GetHangTimeoutMs() <= 0 {
+		return nil, nil
+	}
+	timeout := time.Duration(spec.GetHangTimeoutMs()) * time.Millisecond
+	first := timeout
+	if ms := spec.GetHangFirstTimeoutMs(); ms > 0 {
+		first = time.Duration(ms) * time.Millisecond
+	}
+	h := &hangWatch{log: log, timeout: timeout, first: first, onSilence: spec.GetHangOnSilence(), tick: watchTick(timeout, first)}
+	for _, w := range workers {
+		env := w.plan.spec.env
+		file, _ := envprop.Lookup(env, envprop.HeartbeatFile)
+		f, err := openFileAs(cred, file, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		f.Close()
+		r := &rankWatch{h: h, rank: w.plan.rank, index: -1, file: file,
+			pipe: envprop.TorchDumpPipePath(env, w.plan.rank), traces: envprop.TorchDumpPaths(env, w.plan.rank)}
+		r.seen = stampOf(file)
+		w.watch = r
+		h.ranks = append(h.ranks, r)
+	}
+	return h, nil
+}
+
+// progress records a heartbeat of the worker now.
+func (r *rankWatch) progress() {
+	r.last.Store(int64(time.Since(r.h.epoch)))
+	r.beat.Store(true)
+}
+
+// output is a worker's output: a heartbeat under hang_on_silence.
+func (r *rankWatch) output() {
+	if r.h.onSilence {
+		r.progress()
+	}
+}
+
+// start begins the watch of the started workers (in the group's order), from now.
+func (h *hangWatch) start(started []*worker, g *supervise.Group) {
+	for i, w := range started {
+		if w.watch != nil {
+			w.watch.index = i
+		}
+	}
+	go h.run(g)
+}
+
+// run watches until the job's processes are gone or stop, or until it
+// finds a hang and has the job stopped for it: a worker that lingers in a
+// stop's grace is no hang.
+func (h *hangWatch) run(g *supervise.Group) {
+	t := time.NewTicker(h.tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.Done():
+			return
+		case <-t.C:
+		}
+		if h.sup.isStopping() {
+			return
+		}
+		if hung := h.check(); len(hung) > 0 && h.hung(g, hung) {
+			return
+		}
+	}
+}
+
+// hungRank is a worker found hung, and its report.
+type hungRank struct {
+	r    *rankWatch
+	hang *musterv1.WorkerHang
+}
+
+// check looks at every running worker's heartbeat and returns the hung ones.
+func (h *hangWatch) check() []hungRank {
+	now := time.Since(h.epoch)
+	var hung []hungRank
+	for _, r := range h.ranks {
+		if r.ended.Load() || r.index < 0 {
+			continue
+		}
+		if st := stampOf(r.file); st != r.seen {
+			r.seen = st
+			r.progress()
+		}
+		silent := now - time.Duration(r.last.Load())
+		limit, never := h.timeout, !r.beat.Load()
+		if never {
+			limit = h.first
+		}
+		if silent > limit {
+			hung = append(hung, hungRank{r, &musterv1.WorkerHang{SilentMs: silent.Milliseconds(),
+				TimeoutMs: limit.Milliseconds(), NeverBeat: never}})
+		}
+	}
+	for _, x := range hung {
+		for _, y := range hung {
+			if y.r != x.r {
+				x.hang.AlsoHung = append(x.hang.AlsoHung, int32(y.r.rank))
+			}
+		}
+	}
+	return hung
+}
+
+// hung dumps what can be dumped of the hung workers and has the job
+// stopped: PyTorch's flight recorders of every worker here (the waiting
+// ones show the collective they wait in), then SIGABRT to each hung one,
+// whose Python prints every thread's stack (PYTHONFAULTHANDLER), then the
+// job's stop. It returns false when every hung worker ended meanwhile.
+func (h *hangWatch) hung(g *supervise.Group, hung []hungRank) bool {
+	for _, x := range hung {
+		h.log.Warn("worker hung", zap.String("job", h.sup.job), zap.Int("rank", x.r.rank),
+			zap.Int64("silent-ms", x.hang.GetSilentMs()), zap.Bool("never-beat", x.hang.GetNeverBeat()))
+	}
+	before := h.traceStamps()
+	h.waitDumps(g, h.dumpFlightRecorders(), before)
+	aborted := false
+	for _, x := range hung {
+		if x.r.ended.Load() {
+			continue
+		}
+		if path := x.r.dumpedTo(before[x.r]); path != "" {
+			x.hang.FlightRecorder = validText(path)
+		}
+		h.sup.setHang(x.r.rank, x.hang)
+		if err := g.Abort(x.r.index); err != nil {
+			h.log.Info("hung worker not aborted", zap.String("job", h.sup.job), zap.Int("rank", x.r.rank), zap.Error(err))
+		}
+		aborted = true
+	}
+	if !aborted {
+		return false
+	}
+	t := time.NewTimer(abortWait)
+	defer t.Stop()
+	select {
+	case <-g.Done():
+	case <-t.C:
+		// A worker that ignored SIGABRT, or one that dumps slowly.
+		h.sup.Stop(h.sup.killAt)
+	}
+	return true
+}
+
+// traceStamps are the workers' flight recorder files as they are now.
+func (h *hangWatch) traceStamps() map[*rankWatch][]fileStamp {
+	before := map[*rankWatch][]fileStamp{}
+	for _, r := range h.ranks {
+		before[r] = r.traceStamps()
+	}
+	return before
+}
+
+func (r *rankWatch) traceStamps() []fileStamp {
+	st := make([]fileStamp, len(r.traces))
+	for i, p := range r.traces {
+		st[i] = stampOf(p)
+	}
+	return st
+}
+
+// dumpedTo is the flight recorder file that changed since before, or "".
+func (r *rankWatch) dumpedTo(before []fileStamp) string {
+	for i, st := range r.traceStamps() {
+		if st.ok && (i >= len(before) || st != before[i]) {
+			return r.traces[i]
+		}
+	}
+	return ""
+}
+
+// dumpFlightRecorders asks PyTorch in every running worker here to dump
+// its NCCL flight recorder, by writing to the pipe it made, and returns
+// those asked. A worker without the pipe (no PyTorch, or no NCCL process
+// group yet) is not asked.
+func (h *hangWatch) dumpFlightRecorders() []*rankWatch {
+	if h.dumped.Swap(true) {
+		return nil
+	}
+	var asked []*rankWatch
+	for _, r := range h.ranks {
+		if !r.ended.Load() && r.pipe != "" && pokePipe(r.pipe) {
+			asked = append(asked, r)
+		}
+	}
+	return asked
+}
+
+// pokePipe writes a byte to the FIFO at path, if it is one that a reader
+// holds open: it opens nothing else, never follows a link and never waits.
+func pokePipe(path string) bool {
+	var st unix.Stat_t
+	if unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return false
+	}
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return false // ENXIO: nobody reads it
+	}
+	defer unix.Close(fd)
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return false
+	}
+	n, err := unix.Write(fd, []byte("1"))
+	return err == nil && n == 1
+}
+
+// waitDumps waits, at most dumpWait, until each asked worker's flight
+// recorder file changed and then stayed the same for a tick of 50 ms.
+func (h *hangWatch) waitDumps(g *supervise.Group, asked []*rankWatch, before map[*rankWatch][]fileStamp) {
+	if len(asked) == 0 {
+		return
+	}
+	deadline := time.NewTimer(dumpWait)
+	defer deadline.Stop()
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	last := map[*rankWatch][]fileStamp{}
+	for {
+		select {
+		case <-g.Done():
+			return
+		case <-deadline.C:
+			return
+		case <-t.C:
+		}
+		done := true
+		for _, r := range asked {
+			st := r.traceStamps()
+			if !r.ended.Load() && (r.dumpedTo(before[r]) == "" || !slices.Equal(st, last[r])) {
+				done = false
+			}
+			last[r] = st
+		}
+		if done {
+			return
+		}
+	}
+}
+
+// dumpThenStop is a stop for another node's hung worker: PyTorch's flight
+// recorders here are dumped first, for at most dumpWait.
+func (h *hangWatch) dumpThenStop(g *supervise.Group, stop func()) {
+	before := h.traceStamps()
+	h.waitDumps(g, h.dumpFlightRecorders(), before)
+	stop()
+}

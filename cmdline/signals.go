@@ -1,0 +1,64 @@
+package cmdline
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/musterhq/muster/jobspec"
+	"golang.org/x/sys/unix"
+)
+
+// Signals is a list of signal names, as --forward-signals takes it:
+// USR1,USR2 or SIGUSR1 SIGTERM (commas or spaces), or none.
+type Signals struct {
+	sigs []syscall.Signal
+}
+
+// NewSignals returns a signal-list flag value of def, which must parse.
+func NewSignals(def string) *Signals {
+	s := &Signals{}
+	if err := s.Set(def); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// maxSignalList bounds what Set reads: the names it takes fit many times over.
+const maxSignalList = 256
+
+func (s *Signals) Set(list string) error {
+	if len(list) > maxSignalList {
+		return fmt.Errorf("%d bytes: longer than any list of signals", len(list))
+	}
+	var sigs []syscall.Signal
+	for _, name := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ' ' }) {
+		if strings.EqualFold(name, "none") {
+			continue
+		}
+		sig, ok := jobspec.ForwardableSignal(strings.ToUpper(name))
+		if !ok {
+			return fmt.Errorf("%q is not a signal muster forwards: want none or some of %s", name, strings.Join(jobspec.ForwardableNames(), ","))
+		}
+		if !slices.Contains(sigs, sig) {
+			sigs = append(sigs, sig)
+		}
+	}
+	s.sigs = sigs
+	return nil
+}
+
+func (s *Signals) String() string {
+	if len(s.sigs) == 0 {
+		return "none"
+	}
+	names := make([]string, len(s.sigs))
+	for i, sig := range s.sigs {
+		names[i] = strings.TrimPrefix(unix.SignalName(sig), "SIG")
+	}
+	return strings.Join(names, ",")
+}
+
+// Values are the signals, each once, in the order given.
+func (s *Signals) Values() []syscall.Signal { return slices.Clone(s.sigs) }

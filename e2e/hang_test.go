@@ -1,0 +1,147 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A Python rank that stops giving heartbeats is found hung: the job stops,
+// the summary names it, how long it was silent and the ranks that waited,
+// and its log holds every thread's stack, printed by Python's faulthandler
+// on the agent's SIGABRT. PyTorch's flight recorder (its pipe and dump
+// file, as the script mimics them) is dumped into the job's log directory
+// before, for the hung rank and the waiting ones.
+func TestHungPythonRankIsStoppedWithItsStacks(t *testing.T) {
+	t.Parallel()
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found: the Python stacks of a hung rank need Python")
+	}
+	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-hang", time.Now().UnixNano())
+	logDir := t.TempDir()
+	r := runLauncher(t, "run", "--nproc", "4", "--hang-timeout", "1s", "--hang-first-timeout", "60s", "--log-dir", logDir, "-x", marker, "-x", "HANG_RANK=1",
+		"--", python, "testdata/hang.py")
+	if r.code != 134 {
+		t.Fatalf("exit %d, want 134 (SIGABRT); stderr:\n%s", r.code, r.stderr)
+	}
+	summary := regexp.MustCompile(`muster: job (j-\S+) failed: rank 1 \(node \S+, local rank 1\) hung: no heartbeat for (\d+\.\d) s ` +
+		`\(--hang-timeout 1s\); ranks 0, 2, 3 were waiting; its NCCL flight recorder is in ([^;\s]+)`)
+	m := summary.FindStringSubmatch(r.stderr)
+	if m == nil {
+		t.Fatalf("no summary naming the hung rank and the waiting ones; stderr:\n%s", r.stderr)
+	}
+	job, trace := m[1], m[3]
+	if want := filepath.Join(logDir, job, "nccl-trace-rank-1"); trace != want {
+		t.Errorf("flight recorder in %s, want %s", trace, want)
+	}
+	for rank := range 4 {
+		b, err := os.ReadFile(filepath.Join(logDir, job, fmt.Sprintf("nccl-trace-rank-%d", rank)))
+		if err != nil || string(b) != fmt.Sprintf("flight recorder of rank %d\n", rank) {
+			t.Errorf("rank %d's flight recorder: %q, %v", rank, b, err)
+		}
+	}
+	log := readFile(t, rankLog(t, logDir, 1))
+	for _, want := range []string{"Fatal Python error: Aborted", "in stuck_in_all_reduce", "in helper_thread_waits"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("rank 1's log lacks %q:\n%s", want, log)
+		}
+	}
+	if testing.Verbose() {
+		t.Logf("stderr:\n%s", r.stderr)
+	}
+	if strings.Contains(readFile(t, rankLog(t, logDir, 0)), "Fatal Python error") {
+		t.Error("a waiting rank was aborted too")
+	}
+	if pids := jobProcesses(t, marker); len(pids) != 0 {
+		t.Fatalf("workers left behind: %v", pids)
+	}
+}
+
+// Hangs of programs that are not Python: a rank that never gives its first
+// heartbeat, one that falls silent under --hang-on-silence, and a hang that
+// counts as a failure for --max-restarts.
+func TestHungRankStopsTheJob(t *testing.T) {
+	t.Parallel()
+	beat := `while :; do touch "$MUSTER_HEARTBEAT_FILE"; sleep 0.05; done`
+	tests := []struct {
+		name   string
+		args   []string
+		script string
+		code   int
+		want   []string
+	}{
+		{"no first heartbeat", []string{"--hang-timeout", "30s", "--hang-first-timeout", "2s"},
+			`[ "$RANK" = 2 ] && exec sleep 1000; ` + beat, 134,
+			[]string{"rank 2 (node", "hung: no first heartbeat in 2.", "(--hang-first-timeout 2s); ranks 0, 1 were waiting"}},
+		{"silence under --hang-on-silence", []string{"--hang-timeout", "2s", "--hang-first-timeout", "30s", "--hang-on-silence"},
+			`while :; do echo tick; [ "$RANK" = 0 ] && exec sleep 1000; sleep 0.05; done`, 134,
+			[]string{"rank 0 (node", "hung: no heartbeat for 2.", "(--hang-timeout 2s); ranks 1, 2 were waiting"}},
+		{"a hang is a failure for --max-restarts", []string{"--hang-timeout", "2s", "--hang-first-timeout", "30s", "--max-restarts", "1"},
+			`touch "$MUSTER_HEARTBEAT_FILE"; [ "$RANK" = 1 ] && exec sleep 1000; ` + beat, 134,
+			[]string{"round 0 stops: rank 1 (node", "restart 1 of 1 (--max-restarts)", "job j-"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-hang", time.Now().UnixNano())
+			args := append(append([]string{"run", "--nproc", "3", "--kill-timeout", "1s", "-x", marker}, tt.args...), "--", "sh", "-c", tt.script)
+			r := runLauncher(t, args...)
+			if r.code != tt.code {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", r.code, tt.code, r.stderr)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, r.stderr)
+				}
+			}
+			if pids := jobProcesses(t, marker); len(pids) != 0 {
+				t.Fatalf("workers left behind: %v", pids)
+			}
+		})
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// A rank hung on one host of two: the summary names the waiting ranks of
+// both hosts, and the other host dumps its ranks' flight recorders before
+// its stop.
+func TestNetnsHungRankDumpsEveryNode(t *testing.T) {
+	t.Parallel()
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found: the Python stacks of a hung rank need Python")
+	}
+	script, err := filepath.Abs("testdata/hang.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nw := newNetwork(t, 2)
+	nw.startCluster()
+	logDir := t.TempDir()
+	r := nw.run("run", "-n", "2", "--nproc", "2", "--hang-timeout", "1s", "--hang-first-timeout", "60s", "--log-dir", logDir,
+		"-x", "HANG_RANK=1", "--", python, script)
+	if r.code != 134 || !strings.Contains(r.stderr, "rank 1 (node a, local rank 1) hung: no heartbeat for") ||
+		!strings.Contains(r.stderr, "ranks 0, 2, 3 were waiting") {
+		t.Fatalf("exit %d, want 134 naming rank 1 on node a and the waiting ranks; stderr:\n%s", r.code, r.stderr)
+	}
+	for rank := range 4 {
+		files, _ := filepath.Glob(filepath.Join(logDir, "j-*", fmt.Sprintf("nccl-trace-rank-%d", rank)))
+		if len(files) != 1 || readFile(t, files[0]) != fmt.Sprintf("flight recorder of rank %d\n", rank) {
+			t.Errorf("rank %d's flight recorder: %v", rank, files)
+		}
+	}
+}
