@@ -29,7 +29,7 @@ func TestOutputRanks(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("stdout:\n%s\nwant the lines of ranks 0, 5-7 and 63:\n%s", r.stdout, strings.Join(want, "\n"))
 	}
-	files, _ := filepath.Glob(filepath.Join(logs, "*", "rank-*.log"))
+	files, _ := filepath.Glob(filepath.Join(logs, "*", "rank-*[0-9].log")) // stdout; stderr is rank-N.err.log
 	if len(files) != 64 {
 		t.Fatalf("%d log files, want 64", len(files))
 	}

@@ -46,16 +46,17 @@ func TestHungPythonRankIsStoppedWithItsStacks(t *testing.T) {
 			t.Errorf("rank %d's flight recorder: %q, %v", rank, b, err)
 		}
 	}
-	log := readFile(t, rankLog(t, logDir, 1))
+	// Python's fault handler writes the stacks to stderr: rank-1.err.log.
+	log := readFile(t, strings.TrimSuffix(rankLog(t, logDir, 1), ".log")+".err.log")
 	for _, want := range []string{"Fatal Python error: Aborted", "in stuck_in_all_reduce", "in helper_thread_waits"} {
 		if !strings.Contains(log, want) {
-			t.Errorf("rank 1's log lacks %q:\n%s", want, log)
+			t.Errorf("rank 1's stderr log lacks %q:\n%s", want, log)
 		}
 	}
 	if testing.Verbose() {
 		t.Logf("stderr:\n%s", r.stderr)
 	}
-	if strings.Contains(readFile(t, rankLog(t, logDir, 0)), "Fatal Python error") {
+	if strings.Contains(readFile(t, strings.TrimSuffix(rankLog(t, logDir, 0), ".log")+".err.log"), "Fatal Python error") {
 		t.Error("a waiting rank was aborted too")
 	}
 	if pids := jobProcesses(t, marker); len(pids) != 0 {
