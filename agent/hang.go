@@ -24,8 +24,10 @@ import (
 // step nor coarse file times make a worker hung early.
 const (
 	// dumpWait bounds the wait for PyTorch to dump its flight recorders
-	// once asked (its watchdog reads the pipe about once a second).
-	dumpWait = 1500 * time.Millisecond
+	// once asked: its watchdog reads the pipe about once a second, and a
+	// dump it is asked for through the pipe gathers C++ stack traces, about
+	// 6 s with PyTorch 2.11. The wait ends as soon as the dumps are whole.
+	dumpWait = 10 * time.Second
 	// abortWait is how long a hung worker has to print its stacks and die
 	// of SIGABRT before the job is stopped around it.
 	abortWait = time.Second

@@ -307,6 +307,9 @@ func Build(in Input) []string {
 		defaults[PythonFaultHandler] = "1"
 		defaults[TorchDumpOnTimeout] = "1"
 		defaults[TorchDumpPipe] = h.Dir + "/nccl-dump-rank-"
+		// Stacks in the flight recorder need the GIL and symbolizing: seconds,
+		// or a deadlock; the fault handler prints the Python stacks instead.
+		defaults[TorchDumpStacks] = "0"
 		if !isSet(env, in.User, TorchFRBufferSize) {
 			defaults[TorchTraceBufferSize] = "2000"
 		}

@@ -57,7 +57,7 @@ func TestBuild(t *testing.T) {
 			},
 			want: map[string]string{
 				"MUSTER_HEARTBEAT_FILE": "/run/muster/jobs/muster-j-1.1/heartbeat-3", "PYTHONFAULTHANDLER": "1",
-				"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000", "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+				"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000", "TORCH_NCCL_DUMP_ON_TIMEOUT": "1", "TORCH_INCLUDE_STACK_TRACE": "0",
 				"TORCH_NCCL_DEBUG_INFO_PIPE_FILE": "/run/muster/jobs/muster-j-1.1/nccl-dump-rank-",
 				"TORCH_FR_DUMP_TEMP_FILE":         "/logs/j-1/nccl-trace-rank-", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "/logs/j-1/nccl-trace-rank-",
 			},

@@ -70,6 +70,7 @@ const (
 	TorchDumpPipe        = "TORCH_NCCL_DEBUG_INFO_PIPE_FILE"
 	TorchDumpFile        = "TORCH_FR_DUMP_TEMP_FILE"
 	TorchDumpFileOld     = "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"
+	TorchDumpStacks      = "TORCH_INCLUDE_STACK_TRACE"
 
 	// CUDA's and NCCL's
 	CUDAVisibleDevices = "CUDA_VISIBLE_DEVICES"

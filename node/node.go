@@ -18,8 +18,8 @@ import (
 
 	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/cluster"
-	"github.com/musterhq/muster/metrics"
 	"github.com/musterhq/muster/jobhistory"
+	"github.com/musterhq/muster/metrics"
 	"github.com/musterhq/muster/security"
 	"github.com/musterhq/muster/storeserver"
 )

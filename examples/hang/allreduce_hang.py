@@ -32,16 +32,22 @@ def main() -> None:
     parser.add_argument("--hang-step", type=int, default=20)
     parser.add_argument("--nccl-timeout", type=float, default=600.0, help="seconds")
     parser.add_argument("--step-seconds", type=float, default=0.5, help="compute time a step, before its all_reduce")
+    parser.add_argument("--backend", default="nccl", choices=["nccl", "gloo"],
+                        help="gloo: CPU tensors, for ranks that share one GPU or have none (no flight recorder)")
     args = parser.parse_args()
 
     beat_file = os.environ.get("MUSTER_HEARTBEAT_FILE")
     beat = pathlib.Path(beat_file).touch if beat_file else (lambda: None)
     local_rank = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank),
-                            timeout=datetime.timedelta(seconds=args.nccl_timeout))
+    timeout = datetime.timedelta(seconds=args.nccl_timeout)
+    if args.backend == "nccl":
+        torch.cuda.set_device(local_rank)
+        dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank), timeout=timeout)
+        x = torch.ones(1 << 20, device="cuda")
+    else:
+        dist.init_process_group("gloo", timeout=timeout)
+        x = torch.ones(1 << 20)
     rank = dist.get_rank()
-    x = torch.ones(1 << 20, device="cuda")
     last = time.time()
     for step in range(1_000_000):
         if rank == args.hang_rank and step == args.hang_step:
@@ -53,7 +59,8 @@ def main() -> None:
             print(f"rank {rank} last heartbeat {last:.3f}, now waiting in all_reduce", flush=True)
         time.sleep(args.step_seconds)  # the step's compute
         dist.all_reduce(x)
-        torch.cuda.synchronize()
+        if args.backend == "nccl":
+            torch.cuda.synchronize()
 
 
 if __name__ == "__main__":
