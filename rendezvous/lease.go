@@ -303,16 +303,21 @@ func (s *Store) fenceMargin() time.Duration { return min(time.Second, s.cfg.Fenc
 // an earlier round's lost nodes to be certainly gone, and has it formed
 // again then.
 func (s *Store) fencedLocked(j *job) bool {
+	return s.holdRoundLocked(j, j.fencedUntil, &j.round.fenceTimer, "for a lost node's workers to be certainly gone")
+}
+
+// holdRoundLocked says whether j's waiting round must wait until until, and
+// has it formed again then, by timer; why says what it waits for.
+func (s *Store) holdRoundLocked(j *job, until time.Time, timer **time.Timer, why string) bool {
 	r := j.round
-	wait := time.Until(j.fencedUntil)
+	wait := time.Until(until)
 	if wait <= 0 {
 		return false
 	}
-	if r.fenceTimer == nil {
-		s.log.Info("round waits for a lost node's workers to be certainly gone", zap.String("job", j.id),
-			zap.Int32("round", r.number), zap.Duration("wait", wait))
-		r.fenceTimer = s.afterLocked(wait, j, r, func() {
-			r.fenceTimer = nil
+	if *timer == nil {
+		s.log.Info("round waits "+why, zap.String("job", j.id), zap.Int32("round", r.number), zap.Duration("wait", wait))
+		*timer = s.afterLocked(wait, j, r, func() {
+			*timer = nil
 			s.tryFormLocked(j)
 		})
 	}

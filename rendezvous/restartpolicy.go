@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"go.uber.org/zap"
-
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
@@ -81,20 +79,7 @@ func roundCausesLocked(j *job, fin *musterv1.JobFinished) {
 // backingOffLocked says whether j's waiting round must wait out its
 // restart's back-off; it forms once the back-off passed.
 func (s *Store) backingOffLocked(j *job) bool {
-	r := j.round
-	wait := time.Until(j.notBefore)
-	if wait <= 0 {
-		return false
-	}
-	if r.backoffTimer == nil {
-		s.log.Info("round waits out its restart's back-off", zap.String("job", j.id),
-			zap.Int32("round", r.number), zap.Duration("wait", wait))
-		r.backoffTimer = s.afterLocked(wait, j, r, func() {
-			r.backoffTimer = nil
-			s.tryFormLocked(j)
-		})
-	}
-	return true
+	return s.holdRoundLocked(j, j.notBefore, &j.round.backoffTimer, "out its restart's back-off")
 }
 
 // withoutRestartWhy adds to a failure's description the rule that kept it
