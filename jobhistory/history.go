@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -153,23 +154,32 @@ func (h *History) openFile(path string) {
 // record that does not decode is skipped (and named); a file bbolt finds
 // inconsistent is an error.
 func (h *History) load(path string) (db *bolt.DB, err error) {
-	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: lockWait})
-	if err != nil {
-		return nil, err
-	}
+	// A damaged file must not crash the store: bbolt panics on some bad
+	// pages, and a page past a truncated file's end faults (SIGBUS).
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
-		// bbolt panics on some corrupt pages; the transaction is rolled back.
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %v", berrors.ErrInvalid, r)
 		}
-		if err != nil {
+		if err != nil && db != nil {
 			db.Close()
 			db = nil
 		}
 	}()
+	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: lockWait})
+	if err != nil {
+		if strings.Contains(err.Error(), "file size too small") {
+			err = fmt.Errorf("%w: %w", berrors.ErrInvalid, err)
+		}
+		return nil, err
+	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for cerr := range tx.Check() {
-			return fmt.Errorf("%w: %w", berrors.ErrInvalid, cerr)
+		// Its pages must all lie within the file (bbolt's own Check runs
+		// in a goroutine of its own, where a panic cannot be recovered).
+		if fi, err := os.Stat(path); err != nil {
+			return err
+		} else if fi.Size() < tx.Size() {
+			return fmt.Errorf("%w: the file holds %d bytes, its pages %d", berrors.ErrInvalid, fi.Size(), tx.Size())
 		}
 		b, err := tx.CreateBucketIfNotExists(jobsBucket)
 		if err != nil {

@@ -143,6 +143,35 @@ func TestUnusableFiles(t *testing.T) {
 			writeFile(t, path, data[:100])
 			return nil
 		}, "job history file is corrupt: moved aside, starting empty", true, false},
+		{"cut past its pages", func(t *testing.T, dir string) []string {
+			manyJobs(t, dir, 40)
+			path := filepath.Join(dir, FileName)
+			if err := os.Truncate(path, 20000); err != nil {
+				t.Fatal(err)
+			}
+			return nil
+		}, "job history file is corrupt: moved aside, starting empty", true, false},
+		{"cut below bbolt's least", func(t *testing.T, dir string) []string {
+			manyJobs(t, dir, 40)
+			if err := os.Truncate(filepath.Join(dir, FileName), 5000); err != nil {
+				t.Fatal(err)
+			}
+			return nil
+		}, "job history file is corrupt: moved aside, starting empty", true, false},
+		{"pages overwritten", func(t *testing.T, dir string) []string {
+			manyJobs(t, dir, 40)
+			f, err := os.OpenFile(filepath.Join(dir, FileName), os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			for _, page := range []int64{2, 3, 4, 5, 6} {
+				if _, err := f.WriteAt([]byte(strings.Repeat("A", 200)), page*4096+16); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return nil
+		}, "job history file is corrupt: moved aside, starting empty", true, false},
 		{"a bad record", func(t *testing.T, dir string) []string {
 			h := Open(Config{Dir: dir})
 			h.Apply(ended("j-a", 1))
@@ -285,4 +314,19 @@ func TestRecordWithinBudget(t *testing.T) {
 	if got := ids(h); !slices.Equal(got, []string{"j-big", "j-small"}) {
 		t.Errorf("read again: %v", got)
 	}
+}
+
+// manyJobs writes n ended jobs to a history file in dir, with stderr tails
+// that make it some pages long.
+func manyJobs(t *testing.T, dir string, n int) {
+	t.Helper()
+	h := Open(Config{Dir: dir})
+	for i := range n {
+		st := ended(fmt.Sprintf("j-%03d", i), i+1)
+		st.GetFinished().Summary = strings.Repeat("a long summary ", 100)
+		if err := h.Apply(st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.Close()
 }
