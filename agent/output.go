@@ -60,10 +60,11 @@ type logFile struct {
 	err error
 }
 
-// openLogFile creates a rank's file as the job's user (cred; nil for the
-// agent's own); it never truncates an existing one.
+// openLogFile opens a rank's file as the job's user (cred; nil for the
+// agent's own), appending: a restart's round writes after the last one's,
+// and nothing is ever truncated. It never follows a link.
 func openLogFile(path string, cred *syscall.Credential) (*logFile, error) {
-	f, err := openFileAs(cred, path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	f, err := openFileAs(cred, path, os.O_CREATE|os.O_APPEND|os.O_WRONLY|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return nil, err
 	}

@@ -261,3 +261,25 @@ for i in range(3000):
 		t.Fatalf("lines: %v", next)
 	}
 }
+
+// A restarted job's rounds write after one another in each rank's
+// --log-dir files: the restart neither fails on the file nor loses the
+// first round's lines.
+func TestLogDirAcrossRestarts(t *testing.T) {
+	t.Parallel()
+	logDir := t.TempDir()
+	r := runLauncher(t, "run", "--nproc", "2", "--max-restarts", "1", "--restart-backoff", "0", "--log-dir", logDir, "--",
+		"sh", "-c", `echo "round $TORCHELASTIC_RESTART_COUNT"; echo "err $TORCHELASTIC_RESTART_COUNT" >&2; [ "$TORCHELASTIC_RESTART_COUNT" = 1 ] || exit 3`)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for rank := range 2 {
+		out := rankLog(t, logDir, rank)
+		if got := readFile(t, out); got != "round 0\nround 1\n" {
+			t.Errorf("rank %d's stdout log %q, want both rounds'", rank, got)
+		}
+		if got := readFile(t, strings.TrimSuffix(out, ".log")+".err.log"); got != "err 0\nerr 1\n" {
+			t.Errorf("rank %d's stderr log %q, want both rounds'", rank, got)
+		}
+	}
+}
