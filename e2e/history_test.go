@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -57,6 +58,12 @@ func TestJobHistoryOutlivesAStoreKill(t *testing.T) {
 		if !strings.Contains(one.stdout, want) {
 			t.Fatalf("launcher jobs %s: no %q in:\n%s%s", job, want, one.stdout, one.stderr)
 		}
+	}
+	asJSON := runLauncher(t, "jobs", "--cluster", host.addr, "-o", "json", job)
+	var got struct{ Kind, ID, State, Summary string }
+	if err := json.Unmarshal([]byte(asJSON.stdout), &got); err != nil || got.Kind != "Job" || got.ID != job || got.State != "failed" ||
+		!strings.Contains(got.Summary, "exited with code 7") {
+		t.Errorf("launcher jobs -o json %s: %+v, %v:\n%s%s", job, got, err, asJSON.stdout, asJSON.stderr)
 	}
 	for _, field := range []string{"submitted", "started", "ended"} {
 		m := regexp.MustCompile(`(?m)^` + field + `:\s+(\S+)$`).FindStringSubmatch(one.stdout)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/musterhq/muster/listing"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -22,9 +23,15 @@ func showJob(ctx context.Context, c *cli.Context, cl *storeclient.Client) error 
 	if c.NArg() > 1 {
 		return cmdline.Usagef(c, "name one job at most (unexpected %q)", c.Args().Get(1))
 	}
+	if c.Bool("watch") {
+		return cmdline.Usagef(c, "--watch follows every job: give no JOB with it")
+	}
 	j, err := cl.GetJob(ctx, &musterv1.GetJobRequest{JobId: c.Args().First()})
 	if err != nil {
 		return err
+	}
+	if f, _ := outputFormat(c); f.Structured() {
+		return listing.Write(c.App.Writer, f, listing.JobOf(j))
 	}
 	return printJob(c.App.Writer, j)
 }
