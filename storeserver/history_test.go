@@ -65,6 +65,19 @@ func TestListJobsBoundsTheHistory(t *testing.T) {
 			if _, err := c.GetJob(ctx, &musterv1.GetJobRequest{JobId: "j-0000"}); err != nil {
 				t.Fatalf("the oldest job: %v", err)
 			}
+			// A watch begins with what a list shows.
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			watch, err := c.WatchJobs(wctx, &musterv1.WatchJobsRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range jobs {
+				got, err := watch.Recv()
+				if err != nil || got.GetJobId() != want.GetJobId() {
+					t.Fatalf("the watch's job %d: %s, %v; want %s", i, got.GetJobId(), err, want.GetJobId())
+				}
+			}
 		})
 	}
 }

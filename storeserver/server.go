@@ -479,12 +479,18 @@ func (s *Server) ListNodes(context.Context, *musterv1.ListNodesRequest) (*muster
 func (s *Server) ListJobs(ctx context.Context, _ *musterv1.ListJobsRequest) (*musterv1.ListJobsResponse, error) {
 	c := callerFrom(ctx)
 	live := s.store.Jobs()
+	// The history's newest jobs the store no longer holds, then the store's,
+	// each oldest first. Another local user sees their own jobs only.
+	return &musterv1.ListJobsResponse{Jobs: append(s.finishedJobs(c, live), visibleJobs(c, live)...)}, nil
+}
+
+// finishedJobs are the history's newest jobs that c may read and the store
+// no longer holds (live), oldest first, within the list's bounds.
+func (s *Server) finishedJobs(c caller, live []*musterv1.JobStatus) []*musterv1.JobStatus {
 	held := make(map[string]bool, len(live))
 	for _, j := range live {
 		held[j.GetJobId()] = true
 	}
-	// The history's newest jobs the store no longer holds, then the store's,
-	// each oldest first. Another local user sees their own jobs only.
 	var jobs []*musterv1.JobStatus
 	history, size := s.history.List(), 0
 	for i := len(history) - 1; i >= 0 && len(jobs) < maxListedHistory; i-- {
@@ -499,8 +505,7 @@ func (s *Server) ListJobs(ctx context.Context, _ *musterv1.ListJobsRequest) (*mu
 		jobs = append(jobs, j)
 	}
 	slices.Reverse(jobs)
-	jobs = append(jobs, visibleJobs(c, live)...)
-	return &musterv1.ListJobsResponse{Jobs: jobs}, nil
+	return jobs
 }
 
 // visibleJobs are the jobs c may list, as a list shows them: all of them
@@ -522,6 +527,12 @@ func visibleJobs(c caller, jobs []*musterv1.JobStatus) []*musterv1.JobStatus {
 func (s *Server) WatchJobs(_ *musterv1.WatchJobsRequest, stream musterv1.Jobs_WatchJobsServer) error {
 	ctx := stream.Context()
 	c := callerFrom(ctx)
+	// The finished jobs first, as a list shows them; they change no more.
+	for _, j := range s.finishedJobs(c, s.store.Jobs()) {
+		if err := stream.Send(j); err != nil {
+			return err
+		}
+	}
 	sent := map[string]*musterv1.JobStatus{}
 	for {
 		changed := s.store.JobsChanged()
