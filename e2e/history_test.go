@@ -36,6 +36,11 @@ func TestJobHistoryOutlivesAStoreKill(t *testing.T) {
 	host.cmd.Wait()
 
 	host = startAgentAt(t, listen, args)
+	// Its ranks' output too, which the agent kept: the history names its nodes.
+	eventually(t, "the agent to register again", func() bool { return runLauncher(t, "nodes", "--cluster", host.addr).code == 0 })
+	if logs := runLauncher(t, "logs", "--cluster", host.addr, "--rank", "1", job); logs.code != 0 || logs.stderr != "rank one gives up\n" {
+		t.Errorf("launcher logs --rank 1 %s after the restart: exit %d, stdout %q, stderr %q", job, logs.code, logs.stdout, logs.stderr)
+	}
 	list := runLauncher(t, "jobs", "--cluster", host.addr)
 	var row []string
 	for _, l := range strings.Split(list.stdout, "\n") {

@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"github.com/musterhq/muster/rendezvous"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -98,18 +101,15 @@ func newRequestID() string {
 // ends on each.
 func (s *Server) Logs(req *musterv1.LogsRequest, stream musterv1.Jobs_LogsServer) error {
 	ctx := stream.Context()
-	if err := s.mayUseJob(callerFrom(ctx), req.GetJobId()); err != nil {
-		return err
-	}
 	if req.Rank != nil && req.GetRank() < 0 {
 		return status.Errorf(codes.InvalidArgument, "--rank %d is not a rank", req.GetRank())
 	}
 	if req.Tail != nil && req.GetTail() < 0 {
 		return status.Errorf(codes.InvalidArgument, "--tail %d is negative", req.GetTail())
 	}
-	nodes, err := s.store.LogNodes(req.GetJobId())
+	nodes, err := s.logNodes(callerFrom(ctx), req.GetJobId())
 	if err != nil {
-		return rpcError(err)
+		return err
 	}
 	if len(nodes) == 0 {
 		return status.Errorf(codes.FailedPrecondition, "job %s has not started on any node", req.GetJobId())
@@ -124,6 +124,37 @@ func (s *Server) Logs(req *musterv1.LogsRequest, stream musterv1.Jobs_LogsServer
 		}
 	}
 	return nil
+}
+
+// logNodes names the nodes that ran the job's rounds, for c to read their
+// output: from the store, or from its history for a job it no longer holds
+// (it ended before the store restarted).
+func (s *Server) logNodes(c caller, jobID string) ([]string, error) {
+	nodes, err := s.store.LogNodes(jobID)
+	switch {
+	case err == nil:
+		if err := s.mayUseJob(c, jobID); err != nil {
+			return nil, err
+		}
+		return nodes, nil
+	case !errors.Is(err, rendezvous.ErrNotFound):
+		return nil, rpcError(err)
+	}
+	j := s.history.Get(jobID)
+	if j == nil {
+		return nil, status.Errorf(codes.NotFound, "job %q: not found (neither running nor in the store's history)", jobID)
+	}
+	if !mayRead(c, j) {
+		return nil, status.Errorf(codes.PermissionDenied, "job %s belongs to another user", jobID)
+	}
+	for _, r := range j.GetRoundNodes() {
+		for _, n := range r.GetNodes() {
+			if !slices.Contains(nodes, n) {
+				nodes = append(nodes, n)
+			}
+		}
+	}
+	return nodes, nil
 }
 
 // relayLogs asks nodes for the job's output and relays their answers until
