@@ -275,6 +275,9 @@ func (r *Ranks) Set(s string) error {
 			return fmt.Errorf("more than %d ranges", maxRankSpans)
 		}
 		lo, hi, isRange := strings.Cut(part, "-")
+		if isRange && (lo == "" || hi == "") {
+			return fmt.Errorf("%q is neither a rank nor a range: give ranks and ranges such as 0,2-5", part)
+		}
 		a, err := parseRank(lo)
 		if err != nil {
 			return err

@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -264,4 +266,23 @@ func rankLog(t *testing.T, logDir string, rank int) string {
 		t.Fatalf("rank %d: log files %v, want one", rank, files)
 	}
 	return files[0]
+}
+
+// The agent refuses a bad flag before it starts anything, with exit 2.
+func TestAgentUsageErrors(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--metrics-addr", "bogus"}, `--metrics-addr (MUSTER_METRICS_ADDR) "bogus": want HOST:PORT`},
+		{[]string{"--metrics-addr", "127.0.0.1:99999"}, `port "99999" is not a number from 0 to 65535`},
+		{[]string{"run", "--metrics-addr", "x:y", "--", "true"}, `--metrics-addr (MUSTER_METRICS_ADDR) "x:y"`},
+	} {
+		out, err := exec.Command(agentBin, tt.args...).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), tt.want) {
+			t.Errorf("agent %s: %v, output %q; want exit 2 and %q", strings.Join(tt.args, " "), err, out, tt.want)
+		}
+	}
 }

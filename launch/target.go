@@ -37,7 +37,7 @@ func (t Target) Embedded() bool { return t.Store == "" }
 func ChooseTarget(embedded bool, cluster string, findLocal func() string) (Target, error) {
 	if embedded {
 		if cluster != "" {
-			return Target{}, usagef("--embedded and --cluster: give one")
+			return Target{}, usagef("--embedded and --cluster (or MUSTER_CLUSTER): give one")
 		}
 		return Target{}, nil
 	}

@@ -26,7 +26,7 @@ func TestChooseTarget(t *testing.T) {
 		{"--embedded passes the local agent by", true, "", true, "", ""},
 		{"--cluster", false, "10.0.0.1:29400", true, "10.0.0.1:29400", ""},
 		{"--cluster a socket path", false, "unix:///tmp/a.sock", false, "unix:///tmp/a.sock", ""},
-		{"--cluster and --embedded", true, "10.0.0.1:29400", false, "", "--embedded and --cluster: give one"},
+		{"--cluster and --embedded", true, "10.0.0.1:29400", false, "", "--embedded and --cluster (or MUSTER_CLUSTER): give one"},
 		{"--cluster without a port", false, "10.0.0.1", false, "", "--cluster "},
 	}
 	for _, tt := range tests {

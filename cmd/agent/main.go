@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -110,12 +111,33 @@ func main() {
 const metricsAddrUsage = "serve Prometheus metrics (/metrics) and probes (/healthz, /readyz, gRPC health) on `HOST:PORT`, " +
 	"without a token (off by default; e.g. 127.0.0.1:29401, or :29401 for Prometheus and Kubernetes to reach)"
 
+// checkMetricsAddr refuses a --metrics-addr that is no HOST:PORT.
+func checkMetricsAddr(c *cli.Context) error {
+	addr := c.String("metrics-addr")
+	if addr == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		if n, perr := strconv.ParseUint(port, 10, 16); perr != nil || (n == 0 && port != "0") {
+			err = fmt.Errorf("port %q is not a number from 0 to 65535", port)
+		}
+	}
+	if err != nil {
+		return cmdline.Usagef(c, "--metrics-addr (MUSTER_METRICS_ADDR) %q: want HOST:PORT, such as 127.0.0.1:29401 (%v)", addr, err)
+	}
+	return nil
+}
+
 // nodeTimeoutUsage is --node-timeout's help, agent's and agent run's.
 const nodeTimeoutUsage = "how long a node may be silent before gossip declares it dead and its jobs fail (`DURATION`, 1s to 10m); the same on every node"
 
 func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout, healthTimeout time.Duration, kept ranklog.Config, history jobhistory.Config) error {
 	if c.NArg() > 0 {
 		return cmdline.Usagef(c, "unexpected argument %q", c.Args().First())
+	}
+	if err := checkMetricsAddr(c); err != nil {
+		return err
 	}
 	if err := cluster.CheckNodeTimeout(nodeTimeout); err != nil {
 		return cmdline.Usagef(c, "--node-timeout (MUSTER_NODE_TIMEOUT) %s: want %s to %s", nodeTimeout, cluster.MinNodeTimeout, cluster.MaxNodeTimeout)

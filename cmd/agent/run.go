@@ -102,6 +102,9 @@ func runCommand() *cli.Command {
 }
 
 func run(c *cli.Context, f runFlags) error {
+	if err := checkMetricsAddr(c); err != nil {
+		return err
+	}
 	nnodes, minNodes, err := parseNNodes(c.String("nnodes"))
 	if err != nil {
 		return cmdline.Usagef(c, "%s", err)
