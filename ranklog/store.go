@@ -284,21 +284,31 @@ func (w *Writer) append(stream int, data []byte, paused bool) {
 		if w.dropped == 0 {
 			s.log.Warn("rank output past the kept output's bound is not kept", zap.String("job", w.job), zap.Int("rank", w.rank),
 				zap.Int64("max-bytes", s.cfg.MaxBytes))
+			// One line past the bound says where the output stops, so that
+			// a reader does not take what is kept for all of it.
+			w.writeLocked(Stderr, fmt.Appendf(nil, "muster: the rest of rank %d's output is not kept: its node keeps at most %d bytes of output (agent --rank-logs-max-size)\n",
+				w.rank, s.cfg.MaxBytes), false)
 		}
 		w.dropped += int64(len(data))
 		return
 	}
-	w.seq[stream]++
-	w.buf = appendRecord(w.buf[:0], Record{Stream: stream, Paused: paused, Seq: w.seq[stream], UnixNano: s.now().UnixNano(), Data: data})
-	// One write per record: a reader never sees another record's bytes
-	// inside it, only, at worst, the end of the file mid-record.
-	if _, err := w.f.Write(w.buf); err != nil {
+	if err := w.writeLocked(stream, data, paused); err != nil {
 		if w.dropped == 0 {
 			s.log.Warn("cannot keep rank output", zap.String("job", w.job), zap.Int("rank", w.rank), zap.Error(err))
 		}
 		w.dropped += int64(len(data))
 	}
-	s.changed(w.job)
+}
+
+// writeLocked writes one record of stream; w.mu is held.
+func (w *Writer) writeLocked(stream int, data []byte, paused bool) error {
+	w.seq[stream]++
+	w.buf = appendRecord(w.buf[:0], Record{Stream: stream, Paused: paused, Seq: w.seq[stream], UnixNano: w.s.now().UnixNano(), Data: data})
+	// One write per record: a reader never sees another record's bytes
+	// inside it, only, at worst, the end of the file mid-record.
+	_, err := w.f.Write(w.buf)
+	w.s.changed(w.job)
+	return err
 }
 
 // Dropped is how many bytes of output were not kept.

@@ -152,6 +152,11 @@ func TestBounds(t *testing.T) {
 	if w.Dropped() == 0 {
 		t.Error("nothing dropped past the bound")
 	}
+	// What is kept says where it stops, once.
+	kept := readAll(t, s, "j-live", ReadOptions{Rank: 0, Tail: -1})
+	if n := strings.Count(strings.Join(kept, "|"), "the rest of rank 0's output is not kept"); n != 1 || !strings.Contains(kept[len(kept)-1], "not kept") {
+		t.Errorf("the kept output names its end %d times, last %q", n, kept[len(kept)-1])
+	}
 	w.Close()
 	old := time.Now().Add(-8 * 24 * time.Hour)
 	os.Chtimes(filepath.Join(dir, "j-live", "rank-0"), old, old)
