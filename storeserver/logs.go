@@ -115,15 +115,68 @@ func (s *Server) Logs(req *musterv1.LogsRequest, stream musterv1.Jobs_LogsServer
 		return status.Errorf(codes.FailedPrecondition, "job %s has not started on any node", req.GetJobId())
 	}
 	if req.GetFollow() {
-		return s.relayLogs(ctx, req, nodes, stream)
+		return s.followLogs(ctx, req, nodes, stream)
 	}
 	// One node after another: each rank's output comes whole, in rank order.
 	for _, n := range nodes {
-		if err := s.relayLogs(ctx, req, []string{n}, stream); err != nil {
+		if err := s.relayLogs(ctx, req, []string{n}, stream.Send); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// followLogs relays a running job's output as it comes, round after round,
+// until the job ends: when its nodes have ended a round and the job goes
+// on, the nodes of every round are asked again, and what a node sent
+// before is not sent twice.
+func (s *Server) followLogs(ctx context.Context, req *musterv1.LogsRequest, nodes []string, stream musterv1.Jobs_LogsServer) error {
+	type key struct {
+		node         string
+		rank, stream int32
+	}
+	last := map[key]uint64{}
+	send := func(resp *musterv1.LogsResponse) error {
+		fresh := resp.Records[:0]
+		for _, r := range resp.GetRecords() {
+			k := key{resp.GetNode(), r.GetRank(), int32(r.GetStream())}
+			if r.GetSeq() > last[k] {
+				last[k] = r.GetSeq()
+				fresh = append(fresh, r)
+			}
+		}
+		if resp.Records = fresh; len(fresh) == 0 && resp.GetNote() == "" {
+			return nil
+		}
+		return stream.Send(resp)
+	}
+	for {
+		changed := s.store.JobsChanged()
+		if err := s.relayLogs(ctx, req, nodes, send); err != nil {
+			return err
+		}
+		if j := s.store.Job(req.GetJobId()); j == nil || jobEnded(j.GetState()) {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		var err error
+		if nodes, err = s.store.LogNodes(req.GetJobId()); err != nil {
+			return nil // the job is gone: it ended
+		}
+	}
+}
+
+// jobEnded says whether a job in state st has ended.
+func jobEnded(st musterv1.JobState) bool {
+	switch st {
+	case musterv1.JobState_JOB_STATE_SUCCEEDED, musterv1.JobState_JOB_STATE_FAILED, musterv1.JobState_JOB_STATE_CANCELLED:
+		return true
+	}
+	return false
 }
 
 // logNodes names the nodes that ran the job's rounds, for c to read their
@@ -159,7 +212,7 @@ func (s *Server) logNodes(c caller, jobID string) ([]string, error) {
 
 // relayLogs asks nodes for the job's output and relays their answers until
 // each has ended.
-func (s *Server) relayLogs(ctx context.Context, req *musterv1.LogsRequest, nodes []string, stream musterv1.Jobs_LogsServer) error {
+func (s *Server) relayLogs(ctx context.Context, req *musterv1.LogsRequest, nodes []string, send func(*musterv1.LogsResponse) error) error {
 	id := newRequestID()
 	relay := s.logs.open(id, nodes)
 	defer s.logs.close(id)
@@ -167,7 +220,7 @@ func (s *Server) relayLogs(ctx context.Context, req *musterv1.LogsRequest, nodes
 	waiting := map[string]bool{}
 	for _, n := range nodes {
 		if !s.store.AskLogs(n, cmd) {
-			if err := stream.Send(&musterv1.LogsResponse{Node: n, Note: "not connected to the store: its ranks' output cannot be read now"}); err != nil {
+			if err := send(&musterv1.LogsResponse{Node: n, Note: "not connected to the store: its ranks' output cannot be read now"}); err != nil {
 				return err
 			}
 			continue
@@ -181,7 +234,7 @@ func (s *Server) relayLogs(ctx context.Context, req *musterv1.LogsRequest, nodes
 	for len(waiting) > 0 {
 		select {
 		case resp := <-relay.out:
-			if err := stream.Send(resp); err != nil {
+			if err := send(resp); err != nil {
 				return err
 			}
 		case n := <-relay.finished:
@@ -197,7 +250,7 @@ func (s *Server) relayLogs(ctx context.Context, req *musterv1.LogsRequest, nodes
 			s.logs.mu.Unlock()
 			for _, n := range silent {
 				delete(waiting, n)
-				if err := stream.Send(&musterv1.LogsResponse{Node: n, Note: fmt.Sprintf("did not answer within %v", logAnswerWait)}); err != nil {
+				if err := send(&musterv1.LogsResponse{Node: n, Note: fmt.Sprintf("did not answer within %v", logAnswerWait)}); err != nil {
 					return err
 				}
 			}
