@@ -42,7 +42,9 @@ func (js *jobStart) makeCgroups() error {
 		}
 		return nil
 	}
-	name := "muster-" + js.asg.GetJobId() + "-node" + strconv.Itoa(int(js.asg.GetNodeRank()))
+	// The agent's name keeps apart two agents sharing the machine's cgroups,
+	// one of them holding the same node rank of the job from another round.
+	name := "muster-" + js.asg.GetJobId() + "-" + nodeDirName(js.a.cfg.Name) + "-node" + strconv.Itoa(int(js.asg.GetNodeRank()))
 	job, err := root.NewJob(name)
 	if errors.Is(err, os.ErrExist) {
 		// Left by an agent that died with the job: its processes are gone

@@ -79,7 +79,7 @@ func TestCgroupsGoWithAKilledLauncher(t *testing.T) {
 		"sh", "-c", `cat /proc/self/cgroup >`+dir+`/cgroup-$RANK; exec sleep 1000`)
 	// The launcher, and so its agent, runs in this process's cgroup: the
 	// job's lies under it, named in its workers' /proc/self/cgroup.
-	name := regexp.MustCompile(`/(muster-j-[0-9a-f]+-node0)/rank-[01]\n`)
+	name := regexp.MustCompile(`/(muster-j-[0-9a-f]+-[^/]+-node0)/rank-[01]\n`)
 	var jobDir string
 	eventually(t, "the workers in their cgroups", func() bool {
 		a, _ := os.ReadFile(filepath.Join(dir, "cgroup-0"))
