@@ -58,6 +58,10 @@ type rankWatch struct {
 	last        atomic.Int64 // the last heartbeat seen, since epoch (ns)
 	beat        atomic.Bool  // it gave one
 	ended       atomic.Bool
+	// held counts the agent's readers of its output that are blocked
+	// passing it on (a slow launcher, a slow disk): a worker blocked
+	// writing by that back-pressure is not hung.
+	held atomic.Int32
 }
 
 // fileStamp is what changes when a file is touched or written.
@@ -118,6 +122,15 @@ func (r *rankWatch) progress() {
 	r.beat.Store(true)
 }
 
+// hold and release bracket the agent's passing on of a piece of the
+// worker's output; the time between counts as progress.
+func (r *rankWatch) hold() { r.held.Add(1) }
+
+func (r *rankWatch) release() {
+	r.last.Store(int64(time.Since(r.h.epoch)))
+	r.held.Add(-1)
+}
+
 // output is a worker's output: a heartbeat under hang_on_silence.
 func (r *rankWatch) output() {
 	if r.h.onSilence {
@@ -173,6 +186,10 @@ func (h *hangWatch) check() []hungRank {
 		if st := stampOf(r.file); st != r.seen {
 			r.seen = st
 			r.progress()
+		}
+		if r.held.Load() > 0 {
+			r.last.Store(int64(now)) // held up by the agent, not hung
+			continue
 		}
 		silent := now - time.Duration(r.last.Load())
 		limit, never := h.timeout, !r.beat.Load()

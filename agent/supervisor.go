@@ -319,6 +319,11 @@ func (s *Supervisor) readOutput(w *worker, i int) {
 		stream = musterv1.Stream_STREAM_STDERR
 	}
 	err := w.readers[i].Read(func(data []byte, paused bool) {
+		if w.watch != nil {
+			// A slow reader downstream blocks the worker's writes: no hang.
+			w.watch.hold()
+			defer w.watch.release()
+		}
 		if w.logs[i] != nil {
 			w.logs[i].write(data)
 		}

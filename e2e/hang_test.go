@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -144,5 +146,44 @@ func TestNetnsHungRankDumpsEveryNode(t *testing.T) {
 		if len(files) != 1 || readFile(t, files[0]) != fmt.Sprintf("flight recorder of rank %d\n", rank) {
 			t.Errorf("rank %d's flight recorder: %v", rank, files)
 		}
+	}
+}
+
+// Ranks blocked writing because whoever reads the launcher's output is slow
+// (muster's own flow control) are not hung: the time their output is held
+// up counts as progress.
+func TestSlowReaderIsNoHang(t *testing.T) {
+	t.Parallel()
+	// Each rank beats and writes 48 KiB every 10 ms for 3 s.
+	flood := `import os, sys, time
+beat = os.environ["MUSTER_HEARTBEAT_FILE"]
+end = time.time() + 3
+while time.time() < end:
+    os.utime(beat)
+    sys.stdout.write(("x" * 1023 + "\n") * 48)
+    sys.stdout.flush()
+    time.sleep(0.01)
+`
+	cmd := exec.Command(launcherBin, "run", "--nproc", "2", "--hang-timeout", "1s", "--hang-first-timeout", "30s", "--", "python3", "-c", flood)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	// Nobody reads for 5 s: the pipe fills, then the launcher's and the
+	// agent's buffers, then the ranks' pipes.
+	first := make([]byte, 1)
+	if _, err := io.ReadFull(out, first); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second)
+	n, _ := io.Copy(io.Discard, out)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%v after %d bytes; stderr:\n%s", err, n+1, errb.String())
 	}
 }
