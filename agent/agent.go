@@ -293,7 +293,8 @@ func (a *Agent) serve(watch musterv1.Agents_WatchClient) error {
 				go func() { defer a.logSends.Done(); a.sendLogs(c.SendLogs) }()
 			})
 		case *musterv1.AgentCommand_Signal:
-			a.queue(c.Signal.GetJobId(), func() { a.signalJob(c.Signal) })
+			sent := time.Now()
+			a.queue(c.Signal.GetJobId(), func() { a.signalJob(c.Signal, sent) })
 		}
 	}
 }
@@ -354,7 +355,7 @@ func (a *Agent) stopJob(st *musterv1.StopJob) {
 }
 
 // signalJob sends a signal to this node's workers of a job.
-func (a *Agent) signalJob(sj *musterv1.SignalJob) {
+func (a *Agent) signalJob(sj *musterv1.SignalJob, sent time.Time) {
 	if !jobspec.MayForward(sj.GetSignal()) {
 		a.log.Warn("signal refused", zap.String("job", sj.GetJobId()), zap.Int32("signal", sj.GetSignal()))
 		return
@@ -363,7 +364,7 @@ func (a *Agent) signalJob(sj *musterv1.SignalJob) {
 	r := a.jobs[sj.GetJobId()]
 	a.mu.Unlock()
 	if r != nil {
-		r.sup.Signal(syscall.Signal(sj.GetSignal()))
+		r.sup.Signal(syscall.Signal(sj.GetSignal()), sent)
 	}
 }
 

@@ -39,6 +39,7 @@ type Supervisor struct {
 
 	mu       sync.Mutex
 	group    *supervise.Group
+	started  time.Time // when group started
 	stopping bool
 	// shutdown says why this agent itself stopped the job (it is shutting
 	// down); its workers then count as failed, not as stopped by the store.
@@ -241,7 +242,7 @@ func (js *jobStart) startWorkers() error {
 	if err != nil {
 		return err
 	}
-	s.group, js.group = g, g
+	s.group, js.group, s.started = g, g, time.Now()
 	if js.hang != nil {
 		s.watch = js.hang
 		js.hang.start(js.started, g)
@@ -441,15 +442,17 @@ func (s *Supervisor) setHang(rank int, h *musterv1.WorkerHang) {
 	s.hangs[int32(rank)] = h
 }
 
-// Signal sends sig to each running worker's own process (SIGUSR1 before a
-// preemption); before the workers start, or after they ended, it does
-// nothing.
-func (s *Supervisor) Signal(sig syscall.Signal) {
+// Signal sends sig, which the agent got at sent, to each running worker's
+// own process (SIGUSR1 before a preemption); before the workers start, to
+// workers started since sent, or after they ended, it does nothing.
+func (s *Supervisor) Signal(sig syscall.Signal, sent time.Time) {
 	s.mu.Lock()
-	g, stopping := s.group, s.stopping
+	g, started, stopping := s.group, s.started, s.stopping
 	s.mu.Unlock()
-	if g == nil || stopping {
-		s.log.Info("signal not sent: no running workers", zap.String("job", s.job), zap.String("signal", unix.SignalName(sig)))
+	if g == nil || stopping || started.After(sent) {
+		// Workers that started after it was sent have no handler for it
+		// yet: a checkpoint signal would kill them.
+		s.log.Info("signal not sent: no workers ran when it was sent", zap.String("job", s.job), zap.String("signal", unix.SignalName(sig)))
 		return
 	}
 	if err := g.SignalLeaders(sig); err != nil {

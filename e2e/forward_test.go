@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -213,5 +214,22 @@ func TestAgentRunAsPID1ForwardsSignals(t *testing.T) {
 				t.Errorf("%q %d times, want once; output:\n%s", l, got[l], out.String())
 			}
 		}
+	}
+}
+
+// A signal sent while the job's workers are not yet running (its nodes
+// check their health) does not reach the workers that start later, which
+// have no handler for it yet: the job runs as if it had not come.
+func TestSignalBeforeTheWorkersStartIsNotHeld(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cmd, out, errb := launcher(t, nil, "run", "--nproc", "2", "--health-check", `touch `+dir+`/checking; sleep 2`, "--",
+		"sh", "-c", `sleep 0.5; echo "rank $RANK ran"`)
+	eventually(t, "the health check", func() bool { _, err := os.Stat(filepath.Join(dir, "checking")); return err == nil })
+	if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, cmd, out, errb); r.code != 0 || strings.Count(r.stdout, " ran\n") != 2 {
+		t.Fatalf("exit %d, stdout %q; stderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 }
