@@ -268,8 +268,14 @@ for i in range(3000):
 func TestLogDirAcrossRestarts(t *testing.T) {
 	t.Parallel()
 	logDir := t.TempDir()
-	r := runLauncher(t, "run", "--nproc", "2", "--max-restarts", "1", "--restart-backoff", "0", "--log-dir", logDir, "--",
-		"sh", "-c", `echo "round $TORCHELASTIC_RESTART_COUNT"; echo "err $TORCHELASTIC_RESTART_COUNT" >&2; [ "$TORCHELASTIC_RESTART_COUNT" = 1 ] || exit 3`)
+	// In round 0, rank 1 fails once rank 0's lines are in its files, and rank
+	// 0 waits to be stopped; in round 1 both succeed.
+	script := fmt.Sprintf(`echo "round $TORCHELASTIC_RESTART_COUNT"; echo "err $TORCHELASTIC_RESTART_COUNT" >&2
+	[ "$TORCHELASTIC_RESTART_COUNT" = 1 ] && exit 0
+	[ "$RANK" = 0 ] && exec sleep 100
+	until grep -qs "round 0" %[1]s/j-*/rank-0.log && grep -qs "err 0" %[1]s/j-*/rank-0.err.log; do sleep 0.01; done
+	exit 3`, logDir)
+	r := runLauncher(t, "run", "--nproc", "2", "--max-restarts", "1", "--restart-backoff", "0", "--log-dir", logDir, "--", "sh", "-c", script)
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}

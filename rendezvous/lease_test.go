@@ -130,10 +130,10 @@ func TestSuspicionNeedsTheAgentSilentToo(t *testing.T) {
 func TestNextRoundWaitsForTheFence(t *testing.T) {
 	const fence = 400 * time.Millisecond
 	s, c, agents, job := leaseCluster(t, fence, -1)
+	renewed := time.Now() // the store's renewal is no earlier
 	if _, err := c.Renew(context.Background(), &musterv1.RenewRequest{Session: agents[1].session}); err != nil {
 		t.Fatal(err)
 	}
-	renewed := time.Now()
 	evs := watchEvents(t, c, job)
 	s.Store().SetLiveness("b", rendezvous.Liveness{State: rendezvous.GossipDead, Silent: 5 * time.Second})
 	restart := nextEvent(t, evs, "restart", func(ev *musterv1.JobEvent) bool { return ev.GetRestarting() != nil }).GetRestarting()
