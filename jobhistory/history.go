@@ -241,8 +241,7 @@ func checkRecord(st *musterv1.JobStatus) error {
 	case st.GetEndedUnixMs() <= 0:
 		return fmt.Errorf("job %s: record without an end time", st.JobId)
 	}
-	switch st.GetState() {
-	case musterv1.JobState_JOB_STATE_SUCCEEDED, musterv1.JobState_JOB_STATE_FAILED, musterv1.JobState_JOB_STATE_CANCELLED:
+	if st.GetState().Ended() {
 		return nil
 	}
 	return fmt.Errorf("job %s: record of a job in state %s, not ended", st.JobId, st.GetState())

@@ -68,7 +68,7 @@ func JobOf(j *musterv1.JobStatus) Job {
 		NProcPerNode: spec.GetNproc(), GPUsPerNode: spec.GetGpus(), Rounds: j.GetRounds(), Restarts: j.GetRestarts(),
 		MaxRestarts: spec.GetMaxRestarts(), SubmitTime: Time(j.GetSubmittedUnixMs()), StartTime: Time(j.GetStartedUnixMs()),
 		EndTime: Time(j.GetEndedUnixMs()), Summary: strings.ReplaceAll(j.GetSummary(), "\n", " ")}
-	if Ended(j.GetState()) {
+	if j.GetState().Ended() {
 		code := j.GetExitCode()
 		out.ExitCode = &code
 	}
@@ -90,13 +90,21 @@ func StateName(s musterv1.JobState) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "JOB_STATE_"))
 }
 
-// Ended says whether a job in state s has ended.
-func Ended(s musterv1.JobState) bool {
-	switch s {
-	case musterv1.JobState_JOB_STATE_SUCCEEDED, musterv1.JobState_JOB_STATE_FAILED, musterv1.JobState_JOB_STATE_CANCELLED:
-		return true
+// exitCell is the job's exit code, "-" until it ended.
+func (j Job) exitCell() string {
+	if j.ExitCode == nil {
+		return "-"
 	}
-	return false
+	return fmt.Sprint(*j.ExitCode)
+}
+
+// userCell names who the job runs as: its submitter, or "(operator)" for
+// the cluster operator's jobs, which run as the agents' own users.
+func (j Job) userCell() string {
+	if j.UID == nil {
+		return "(operator)" // submitted with the cluster token
+	}
+	return j.User
 }
 
 // WriteJobs writes the jobs in f.
@@ -139,14 +147,7 @@ func (t *JobTable) writeHeader() {
 // Row adds a job's row, after the header if none was written yet.
 func (t *JobTable) Row(j Job) {
 	t.writeHeader()
-	exit := "-" // not ended yet
-	if j.ExitCode != nil {
-		exit = fmt.Sprint(*j.ExitCode)
-	}
-	user := j.User
-	if j.UID == nil {
-		user = "(operator)" // submitted with the cluster token
-	}
+	exit, user := j.exitCell(), j.userCell()
 	command := strings.Join(j.Command, " ")
 	cell := func(s *string) string {
 		if s == nil {

@@ -54,13 +54,7 @@ type job struct {
 	signalled map[int32]time.Time
 }
 
-func (j *job) finished() bool {
-	switch j.state {
-	case musterv1.JobState_JOB_STATE_SUCCEEDED, musterv1.JobState_JOB_STATE_FAILED, musterv1.JobState_JOB_STATE_CANCELLED:
-		return true
-	}
-	return false
-}
+func (j *job) finished() bool { return j.state.Ended() }
 
 // Submit validates spec and starts the job's first round, which waits for
 // nodes up to the spec's wait timeout (without one, Submit fails when they

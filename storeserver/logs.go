@@ -155,7 +155,7 @@ func (s *Server) followLogs(ctx context.Context, req *musterv1.LogsRequest, node
 		if err := s.relayLogs(ctx, req, nodes, send); err != nil {
 			return err
 		}
-		if j := s.store.Job(req.GetJobId()); j == nil || jobEnded(j.GetState()) {
+		if j := s.store.Job(req.GetJobId()); j == nil || j.GetState().Ended() {
 			return nil
 		}
 		select {
@@ -168,15 +168,6 @@ func (s *Server) followLogs(ctx context.Context, req *musterv1.LogsRequest, node
 			return nil // the job is gone: it ended
 		}
 	}
-}
-
-// jobEnded says whether a job in state st has ended.
-func jobEnded(st musterv1.JobState) bool {
-	switch st {
-	case musterv1.JobState_JOB_STATE_SUCCEEDED, musterv1.JobState_JOB_STATE_FAILED, musterv1.JobState_JOB_STATE_CANCELLED:
-		return true
-	}
-	return false
 }
 
 // logNodes names the nodes that ran the job's rounds, for c to read their

@@ -1,4 +1,4 @@
-package main
+package listing
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
-func TestPrintJob(t *testing.T) {
+func TestWriteJobDetail(t *testing.T) {
 	at := time.Date(2026, 11, 25, 16, 0, 0, 0, time.UTC).UnixMilli()
 	spec := &musterv1.JobSpec{Argv: [][]byte{[]byte("python"), []byte("train.py")}, Nnodes: 2, Nproc: 8, Gpus: 8, MaxRestarts: 1}
 	for _, tc := range []struct {
@@ -35,7 +35,7 @@ func TestPrintJob(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			if err := printJob(&out, tc.job); err != nil {
+			if err := WriteJobDetail(&out, tc.job); err != nil {
 				t.Fatal(err)
 			}
 			lines := map[string]bool{}
