@@ -240,3 +240,43 @@ func TestLogLinesKeepTheirStream(t *testing.T) {
 		}
 	}
 }
+
+// --follow goes on through a restarted job's rounds: every round's lines,
+// each once, and it ends with the job.
+func TestLogsFollowARestartedJob(t *testing.T) {
+	t.Parallel()
+	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--name", "solo"})
+	dir := t.TempDir()
+	// Each round's ranks print 3 lines; round 0 waits for the follower's go
+	// and then rank 1 fails it.
+	script := fmt.Sprintf(`for i in 1 2 3; do echo "follow-me round $TORCHELASTIC_RESTART_COUNT line $i"; done
+	if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then
+	  until [ -e %s/go ]; do sleep 0.02; done
+	  [ "$RANK" = 1 ] && exit 3
+	  exec sleep 100
+	fi`, dir)
+	cmd, out, errb := launcher(t, nil, "run", "--cluster", host.addr, "--nproc", "2", "--max-restarts", "1", "--restart-backoff", "1s", "--", "sh", "-c", script)
+	var job string
+	eventually(t, "the job listed", func() bool {
+		list := runLauncher(t, "jobs", "--cluster", host.addr).stdout
+		if !strings.Contains(list, "follow-me") {
+			return false
+		}
+		job = jobListed(t, list, "follow-me")
+		return true
+	})
+	follow, fout, ferr := launcher(t, nil, "logs", "--cluster", host.addr, "--follow", job)
+	eventually(t, "round 0's lines followed", func() bool { return strings.Count(fout.String(), "round 0 line") == 6 })
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, cmd, out, errb); r.code != 0 {
+		t.Fatalf("the job: exit %d: %s", r.code, r.stderr)
+	}
+	r := wait(t, follow, fout, ferr)
+	for round := range 2 {
+		if n := strings.Count(r.stdout, fmt.Sprintf("round %d line", round)); r.code != 0 || n != 6 {
+			t.Fatalf("launcher logs --follow: exit %d, %d lines of round %d, want 6:\n%s%s", r.code, n, round, r.stdout, r.stderr)
+		}
+	}
+}

@@ -151,23 +151,41 @@ func (s *Server) followLogs(ctx context.Context, req *musterv1.LogsRequest, node
 		return stream.Send(resp)
 	}
 	for {
-		changed := s.store.JobsChanged()
+		started := lastStartedRound(s.store.Job(req.GetJobId()))
 		if err := s.relayLogs(ctx, req, nodes, send); err != nil {
 			return err
 		}
-		if j := s.store.Job(req.GetJobId()); j == nil || j.GetState().Ended() {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return ctx.Err()
+		// The nodes have said all of this round: wait for the job's next
+		// round to start its workers, or for its end.
+		for {
+			changed := s.store.JobsChanged()
+			j := s.store.Job(req.GetJobId())
+			if j == nil || j.GetState().Ended() {
+				return nil
+			}
+			if lastStartedRound(j) > started {
+				break
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 		var err error
 		if nodes, err = s.store.LogNodes(req.GetJobId()); err != nil {
 			return nil // the job is gone: it ended
 		}
 	}
+}
+
+// lastStartedRound is the number of j's last round that started its
+// workers; -1 before the first, or for no job.
+func lastStartedRound(j *musterv1.JobStatus) int32 {
+	if r := j.GetRoundNodes(); len(r) > 0 {
+		return r[len(r)-1].GetNumber()
+	}
+	return -1
 }
 
 // logNodes names the nodes that ran the job's rounds, for c to read their
