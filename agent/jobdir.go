@@ -61,7 +61,31 @@ func prepareTempDir(dir string) error {
 	if err := checkOwnDir(dir, false); err != nil {
 		return err
 	}
-	return checkOwnDir(filepath.Dir(dir), true)
+	if err := checkOwnDir(filepath.Dir(dir), true); err != nil {
+		return err
+	}
+	if os.Geteuid() == 0 {
+		return enterable(filepath.Dir(dir))
+	}
+	return nil
+}
+
+// enterable lets every user pass through root's parent of the job
+// directories (/run/muster), which the agent's socket may have made first
+// with mode 0700: a job's user could not reach their own job directory.
+func enterable(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("job directories: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || st.Uid != 0 || fi.Mode().Perm()&0o011 == 0o011 {
+		return nil
+	}
+	if err := os.Chmod(dir, fi.Mode().Perm()|0o011); err != nil {
+		return fmt.Errorf("job directories: let every user enter %s: %w", dir, err)
+	}
+	return nil
 }
 
 // checkOwnDir says why dir is not private, if it is not: it must be a real

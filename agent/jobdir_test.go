@@ -63,3 +63,29 @@ func TestJobDirOfTheSameNodeRankTwice(t *testing.T) {
 		t.Fatalf("the first directory lost its file: %v", err)
 	}
 }
+
+// Root's job directories stay reachable by their jobs' users even when the
+// agent's socket made their parent first, private (mode 0700), as a root
+// agent does with /run/muster.
+func TestRootJobDirParentStaysEnterable(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: only root's agent runs jobs as other users")
+	}
+	parent := filepath.Join(t.TempDir(), "muster")
+	if err := os.Mkdir(parent, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(parent, "jobs")
+	if err := prepareTempDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{parent, dir} {
+		fi, err := os.Stat(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != 0o711 {
+			t.Errorf("%s: mode %o, want 711: another user's job could not enter its directory", d, got)
+		}
+	}
+}
