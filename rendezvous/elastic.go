@@ -34,18 +34,23 @@ func (s *Store) lastCallLocked(j *job) bool {
 		return true
 	}
 	if r.lastCall == nil {
-		r.lastCall = s.afterLocked(d, j, r, func() {
-			if r.state != roundWaiting {
-				return
-			}
-			r.lastCall = nil
-			if picked, _ := s.pickLocked(j.placementOf()); len(picked) >= leastNodes(j.spec) {
-				s.log.Info("round's last call", zap.String("job", j.id), zap.Int("nodes", len(picked)))
-				s.formLocked(j, picked)
-			}
-		})
+		r.lastCall = s.afterLocked(d, j, r, TimerLastCall)
 	}
 	return false
+}
+
+// lastCallPassedLocked forms j's waiting round with the nodes there are,
+// when they are enough for its least.
+func (s *Store) lastCallPassedLocked(j *job) {
+	r := j.round
+	if r.state != roundWaiting {
+		return
+	}
+	r.lastCall = nil
+	if picked, _ := s.pickLocked(j.placementOf()); len(picked) >= leastNodes(j.spec) {
+		s.log.Info("round's last call", zap.String("job", j.id), zap.Int("nodes", len(picked)))
+		s.formLocked(j, picked)
+	}
 }
 
 // restartsLeft says whether a failure of j starts a new round.

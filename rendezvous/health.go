@@ -29,13 +29,17 @@ func (s *Store) ReportHealth(session, jobID, roundID string, h *musterv1.NodeHea
 	if h == nil || len(h.GetReason()) > maxHealthReason || len(h.GetCheck()) > maxHealthCheck {
 		return fmt.Errorf("health report: missing, or its reason or check too long: %w", ErrBadEvents)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := s.nodes[session]
+	_, err := s.Apply(&RecordHealth{Session: session, JobID: jobID, RoundID: roundID, Health: h})
+	return err
+}
+
+func (s *Store) recordHealthLocked(c *RecordHealth) error {
+	jobID, roundID := c.JobID, c.RoundID
+	n := s.nodes[c.Session]
 	if n == nil {
-		return fmt.Errorf("session %q: %w", session, ErrNoSession)
+		return fmt.Errorf("session %q: %w", c.Session, ErrNoSession)
 	}
-	h = proto.Clone(h).(*musterv1.NodeHealth)
+	h := proto.Clone(c.Health).(*musterv1.NodeHealth)
 	h.JobId = jobID
 	n.health = h
 	j := s.jobs[jobID]

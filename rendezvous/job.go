@@ -65,25 +65,33 @@ func (s *Store) Submit(spec *musterv1.JobSpec, owner *musterv1.Identity) (string
 	if err := validateSpec(spec); err != nil {
 		return "", err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	id := newID("j-")
+	res, err := s.Apply(&SubmitJob{JobID: id, Token: security.NewJobToken(id), Spec: spec, Owner: owner, At: s.now()})
+	return res.JobID, err
+}
+
+func (s *Store) submitLocked(c *SubmitJob) (string, error) {
 	if s.closed {
 		return "", fmt.Errorf("store is closing")
 	}
+	spec := c.Spec
 	place := newPlacement(spec)
 	if spec.WaitTimeoutMs <= 0 && s.countReadyLocked(place) < leastNodes(spec) {
 		picked, unusable := s.pickLocked(place)
 		return "", formError(place, len(s.nodes), picked, unusable)
 	}
+	if s.jobs[c.JobID] != nil {
+		return "", fmt.Errorf("job %s: submitted already", c.JobID)
+	}
 	j := &job{
-		id:        newID("j-"),
+		id:        c.JobID,
 		spec:      spec,
 		place:     place,
 		events:    newEventLog(s.cfg.EventCount, s.cfg.EventBytes),
-		owner:     owner,
-		submitted: s.now(),
+		owner:     c.Owner,
+		token:     c.Token,
+		submitted: c.At,
 	}
-	j.token = security.NewJobToken(j.id)
 	if spec.GetStdinAll() || spec.StdinRank != nil {
 		// Its readers are known once the first round has its nodes.
 		j.stdin = newStdinRelay(nil)
@@ -95,7 +103,7 @@ func (s *Store) Submit(spec *musterv1.JobSpec, owner *musterv1.Identity) (string
 	s.log.Info("job submitted", zap.String("job", j.id), zap.ByteStrings("argv", spec.Argv),
 		zap.Int32("nnodes", spec.Nnodes), zap.Int32("gpus", spec.Gpus), zap.Int32("nproc", spec.Nproc),
 		zap.Duration("wait-timeout", time.Duration(spec.WaitTimeoutMs)*time.Millisecond),
-		zap.Uint32("uid", owner.GetUid()), zap.Bool("operator", owner == nil))
+		zap.Uint32("uid", c.Owner.GetUid()), zap.Bool("operator", c.Owner == nil))
 	s.startRoundLocked(j)
 	return j.id, nil
 }
@@ -130,8 +138,12 @@ func (s *Store) Publish(ctx context.Context, session string, firstSeq uint64, ev
 			return 0, err
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	res, err := s.Apply(&PublishEvents{Session: session, FirstSeq: firstSeq, Events: evs})
+	return res.Acked, err
+}
+
+func (s *Store) publishLocked(c *PublishEvents) (uint64, error) {
+	session, firstSeq, evs := c.Session, c.FirstSeq, c.Events
 	n := s.nodes[session]
 	if n == nil {
 		return 0, fmt.Errorf("session %q: %w", session, ErrNoSession)
@@ -294,13 +306,16 @@ func (s *Store) sendStopLocked(j *job, reason string, killTimeoutMs int64) {
 // Cancel stops a job; code is its exit code unless a worker failed first.
 // force kills the workers at once.
 func (s *Store) Cancel(jobID string, force bool, reason string, code int32) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	j := s.jobs[jobID]
+	_, err := s.Apply(&CancelJob{JobID: jobID, Force: force, Reason: reason, Code: code})
+	return err
+}
+
+func (s *Store) cancelJobLocked(c *CancelJob) error {
+	j := s.jobs[c.JobID]
 	if j == nil {
-		return fmt.Errorf("job %q: %w", jobID, ErrNotFound)
+		return fmt.Errorf("job %q: %w", c.JobID, ErrNotFound)
 	}
-	s.cancelLocked(j, force, reason, code)
+	s.cancelLocked(j, c.Force, c.Reason, c.Code)
 	return nil
 }
 

@@ -170,15 +170,18 @@ func (s *Store) detach(j *job) {
 	if j.attached == 0 && !j.finished() {
 		// A launcher that lost its connection follows again within moments:
 		// only one that stays away has its job stopped.
-		s.afterLocked(detachGrace, j, nil, func() {
-			if j.attached > 0 {
-				return
-			}
-			// 129, as if the launcher's terminal hung up.
-			s.decideLocked(j, outcome{kind: cancelled, code: 129, reason: "stopped: the launcher that submitted it went away"})
-			s.stopLocked(j, j.spec.KillTimeoutMs)
-		})
+		s.afterLocked(detachGrace, j, nil, TimerLauncherGone)
 	}
+}
+
+// launcherGoneLocked stops j if no launcher follows it again.
+func (s *Store) launcherGoneLocked(j *job) {
+	if j.attached > 0 {
+		return
+	}
+	// 129, as if the launcher's terminal hung up.
+	s.decideLocked(j, outcome{kind: cancelled, code: 129, reason: "stopped: the launcher that submitted it went away"})
+	s.stopLocked(j, j.spec.KillTimeoutMs)
 }
 
 // detachGrace is how long a job waits for its launcher to follow it again

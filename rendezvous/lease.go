@@ -257,7 +257,7 @@ func (s *Store) settleSuspicionsLocked() {
 			loss := failure.Loss(n.info.GetName(), signal, "", silent, "")
 			loss.StoreSilentMs = storeSilent.Milliseconds()
 			loss.ConfirmedBy = slices.Clone(sp.confirmedBy)
-			s.removeNodeLocked(n, loss)
+			s.applyLocked(&RemoveNode{Session: n.session, Loss: loss})
 		}
 	}
 	if pending && s.recheck == nil {
@@ -303,12 +303,12 @@ func (s *Store) fenceMargin() time.Duration { return min(time.Second, s.cfg.Fenc
 // an earlier round's lost nodes to be certainly gone, and has it formed
 // again then.
 func (s *Store) fencedLocked(j *job) bool {
-	return s.holdRoundLocked(j, j.fencedUntil, &j.round.fenceTimer, "for a lost node's workers to be certainly gone")
+	return s.holdRoundLocked(j, j.fencedUntil, &j.round.fenceTimer, TimerFence, "for a lost node's workers to be certainly gone")
 }
 
 // holdRoundLocked says whether j's waiting round must wait until until, and
 // has it formed again then, by timer; why says what it waits for.
-func (s *Store) holdRoundLocked(j *job, until time.Time, timer **time.Timer, why string) bool {
+func (s *Store) holdRoundLocked(j *job, until time.Time, timer **time.Timer, t JobTimer, why string) bool {
 	r := j.round
 	wait := time.Until(until)
 	if wait <= 0 {
@@ -316,10 +316,7 @@ func (s *Store) holdRoundLocked(j *job, until time.Time, timer **time.Timer, why
 	}
 	if *timer == nil {
 		s.log.Info("round waits "+why, zap.String("job", j.id), zap.Int32("round", r.number), zap.Duration("wait", wait))
-		*timer = s.afterLocked(wait, j, r, func() {
-			*timer = nil
-			s.tryFormLocked(j)
-		})
+		*timer = s.afterLocked(wait, j, r, t)
 	}
 	return true
 }

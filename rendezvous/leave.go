@@ -34,11 +34,15 @@ func (s *Store) Leave(session, reason string) error {
 	if len(reason) > maxLossDetail {
 		return fmt.Errorf("leave: reason of %d bytes: %w", len(reason), ErrBadEvents)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := s.nodes[session]
+	_, err := s.Apply(&LeaveNode{Session: session, Reason: reason})
+	return err
+}
+
+func (s *Store) leaveLocked(c *LeaveNode) error {
+	reason := c.Reason
+	n := s.nodes[c.Session]
 	if n == nil {
-		return fmt.Errorf("session %q: %w", session, ErrNoSession)
+		return fmt.Errorf("session %q: %w", c.Session, ErrNoSession)
 	}
 	if s.closed || n.leaving {
 		return nil

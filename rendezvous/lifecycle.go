@@ -3,7 +3,6 @@ package rendezvous
 import (
 	"fmt"
 	"slices"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -121,18 +120,4 @@ func (s *Store) refusedLocked(err error) error {
 		s.cfg.Refused(err)
 	}
 	return err
-}
-
-// afterLocked runs fn under the store's lock d from now, only while the store
-// is open, j has not ended and, when r is given, r is still j's round: the
-// one guard of every timer the store sets for a job.
-func (s *Store) afterLocked(d time.Duration, j *job, r *round, fn func()) *time.Timer {
-	return time.AfterFunc(d, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.closed || j.finished() || (r != nil && j.round != r) {
-			return
-		}
-		fn()
-	})
 }

@@ -79,7 +79,7 @@ func roundCausesLocked(j *job, fin *musterv1.JobFinished) {
 // backingOffLocked says whether j's waiting round must wait out its
 // restart's back-off; it forms once the back-off passed.
 func (s *Store) backingOffLocked(j *job) bool {
-	return s.holdRoundLocked(j, j.notBefore, &j.round.backoffTimer, "out its restart's back-off")
+	return s.holdRoundLocked(j, j.notBefore, &j.round.backoffTimer, TimerBackoff, "out its restart's back-off")
 }
 
 // withoutRestartWhy adds to a failure's description the rule that kept it

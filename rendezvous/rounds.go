@@ -1,7 +1,9 @@
 package rendezvous
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -161,11 +163,14 @@ func (s *Store) setRoundStateLocked(j *job, next roundState) error {
 func (s *Store) startRoundLocked(j *job) {
 	spec := j.spec
 	nproc := jobspec.WorkersPerNode(spec)
-	r := &round{id: newID("r-"), job: j, state: roundWaiting, nproc: nproc,
-		worldSize: spec.Nnodes * nproc, exited: map[int32]bool{}, since: time.Now()}
+	r := &round{job: j, state: roundWaiting, nproc: nproc, worldSize: spec.Nnodes * nproc, exited: map[int32]bool{},
+		since: time.Now()}
 	if j.round != nil {
 		r.number = j.round.number + 1
 	}
+	// Named by its job and number, a round's ID is the same wherever the
+	// job's commands are applied.
+	r.id = fmt.Sprintf("%s-r%d", j.id, r.number)
 	j.round = r
 	s.jobsChangedLocked()
 	s.rounds[r.id] = r
@@ -175,7 +180,7 @@ func (s *Store) startRoundLocked(j *job) {
 	backoff := j.pendingBackoff
 	j.notBefore, j.pendingBackoff = r.since.Add(backoff), 0
 	if d := time.Duration(spec.WaitTimeoutMs) * time.Millisecond; d > 0 {
-		r.deadline = s.afterLocked(d+backoff, j, r, func() { s.waitExpiredLocked(j, r, d) })
+		r.deadline = s.afterLocked(d+backoff, j, r, TimerWaitDeadline)
 	}
 	s.tryFormLocked(j)
 }
@@ -359,14 +364,7 @@ func (s *Store) progressLocked(j *job) {
 	r := j.round
 	if wait := progressEvery - time.Since(r.progressAt); wait > 0 {
 		if r.progressTimer == nil {
-			r.progressTimer = s.afterLocked(wait, j, r, func() {
-				if r.progressTimer != nil {
-					r.progressTimer = nil
-					if r.state == roundWaiting {
-						s.progressLocked(j)
-					}
-				}
-			})
+			r.progressTimer = s.afterLocked(wait, j, r, TimerProgress)
 		}
 		return
 	}
@@ -443,8 +441,12 @@ func (s *Store) roundOverLocked(j *job) {
 // mints a new unique ID. It returns the next round's number. A round that
 // still waits for nodes has nothing to restart.
 func (s *Store) Restart(jobID, reason string) (int32, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	res, err := s.Apply(&RestartJob{JobID: jobID, Reason: reason})
+	return res.Round, err
+}
+
+func (s *Store) restartJobLocked(c *RestartJob) (int32, error) {
+	jobID, reason := c.JobID, c.Reason
 	j := s.jobs[jobID]
 	if j == nil {
 		return 0, fmt.Errorf("job %q: %w", jobID, ErrNotFound)
@@ -495,8 +497,15 @@ func freeGPUs(n *node) []int32 {
 // PortsReserved completes a round with the ports node rank 0 reserved: it
 // mints the NCCL unique ID and sends every node its assignment.
 func (s *Store) PortsReserved(session, roundID string, ports []int32, errText string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	var magic [8]byte
+	rand.Read(magic[:])
+	_, err := s.Apply(&CompleteRound{Session: session, RoundID: roundID, Ports: ports, Error: errText,
+		Magic: binary.LittleEndian.Uint64(magic[:])})
+	return err
+}
+
+func (s *Store) completeRoundLocked(c *CompleteRound) error {
+	session, roundID, ports, errText := c.Session, c.RoundID, c.Ports, c.Error
 	r := s.rounds[roundID]
 	if r == nil || r.state != roundReserving {
 		return fmt.Errorf("round %q: %w or not waiting for ports", roundID, ErrNotFound)
@@ -515,7 +524,7 @@ func (s *Store) PortsReserved(session, roundID string, ports []int32, errText st
 	}
 	master := r.nodes[0].info.GetAddr()
 	root := netip.AddrPortFrom(netip.MustParseAddr(master), uint16(ports[1]))
-	id, err := uniqueid.New(root)
+	id, err := uniqueid.NewWithMagic(c.Magic, root)
 	if err != nil {
 		return err
 	}
@@ -576,10 +585,7 @@ func (s *Store) PortsReserved(session, roundID string, ports []int32, errText st
 	}
 	if spec.TimeoutMs > 0 && j.timer == nil {
 		// The job's wall-clock limit counts from its first round's start.
-		d := time.Duration(spec.TimeoutMs) * time.Millisecond
-		j.timer = s.afterLocked(d, j, nil, func() {
-			s.cancelLocked(j, false, fmt.Sprintf("timed out after %s", d), 124)
-		})
+		j.timer = s.afterLocked(time.Duration(spec.TimeoutMs)*time.Millisecond, j, nil, TimerTimeout)
 	}
 	return nil
 }

@@ -58,9 +58,9 @@ func closeOnce(c chan struct{}) {
 
 func (s *Store) nodeByNameLocked(name string) *node { return s.byName[name] }
 
-func newNode(info *musterv1.Node, key string) *node {
+func newNode(session string, info *musterv1.Node, key string) *node {
 	return &node{
-		session:   newID("s-"),
+		session:   session,
 		info:      info,
 		key:       key,
 		connected: true,
@@ -91,8 +91,12 @@ func (s *Store) Register(info *musterv1.Node, key string, jobs []*musterv1.Runni
 	if len(jobs) > maxReportedJobs || len(torchStores) > maxReportedJobs {
 		return "", fmt.Errorf("register: %d jobs and %d TCPStores reported, more than %d", len(jobs), len(torchStores), maxReportedJobs)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	res, err := s.Apply(&RegisterNode{Session: newID("s-"), Info: info, Key: key, Jobs: jobs, TorchStores: torchStores})
+	return res.Session, err
+}
+
+func (s *Store) registerLocked(c *RegisterNode) (string, error) {
+	info, key, jobs, torchStores := c.Info, c.Key, c.Jobs, c.TorchStores
 	if s.closed {
 		return "", fmt.Errorf("store is closing")
 	}
@@ -111,7 +115,10 @@ func (s *Store) Register(info *musterv1.Node, key string, jobs []*musterv1.Runni
 		}
 		s.removeNodeLocked(old, failure.Loss(old.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_REPLACED, "", 0, ""))
 	}
-	n := newNode(info, key)
+	if s.nodes[c.Session] != nil {
+		return "", fmt.Errorf("session %s: registered already", c.Session)
+	}
+	n := newNode(c.Session, info, key)
 	s.registeredLocked(info.GetName())
 	s.nodes[n.session] = n
 	s.byName[info.GetName()] = n
@@ -139,7 +146,7 @@ func (s *Store) Disconnected(session string, gone <-chan struct{}, reason string
 	}
 	if n.leaving {
 		// Its agent left: nothing to wait for.
-		s.removeNodeLocked(n, failure.Loss(n.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_LEFT, "", 0, reason))
+		s.applyLocked(&RemoveNode{Session: session, Loss: failure.Loss(n.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_LEFT, "", 0, reason)})
 		return
 	}
 	busy := false
@@ -149,7 +156,7 @@ func (s *Store) Disconnected(session string, gone <-chan struct{}, reason string
 		}
 	}
 	if !busy {
-		s.removeNodeLocked(n, failure.Loss(n.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_SESSION_EXPIRED, "", 0, reason))
+		s.applyLocked(&RemoveNode{Session: session, Loss: failure.Loss(n.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_SESSION_EXPIRED, "", 0, reason)})
 		return
 	}
 	n.connected = false
@@ -173,7 +180,7 @@ func (s *Store) Disconnected(session string, gone <-chan struct{}, reason string
 		}
 		loss := failure.Loss(n.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_SESSION_EXPIRED, "", grace, reason)
 		loss.StoreSilentMs = time.Since(n.renewed).Milliseconds()
-		s.removeNodeLocked(n, loss)
+		s.applyLocked(&RemoveNode{Session: session, Loss: loss})
 	}
 	n.lost = time.AfterFunc(grace, expire)
 }
@@ -380,20 +387,30 @@ func (s *Store) rebuildLocked(rj *musterv1.RunningJob) *job {
 	s.log.Warn("job taken over from its agents", zap.String("job", j.id), zap.Int32("nnodes", rj.GetNnodes()),
 		zap.Int32("world-size", rj.GetWorldSize()))
 	grace := s.cfg.SessionGrace
-	s.afterLocked(grace, j, r, func() {
-		for _, m := range r.nodes {
-			if m.placeholder {
-				s.cfg.Recorder.NodeLost(failure.Loss(m.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_NOT_BACK, "", grace, ""))
-				s.nodeLostLocked(j, m, failure.Loss(m.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_NOT_BACK, "", grace, ""))
-			}
-		}
-	})
-	s.afterLocked(adoptedAttachWait, j, nil, func() {
-		if j.attached == 0 {
-			s.decideLocked(j, outcome{kind: cancelled, code: 129,
-				reason: fmt.Sprintf("stopped: no launcher followed the job within %s of the store's restart", adoptedAttachWait)})
-			s.stopLocked(j, j.spec.GetKillTimeoutMs())
-		}
-	})
+	s.afterLocked(grace, j, r, TimerNotBack)
+	s.afterLocked(adoptedAttachWait, j, nil, TimerNoFollower)
 	return j
+}
+
+// notBackLocked counts the nodes of a job taken over from its agents that
+// did not register again within the session grace as lost.
+func (s *Store) notBackLocked(j *job) {
+	grace := s.cfg.SessionGrace
+	for _, m := range j.round.nodes {
+		if m.placeholder {
+			loss := failure.Loss(m.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_NOT_BACK, "", grace, "")
+			s.cfg.Recorder.NodeLost(loss)
+			s.nodeLostLocked(j, m, loss)
+		}
+	}
+}
+
+// noFollowerLocked stops a job taken over from its agents that no launcher
+// followed again.
+func (s *Store) noFollowerLocked(j *job) {
+	if j.attached == 0 {
+		s.decideLocked(j, outcome{kind: cancelled, code: 129,
+			reason: fmt.Sprintf("stopped: no launcher followed the job within %s of the store's restart", adoptedAttachWait)})
+		s.stopLocked(j, j.spec.GetKillTimeoutMs())
+	}
 }

@@ -26,8 +26,12 @@ func (s *Store) Signal(jobID string, sig int32, coalesce time.Duration) (nodes i
 	if coalesce < 0 || coalesce > maxCoalesce {
 		return 0, false, fmt.Errorf("coalescing signals over %s: want 0 to %s", coalesce, maxCoalesce)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	res, err := s.Apply(&SignalJob{JobID: jobID, Signal: sig, Coalesce: coalesce, At: s.now()})
+	return res.Nodes, res.Coalesced, err
+}
+
+func (s *Store) signalLocked(c *SignalJob) (nodes int, coalesced bool, err error) {
+	jobID, sig, coalesce := c.JobID, c.Signal, c.Coalesce
 	j := s.jobs[jobID]
 	if j == nil {
 		return 0, false, fmt.Errorf("job %q: %w", jobID, ErrNotFound)
@@ -44,7 +48,7 @@ func (s *Store) Signal(jobID string, sig int32, coalesce time.Duration) (nodes i
 		}
 		return 0, false, fmt.Errorf("job %s has no running workers to signal: %s", jobID, why)
 	}
-	now := time.Now()
+	now := c.At
 	if last, ok := j.signalled[sig]; ok && coalesce > 0 && now.Sub(last) < coalesce {
 		return 0, true, nil
 	}

@@ -1,7 +1,8 @@
 // Package rendezvous is muster's store, its state machine alone: it keeps
 // the registered nodes and their leases, forms a round for each job (nodes,
 // node ranks, GPUs, ports, the NCCL unique ID), queues assignments for
-// agents, collects job events, and decides how each job ends. Job states
+// agents, collects job events, and decides how each job ends. Every change
+// to its job table is a command applied in order (commands.go). Job states
 // are drawn in lifecycle.go, round states in rounds.go, leases and losses
 // in lease.go. Package storeserver serves it over gRPC; storeclient dials it.
 package rendezvous
@@ -66,6 +67,9 @@ type StoreConfig struct {
 	// Refused, when set, hears of every state change the store's tables do
 	// not draw (lifecycle.go, rounds.go): a bug, which tests fail on.
 	Refused func(error)
+	// Applied, when set, hears of every command the store applied, in
+	// order, under its lock (commands.go): it must not wait.
+	Applied func(Command)
 	// Recorder, when set, hears of the events metrics count (metrics.go).
 	Recorder Recorder
 }
