@@ -14,7 +14,6 @@ import (
 	"github.com/musterhq/muster/agent/agenttest"
 	"github.com/musterhq/muster/gpu"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
-	"github.com/musterhq/muster/supervise"
 )
 
 // args is a command as a JobSpec holds it.
@@ -30,11 +29,6 @@ func args(ss ...string) [][]byte {
 func follow(t *testing.T, tc *agenttest.Cluster, spec *musterv1.JobSpec) (map[int32][]string, *musterv1.JobFinished) {
 	t.Helper()
 	return followWithStdin(t, tc, spec, strings.NewReader(""))
-}
-
-func TestMain(m *testing.M) {
-	supervise.RunShimIfRequested()
-	os.Exit(m.Run())
 }
 
 func TestTwoNodeJob(t *testing.T) {

@@ -24,16 +24,9 @@ import (
 	"github.com/musterhq/muster/security"
 	"github.com/musterhq/muster/storeclient"
 	"github.com/musterhq/muster/storeserver"
-	"github.com/musterhq/muster/supervise"
 )
 
 const scaleToken = "muster-bench-cluster-token"
-
-// TestMain lets this binary serve as the job shim of the in-process agents.
-func TestMain(m *testing.M) {
-	supervise.RunShimIfRequested()
-	os.Exit(m.Run())
-}
 
 // nodeCounts reads a comma-separated list of node counts from env, or def.
 func nodeCounts(b *testing.B, env string, def []int) []int {

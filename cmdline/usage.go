@@ -161,19 +161,17 @@ func helpName(c *cli.Context) string {
 	return c.App.HelpName
 }
 
-// The errors of Go's flag package, which urfave/cli parses with.
-var (
-	quoted      = `"(?:[^"\\]|\\.)*"`
-	badValue    = regexp.MustCompile(`^invalid value (` + quoted + `) for flag -(\S+): (.*)$`)
-	badBool     = regexp.MustCompile(`^invalid boolean value (` + quoted + `) for -(\S+): (.*)$`)
-	unknownFlag = regexp.MustCompile(`^flag provided but not defined: -(\S+)$`)
-	needsValue  = regexp.MustCompile(`^flag needs an argument: -(\S+)$`)
-	twoForms    = regexp.MustCompile(`^Cannot use two forms of the same flag: (\S+) (\S+)$`)
-)
-
 // explain turns a flag-parsing error into what the user wrote and what is
 // wrong with it, naming the flag as the user spelled it.
 func explain(err error, args []string) string {
+	// The errors of Go's flag package, which urfave/cli parses with;
+	// compiled here, on a usage error, rather than in every process.
+	const quoted = `"(?:[^"\\]|\\.)*"`
+	badValue := regexp.MustCompile(`^invalid value (` + quoted + `) for flag -(\S+): (.*)$`)
+	badBool := regexp.MustCompile(`^invalid boolean value (` + quoted + `) for -(\S+): (.*)$`)
+	unknownFlag := regexp.MustCompile(`^flag provided but not defined: -(\S+)$`)
+	needsValue := regexp.MustCompile(`^flag needs an argument: -(\S+)$`)
+	twoForms := regexp.MustCompile(`^Cannot use two forms of the same flag: (\S+) (\S+)$`)
 	msg := err.Error()
 	if m := badValue.FindStringSubmatch(msg); m != nil {
 		v, _ := strconv.Unquote(m[1])

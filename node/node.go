@@ -1,8 +1,8 @@
 // Package node composes one machine's muster, as etcd's embed does: the
 // store when this node hosts it, and the agent that runs this node's
-// workers. The agent daemon, the embedded launcher and the container
-// entrypoint all start their node here, so hosting or joining a store is
-// written once; StartEmbedded is the launcher's private node on a socket.
+// workers. The agent daemon and the container entrypoint start their node
+// here, so hosting or joining a store is written once; the launcher's
+// private node on a socket is package embedded.
 package node
 
 import (
@@ -30,17 +30,14 @@ type Config struct {
 	// Listen hosts the store on this TCP HOST:PORT (a host name resolves,
 	// preferring IPv4; an empty host listens on every address).
 	Listen string
-	// Socket, with Listen or InProcess, also serves the store on this Unix
-	// socket for launchers on this machine. SocketRequired fails the node
+	// Socket, with Listen, also serves the store on this Unix socket for
+	// launchers on this machine. SocketRequired fails the node
 	// when it cannot be served; otherwise the store goes on without it.
 	Socket         string
 	SocketRequired bool
 	// SocketUsers lets every local user submit on the socket; their jobs
 	// run as them. Otherwise only this user and root may.
 	SocketUsers bool
-	// InProcess hosts a store for this process alone (the embedded
-	// default): on Socket only, without keepalive pings.
-	InProcess bool
 	// Join is the address of a store to join instead of hosting one. With
 	// Gossip and neither Listen nor Join, the store is found through gossip.
 	Join string
@@ -217,16 +214,6 @@ func hostToken(log *zap.Logger, file string) (string, error) {
 // startStoreAndAgent hosts, joins or finds the store, then starts the agent.
 func (n *Node) startStoreAndAgent(ctx context.Context, cfg Config, acfg agent.Config, peers []string) error {
 	switch {
-	case cfg.InProcess:
-		store, err := storeserver.Start(ctx, storeserver.Config{Logger: cfg.Logger, Socket: cfg.Socket, InProcess: true})
-		if err != nil {
-			return err
-		}
-		n.store = store
-		acfg.StoreAddr = store.Addr()
-		if acfg.Addr == "" {
-			acfg.Addr = "127.0.0.1"
-		}
 	case cfg.Listen != "" && cfg.Join != "":
 		return errors.New("host a store (listen) or join one, not both")
 	case cfg.Listen != "":

@@ -19,13 +19,7 @@ import (
 	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
 	"github.com/musterhq/muster/security"
-	"github.com/musterhq/muster/supervise"
 )
-
-func TestMain(m *testing.M) {
-	supervise.RunShimIfRequested()
-	os.Exit(m.Run())
-}
 
 const testToken = "0123456789abcdef0123456789abcdef"
 

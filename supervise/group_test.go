@@ -16,7 +16,6 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	RunShimIfRequested()
 	runInitHelperIfRequested()
 	os.Exit(m.Run())
 }

@@ -4,7 +4,6 @@ package version
 
 import (
 	"fmt"
-	"regexp"
 	"runtime/debug"
 	"strings"
 )
@@ -17,9 +16,43 @@ import (
 // as a dependency at a tagged version (go install ...@v1.2.0).
 var Version string
 
-// pseudo matches the versions the go command makes up for untagged commits
-// (v0.0.0-20260101120000-abcdef123456, +dirty when modified).
-var pseudo = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+-(?:[0-9a-z.]+\.)?(?:0\.)?[0-9]{14}-[0-9a-f]{12}(?:\+dirty)?$`)
+// isPseudo says whether v is a version the go command makes up for an
+// untagged commit (v0.0.0-20260101120000-abcdef123456, v1.3.1-0.2026...,
+// +dirty when modified). Written out rather than a regexp, whose counted
+// repetitions compile to a long program in every process at start-up.
+func isPseudo(v string) bool {
+	v = strings.TrimSuffix(v, "+dirty")
+	// The end is -yyyymmddhhmmss-abcdef123456.
+	n := len(v)
+	if n < 28 || v[n-13] != '-' || !all(v[n-12:], "0123456789abcdef") || !all(v[n-27:n-13], "0123456789") {
+		return false
+	}
+	// Before it: vX.Y.Z- and, for a commit after a tag, a prerelease ending in '.'.
+	base, pre, ok := strings.Cut(v[:n-27], "-")
+	if !ok || (pre != "" && (len(pre) < 2 || !strings.HasSuffix(pre, ".") || !all(pre, "0123456789abcdefghijklmnopqrstuvwxyz."))) {
+		return false
+	}
+	nums := strings.Split(strings.TrimPrefix(base, "v"), ".")
+	if !strings.HasPrefix(base, "v") || len(nums) != 3 {
+		return false
+	}
+	for _, s := range nums {
+		if s == "" || !all(s, "0123456789") {
+			return false
+		}
+	}
+	return true
+}
+
+// all says whether every byte of s is one of chars.
+func all(s, chars string) bool {
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte(chars, s[i]) < 0 {
+			return false
+		}
+	}
+	return true
+}
 
 // String is what --version prints for prog, in one line: the version, the
 // commit with the time it was made, and whether the tree had local changes.
@@ -53,7 +86,7 @@ func versionOf(release string, bi *debug.BuildInfo) (string, map[string]string) 
 	v := release
 	settings := map[string]string{}
 	if bi != nil {
-		if mv := bi.Main.Version; v == "" && mv != "" && mv != "(devel)" && !pseudo.MatchString(mv) {
+		if mv := bi.Main.Version; v == "" && mv != "" && mv != "(devel)" && !isPseudo(mv) {
 			v = strings.TrimSuffix(mv, "+dirty")
 		}
 		for _, s := range bi.Settings {

@@ -5,6 +5,28 @@ import (
 	"testing"
 )
 
+func TestIsPseudo(t *testing.T) {
+	for v, want := range map[string]bool{
+		"v0.0.0-20260818101500-50a169c1f2e3":        true,
+		"v0.0.0-20260818101500-50a169c1f2e3+dirty":  true,
+		"v1.3.1-0.20260818101500-50a169c1f2e3":      true,
+		"v1.3.0-rc.1.0.20260818101500-50a169c1f2e3": true,
+		"v1.2.0":                                false,
+		"v1.2.0-rc.1":                           false,
+		"(devel)":                               false,
+		"v0.0.0-2026081810150-50a169c1f2e3":     false,
+		"v0.0.0-20260818101500-50a169c1f2eX":    false,
+		"v0.0-20260818101500-50a169c1f2e3":      false,
+		"v0.0.0-.20260818101500-50a169c1f2e3":   false,
+		"v0.0.0-RC.20260818101500-50a169c1f2e3": false,
+		"0.0.0-20260818101500-50a169c1f2e3":     false,
+	} {
+		if got := isPseudo(v); got != want {
+			t.Errorf("isPseudo(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
 func TestFormat(t *testing.T) {
 	vcs := func(main string, kv ...string) *debug.BuildInfo {
 		bi := &debug.BuildInfo{Main: debug.Module{Path: "github.com/musterhq/muster", Version: main}}

@@ -35,8 +35,6 @@ import (
 )
 
 func main() {
-	// A job's shim is this binary started again: it must not run main.
-	supervise.RunShimIfRequested()
 	// An Open MPI job's workers, and mpirun's remote shell, are this binary.
 	openmpi.RunIfRequested()
 	// As PID 1 (a container's entrypoint), the agent runs as the child of a

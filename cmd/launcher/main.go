@@ -8,12 +8,9 @@ import (
 
 	"github.com/musterhq/muster/cmdline"
 	"github.com/musterhq/muster/openmpi"
-	"github.com/musterhq/muster/supervise"
 )
 
 func main() {
-	// A job's shim is this binary started again: it must not run main.
-	supervise.RunShimIfRequested()
 	// An Open MPI job's workers, and mpirun's remote shell, are this binary.
 	openmpi.RunIfRequested()
 	app := &cli.App{

@@ -11,11 +11,11 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/musterhq/muster/cmdline"
+	"github.com/musterhq/muster/embedded"
 	"github.com/musterhq/muster/eventfile"
 	"github.com/musterhq/muster/gpu"
 	"github.com/musterhq/muster/jobspec"
 	"github.com/musterhq/muster/launch"
-	"github.com/musterhq/muster/node"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/security"
 	"github.com/musterhq/muster/storeclient"
@@ -217,13 +217,13 @@ func run(c *cli.Context, f runFlags) error {
 	}
 	var client *storeclient.Client
 	if target.Embedded() {
-		cfg := node.EmbeddedConfig{Logger: log, DiscoverGPUs: spec.Gpus > 0}
+		cfg := embedded.Config{Logger: log, DiscoverGPUs: spec.Gpus > 0}
 		if list := c.String("gpu-devices"); list != "" {
 			if cfg.GPUs, err = gpu.Parse(list); err != nil {
 				return cli.Exit("--gpu-devices: "+err.Error(), cmdline.UsageExitCode)
 			}
 		}
-		emb, err := node.StartEmbedded(ctx, cfg)
+		emb, err := embedded.Start(ctx, cfg)
 		if err != nil {
 			return cli.Exit(err.Error(), 1)
 		}

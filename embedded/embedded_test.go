@@ -1,4 +1,4 @@
-package node
+package embedded
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 func TestEmbeddedStoreIsASocketOfItsOwn(t *testing.T) {
 	t.Setenv("TMPDIR", t.TempDir())
-	emb, err := StartEmbedded(context.Background(), EmbeddedConfig{})
+	emb, err := Start(context.Background(), Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,9 @@
-package node
+// Package embedded is the launcher's embedded default: a store and an agent
+// for this machine, in the launcher's process. It starts them itself rather
+// than through package node, so that the launcher carries none of what only
+// the agent daemon needs (gossip, Prometheus metrics), whose package
+// initialisation every job's start would pay.
+package embedded
 
 import (
 	"context"
@@ -25,12 +30,11 @@ import (
 type Embedded struct {
 	Store *storeserver.Server
 	Agent *agent.Agent
-	node  *Node
 	dir   string
 }
 
-// EmbeddedConfig configures the embedded default.
-type EmbeddedConfig struct {
+// Config configures the embedded default.
+type Config struct {
 	Logger *zap.Logger
 	// DiscoverGPUs asks NVML for the machine's GPUs; jobs without GPUs skip it.
 	DiscoverGPUs bool
@@ -81,9 +85,13 @@ func removeStaleDirs(parent string) {
 	}
 }
 
-// StartEmbedded starts the store on a Unix socket in a private directory and
+// Start starts the store on a Unix socket in a private directory and
 // registers a local agent with it.
-func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
+func Start(ctx context.Context, cfg Config) (*Embedded, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
 	// The job's shim starts now, while the store and the agent do: a new
 	// process's exec and start-up are a third of a small job's time.
 	spare, err := supervise.StartSpare()
@@ -95,26 +103,39 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 		spare.Close()
 		return nil, err
 	}
-	ncfg := Config{Logger: cfg.Logger, InProcess: true, Socket: filepath.Join(dir, "store.sock"),
-		Agent: agent.Config{Addr: "127.0.0.1", Rank: -1, Environ: os.Environ(), GPUs: cfg.GPUs, Spare: spare, TempDir: dir}}
-	if ncfg.Agent.GPUs == nil && cfg.DiscoverGPUs {
-		if ncfg.Agent.GPUs, err = gpu.FromEnvironment(); err != nil {
-			ncfg.Agent.GPUError = err.Error()
-		}
-	}
-	n, err := Start(ctx, ncfg)
+	store, err := storeserver.Start(ctx, storeserver.Config{Logger: log, Socket: filepath.Join(dir, "store.sock"), InProcess: true})
 	if err != nil {
 		spare.Close()
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	return &Embedded{Store: n.Store(), Agent: n.Agent(), node: n, dir: dir}, nil
+	acfg := agent.Config{Logger: log, Addr: "127.0.0.1", Rank: -1, Environ: os.Environ(), GPUs: cfg.GPUs, Spare: spare,
+		TempDir: dir, StoreAddr: store.Addr()}
+	acfg.Name, _ = os.Hostname()
+	if acfg.GPUs == nil && cfg.DiscoverGPUs {
+		if acfg.GPUs, err = gpu.FromEnvironment(); err != nil {
+			acfg.GPUError = err.Error()
+		}
+	}
+	a, err := agent.Start(ctx, acfg) // it closes the spare when it fails
+	if err != nil {
+		store.Close()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	go func() {
+		for err := range store.Err() {
+			log.Error("the store failed", zap.Error(err))
+		}
+	}()
+	return &Embedded{Store: store, Agent: a, dir: dir}, nil
 }
 
 // Close stops the agent (its workers get grace before SIGKILL), then the
 // store, and removes the socket's directory.
 func (e *Embedded) Close(grace time.Duration) error {
-	err := e.node.Close(grace)
+	err := e.Agent.Close(grace)
+	e.Store.Close()
 	os.RemoveAll(e.dir)
 	if err != nil {
 		return fmt.Errorf("embedded agent: %w", err)
