@@ -32,15 +32,7 @@ func lookPath(name, dir string, env []string) (string, error) {
 		}
 		return p, nil
 	}
-	// The worker's PATH is the last one in env, as exec passes it.
-	path, ok := os.Getenv("PATH"), false
-	for i := len(env) - 1; i >= 0 && !ok; i-- {
-		path, ok = strings.CutPrefix(env[i], "PATH=")
-	}
-	if !ok {
-		path = os.Getenv("PATH")
-	}
-	for _, d := range filepath.SplitList(path) {
+	for _, d := range filepath.SplitList(searchPath(env)) {
 		if d == "" {
 			d = "."
 		}
@@ -56,6 +48,17 @@ func lookPath(name, dir string, env []string) (string, error) {
 		}
 	}
 	return "", &exec.Error{Name: name, Err: exec.ErrNotFound}
+}
+
+// searchPath is the PATH a worker's program is looked up in: the last one
+// in env, as exec passes it, or the agent's when env has none.
+func searchPath(env []string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if path, ok := strings.CutPrefix(env[i], "PATH="); ok {
+			return path
+		}
+	}
+	return os.Getenv("PATH")
 }
 
 func unwrapExecError(err error) error {

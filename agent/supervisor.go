@@ -159,6 +159,13 @@ func (js *jobStart) closeLogs() {
 // service, its PMI socket, and finds its program. A worker whose program is
 // not found never starts: its exit is queued, its pipes end at once.
 func (js *jobStart) makePipes() error {
+	// Workers of one command share their program: it is looked up once,
+	// not once a worker (a stat of each PATH directory).
+	type found struct {
+		path string
+		err  error
+	}
+	programs := map[string]found{}
 	for _, w := range js.workers {
 		outR, outW, err := os.Pipe()
 		if err != nil {
@@ -172,7 +179,13 @@ func (js *jobStart) makePipes() error {
 		}
 		w.readers = [2]*supervise.Reader{supervise.NewReader(outR), supervise.NewReader(errR)}
 		ws := w.plan.spec
-		path, err := lookPath(ws.argv[0], ws.dir, ws.env)
+		key := ws.argv[0] + "\x00" + ws.dir + "\x00" + searchPath(ws.env)
+		p, ok := programs[key]
+		if !ok {
+			p.path, p.err = lookPath(ws.argv[0], ws.dir, ws.env)
+			programs[key] = p
+		}
+		path, err := p.path, p.err
 		if err != nil {
 			w.exit <- startError(ws.argv[0], err)
 			outW.Close()

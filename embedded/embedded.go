@@ -31,6 +31,7 @@ type Embedded struct {
 	Store *storeserver.Server
 	Agent *agent.Agent
 	dir   string
+	swept chan struct{} // closed once stale socket directories are removed
 }
 
 // Config configures the embedded default.
@@ -43,14 +44,8 @@ type Config struct {
 }
 
 // privateDir makes a directory only this user can enter, short enough for
-// a socket path. Directories that launchers killed before they could clean
-// up left behind go first.
-func privateDir() (string, error) {
-	parent := os.TempDir()
-	if len(parent) > 64 {
-		parent = "/tmp"
-	}
-	removeStaleDirs(parent)
+// a socket path, in parent.
+func privateDir(parent string) (string, error) {
 	dir, err := os.MkdirTemp(parent, socketDirPrefix)
 	if err != nil {
 		return "", fmt.Errorf("embedded store: %w", err)
@@ -98,15 +93,28 @@ func Start(ctx context.Context, cfg Config) (*Embedded, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := privateDir()
+	parent := os.TempDir()
+	if len(parent) > 64 {
+		parent = "/tmp"
+	}
+	// Directories that launchers killed before they could clean up left
+	// behind go while the store and the agent start; Close waits for it.
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		removeStaleDirs(parent)
+	}()
+	dir, err := privateDir(parent)
 	if err != nil {
 		spare.Close()
+		<-swept
 		return nil, err
 	}
 	store, err := storeserver.Start(ctx, storeserver.Config{Logger: log, Socket: filepath.Join(dir, "store.sock"), InProcess: true})
 	if err != nil {
 		spare.Close()
 		os.RemoveAll(dir)
+		<-swept
 		return nil, err
 	}
 	acfg := agent.Config{Logger: log, Addr: "127.0.0.1", Rank: -1, Environ: os.Environ(), GPUs: cfg.GPUs, Spare: spare,
@@ -121,6 +129,7 @@ func Start(ctx context.Context, cfg Config) (*Embedded, error) {
 	if err != nil {
 		store.Close()
 		os.RemoveAll(dir)
+		<-swept
 		return nil, err
 	}
 	go func() {
@@ -128,15 +137,23 @@ func Start(ctx context.Context, cfg Config) (*Embedded, error) {
 			log.Error("the store failed", zap.Error(err))
 		}
 	}()
-	return &Embedded{Store: store, Agent: a, dir: dir}, nil
+	return &Embedded{Store: store, Agent: a, dir: dir, swept: swept}, nil
 }
 
 // Close stops the agent (its workers get grace before SIGKILL), then the
 // store, and removes the socket's directory.
 func (e *Embedded) Close(grace time.Duration) error {
 	err := e.Agent.Close(grace)
+	// Once the agent is gone no one dials the store: its socket's directory
+	// goes while the store closes, a few file system writes off the exit.
+	removed := make(chan struct{})
+	go func() {
+		defer close(removed)
+		os.RemoveAll(e.dir)
+	}()
 	e.Store.Close()
-	os.RemoveAll(e.dir)
+	<-removed
+	<-e.swept
 	if err != nil {
 		return fmt.Errorf("embedded agent: %w", err)
 	}

@@ -38,6 +38,7 @@ type shim struct {
 	leaders map[int]int // pid -> worker index, while running
 	groups  []int       // process group of each started worker
 	notes   []string
+	home    int // v1: the shim's own cgroup's tasks file, once opened; -1 before
 
 	cleaning, killing bool
 	agentGone         bool // the control socket closed
@@ -71,7 +72,7 @@ func runShim() int {
 	}
 	ctl := os.NewFile(controlFD, "control")
 	dec := gob.NewDecoder(ctl)
-	s := &shim{enc: gob.NewEncoder(ctl), leaders: map[int]int{}}
+	s := &shim{enc: gob.NewEncoder(ctl), leaders: map[int]int{}, home: -1}
 	if err := dec.Decode(&s.spec); err != nil {
 		return 71
 	}
@@ -190,19 +191,40 @@ func (s *shim) enterCgroup(dir string, sys *syscall.SysProcAttr) (leave func(), 
 		sys.UseCgroupFD, sys.CgroupFD = true, fd
 		return func() { syscall.Close(fd) }, nil
 	}
-	if err := joinCgroup(dir); err != nil {
+	if s.home < 0 {
+		// Opened once: every fork goes back through it.
+		if s.home, err = openTasks(s.spec.CgroupV1Home); err != nil {
+			return nil, err
+		}
+	}
+	fd, err := openTasks(dir)
+	if err != nil {
 		return nil, err
 	}
-	return func() { joinCgroup(s.spec.CgroupV1Home) }, nil
+	err = joinCgroup(fd)
+	syscall.Close(fd)
+	if err != nil {
+		return nil, err
+	}
+	return func() { joinCgroup(s.home) }, nil
+}
+
+// openTasks opens v1 cgroup dir's tasks file for joinCgroup. Plain system
+// calls, not os.File's: a cgroup file is pollable, and os would register
+// each one with the runtime's poller, four more system calls a fork.
+func openTasks(dir string) (int, error) {
+	return syscall.Open(dir+"/tasks", syscall.O_WRONLY|syscall.O_CLOEXEC, 0)
 }
 
 // joinCgroup moves the calling thread, which the shim locked and forks
-// from, into v1 cgroup dir. The kernel moves the current thread alone
-// without the lock that a whole process's move takes, whose first taking
-// after a quiet spell waits for an RCU grace period (5-40 ms on a busy
-// machine); a fork's child starts in its parent thread's cgroup.
-func joinCgroup(dir string) error {
-	return os.WriteFile(dir+"/tasks", []byte("0"), 0)
+// from, into the v1 cgroup whose tasks file is open as fd. The kernel moves
+// the current thread alone without the lock that a whole process's move
+// takes, whose first taking after a quiet spell waits for an RCU grace
+// period (5-40 ms on a busy machine); a fork's child starts in its parent
+// thread's cgroup.
+func joinCgroup(fd int) error {
+	_, err := syscall.Write(fd, []byte("0"))
+	return err
 }
 
 // receiveFDs reads the descriptors the Group passes, close-on-exec, up to
