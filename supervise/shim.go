@@ -154,7 +154,7 @@ func (s *shim) start() {
 		leave, err := s.enterCgroup(w.Cgroup, sys)
 		var pid int
 		if err == nil {
-			pid, err = syscall.ForkExec(w.Path, w.Argv, &syscall.ProcAttr{Dir: w.Dir, Env: w.Env, Files: files, Sys: sys})
+			pid, err = syscall.ForkExec(w.Path, w.Argv, &syscall.ProcAttr{Dir: w.Dir, Env: s.spec.env(w), Files: files, Sys: sys})
 			leave()
 		}
 		if err != nil {
