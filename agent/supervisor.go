@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -83,8 +84,12 @@ type worker struct {
 	errTail tail
 	readers [2]*supervise.Reader
 	path    string
-	read    sync.WaitGroup
-	exit    chan exitStatus
+	// exit holds the exit of a worker that never started, until run.
+	exit chan exitStatus
+	// pending counts what its exit's report waits for: the exit and the
+	// ends of its two streams; status is the exit, once it came.
+	pending atomic.Int32
+	status  exitStatus
 	pmi     *pmiConn       // an MPI worker's PMI connection
 	cgroup  *cgroup.Worker // its cgroup, when the agent makes them
 	started time.Time      // when its start began: XID errors after it are its
@@ -272,43 +277,61 @@ func (s *Supervisor) run(ctx context.Context, js *jobStart) {
 	defer js.closeLogs()
 	workers, started, g := js.workers, js.started, js.group
 	var reported sync.WaitGroup
+	reported.Add(len(workers))
+	// arrive counts in one of a worker's exit and the ends of its two
+	// streams; the last of them reports the exit, after its last byte of
+	// output, so that no goroutine of its own waits for them.
+	arrive := func(w *worker) {
+		if w.pending.Add(-1) == 0 {
+			// Its output is all read: its log file is as complete as it gets.
+			s.exited(w.plan, w.status, w.errTail.get(), w.incomplete())
+			reported.Done()
+		}
+	}
+	ended := func(w *worker, st exitStatus) {
+		if w.pmi == nil {
+			w.status = st
+			arrive(w)
+			return
+		}
+		// Its PMI connection's word may take a moment: the events go on.
+		go func() {
+			w.status = w.pmi.outcome(st)
+			arrive(w)
+		}()
+	}
 	for _, w := range workers {
 		if w.pmi != nil {
 			s.servePMI(ctx, js.mpi.job, w.pmi, w.plan.rank)
 		}
-		w.read.Add(2)
-		go func() { defer w.read.Done(); s.readOutput(w, 0) }()
-		go func() { defer w.read.Done(); s.readOutput(w, 1) }()
-		reported.Add(1)
-		go func() {
-			defer reported.Done()
-			st := <-w.exit
-			if w.pmi != nil {
-				st = w.pmi.outcome(st)
-			}
-			// The exit is reported after the worker's last byte of output.
-			w.read.Wait()
-			// Its output is all read: its log file is as complete as it gets.
-			s.exited(w.plan, st, w.errTail.get(), w.incomplete())
-		}()
+		w.pending.Store(3)
+		go func() { s.readOutput(w, 0); arrive(w) }()
+		go func() { s.readOutput(w, 1); arrive(w) }()
+		select {
+		case st := <-w.exit: // a worker that never started
+			ended(w, st)
+		default:
+		}
 	}
 	got := make([]bool, len(started))
 	for ev := range g.Events() {
 		w := started[ev.Index]
-		switch ev.Kind {
-		case supervise.Started:
+		if ev.Kind == supervise.Started {
 			s.pub.publish(&musterv1.JobEvent{JobId: s.job, Event: &musterv1.JobEvent_Started{Started: &musterv1.WorkerStarted{
 				Rank: int32(w.plan.rank), LocalRank: int32(w.plan.localRank), Node: s.node, Pid: int32(ev.Pid)}}})
 			continue
-		case supervise.StartFailed:
-			w.exit <- execError(w.plan.spec.argv[0], w.path, ev.Err)
-		case supervise.Exited:
-			w.exit <- exitStatus{code: ev.Code, signal: ev.Signal, facts: w.facts(s.xids)}
+		}
+		st := exitStatus{code: ev.Code, signal: ev.Signal}
+		if ev.Kind == supervise.StartFailed {
+			st = execError(w.plan.spec.argv[0], w.path, ev.Err)
+		} else {
+			st.facts = w.facts(s.xids)
 		}
 		if w.watch != nil {
 			w.watch.ended.Store(true)
 		}
 		got[ev.Index] = true
+		ended(w, st)
 	}
 	note := g.Note()
 	if note != "" {
@@ -316,7 +339,7 @@ func (s *Supervisor) run(ctx context.Context, js *jobStart) {
 	}
 	for i, w := range started {
 		if !got[i] {
-			w.exit <- exitStatus{code: 1, err: note}
+			ended(w, exitStatus{code: 1, err: note})
 		}
 	}
 	cut := time.AfterFunc(cutAfter, func() { closeReaders(workers) })

@@ -7,7 +7,6 @@
 package cgroup
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -316,10 +315,11 @@ func (w *Worker) PidsRefused() int64 {
 // Keyed parses a cgroup file of "key value" lines; lines of another shape
 // are skipped.
 func Keyed(b []byte) map[string]int64 {
+	// Split in place, without a scanner's buffer: it is read at each
+	// worker's exit.
 	out := map[string]int64{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), " ")
+	for line := range strings.Lines(string(b)) {
+		k, v, ok := strings.Cut(line, " ")
 		if !ok {
 			continue
 		}

@@ -190,10 +190,12 @@ func (in Input) LocalGPUs() []int {
 // ones since stale values from an outer launcher would be wrong; inherited
 // variables; defaults and detected NCCL settings, which fill only gaps.
 func Build(in Input) []string {
-	env := map[string]string{}
+	// env maps each name to its whole NAME=value entry: an inherited one is
+	// kept as it is, not cut and joined again for each worker.
+	env := make(map[string]string, len(in.Base)+48)
 	for _, kv := range in.Base {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			env[k] = v
+		if k, _, ok := strings.Cut(kv, "="); ok {
+			env[k] = kv
 		}
 	}
 	// An inherited NCCL_COMM_ID would make every rank try to be the root.
@@ -283,7 +285,7 @@ func Build(in Input) []string {
 		delete(set, LocalGPUs)
 	}
 	for k, v := range set {
-		env[k] = v
+		env[k] = k + "=" + v
 	}
 
 	defaults := map[string]string{TorchNCCLAsyncErrors: "1"}
@@ -303,7 +305,7 @@ func Build(in Input) []string {
 		}
 	}
 	if h := in.Hang; h != nil {
-		env[HeartbeatFile] = HeartbeatPath(h.Dir, rank)
+		env[HeartbeatFile] = HeartbeatFile + "=" + HeartbeatPath(h.Dir, rank)
 		defaults[PythonFaultHandler] = "1"
 		defaults[TorchDumpOnTimeout] = "1"
 		defaults[TorchDumpPipe] = h.Dir + "/nccl-dump-rank-"
@@ -321,18 +323,18 @@ func Build(in Input) []string {
 	}
 	for k, v := range defaults {
 		if _, ok := env[k]; !ok {
-			env[k] = v
+			env[k] = k + "=" + v
 		}
 	}
 
 	for _, kv := range in.User {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			env[k] = v
+		if k, _, ok := strings.Cut(kv, "="); ok {
+			env[k] = kv
 		}
 	}
 	out := make([]string, 0, len(env))
-	for k, v := range env {
-		out = append(out, k+"="+v)
+	for _, kv := range env {
+		out = append(out, kv)
 	}
 	slices.Sort(out)
 	return out

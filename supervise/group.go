@@ -160,6 +160,7 @@ func Start(spec Spec) (*Group, error) {
 	defer devnull.Close()
 	var fds []int
 	ss := shimSpec{Grace: spec.Grace, Unkillable: spec.Unkillable, JobDir: spec.JobDir, CgroupV1Home: spec.CgroupV1Home, JobCgroup: spec.JobCgroup}
+	envIndex := map[string]int32{}
 	for _, w := range spec.Workers {
 		files := []*os.File{w.Stdin, w.Stdout, w.Stderr}
 		for i, f := range files {
@@ -173,7 +174,7 @@ func Start(spec Spec) (*Group, error) {
 		for _, f := range files {
 			fds = append(fds, int(f.Fd()))
 		}
-		ss.Workers = append(ss.Workers, shimWorker{Path: w.Path, Argv: w.Argv, Env: w.Env, Dir: w.Dir, Cred: w.Cred, PMI: w.PMI != nil, Cgroup: w.Cgroup})
+		ss.Workers = append(ss.Workers, shimWorker{Path: w.Path, Argv: w.Argv, Env: ss.addEnv(w.Env, envIndex), Dir: w.Dir, Cred: w.Cred, PMI: w.PMI != nil, Cgroup: w.Cgroup})
 	}
 	if spec.Lock != nil {
 		fds = append(fds, int(spec.Lock.Fd()))

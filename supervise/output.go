@@ -70,8 +70,9 @@ func (r *Reader) setDeadline(pending bool, since time.Time) (cut bool) {
 func (r *Reader) Read(emit Emit) error {
 	defer r.f.Close()
 	// The buffer grows to MaxChunk only for a worker that writes that much
-	// at once: hundreds of quiet workers cost little.
-	buf := make([]byte, 4<<10)
+	// at once: hundreds of quiet workers, or a job's silent stderr, cost
+	// little (a job's start allocates less, and seldom needs a GC cycle).
+	buf := make([]byte, 512)
 	n := 0
 	var since time.Time // when the unfinished line in buf began
 	for {

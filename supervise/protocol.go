@@ -37,6 +37,10 @@ type shimSpec struct {
 	// JobDir, when set, is removed once every descendant has ended.
 	JobDir  string
 	Workers []shimWorker
+	// Env holds each distinct environment entry of the workers once: their
+	// environments share most entries, which are then sent once, not once
+	// a worker.
+	Env []string
 	// CgroupV1Home, with cgroups on v1, is the cgroup the shim goes back to
 	// after forking a worker into its own; "" on v2, where a fork goes
 	// straight into the worker's cgroup.
@@ -49,7 +53,8 @@ type shimSpec struct {
 type shimWorker struct {
 	Path string
 	Argv []string
-	Env  []string
+	// Env is the worker's environment, as indices into shimSpec.Env.
+	Env  []int32
 	Dir  string
 	Cred *syscall.Credential
 	// Stdin is false when the worker reads /dev/null.
@@ -58,6 +63,31 @@ type shimWorker struct {
 	PMI bool
 	// Cgroup, when set, is the cgroup directory the worker starts in.
 	Cgroup string
+}
+
+// addEnv adds env as the environment of the worker next added, its entries
+// to ss.Env where they are not yet; index maps an entry to its place there.
+func (ss *shimSpec) addEnv(env []string, index map[string]int32) []int32 {
+	ids := make([]int32, len(env))
+	for i, kv := range env {
+		id, ok := index[kv]
+		if !ok {
+			id = int32(len(ss.Env))
+			index[kv] = id
+			ss.Env = append(ss.Env, kv)
+		}
+		ids[i] = id
+	}
+	return ids
+}
+
+// env is a worker's environment.
+func (ss *shimSpec) env(w shimWorker) []string {
+	env := make([]string, len(w.Env))
+	for i, id := range w.Env {
+		env[i] = ss.Env[id]
+	}
+	return env
 }
 
 // fds is how many passed descriptors the worker has.

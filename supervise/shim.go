@@ -140,9 +140,13 @@ func runShim() int {
 }
 
 // start forks every worker into its own process group, then closes the
-// shim's copies of their pipes so that their readers see the end.
+// shim's copies of their pipes so that their readers see the end. The
+// starts are reported together once every worker was forked: the agent
+// then passes them on at once, not once a fork while the forks want the
+// CPU. No exit is reported before them: reaping begins after.
 func (s *shim) start() {
 	s.groups = make([]int, len(s.spec.Workers))
+	starts := make([]shimEvent, 0, len(s.spec.Workers))
 	fds := s.fds
 	for i, w := range s.spec.Workers {
 		files := make([]uintptr, w.fds())
@@ -154,7 +158,7 @@ func (s *shim) start() {
 		leave, err := s.enterCgroup(w.Cgroup, sys)
 		var pid int
 		if err == nil {
-			pid, err = syscall.ForkExec(w.Path, w.Argv, &syscall.ProcAttr{Dir: w.Dir, Env: w.Env, Files: files, Sys: sys})
+			pid, err = syscall.ForkExec(w.Path, w.Argv, &syscall.ProcAttr{Dir: w.Dir, Env: s.spec.env(w), Files: files, Sys: sys})
 			leave()
 		}
 		if err != nil {
@@ -162,15 +166,18 @@ func (s *shim) start() {
 			if !errors.As(err, &errno) {
 				errno = syscall.EINVAL
 			}
-			s.send(shimEvent{Kind: eventStartFailed, Index: i, Errno: errno})
+			starts = append(starts, shimEvent{Kind: eventStartFailed, Index: i, Errno: errno})
 			continue
 		}
 		s.leaders[pid] = i
 		s.groups[i] = pid
-		s.send(shimEvent{Kind: eventStarted, Index: i, Pid: pid})
+		starts = append(starts, shimEvent{Kind: eventStarted, Index: i, Pid: pid})
 	}
 	for _, fd := range s.fds {
 		syscall.Close(fd)
+	}
+	for _, ev := range starts {
+		s.send(ev)
 	}
 }
 
