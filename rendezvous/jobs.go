@@ -170,7 +170,7 @@ func (s *Store) detach(j *job) {
 	if j.attached == 0 && !j.finished() {
 		// A launcher that lost its connection follows again within moments:
 		// only one that stays away has its job stopped.
-		s.afterLocked(detachGrace, j, nil, func() {
+		s.afterLocked(s.cfg.DetachGrace, j, nil, func() {
 			if j.attached > 0 {
 				return
 			}
@@ -181,6 +181,6 @@ func (s *Store) detach(j *job) {
 	}
 }
 
-// detachGrace is how long a job waits for its launcher to follow it again
-// after the launcher's stream ended, before it is stopped.
-const detachGrace = 10 * time.Second
+// defaultDetachGrace is how long a job waits for its launcher to follow it
+// again after the launcher's stream ended, before it is stopped.
+const defaultDetachGrace = 10 * time.Second
