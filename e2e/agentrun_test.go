@@ -162,17 +162,18 @@ func firstLine(logs string, re *regexp.Regexp) string {
 }
 
 // A job that waits for a node that never comes fails after the join
-// timeout, naming what it has and what is missing, on every node.
+// timeout, naming what it has and what is missing, on every node. The
+// timeout leaves room for the second container to start on a busy engine.
 func TestAgentRunTimeoutNamesWhatIsMissing(t *testing.T) {
 	t.Parallel()
 	net := newDockerNet(t)
 	names := nodeNames(2)
-	nodes := startNodes(t, net, names, "--rdzv", "node-0:29400", "--nnodes", "3", "--join-timeout", "4s", "--", "true")
+	nodes := startNodes(t, net, names, "--rdzv", "node-0:29400", "--nnodes", "3", "--join-timeout", "10s", "--", "true")
 	for _, name := range names {
 		if code := waitExit(t, nodes[name], time.Minute); code != 1 {
 			t.Errorf("%s exited %d, want 1", name, code)
 		}
-		if logs := containerLogs(t, nodes[name]); !strings.Contains(logs, "waited 4s for nodes: 2 of 3 ready (node-0, node-1); 1 missing") {
+		if logs := containerLogs(t, nodes[name]); !strings.Contains(logs, "waited 10s for nodes: 2 of 3 ready (node-0, node-1); 1 missing") {
 			t.Errorf("%s does not say what is missing:\n%s", name, logs)
 		}
 	}
