@@ -77,7 +77,6 @@ func connections(t *testing.T, s *Server, n int) {
 // TestManyWaiters has thousands of clients wait for one key, as ranks wait
 // for the last to join; one SET releases them all.
 func TestManyWaiters(t *testing.T) {
-	t.Parallel()
 	s := startServer(t)
 	const n = 2000
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -123,7 +122,6 @@ func TestManyWaiters(t *testing.T) {
 // TestDroppedMidRequest: a client that goes in the middle of a request, or
 // while it waits, costs the server that connection and nothing else.
 func TestDroppedMidRequest(t *testing.T) {
-	t.Parallel()
 	s := startServer(t)
 	other := dial(t, s)
 	if err := other.Set("k", []byte("v")); err != nil {
@@ -289,7 +287,6 @@ func TestOneServerLeavesTheOthersTheirShare(t *testing.T) {
 // TestSilentConnection: a connection that never validates is closed once
 // validateWait has passed.
 func TestSilentConnection(t *testing.T) {
-	t.Parallel()
 	s := startServer(t)
 	s.mu.Lock()
 	s.validateWait = 200 * time.Millisecond
