@@ -131,6 +131,7 @@ func (f fakeXIDs) Close() {}
 // with the GPU and the code; an error of a GPU that is not its own is not
 // laid at its door.
 func TestXIDErrorNamesTheWorkersGPU(t *testing.T) {
+	t.Parallel()
 	xids := make(fakeXIDs, 2)
 	tc := agenttest.NewCluster(t, 1, func(i int, cfg *agent.Config) {
 		cfg.GPUs, _ = gpu.Parse("0,1,2,3")

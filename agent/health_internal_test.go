@@ -11,6 +11,7 @@ import (
 )
 
 func TestRunHealthCommand(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name    string
 		cmd     string
@@ -50,6 +51,7 @@ func TestRunHealthCommand(t *testing.T) {
 
 // A health command that times out takes its whole process group with it.
 func TestRunHealthCommandKillsItsGroup(t *testing.T) {
+	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	err := runHealthCommand(context.Background(), "sleep 60 & echo $! > "+pidFile+"; wait", 300*time.Millisecond, nil, "", nil)
 	if err == nil || !strings.Contains(err.Error(), "did not exit within") {

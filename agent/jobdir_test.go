@@ -13,6 +13,7 @@ import (
 // Agents starting on one machine while another makes a job directory leave
 // it alone: the maker never finds its directory gone or its lock taken.
 func TestStaleJobDirRemovalSparesOneBeingMade(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

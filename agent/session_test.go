@@ -143,6 +143,7 @@ func workersWaiting(dir string, failRank int) *musterv1.JobSpec {
 }
 
 func TestExitsArriveAcrossACutConnection(t *testing.T) {
+	t.Parallel()
 	proxies := make([]*proxy, 2)
 	tc := agenttest.NewCluster(t, 2, func(i int, cfg *agent.Config) {
 		proxies[i] = newProxy(t, cfg.StoreAddr)
@@ -171,6 +172,7 @@ func TestExitsArriveAcrossACutConnection(t *testing.T) {
 }
 
 func TestJobOutlivesARestartedStore(t *testing.T) {
+	t.Parallel()
 	tc := agenttest.NewCluster(t, 2, nil)
 	dir := t.TempDir()
 	sub, err := tc.Client.Submit(context.Background(), &musterv1.SubmitRequest{Spec: workersWaiting(dir, 3)})

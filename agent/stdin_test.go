@@ -130,6 +130,7 @@ func TestStdinReachesItsRanks(t *testing.T) {
 }
 
 func TestStdinIsStreamedWhole(t *testing.T) {
+	t.Parallel()
 	tc := agenttest.NewCluster(t, 2, nil)
 	// 64 MiB, far more than the store, the agents or the pipes hold, to
 	// every rank of two nodes.
@@ -152,6 +153,7 @@ func TestStdinIsStreamedWhole(t *testing.T) {
 }
 
 func TestWorkerThatNeverReadsStdinDoesNotHoldTheJob(t *testing.T) {
+	t.Parallel()
 	tc := agenttest.NewCluster(t, 1, nil)
 	tests := []struct {
 		name   string

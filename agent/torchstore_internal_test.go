@@ -69,6 +69,7 @@ func dialAs(uid int, addr string, within time.Duration) (*tcpstore.Client, error
 // A job's TCPStore serves processes of the job's user on this host, and
 // no other user's: they neither read nor write its keys.
 func TestTorchStoreServesOnlyTheJobsUser(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: connects as another uid")
 	}
@@ -88,6 +89,7 @@ func TestTorchStoreServesOnlyTheJobsUser(t *testing.T) {
 		{"another user's job, root", 0, nobodyJob, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			c, err := dialAs(tt.uid, tt.addr, time.Second)
 			if !tt.ok {
 				if err == nil {

@@ -59,6 +59,7 @@ func aliveNames(c *Cluster) map[string]bool {
 }
 
 func TestJoin(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{3, 32} {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
 			ms := make([]*Cluster, n)
@@ -90,6 +91,7 @@ func TestJoin(t *testing.T) {
 }
 
 func TestWrongTokenCannotJoin(t *testing.T) {
+	t.Parallel()
 	logs := &lockedWriter{w: &bytes.Buffer{}}
 	a := newMember(t, Config{Name: "a", Profile: Local})
 	b := newMember(t, Config{Name: "b", Profile: Local, Token: "another", JoinAttempts: 2,
@@ -111,6 +113,7 @@ func TestWrongTokenCannotJoin(t *testing.T) {
 }
 
 func TestDuplicateNameRefused(t *testing.T) {
+	t.Parallel()
 	a := newMember(t, Config{Name: "a", Profile: Local})
 	b := newMember(t, Config{Name: "b", Profile: Local})
 	if _, err := b.Join([]string{a.Addr()}); err != nil {
@@ -134,6 +137,7 @@ func TestDuplicateNameRefused(t *testing.T) {
 }
 
 func TestDeparture(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		stop  func(*Cluster) error
@@ -144,6 +148,7 @@ func TestDeparture(t *testing.T) {
 		{"leave", func(c *Cluster) error { return c.Leave(time.Second) }, EventLeave, Left},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			a := newMember(t, Config{Name: "a", Profile: Local})
 			b := newMember(t, Config{Name: "b", Profile: Local})
 			c := newMember(t, Config{Name: "c", Profile: Local})
@@ -196,7 +201,8 @@ func waitEvent(t testing.TB, c *Cluster, timeout time.Duration, name string, typ
 
 // TestDetectionLAN stops a member without a word (its transport closes) and checks the
 // others declare it dead, and none before the node timeout; how fast is measured by
-// BenchmarkGossip, not asserted here.
+// BenchmarkGossip, not asserted here. It runs before the package's parallel
+// tests: their gossip would delay its probes past the bounds it checks.
 func TestDetectionLAN(t *testing.T) {
 	const timeout = 2 * time.Second
 	ms := make([]*Cluster, 4)
@@ -257,6 +263,7 @@ func TestUpdateMeta(t *testing.T) {
 
 // TestRejoin: a member whose peer was down when it joined merges once the peer is up.
 func TestRejoin(t *testing.T) {
+	t.Parallel()
 	tmp := newMember(t, Config{Name: "tmp", Profile: Local})
 	addr := tmp.Addr()
 	_ = tmp.Close()

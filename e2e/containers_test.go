@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -332,16 +333,35 @@ func (r *rootfs) addUsers(passwd, group string) {
 
 // testImage is the image the container tests run: the base system with the
 // agent and launcher e2e built in /usr/local/bin. It is tagged by its
-// content, so a run imports it once, and left for the next run.
+// content, so a run imports it once, and left for the next run; the tests
+// running at once share the one import.
 func testImage(t testing.TB) string {
 	t.Helper()
 	needDocker(t)
-	r := baseRootfs(t)
-	r.files["/usr/local/bin/agent"] = agentBin
-	r.files["/usr/local/bin/launcher"] = launcherBin
-	return importImage(t, "muster-e2e", r,
-		"ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+	testImageOnce.Do(func() {
+		// A skip or failure here ends this test in the middle of Do: the
+		// others hear of it through testImageSkipped and the empty name.
+		defer func() { testImageSkipped = t.Skipped() }()
+		r := baseRootfs(t)
+		r.files["/usr/local/bin/agent"] = agentBin
+		r.files["/usr/local/bin/launcher"] = launcherBin
+		testImageName = importImage(t, "muster-e2e", r,
+			"ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+	})
+	if testImageSkipped {
+		t.Skip("no test image: the first test that made it was skipped")
+	}
+	if testImageName == "" {
+		t.Fatal("no test image: the first test that made it failed")
+	}
+	return testImageName
 }
+
+var (
+	testImageOnce    sync.Once
+	testImageName    string
+	testImageSkipped bool
+)
 
 // newDockerNet makes a private bridge network, removed when the test ends.
 func newDockerNet(t testing.TB) string {
@@ -430,6 +450,7 @@ func dockerKill(t testing.TB, container, signal string) {
 // The test image runs the built binaries and busybox; containers on one
 // network reach each other by name; stop and kill end a container.
 func TestImageSmoke(t *testing.T) {
+	t.Parallel()
 	net := newDockerNet(t)
 	for _, c := range []struct {
 		name string
@@ -607,6 +628,7 @@ func TestImageDockerfileBuild(t *testing.T) {
 // (MUSTER_IMAGE, which the file reads, spares the build): both nodes exit
 // 0, and node-0 prints every rank.
 func TestComposeRuns(t *testing.T) {
+	t.Parallel()
 	needDocker(t)
 	if _, err := exec.LookPath("docker-compose"); err != nil {
 		t.Skip("docker-compose is not installed")

@@ -32,7 +32,9 @@ func busyFor(t *testing.T) int {
 // CPU the cgroup's quota leaves them, in slices, and are throttled for
 // tens of milliseconds at a time. Nobody is declared dead; every container
 // exits 0 and every rank finishes. The agents log with -v, so that the
-// suspicions along the way are counted.
+// suspicions along the way are counted. It runs alone, before the parallel
+// tests: with other processes busy, the containers get less than their
+// quota, and their own spinning would slow the tests around them.
 func TestAgentRunHalfCPUContainers(t *testing.T) {
 	busy := busyFor(t)
 	net := newDockerNet(t)

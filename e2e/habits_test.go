@@ -57,7 +57,7 @@ func TestVersionOfACleanCheckout(t *testing.T) {
 		t.Skip(err)
 	}
 	dir := t.TempDir()
-	clone := filepath.Join(dir, "muster")
+	clone := cleanCheckoutDir(t)
 	if out, err := exec.Command("git", "clone", "-q", "--no-hardlinks", strings.TrimSpace(string(top)), clone).CombinedOutput(); err != nil {
 		t.Skipf("git clone: %v\n%s", err, out)
 	}
@@ -76,6 +76,34 @@ func TestVersionOfACleanCheckout(t *testing.T) {
 	if err != nil || !want.Match(out) {
 		t.Fatalf("--version of a clean checkout: %v, %q; want %s", err, out, want)
 	}
+}
+
+// cleanCheckoutDir is where TestVersionOfACleanCheckout clones the
+// checkout: the same path from run to run, so that the build cache, whose
+// keys hold a package's directory, serves the packages that did not change
+// since the last run instead of compiling all of them. The clone is removed
+// when the test ends, and a lock keeps runs at once out of each other's.
+func cleanCheckoutDir(t *testing.T) string {
+	t.Helper()
+	base := filepath.Join(os.TempDir(), fmt.Sprintf("muster-e2e-clean-checkout-%d", os.Geteuid()))
+	if err := os.MkdirAll(base, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.OpenFile(filepath.Join(base, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		lock.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lock.Close() }) // closing it unlocks it, after the removal below
+	clone := filepath.Join(base, "muster")
+	if err := os.RemoveAll(clone); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(clone) })
+	return clone
 }
 
 func TestTorchrunAndMPISpellings(t *testing.T) {

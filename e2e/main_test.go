@@ -45,12 +45,11 @@ func TestMain(m *testing.M) {
 	}
 	launcherBin = filepath.Join(dir, "launcher")
 	agentBin = filepath.Join(dir, "agent")
-	for bin, pkg := range map[string]string{launcherBin: "../cmd/launcher", agentBin: "../cmd/agent"} {
-		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", pkg, err, out)
-			os.Exit(1)
-		}
+	// One go build for both, which links them at once: dir/launcher and
+	// dir/agent, named after their packages.
+	if out, err := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "../cmd/launcher", "../cmd/agent").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build ../cmd/launcher ../cmd/agent: %v\n%s", err, out)
+		os.Exit(1)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

@@ -117,6 +117,7 @@ func TestReopen(t *testing.T) {
 }
 
 func TestUnusableFiles(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		// prepare makes the data directory's state; it returns what the

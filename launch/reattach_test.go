@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/agent/agenttest"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
@@ -25,6 +26,7 @@ import (
 // the job's TCPStore, which its agent reported to the new store, closes as
 // the job ends.
 func TestLauncherFollowsAJobAcrossAStoreRestart(t *testing.T) {
+	t.Parallel()
 	tc := agenttest.NewCluster(t, 2, nil)
 	dir := t.TempDir()
 	script := fmt.Sprintf(`touch %[1]s/started-$RANK; while [ ! -e %[1]s/go ]; do sleep 0.02; done; echo "rank $RANK after, store $MASTER_ADDR:$MASTER_PORT"; [ "$RANK" = 1 ] && exit 7; exit 0`, dir)
@@ -94,6 +96,7 @@ func TestLauncherFollowsAJobAcrossAStoreRestart(t *testing.T) {
 // that had started and whose nodes went with the store is not run again:
 // the launcher says at once that it is lost.
 func TestLauncherSubmitsAgainAJobTheRestartedStoreLost(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		nnodes  int32
@@ -106,7 +109,10 @@ func TestLauncherSubmitsAgainAJobTheRestartedStoreLost(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tc := agenttest.NewCluster(t, 1, nil)
+			t.Parallel()
+			// The agent closed with the store cannot send its worker's exit:
+			// it gives up on it after a second, not the default 15 s.
+			tc := agenttest.NewCluster(t, 1, func(_ int, cfg *agent.Config) { cfg.ShutdownTimeout = time.Second })
 			dir := t.TempDir()
 			script := fmt.Sprintf(`echo "rank $RANK of $WORLD_SIZE"; touch %s/started; sleep 30`, dir)
 			if !tt.started {

@@ -91,8 +91,11 @@ func (p *stoppable) set(stopped bool) {
 // goes on and ends as it would have. (A store that pinged its peers, as it
 // did, dropped the stream within its ping bounds and stopped the job.)
 func TestSuspendedLauncherKeepsItsClusterJob(t *testing.T) {
-	const deadPeer = 3 * time.Second
-	store := rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.DeadPeerAfter = deadPeer })
+	t.Parallel()
+	// The store's bounds, short for the test: a launcher that went away
+	// loses its job detachGrace after the store dropped its stream.
+	const deadPeer, detachGrace = 3 * time.Second, time.Second
+	store := rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.DeadPeerAfter, c.DetachGrace = deadPeer, detachGrace })
 	tc := &agenttest.Cluster{Store: store}
 	tc.AddAgent(t, nil)
 	proxy := newStoppable(t, store.Addr())
@@ -131,7 +134,7 @@ func TestSuspendedLauncherKeepsItsClusterJob(t *testing.T) {
 	select {
 	case r := <-done:
 		t.Fatalf("the job ended while its launcher was stopped: exit %d, %v; stderr:\n%s", r.code, r.err, stderr.String())
-	case <-time.After(2*deadPeer + 10*time.Second):
+	case <-time.After(2*deadPeer + detachGrace + 2*time.Second):
 	}
 	proxy.set(false)
 	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)

@@ -117,6 +117,7 @@ func runJob(t *testing.T, c interface {
 // Every node serves its metrics and probes; the one hosting the store
 // serves the store's counts too, which jobs run to their end move.
 func TestMetricsAndProbes(t *testing.T) {
+	t.Parallel()
 	gpus := []gpu.Device{{Index: 0, Name: "declared"}, {Index: 1, Name: "declared"}}
 	head := startNode(t, node.Config{Listen: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0",
 		Agent: agent.Config{Name: "n0", Rank: -1, GPUs: gpus}})

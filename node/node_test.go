@@ -56,6 +56,7 @@ func newCluster(t *testing.T, n int) []*node.Node {
 }
 
 func TestStoreFoundThroughGossip(t *testing.T) {
+	t.Parallel()
 	nodes := newCluster(t, 3)
 	c := rendezvoustest.NewClient(t, nodes[0].Store(), security.Security{})
 	var names []string
@@ -77,6 +78,7 @@ func TestStoreFoundThroughGossip(t *testing.T) {
 }
 
 func TestDuplicateNameRefused(t *testing.T) {
+	t.Parallel()
 	nodes := newCluster(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -95,6 +97,7 @@ func TestDuplicateNameRefused(t *testing.T) {
 // the store fails no job: the gossip path is what broke. Once its agent
 // shuts down too, the job fails naming it.
 func TestGossipDeathAloneIsNoLoss(t *testing.T) {
+	t.Parallel()
 	nodes := newCluster(t, 3)
 	c := rendezvoustest.NewClient(t, nodes[0].Store(), security.Security{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -155,6 +158,7 @@ func TestGossipDeathAloneIsNoLoss(t *testing.T) {
 
 // A node gossips how many of its GPUs are free as jobs come and go.
 func TestFreeGPUsGossiped(t *testing.T) {
+	t.Parallel()
 	gpus, err := gpu.Parse("0,1")
 	if err != nil {
 		t.Fatal(err)

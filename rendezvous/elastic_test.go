@@ -46,6 +46,7 @@ func stopsOf(t *testing.T, agents ...*testAgent) string {
 // An elastic round forms with its least nodes after the last call; a node
 // that comes later starts a new round with it, not counted as a restart.
 func TestElasticRoundLastCallAndGrowth(t *testing.T) {
+	t.Parallel()
 	s := rendezvoustest.NewStore(t, nil)
 	c := rendezvoustest.NewClient(t, s, security.Security{})
 	a := newTestAgent(t, c, "a", "10.0.0.1", 0, 0)

@@ -170,7 +170,7 @@ func (s *Store) detach(j *job) {
 	if j.attached == 0 && !j.finished() {
 		// A launcher that lost its connection follows again within moments:
 		// only one that stays away has its job stopped.
-		s.afterLocked(detachGrace, j, nil, TimerLauncherGone)
+		s.afterLocked(s.cfg.DetachGrace, j, nil, TimerLauncherGone)
 	}
 }
 
@@ -184,6 +184,6 @@ func (s *Store) launcherGoneLocked(j *job) {
 	s.stopLocked(j, j.spec.KillTimeoutMs)
 }
 
-// detachGrace is how long a job waits for its launcher to follow it again
-// after the launcher's stream ended, before it is stopped.
-const detachGrace = 10 * time.Second
+// defaultDetachGrace is how long a job waits for its launcher to follow it
+// again after the launcher's stream ended, before it is stopped.
+const defaultDetachGrace = 10 * time.Second

@@ -54,6 +54,7 @@ func jobState(t *testing.T, c *storeclient.Client, job string) musterv1.JobState
 // off: it fails no job for them, and forgets the suspicions when gossip
 // hears from the nodes again.
 func TestStoreSuspectsItselfFirst(t *testing.T) {
+	t.Parallel()
 	s, c, _, job := leaseCluster(t, time.Hour, time.Nanosecond)
 	for _, name := range []string{"b", "c", "d"} {
 		s.Store().SetLiveness(name, rendezvous.Liveness{State: rendezvous.GossipDead, Silent: 5 * time.Second})
@@ -77,6 +78,7 @@ func TestStoreSuspectsItselfFirst(t *testing.T) {
 // agent confirms it, or once the node has been silent for the fence bound
 // (its workers are gone then, whichever side was cut off).
 func TestHeldLossTakenWhenConfirmedOrFenced(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name    string
 		fence   time.Duration
@@ -107,6 +109,7 @@ func TestHeldLossTakenWhenConfirmedOrFenced(t *testing.T) {
 // Gossip's word that a node died is no loss while its agent still renews
 // its lease: it is the gossip path (or the reporter) that is bad.
 func TestSuspicionNeedsTheAgentSilentToo(t *testing.T) {
+	t.Parallel()
 	s, c, agents, job := leaseCluster(t, time.Nanosecond, time.Hour)
 	s.Store().SetLiveness("b", rendezvous.Liveness{State: rendezvous.GossipDead, Silent: 5 * time.Second})
 	if _, err := c.ReportLoss(context.Background(), &musterv1.ReportLossRequest{Session: agents[0].session,
@@ -128,6 +131,7 @@ func TestSuspicionNeedsTheAgentSilentToo(t *testing.T) {
 // until its workers are certainly gone: its last renewal plus the fence
 // bound. The restart says when that is.
 func TestNextRoundWaitsForTheFence(t *testing.T) {
+	t.Parallel()
 	const fence = 400 * time.Millisecond
 	s, c, agents, job := leaseCluster(t, fence, -1)
 	renewed := time.Now() // the store's renewal is no earlier
@@ -154,6 +158,7 @@ func TestNextRoundWaitsForTheFence(t *testing.T) {
 // agent renews no lease, it asks the job's other nodes to probe it, and their
 // word that they cannot reach it either makes it a loss.
 func TestSilentNodeProbedByPeers(t *testing.T) {
+	t.Parallel()
 	s := rendezvoustest.NewStore(t, func(c *storeserver.Config) {
 		c.NodeTimeout, c.RenewSilence, c.FenceAfter = 300*time.Millisecond, 300*time.Millisecond, time.Nanosecond
 	})
@@ -216,6 +221,7 @@ func TestSilentNodeProbedByPeers(t *testing.T) {
 // sees: its word that others are lost confirms nothing when the store,
 // having lost most of its nodes at once, suspects itself.
 func TestOwnNodeConfirmsNothing(t *testing.T) {
+	t.Parallel()
 	s := rendezvoustest.NewStore(t, func(c *storeserver.Config) {
 		c.FenceAfter, c.RenewSilence, c.OwnNode = time.Hour, time.Nanosecond, "a"
 	})
@@ -250,6 +256,7 @@ func TestOwnNodeConfirmsNothing(t *testing.T) {
 // only from when it reaches most of them again: a node whose connection is
 // still in TCP's backoff then gets the renewal silence to come back.
 func TestSilenceCountsFromTheStoresReturn(t *testing.T) {
+	t.Parallel()
 	const silence = time.Second
 	for _, tt := range []struct {
 		name   string
@@ -259,6 +266,7 @@ func TestSilenceCountsFromTheStoresReturn(t *testing.T) {
 		{"silent past it", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			s, c, agents, job := leaseCluster(t, time.Hour, silence)
 			for _, name := range []string{"b", "c", "d"} {
 				s.Store().SetLiveness(name, rendezvous.Liveness{State: rendezvous.GossipDead, Silent: 5 * time.Second})

@@ -16,6 +16,7 @@ import (
 // A node is lost on whichever signal comes first: its agent gone once its
 // stream broke, or gossip declaring it dead; otherwise it keeps its grace.
 func TestNodeLossSignals(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		agentGone bool

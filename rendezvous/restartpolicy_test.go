@@ -70,6 +70,7 @@ func TestRestartPolicy(t *testing.T) {
 // The back-off doubles from --restart-backoff to --restart-backoff-max; a
 // round forms no sooner, and the job's end names every round's cause.
 func TestRestartBackoffAndRoundCauses(t *testing.T) {
+	t.Parallel()
 	s := rendezvoustest.NewStore(t, nil)
 	c := rendezvoustest.NewClient(t, s, security.Security{})
 	a := newTestAgent(t, c, "a", "10.0.0.1", 0, 0)

@@ -78,6 +78,7 @@ func reservePorts(t *testing.T, c *storeclient.Client, a *testAgent, ports ...in
 }
 
 func TestRoundWaitsForNodesAndRanksThem(t *testing.T) {
+	t.Parallel()
 	s := rendezvoustest.NewStore(t, nil)
 	c := rendezvoustest.NewClient(t, s, security.Security{})
 	a := newTestAgent(t, c, "a", "10.0.0.2", -1, 0)
@@ -106,6 +107,7 @@ func TestRoundWaitsForNodesAndRanksThem(t *testing.T) {
 }
 
 func TestRoundWaitTimesOut(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		nodes map[string]int // name -> GPUs
@@ -176,6 +178,7 @@ func TestWaitingRoundTakesFreedGPUs(t *testing.T) {
 }
 
 func TestCancelWhileWaiting(t *testing.T) {
+	t.Parallel()
 	s := rendezvoustest.NewStore(t, nil)
 	c := rendezvoustest.NewClient(t, s, security.Security{})
 	ctx := context.Background()

@@ -157,6 +157,7 @@ func TestNodeComesBackWithItsJobs(t *testing.T) {
 }
 
 func TestNodeThatDoesNotComeBackFailsItsJob(t *testing.T) {
+	t.Parallel()
 	s := rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.SessionGrace = 200 * time.Millisecond })
 	c := rendezvoustest.NewClient(t, s, security.Security{})
 	a, _ := keyedAgent(t, c, "a", "k")

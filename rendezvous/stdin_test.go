@@ -90,6 +90,7 @@ func writeUntilBlocked(t *testing.T, r *StdinRelay) (int, chan error) {
 }
 
 func TestStdinRelayHoldsFewChunks(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		unblock func(r *StdinRelay) error // makes room, or ends the relay

@@ -41,6 +41,9 @@ type StoreConfig struct {
 	// SessionGrace is how long a node whose connection broke keeps its
 	// jobs, waiting for its agent to register again (see session.go).
 	SessionGrace time.Duration
+	// DetachGrace is how long a job whose launcher's stream ended waits for
+	// it to follow again before it is stopped; 10 s when 0.
+	DetachGrace time.Duration
 	// AgentGone, when set, says whether the named node's agent is gone (its
 	// process died) within timeout; see liveness.go.
 	AgentGone func(name string, timeout time.Duration) bool
@@ -158,6 +161,9 @@ func NewStore(cfg StoreConfig) *Store {
 	}
 	if cfg.SessionGrace == 0 {
 		cfg.SessionGrace = defaultSessionGrace
+	}
+	if cfg.DetachGrace == 0 {
+		cfg.DetachGrace = defaultDetachGrace
 	}
 	if cfg.FenceAfter == 0 {
 		cfg.FenceAfter = DefaultFenceAfter

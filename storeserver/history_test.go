@@ -19,6 +19,7 @@ import (
 // ListJobs takes the history's newest jobs, oldest first, within its
 // bounds; GetJob reaches every job the history keeps.
 func TestListJobsBoundsTheHistory(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		jobs      int

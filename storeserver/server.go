@@ -73,6 +73,9 @@ type Config struct {
 	// SessionGrace is how long a node whose connection broke keeps its jobs
 	// while its agent reconnects; 10 s by default.
 	SessionGrace time.Duration
+	// DetachGrace is how long a job whose launcher went away waits for it
+	// to follow again before it is stopped; 10 s by default.
+	DetachGrace time.Duration
 	// AgentGone, when set, says whether a node's agent is gone once its
 	// stream broke, so that its node is lost at once (liveness.go).
 	AgentGone func(name string, timeout time.Duration) bool
@@ -174,7 +177,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cfg:     cfg,
 		log:     cfg.Logger,
 		history: history,
-		store: rendezvous.NewStore(rendezvous.StoreConfig{Logger: cfg.Logger, Addr: addr, SessionGrace: cfg.SessionGrace,
+		store: rendezvous.NewStore(rendezvous.StoreConfig{Logger: cfg.Logger, Addr: addr, SessionGrace: cfg.SessionGrace, DetachGrace: cfg.DetachGrace,
 			AgentGone: cfg.AgentGone, Refused: cfg.Refused, FenceAfter: cfg.FenceAfter, RenewSilence: cfg.RenewSilence,
 			NodeTimeout: cfg.NodeTimeout, OwnNode: cfg.OwnNode, Recorder: cfg.Recorder, Record: history.Propose}),
 		lis:  lis,

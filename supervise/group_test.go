@@ -185,6 +185,7 @@ func TestStartFailure(t *testing.T) {
 }
 
 func TestNoDescendantOutlivesTheJob(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		script string
@@ -220,6 +221,7 @@ func TestNoDescendantOutlivesTheJob(t *testing.T) {
 }
 
 func TestBackgroundChildGetsTermAndGrace(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	// The child needs a moment after SIGTERM to write its file: the grace gives it that.
 	script := fmt.Sprintf(`sh -c 'trap "sleep 0.3; echo bye > %s/term; exit 0" TERM; while :; do sleep 0.05; done' & sleep 0.2; exit 0`, dir)
@@ -254,6 +256,7 @@ func TestJobDirRemovedEvenIfTheAgentDies(t *testing.T) {
 }
 
 func TestStopWithGrace(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		script string
@@ -288,6 +291,7 @@ func TestStopWithGrace(t *testing.T) {
 // A second Stop with a shorter grace kills sooner: a job already stopping
 // with a long kill timeout is killed when its agent goes away.
 func TestStopAgainWithShorterGrace(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		graces []time.Duration
@@ -316,6 +320,7 @@ func TestStopAgainWithShorterGrace(t *testing.T) {
 // A stop gives each worker one SIGTERM: many programs take a second one as
 // "quit now, skip the graceful part".
 func TestStopSignalsEachWorkerOnce(t *testing.T) {
+	t.Parallel()
 	f := filepath.Join(t.TempDir(), "terms")
 	j := startShell(t, 5*time.Second, fmt.Sprintf(`trap 'echo term >> %s; sleep 0.3; exit 0' TERM; echo ready; while :; do sleep 0.05; done`, f))
 	j.waitLine(t, 0, "ready")

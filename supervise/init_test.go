@@ -194,6 +194,7 @@ func TestInitForwardsStopSignals(t *testing.T) {
 }
 
 func TestInitReapsOrphans(t *testing.T) {
+	t.Parallel()
 	p := startPID1(t, "orphans")
 	if s := p.line(t); s != "ready" {
 		t.Fatalf("child said %q", s)

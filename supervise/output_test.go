@@ -33,6 +33,7 @@ func readAll(t *testing.T, input []string, pause time.Duration) ([]chunk, error)
 }
 
 func TestReaderChunks(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("x", MaxChunk)
 	tests := []struct {
 		name  string
