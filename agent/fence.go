@@ -23,8 +23,15 @@ import (
 // lease, and the store takes its jobs over.
 
 const (
-	renewEvery   = time.Second
-	renewTimeout = 2 * time.Second
+	renewEvery = time.Second
+	// renewTimeout is how long a renewal waits for its answer. An answer
+	// that comes late still counts from when its renewal was sent, so a
+	// slow path (packet loss, TCP's retransmission backoff) is no reason
+	// to give up on one: only the fence bound is.
+	renewTimeout = 10 * time.Second
+	// maxRenewing bounds the renewals waiting for an answer at once: on a
+	// lossy link one gets through while another is being retransmitted.
+	maxRenewing = 4
 	// leaseCheckEvery is how often the lease's end is looked at, apart
 	// from renewals that may hang for renewTimeout: the fence comes within
 	// this of the bound, well inside the store's margin.
@@ -54,7 +61,11 @@ func (l *lease) renewed(sent time.Time, after time.Duration) {
 	if after > 0 {
 		l.after = after
 	}
-	l.fenced = false
+	// A late answer to a renewal sent before the lease ran out does not
+	// make it live again.
+	if l.after <= 0 || time.Since(l.ok) < l.after {
+		l.fenced = false
+	}
 }
 
 // expired says for how long the store has not been reached when that is
@@ -63,44 +74,48 @@ func (l *lease) expired() (time.Duration, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	since := time.Since(l.ok)
-	if l.after <= 0 || l.fenced || since < l.after {
-		return since, false
-	}
-	l.fenced = true
-	return since, true
+	return since, l.after > 0 && !l.fenced && since >= l.after
 }
 
-// keepLease renews the lease every renewEvery until the agent closes, one
-// renewal at a time, and fences the node's jobs as soon as it runs out.
+// fencedNow records that the workers were stopped for the lease's end.
+func (l *lease) fencedNow() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fenced = true
+}
+
+// keepLease renews the lease every renewEvery until the agent closes, with
+// at most maxRenewing renewals waiting for their answers, and fences the
+// node's jobs as soon as it runs out.
 func (a *Agent) keepLease() {
 	defer a.loops.Done()
 	t := time.NewTicker(leaseCheckEvery)
 	defer t.Stop()
-	renewing := make(chan error, 1)
-	renewing <- nil // none in flight
+	answers := make(chan error, maxRenewing)
+	renewing := 0
 	var sent time.Time
 	lastErr := "no renewal answered"
 	for {
 		select {
 		case <-a.ctx.Done():
 			return
-		case <-t.C:
-		}
-		if since, fence := a.lease.expired(); fence {
-			a.fence(since, lastErr)
-		}
-		if time.Since(sent) < renewEvery {
-			continue
-		}
-		select {
-		case err := <-renewing:
+		case err := <-answers:
+			renewing--
 			if err != nil {
 				lastErr = storeclient.ErrorMessage(err)
 			}
-		default:
-			continue // the last renewal is still waiting for its answer
+			continue
+		case <-t.C:
+		}
+		// A job that starts after the lease ran out is fenced as well.
+		if since, fence := a.lease.expired(); fence && a.fence(since, lastErr) {
+			a.lease.fencedNow()
+		}
+		if time.Since(sent) < renewEvery || renewing == maxRenewing {
+			continue
 		}
 		sent = time.Now()
+		renewing++
 		a.loops.Add(1)
 		go func(sent time.Time) {
 			defer a.loops.Done()
@@ -110,20 +125,21 @@ func (a *Agent) keepLease() {
 			if err == nil {
 				a.lease.renewed(sent, 0)
 			}
-			renewing <- err
+			answers <- err
 		}(sent)
 	}
 }
 
-// fence stops every job's workers here: the store may run their ranks
-// again elsewhere.
-func (a *Agent) fence(since time.Duration, why string) {
+// fence stops every job's workers here, as the store may run their ranks
+// again elsewhere, and says whether there were any.
+func (a *Agent) fence(since time.Duration, why string) bool {
 	jobs := a.jobCount()
 	if jobs == 0 {
-		return
+		return false
 	}
 	a.log.Warn("lease expired; stopping this node's jobs", zap.Int("jobs", jobs), zap.Duration("since", since), zap.String("error", why))
 	// Each job's workers get its own --kill-timeout.
 	a.stopAll(time.Duration(math.MaxInt64), fmt.Sprintf("node %s lost contact with the store for %.1f s (%s): "+
 		"its workers are stopped, as the store may run their ranks again elsewhere", a.cfg.Name, since.Seconds(), why))
+	return true
 }
