@@ -19,23 +19,26 @@ import (
 	"github.com/musterhq/muster/storeserver"
 )
 
-// proxy forwards TCP connections to a store; cut severs them all and
-// refuses new ones until restore, as a broken network does.
+// proxy forwards TCP connections to a store, each byte delay later than it
+// came (a path whose round trip is twice delay, as on a lossy link where
+// TCP retransmits); cut severs them all and refuses new ones until restore,
+// as a broken network does.
 type proxy struct {
 	lis    net.Listener
 	target string
+	delay  time.Duration
 	mu     sync.Mutex
 	down   bool
 	conns  []net.Conn
 }
 
-func newProxy(t *testing.T, target string) *proxy {
+func newProxy(t *testing.T, target string, delay time.Duration) *proxy {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{lis: lis, target: target}
+	p := &proxy{lis: lis, target: target, delay: delay}
 	t.Cleanup(func() { lis.Close(); p.cut() })
 	go func() {
 		for {
@@ -58,11 +61,45 @@ func newProxy(t *testing.T, target string) *proxy {
 			p.mu.Lock()
 			p.conns = append(p.conns, c, s)
 			p.mu.Unlock()
-			go func() { io.Copy(s, c); s.Close() }()
-			go func() { io.Copy(c, s); c.Close() }()
+			go p.pass(s, c)
+			go p.pass(c, s)
 		}
 	}()
 	return p
+}
+
+// pass copies what src sends to dst, in order, p.delay later.
+func (p *proxy) pass(dst, src net.Conn) {
+	defer dst.Close()
+	if p.delay == 0 {
+		io.Copy(dst, src)
+		return
+	}
+	type chunk struct {
+		data []byte
+		at   time.Time
+	}
+	q := make(chan chunk, 1024)
+	go func() {
+		defer close(q)
+		for {
+			buf := make([]byte, 32<<10)
+			n, err := src.Read(buf)
+			if n > 0 {
+				q <- chunk{buf[:n], time.Now().Add(p.delay)}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for c := range q {
+		time.Sleep(time.Until(c.at))
+		if _, err := dst.Write(c.data); err != nil {
+			src.Close()
+			return
+		}
+	}
 }
 
 func (p *proxy) addr() string { return p.lis.Addr().String() }
@@ -146,7 +183,7 @@ func TestExitsArriveAcrossACutConnection(t *testing.T) {
 	t.Parallel()
 	proxies := make([]*proxy, 2)
 	tc := agenttest.NewCluster(t, 2, func(i int, cfg *agent.Config) {
-		proxies[i] = newProxy(t, cfg.StoreAddr)
+		proxies[i] = newProxy(t, cfg.StoreAddr, 0)
 		cfg.StoreAddr = proxies[i].addr()
 	})
 	dir := t.TempDir()
