@@ -66,6 +66,16 @@ func TestRestartPolicy(t *testing.T) {
 			t.Fatalf("three rounds took %s, less than their back-offs of 900ms", took)
 		}
 	})
+	t.Run("a restart cut short in its back-off", func(t *testing.T) {
+		r := runLauncher(t, "run", "--max-restarts", "1", "--restart-backoff", "1m", "--timeout", "1s", "--", "sh", "-c", "exit 3")
+		who := `rank 0 \(node [^,]+, local rank 0\) exited with code 3`
+		want := regexp.MustCompile(`(?s)muster: job j-\S+ ran 1 round:\n` +
+			`    round 0: ` + who + `\n` +
+			`    round 1: not started: cancelled: timed out after 1s\n$`)
+		if r.code != 124 || !want.MatchString(r.stderr) {
+			t.Fatalf("exit %d, stderr:\n%s\nwant 124 and a match for %s", r.code, r.stderr, want)
+		}
+	})
 }
 
 // A job's own --health-check runs on its node before the workers start; a

@@ -510,7 +510,15 @@ func printRoundCauses(w io.Writer, job string, fin *musterv1.JobFinished) {
 		return
 	}
 	dropped := fin.GetRoundCausesDropped()
-	fmt.Fprintf(w, "muster: job %s ran %d rounds:\n", job, int(dropped)+len(causes)+1)
+	ran := int(dropped) + len(causes)
+	if !fin.GetLastRoundNotStarted() {
+		ran++
+	}
+	plural := "s"
+	if ran == 1 {
+		plural = ""
+	}
+	fmt.Fprintf(w, "muster: job %s ran %d round%s:\n", job, ran, plural)
 	if dropped > 0 {
 		fmt.Fprintf(w, "    (%d earlier rounds not kept)\n", dropped)
 	}
@@ -520,6 +528,9 @@ func printRoundCauses(w io.Writer, job string, fin *musterv1.JobFinished) {
 	last := strings.ToLower(strings.TrimPrefix(fin.GetState().String(), "JOB_STATE_"))
 	if s := fin.GetSummary(); s != "" && fin.GetState() != musterv1.JobState_JOB_STATE_SUCCEEDED {
 		last += ": " + s
+	}
+	if fin.GetLastRoundNotStarted() {
+		last = "not started: " + last
 	}
 	fmt.Fprintf(w, "    round %d: %s\n", int(dropped)+len(causes), last)
 }

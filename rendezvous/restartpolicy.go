@@ -71,9 +71,11 @@ func noteRoundCauseLocked(j *job, reason string) {
 	}
 }
 
-// roundCausesLocked puts the causes of j's earlier rounds in its end.
+// roundCausesLocked puts the causes of j's earlier rounds in its end, and
+// whether its last round started its workers.
 func roundCausesLocked(j *job, fin *musterv1.JobFinished) {
 	fin.RoundCauses, fin.RoundCausesDropped = slices.Clone(j.causes), j.causesDropped
+	fin.LastRoundNotStarted = j.round.state < roundRunning
 }
 
 // backingOffLocked says whether j's waiting round must wait out its

@@ -3744,8 +3744,11 @@ type JobFinished struct {
 	// round_causes_dropped counts those left out before them.
 	RoundCauses        []string `protobuf:"bytes,320,rep,name=round_causes,json=roundCauses,proto3" json:"round_causes,omitempty"`
 	RoundCausesDropped int32    `protobuf:"varint,321,opt,name=round_causes_dropped,json=roundCausesDropped,proto3" json:"round_causes_dropped,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// last_round_not_started says the job ended while its last round still
+	// waited to start its workers (for nodes, a restart's back-off, a fence).
+	LastRoundNotStarted bool `protobuf:"varint,322,opt,name=last_round_not_started,json=lastRoundNotStarted,proto3" json:"last_round_not_started,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *JobFinished) Reset() {
@@ -3818,6 +3821,13 @@ func (x *JobFinished) GetRoundCausesDropped() int32 {
 		return x.RoundCausesDropped
 	}
 	return 0
+}
+
+func (x *JobFinished) GetLastRoundNotStarted() bool {
+	if x != nil {
+		return x.LastRoundNotStarted
+	}
+	return false
 }
 
 // OutputLost says output was dropped: a follower that arrived after the
@@ -6253,14 +6263,15 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x06detail\x18\x05 \x01(\tR\x06detail\x12&\n" +
 	"\x0fstore_silent_ms\x18\x06 \x01(\x03R\rstoreSilentMs\x12!\n" +
 	"\fconfirmed_by\x18\a \x03(\tR\vconfirmedBy\x124\n" +
-	"\x17workers_gone_by_unix_ms\x18\b \x01(\x03R\x13workersGoneByUnixMs\"\xf9\x01\n" +
+	"\x17workers_gone_by_unix_ms\x18\b \x01(\x03R\x13workersGoneByUnixMs\"\xaf\x02\n" +
 	"\vJobFinished\x12)\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x13.muster.v1.JobStateR\x05state\x12\x1b\n" +
 	"\texit_code\x18\x02 \x01(\x05R\bexitCode\x12\x18\n" +
 	"\asummary\x18\x03 \x01(\tR\asummary\x121\n" +
 	"\afailure\x18\x04 \x01(\v2\x17.muster.v1.WorkerExitedR\afailure\x12\"\n" +
 	"\fround_causes\x18\xc0\x02 \x03(\tR\vroundCauses\x121\n" +
-	"\x14round_causes_dropped\x18\xc1\x02 \x01(\x05R\x12roundCausesDropped\":\n" +
+	"\x14round_causes_dropped\x18\xc1\x02 \x01(\x05R\x12roundCausesDropped\x124\n" +
+	"\x16last_round_not_started\x18\xc2\x02 \x01(\bR\x13lastRoundNotStarted\":\n" +
 	"\n" +
 	"OutputLost\x12\x16\n" +
 	"\x06events\x18\x01 \x01(\x04R\x06events\x12\x14\n" +
