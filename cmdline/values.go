@@ -325,3 +325,14 @@ func (r *Ranks) Contains(rank int32) bool {
 
 // IsSet says whether a list was given.
 func (r *Ranks) IsSet() bool { return len(r.spans) > 0 }
+
+// Below says whether some rank of the list is below n: a list that holds
+// none of a job's n ranks selects nothing.
+func (r *Ranks) Below(n int64) bool {
+	for _, sp := range r.spans {
+		if int64(sp[0]) < n {
+			return true
+		}
+	}
+	return !r.IsSet()
+}

@@ -305,8 +305,18 @@ func TestRanks(t *testing.T) {
 			t.Errorf("Set(%q): %v, contains 0 %v, 3 %v, 7 %v", tt.in, err, r.Contains(0), r.Contains(3), r.Contains(7))
 		}
 	}
+	for _, tt := range []struct {
+		in    string
+		world int64
+		want  bool
+	}{{"0", 1, true}, {"7", 2, false}, {"7,1", 2, true}, {"2-9", 2, false}, {"2-9", 3, true}} {
+		var r Ranks
+		if err := r.Set(tt.in); err != nil || r.Below(tt.world) != tt.want {
+			t.Errorf("%q below %d: %v, want %v (%v)", tt.in, tt.world, r.Below(tt.world), tt.want, err)
+		}
+	}
 	var all Ranks
-	if !all.Contains(12) || all.IsSet() {
+	if !all.Contains(12) || all.IsSet() || !all.Below(1) {
 		t.Error("an empty set does not hold every rank")
 	}
 	if err := all.Set(strings.Repeat("1,", maxRankSpans) + "1"); err == nil {

@@ -177,6 +177,9 @@ func run(c *cli.Context, f runFlags) error {
 		return cmdline.Usagef(c, "%s", err)
 	}
 	jobspec.Defaults(spec)
+	if world := int64(spec.Nnodes) * int64(spec.Nproc); !f.outputRanks.Below(world) {
+		return cmdline.Usagef(c, "--output-ranks %s: the job's ranks are 0..%d", f.outputRanks, world-1)
+	}
 	var events *eventfile.Writer
 	if name := c.String("events"); name != "" {
 		if events, err = eventfile.Open(name); err != nil {
