@@ -89,7 +89,7 @@ func runCommand() *cli.Command {
 			cmdline.InCategory(catOutput,
 				cmdline.Flag(f.stdin, "stdin", nil, "which rank reads the launcher's stdin: a `RANK`, all (a copy each) or none; the others get /dev/null"),
 				&cli.BoolFlag{Name: "tag-output", Value: true, Usage: "prefix each output line with [rank] (--no-tag-output turns it off)"},
-				&cli.BoolFlag{Name: "no-tag-output", Usage: "print output lines as they are"},
+				&cli.BoolFlag{Name: "no-tag-output", Usage: "print output lines as they are, untagged (a last line without its newline gets one, so that ranks' lines stay apart)"},
 				&cli.StringFlag{Name: "events", TakesFile: true, Usage: "append the job's lifecycle to `FILE` as JSON lines: submitted, waiting, each round (nodes, unique-ID hash), each rank's start and exit, node lost, restart, ended"},
 				cmdline.Flag(f.outputRanks, "output-ranks", nil, "print only these ranks' output (`LIST`: 0,2-5); --log-dir still gets every rank's"),
 				&cli.BoolFlag{Name: "timestamp-output", Usage: "prefix each output line with the time the launcher got it (UTC, RFC 3339 with milliseconds)"},
