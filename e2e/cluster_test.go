@@ -81,6 +81,11 @@ func TestNodesJobsCancel(t *testing.T) {
 	if pids := jobProcesses(t, marker); len(pids) != 0 {
 		t.Fatalf("workers left: %v", pids)
 	}
+	// A job that ended is left as it is, and the launcher says so.
+	if r := runLauncher(t, "cancel", "--cluster", addr, running); r.code != 0 ||
+		r.stderr != "launcher: job "+running+" had already ended (cancelled): nothing to cancel\n" {
+		t.Fatalf("cancel of an ended job: %d %q", r.code, r.stderr)
+	}
 	if r := runLauncher(t, "cancel", "--cluster", addr, "j-nonexistent"); r.code == 0 || !strings.Contains(r.stderr, "not found") {
 		t.Fatalf("cancel of an unknown job: %d %q", r.code, r.stderr)
 	}

@@ -176,7 +176,9 @@ type Result struct {
 	JobID   string // SubmitJob
 	Session string // RegisterNode
 	Round   int32  // RestartJob: the next round's number
-	Acked   uint64 // PublishEvents: the highest sequence number applied
+	// CancelJob: the job's state when it had ended before the cancel.
+	Ended musterv1.JobState
+	Acked uint64 // PublishEvents: the highest sequence number applied
 	// SignalJob: how many nodes were asked, or that an earlier delivery
 	// stands for this one.
 	Nodes     int
@@ -201,7 +203,7 @@ func (s *Store) applyLocked(c Command) (Result, error) {
 	case *PublishEvents:
 		res.Acked, err = s.publishLocked(c)
 	case *CancelJob:
-		err = s.cancelJobLocked(c)
+		res.Ended, err = s.cancelJobLocked(c)
 	case *RestartJob:
 		res.Round, err = s.restartJobLocked(c)
 	case *CompleteRound:

@@ -98,7 +98,7 @@ func TestReplayRebuildsTheJobTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(other)
-	if err := s.Cancel(other, false, "cancelled by the test", 130); err != nil {
+	if _, err := s.Cancel(other, false, "cancelled by the test", 130); err != nil {
 		t.Fatal(err)
 	}
 	publish("a", exited(other, 0, 143), exited(other, 1, 143))

@@ -304,19 +304,23 @@ func (s *Store) sendStopLocked(j *job, reason string, killTimeoutMs int64) {
 }
 
 // Cancel stops a job; code is its exit code unless a worker failed first.
-// force kills the workers at once.
-func (s *Store) Cancel(jobID string, force bool, reason string, code int32) error {
-	_, err := s.Apply(&CancelJob{JobID: jobID, Force: force, Reason: reason, Code: code})
-	return err
+// force kills the workers at once. A job that had ended already is left as
+// it is: ended is its state then.
+func (s *Store) Cancel(jobID string, force bool, reason string, code int32) (ended musterv1.JobState, err error) {
+	res, err := s.Apply(&CancelJob{JobID: jobID, Force: force, Reason: reason, Code: code})
+	return res.Ended, err
 }
 
-func (s *Store) cancelJobLocked(c *CancelJob) error {
+func (s *Store) cancelJobLocked(c *CancelJob) (musterv1.JobState, error) {
 	j := s.jobs[c.JobID]
 	if j == nil {
-		return fmt.Errorf("job %q: %w", c.JobID, ErrNotFound)
+		return 0, fmt.Errorf("job %q: %w", c.JobID, ErrNotFound)
+	}
+	if j.finished() {
+		return j.state, nil
 	}
 	s.cancelLocked(j, c.Force, c.Reason, c.Code)
-	return nil
+	return 0, nil
 }
 
 func (s *Store) cancelLocked(j *job, force bool, reason string, code int32) {

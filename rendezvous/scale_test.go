@@ -136,7 +136,7 @@ func TestStopsCoalesceForASlowAgent(t *testing.T) {
 	sessions := registerMany(t, s, 2)
 	id := startRound(t, s, sessions)
 	for i := 0; i < 3*maxPending; i++ {
-		if err := s.Cancel(id, i == 10, "test", 1); err != nil {
+		if _, err := s.Cancel(id, i == 10, "test", 1); err != nil {
 			t.Fatal(err)
 		}
 	}

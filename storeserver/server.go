@@ -459,7 +459,8 @@ func (s *Server) Cancel(ctx context.Context, req *musterv1.CancelRequest) (*must
 	if reason == "" {
 		reason = "cancelled"
 	}
-	return &musterv1.CancelResponse{}, rpcError(s.store.Cancel(req.GetJobId(), req.GetForce(), reason, req.GetExitCode()))
+	ended, err := s.store.Cancel(req.GetJobId(), req.GetForce(), reason, req.GetExitCode())
+	return &musterv1.CancelResponse{Ended: ended}, rpcError(err)
 }
 
 // Signal sends a signal to every worker of a running job: its owner's or

@@ -149,9 +149,12 @@ func cancelCommand() *cli.Command {
 				return cmdline.Usagef(c, "name at least one job (launcher jobs lists them)")
 			}
 			for _, id := range c.Args().Slice() {
-				_, err := cl.Cancel(ctx, &musterv1.CancelRequest{JobId: id, Force: c.Bool("force"), Reason: "cancelled by launcher cancel", ExitCode: 143})
+				resp, err := cl.Cancel(ctx, &musterv1.CancelRequest{JobId: id, Force: c.Bool("force"), Reason: "cancelled by launcher cancel", ExitCode: 143})
 				if err != nil {
 					return fmt.Errorf("%s: %s", id, storeclient.ErrorMessage(err))
+				}
+				if st := resp.GetEnded(); st.Ended() {
+					fmt.Fprintf(os.Stderr, "launcher: job %s had already ended (%s): nothing to cancel\n", id, listing.StateName(st))
 				}
 			}
 			return nil

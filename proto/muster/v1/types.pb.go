@@ -4757,7 +4757,10 @@ func (x *CancelRequest) GetExitCode() int32 {
 }
 
 type CancelResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ended is the job's state when it had ended before the cancel came,
+	// which then changed nothing; JOB_STATE_UNSPECIFIED otherwise.
+	Ended         JobState `protobuf:"varint,1,opt,name=ended,proto3,enum=muster.v1.JobState" json:"ended,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4790,6 +4793,13 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
 	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *CancelResponse) GetEnded() JobState {
+	if x != nil {
+		return x.Ended
+	}
+	return JobState_JOB_STATE_UNSPECIFIED
 }
 
 type ListNodesRequest struct {
@@ -6346,8 +6356,9 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05force\x18\x02 \x01(\bR\x05force\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1b\n" +
-	"\texit_code\x18\x04 \x01(\x05R\bexitCode\"\x10\n" +
-	"\x0eCancelResponse\"\x12\n" +
+	"\texit_code\x18\x04 \x01(\x05R\bexitCode\";\n" +
+	"\x0eCancelResponse\x12)\n" +
+	"\x05ended\x18\x01 \x01(\x0e2\x13.muster.v1.JobStateR\x05ended\"\x12\n" +
 	"\x10ListNodesRequest\"\xeb\x01\n" +
 	"\n" +
 	"NodeStatus\x12#\n" +
@@ -6600,22 +6611,23 @@ var file_muster_v1_types_proto_depIdxs = []int32{
 	51, // 39: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
 	46, // 40: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
 	50, // 41: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
-	6,  // 42: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
-	31, // 43: muster.v1.NodeStatus.health:type_name -> muster.v1.NodeHealth
-	60, // 44: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
-	30, // 45: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
-	1,  // 46: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
-	37, // 47: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	44, // 48: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
-	64, // 49: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
-	63, // 50: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
-	67, // 51: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
-	63, // 52: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	53, // [53:53] is the sub-list for method output_type
-	53, // [53:53] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	1,  // 42: muster.v1.CancelResponse.ended:type_name -> muster.v1.JobState
+	6,  // 43: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
+	31, // 44: muster.v1.NodeStatus.health:type_name -> muster.v1.NodeHealth
+	60, // 45: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
+	30, // 46: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
+	1,  // 47: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
+	37, // 48: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
+	44, // 49: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
+	64, // 50: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
+	63, // 51: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
+	67, // 52: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
+	63, // 53: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	54, // [54:54] is the sub-list for method output_type
+	54, // [54:54] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_types_proto_init() }
