@@ -154,6 +154,7 @@ func TestUsageErrorIsOneLine(t *testing.T) {
 		{"gpus overflow", []string{"run", "--gpus", "4294967297", "--", "true"}, "launcher: --gpus 4294967297: at most 1024"},
 		{"bad stdin", []string{"run", "--stdin", "first", "--", "true"}, "launcher: --stdin first: want a rank (0, 1, ...), all or none"},
 		{"stdin past the job", []string{"run", "--nproc", "2", "--stdin", "2", "--", "true"}, "launcher: --stdin 2: the job's ranks are 0..1"},
+		{"log dir that cannot be made", []string{"run", "--embedded", "--log-dir", "/proc/nope", "--", "true"}, "launcher: --log-dir: mkdir /proc/nope: no such file or directory"},
 		{"output ranks past the job", []string{"run", "--nproc", "2", "--output-ranks", "2-5", "--", "true"}, "launcher: --output-ranks 2-5: the job's ranks are 0..1"},
 		{"nodes without a cluster", []string{"nodes"}, "launcher: nodes needs --cluster HOST:PORT (or MUSTER_CLUSTER)"},
 		{"jobs without a cluster", []string{"jobs"}, "launcher: jobs needs --cluster HOST:PORT (or MUSTER_CLUSTER)"},

@@ -108,6 +108,13 @@ func (t Target) Prepare(spec *musterv1.JobSpec, waitTimeout time.Duration, worke
 			"elsewhere pass --cluster HOST:PORT (or set MUSTER_CLUSTER); see docs/cluster.md",
 			spec.Nnodes, hint, strings.Join(security.LocalAgentSockets(), ", "))
 	}
+	if dir := string(spec.LogDir); dir != "" {
+		// This machine's agent writes there: a directory it cannot make
+		// is the flag's fault, not a rank's.
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return usagef("--log-dir: %v", err)
+		}
+	}
 	if len(spec.Workdir) == 0 {
 		return setWorkdir(spec)
 	}
