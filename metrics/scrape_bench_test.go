@@ -36,7 +36,7 @@ func BenchmarkScrape(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := store.Cancel(id, true, "bench", 1); err != nil {
+		if _, err := store.Cancel(id, true, "bench", 1); err != nil {
 			b.Fatal(err)
 		}
 	}
