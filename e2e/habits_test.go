@@ -385,16 +385,15 @@ func TestMessagesSayThingsOnce(t *testing.T) {
 
 func TestQuietUnlessVerbose(t *testing.T) {
 	t.Parallel()
-	// The embedded agent logs a warning when a job cannot start: here, its
-	// log directory cannot be made under a file.
-	file := filepath.Join(t.TempDir(), "file")
-	os.WriteFile(file, nil, 0o644)
-	r := runLauncher(t, "run", "--log-dir", file, "--", "true")
+	// The embedded agent logs a warning when a job cannot start: here, the
+	// job's own directory cannot be made in its log directory, /proc/self,
+	// which the launcher finds there.
+	r := runLauncher(t, "run", "--log-dir", "/proc/self", "--", "true")
 	if r.code != 1 || strings.Contains(r.stderr, "WARN") || regexp.MustCompile(`\.go:\d+`).MatchString(r.stderr) ||
-		!strings.Contains(r.stderr, "--log-dir: mkdir "+file) {
+		!strings.Contains(r.stderr, "--log-dir: mkdir /proc/self/j-") {
 		t.Fatalf("exit %d, stderr %q; want the failure alone", r.code, r.stderr)
 	}
-	r = runLauncher(t, "run", "--verbose", "--log-dir", file, "--", "true")
+	r = runLauncher(t, "run", "--verbose", "--log-dir", "/proc/self", "--", "true")
 	if !strings.Contains(r.stderr, "WARN") {
 		t.Fatalf("--verbose: stderr %q; want the agent's log", r.stderr)
 	}
