@@ -18,10 +18,11 @@ import (
 )
 
 // rasWait bounds asking NCCL's RAS service: its own wait for the other
-// processes' data (one second, the least it takes), and the exchange.
+// processes' data (one second, the least it takes), five more it may wait
+// when a process that forwards it waits too, and the exchange.
 const (
 	rasTimeout = time.Second
-	rasWait    = 3 * time.Second
+	rasWait    = 7 * time.Second
 )
 
 // report gathers this node's clues to a hang once and publishes them for the
@@ -40,9 +41,16 @@ func (h *hangWatch) report(g *supervise.Group) {
 // unless RAS named ranks, PyTorch's flight recorders (a dump takes seconds),
 // and every running worker's last heartbeat by its file's own time.
 func (h *hangWatch) clues(g *supervise.Group) *musterv1.HangClues {
-	out := &musterv1.HangClues{RoundId: h.round, Ras: h.askRAS()}
+	// A stopped process (SIGSTOP, a debugger) is seen at once; RAS would
+	// wait seconds for it before it says that it got no answer.
+	stopped := stoppedGroups()
+	anyStopped := slices.ContainsFunc(h.ranks, func(r *rankWatch) bool { return stopped[int(r.pid.Load())] })
+	out := &musterv1.HangClues{RoundId: h.round, Ras: &musterv1.RasAnswer{}}
+	if !anyStopped {
+		out.Ras = h.askRAS()
+	}
 	before := h.traceStamps()
-	if len(out.Ras.GetCulprits()) == 0 && out.Ras.GetElsewhere() == 0 {
+	if !anyStopped && len(out.Ras.GetCulprits()) == 0 && out.Ras.GetElsewhere() == 0 {
 		h.waitDumps(g, h.dumpFlightRecorders(), before)
 	}
 	now := time.Since(h.epoch)
@@ -50,7 +58,8 @@ func (h *hangWatch) clues(g *supervise.Group) *musterv1.HangClues {
 		if r.ended.Load() || r.index < 0 {
 			continue
 		}
-		c := &musterv1.RankClues{Rank: int32(r.rank), LastBeatUnixNs: r.beatAt.Load(), NeverBeat: !r.beat.Load()}
+		c := &musterv1.RankClues{Rank: int32(r.rank), LastBeatUnixNs: r.beatAt.Load(), NeverBeat: !r.beat.Load(),
+			Stopped: stopped[int(r.pid.Load())]}
 		if hang := r.look(now); hang != nil {
 			c.Silent, c.SilentMs, c.TimeoutMs = true, hang.GetSilentMs(), hang.GetTimeoutMs()
 		}
@@ -130,21 +139,47 @@ func (h *hangWatch) rankOfProcess(pid int) (int, bool) {
 
 // processGroup is a process's group, from /proc/PID/stat; 0 when unknown.
 func processGroup(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	_, pg := processStat(strconv.Itoa(pid))
+	return pg
+}
+
+// processStat is a process's state and group, from /proc/PID/stat; 0 and
+// 0 when unknown.
+func processStat(pid string) (state byte, pgrp int) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	// The command's name, in parentheses, may hold spaces and parentheses.
 	i := strings.LastIndexByte(string(b), ')')
 	if i < 0 {
-		return 0
+		return 0, 0
 	}
 	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 3 {
-		return 0
+	if len(f) < 3 || len(f[0]) != 1 {
+		return 0, 0
 	}
 	pg, _ := strconv.Atoi(f[2])
-	return pg
+	return f[0][0], pg
+}
+
+// stoppedGroups are the process groups with a stopped process in them: by
+// a signal (T) or a tracer (t).
+func stoppedGroups() map[int]bool {
+	out := map[int]bool{}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return out
+	}
+	for _, e := range entries {
+		if e.Name()[0] < '1' || e.Name()[0] > '9' {
+			continue
+		}
+		if state, pg := processStat(e.Name()); (state == 'T' || state == 't') && pg > 0 {
+			out[pg] = true
+		}
+	}
+	return out
 }
 
 // localAddrs says whether an address NCCL printed is one of this host's.

@@ -25,9 +25,10 @@ import (
 // step nor coarse file times make a worker hung early.
 const (
 	// dumpWait bounds the wait for PyTorch to dump its flight recorders
-	// once asked: its watchdog reads the pipe about once a second, and a
-	// dump it is asked for through the pipe gathers C++ stack traces, about
-	// 6 s with PyTorch 2.11. The wait ends as soon as the dumps are whole.
+	// once asked: its heartbeat monitor reads the pipe about once a second
+	// (TORCH_NCCL_COORD_CHECK_MILSEC), and a dump asked for through the pipe
+	// always symbolizes its entries' stacks, whatever TORCH_INCLUDE_STACK_TRACE
+	// says: about 6 s with PyTorch 2.11. The wait ends once the dumps are whole.
 	dumpWait = 10 * time.Second
 	// abortWait is how long a hung worker has to print its stacks and die
 	// of SIGABRT before the job is stopped around it.
@@ -284,6 +285,9 @@ func (h *hangWatch) abortThenStop(g *supervise.Group, ranks []int32, stop func()
 		if err := g.Abort(r.index); err != nil {
 			h.log.Info("hung worker not aborted", zap.String("job", h.sup.job), zap.Int("rank", r.rank), zap.Error(err))
 		}
+		// A stopped worker (SIGSTOP, a debugger's stop) takes its SIGABRT
+		// only once it runs again.
+		_ = g.Signal(r.index, syscall.SIGCONT)
 		aborted = true
 	}
 	if aborted {

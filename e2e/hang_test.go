@@ -191,7 +191,7 @@ while time.time() < end:
 // Who hung, by heartbeats alone, on one node: the rank silent first by
 // more than the heartbeats' resolution is named, with the ranks that
 // waited; ranks silent together are not told apart; a rank that spins
-// while beating is never named.
+// while beating is never named; a stopped process is named, and ends.
 func TestHangVerdictByHeartbeats(t *testing.T) {
 	t.Parallel()
 	python, err := exec.LookPath("python3")
@@ -209,6 +209,9 @@ func TestHangVerdictByHeartbeats(t *testing.T) {
 			`ranks 0, 1, 2, 3 hung, and heartbeats cannot tell which rank hung first: they went silent within 20 ms of each other; no heartbeat for`, ""},
 		{"a spinning rank", "spin",
 			`ranks 0, 1, 3 hung, and heartbeats cannot tell which rank hung first`, "rank 2 ("},
+		{"a stopped process, its heartbeat with the others'", "stop",
+			`rank 2 \(node \S+, local rank 2\) hung: its process was stopped \(SIGSTOP or a debugger\), so it entered no collective; no heartbeat for \d+\.\d s ` +
+				`\(--hang-timeout 2s\); ranks 0, 1, 3 were waiting; evidence: its process's state`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -230,6 +230,8 @@ func waitedIn(v *musterv1.HangVerdict) string {
 		}
 		return fmt.Sprintf("it launched %s only up to operation %d, where the others launched up to %d (NCCL communicator %s)",
 			c.GetOp(), v.GetLaunched(), c.GetSeq(), c.GetCommunicator())
+	case musterv1.HangEvidence_HANG_EVIDENCE_PROCESS_STOPPED:
+		return "its process was stopped (SIGSTOP or a debugger), so it entered no collective"
 	case musterv1.HangEvidence_HANG_EVIDENCE_FLIGHT_RECORDER:
 		pg := c.GetProcessGroup()
 		if name := c.GetProcessGroupName(); name != "" && name != pg {
@@ -247,6 +249,8 @@ func evidence(v *musterv1.HangVerdict) string {
 		return "NCCL's RAS"
 	case musterv1.HangEvidence_HANG_EVIDENCE_FLIGHT_RECORDER:
 		return "PyTorch's flight recorders"
+	case musterv1.HangEvidence_HANG_EVIDENCE_PROCESS_STOPPED:
+		return "its process's state"
 	case musterv1.HangEvidence_HANG_EVIDENCE_HEARTBEATS:
 		if v.GetLeadMs() > 0 {
 			return fmt.Sprintf("heartbeats (its last %d ms before any other rank's)", v.GetLeadMs())

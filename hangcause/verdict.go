@@ -39,10 +39,14 @@ type Round struct {
 }
 
 // Decide is the verdict on a round's hang: NCCL's RAS where it named ranks,
-// else the flight recorders where a process group has ranks behind, else
-// heartbeats by their own times, else that it cannot tell.
+// else ranks whose processes were stopped, else the flight recorders where
+// a process group has ranks behind, else heartbeats by their own times,
+// else that it cannot tell.
 func Decide(r Round) *musterv1.HangVerdict {
 	if v := byRAS(r.RAS); v != nil {
+		return v
+	}
+	if v := byStopped(r.Ranks); v != nil {
 		return v
 	}
 	if v := byFlightRecorder(r.Ranks); v != nil {
@@ -52,24 +56,72 @@ func Decide(r Round) *musterv1.HangVerdict {
 }
 
 // byRAS names the ranks NCCL's RAS named behind or missing, on any node.
+// A rank that waits in one communicator for the culprit is behind in the
+// others it shares with ranks that went on (a sub-group's hang leaves half
+// the world's communicator behind): where communicators name different
+// ranks, those named in every one of them are the culprits, and only
+// where none is, all of them.
 func byRAS(answers []*musterv1.RasAnswer) *musterv1.HangVerdict {
-	var v *musterv1.HangVerdict
+	byComm := map[string][]*musterv1.RasCulprit{}
+	var comms []string
 	for _, a := range answers {
 		for _, c := range a.GetCulprits() {
-			if v == nil {
-				v = &musterv1.HangVerdict{Evidence: musterv1.HangEvidence_HANG_EVIDENCE_NCCL_RAS,
-					Collective: &musterv1.Collective{Communicator: c.GetCommunicator(), Op: c.GetOp(), Seq: c.GetOthersLaunched()},
-					Launched:   c.GetLaunched(), Missing: c.GetMissing()}
+			id := c.GetCommunicator()
+			if byComm[id] == nil {
+				comms = append(comms, id)
 			}
-			if !slices.Contains(v.Culprits, c.GetRank()) {
-				v.Culprits = append(v.Culprits, c.GetRank())
-			}
+			byComm[id] = append(byComm[id], c)
 		}
 	}
-	if v != nil {
-		slices.Sort(v.Culprits)
+	if len(comms) == 0 {
+		return nil
 	}
-	return v
+	ranksOf := func(cs []*musterv1.RasCulprit) []int32 {
+		var out []int32
+		for _, c := range cs {
+			if !slices.Contains(out, c.GetRank()) {
+				out = append(out, c.GetRank())
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	// The communicator that names the fewest ranks says what they missed.
+	slices.SortFunc(comms, func(a, b string) int {
+		if d := cmp.Compare(len(ranksOf(byComm[a])), len(ranksOf(byComm[b]))); d != 0 {
+			return d
+		}
+		return cmp.Compare(a, b)
+	})
+	culprits := ranksOf(byComm[comms[0]])
+	var all []*musterv1.RasCulprit
+	for _, id := range comms {
+		named := ranksOf(byComm[id])
+		culprits = slices.DeleteFunc(culprits, func(r int32) bool { return !slices.Contains(named, r) })
+		all = append(all, byComm[id]...)
+	}
+	if len(culprits) == 0 {
+		culprits = ranksOf(all)
+	}
+	first := byComm[comms[0]][0]
+	return &musterv1.HangVerdict{Evidence: musterv1.HangEvidence_HANG_EVIDENCE_NCCL_RAS, Culprits: culprits,
+		Collective: &musterv1.Collective{Communicator: first.GetCommunicator(), Op: first.GetOp(), Seq: first.GetOthersLaunched()},
+		Launched:   first.GetLaunched(), Missing: first.GetMissing()}
+}
+
+// byStopped names the ranks whose processes were stopped.
+func byStopped(ranks map[int32]*musterv1.RankClues) *musterv1.HangVerdict {
+	var culprits []int32
+	for rank, c := range ranks {
+		if c.GetStopped() {
+			culprits = append(culprits, rank)
+		}
+	}
+	if len(culprits) == 0 {
+		return nil
+	}
+	slices.Sort(culprits)
+	return &musterv1.HangVerdict{Evidence: musterv1.HangEvidence_HANG_EVIDENCE_PROCESS_STOPPED, Culprits: culprits}
 }
 
 // byFlightRecorder names the ranks behind in a process group whose other

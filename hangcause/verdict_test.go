@@ -71,6 +71,20 @@ func TestDecide(t *testing.T) {
 		{"the first, alone, but not past its timeout", beats(map[int32]time.Duration{0: 0, 1: 500 * ms}, false), nil, oneNode, 0, nil, []int32{0}},
 		{"the flight recorders over heartbeats", withRecorder, nil, oneNode, musterv1.HangEvidence_HANG_EVIDENCE_FLIGHT_RECORDER, []int32{2}, nil},
 		{"RAS over the flight recorders", withRecorder, rasFor(1), oneNode, musterv1.HangEvidence_HANG_EVIDENCE_NCCL_RAS, []int32{1}, nil},
+		// Rank 2 stopped before the all_reduce of its sub-group {0, 2}: rank
+		// 0 waits in it, and is behind rank 1 and 3 in the world's.
+		{"RAS on a sub-group's hang", together, []*musterv1.RasAnswer{{Asked: true, Answered: true, Culprits: []*musterv1.RasCulprit{
+			{Rank: 0, Communicator: "world", Op: "AllReduce", Launched: 21, OthersLaunched: 22},
+			{Rank: 2, Communicator: "world", Op: "AllReduce", Launched: 21, OthersLaunched: 22},
+			{Rank: 2, Communicator: "even", Op: "AllReduce", Launched: 20, OthersLaunched: 21}}}}, oneNode,
+			musterv1.HangEvidence_HANG_EVIDENCE_NCCL_RAS, []int32{2}, nil},
+		{"RAS on two hangs apart", together, []*musterv1.RasAnswer{{Asked: true, Answered: true, Culprits: []*musterv1.RasCulprit{
+			{Rank: 1, Communicator: "odd", Op: "AllReduce", Launched: 3, OthersLaunched: 4},
+			{Rank: 2, Communicator: "even", Op: "AllReduce", Launched: 3, OthersLaunched: 4}}}}, oneNode,
+			musterv1.HangEvidence_HANG_EVIDENCE_NCCL_RAS, []int32{1, 2}, nil},
+		{"a stopped process", map[int32]*musterv1.RankClues{0: {Rank: 0, Silent: true, LastBeatUnixNs: t0}, 1: {Rank: 1, Silent: true, LastBeatUnixNs: t0},
+			2: {Rank: 2, Silent: true, Stopped: true, LastBeatUnixNs: t0}}, []*musterv1.RasAnswer{{Asked: true, Error: "deadline exceeded"}}, oneNode,
+			musterv1.HangEvidence_HANG_EVIDENCE_PROCESS_STOPPED, []int32{2}, nil},
 		{"RAS that named nobody", together, []*musterv1.RasAnswer{{Asked: true, Answered: true}}, oneNode, 0, nil, []int32{0, 1, 2, 3}},
 		{"nothing silent", beats(map[int32]time.Duration{0: 0}, false), nil, oneNode, 0, nil, []int32{}},
 	}

@@ -2,6 +2,7 @@ package rendezvous
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -158,8 +159,8 @@ func (s *Store) hangCluesLocked(j *job, n *node, hc *musterv1.HangClues) {
 }
 
 // allCluesLocked says the verdict need wait no longer: every live node of
-// the round gave its clues, or NCCL's RAS named ranks and every one of them
-// was found on its node.
+// the round gave its clues, a node found a rank's process stopped, or NCCL's
+// RAS named ranks and every one of them was found on its node.
 func (s *Store) allCluesLocked(r *round) bool {
 	q := r.hang
 	all := true
@@ -168,7 +169,7 @@ func (s *Store) allCluesLocked(r *round) bool {
 			all = false
 		}
 	}
-	if all {
+	if all || slices.ContainsFunc(slices.Collect(maps.Values(q.clues)), (*musterv1.RankClues).GetStopped) {
 		return true
 	}
 	named, found := 0, map[int32]bool{}

@@ -5,9 +5,12 @@
 #             others' (it fell silent first);
 #   together  every rank's last beat is at the same moment;
 #   spin      rank LEAD_RANK goes on beating by itself for ever (it spins
-#             outside any collective), the others stop together.
+#             outside any collective), the others stop together;
+#   stop      every rank's last beat is at the same moment, and rank
+#             LEAD_RANK's process stops itself (SIGSTOP).
 # Every rank then waits, as ranks in a collective that never ends do.
 import os
+import signal
 import time
 
 rank = int(os.environ["RANK"])
@@ -36,9 +39,13 @@ if local == 0:
         # The loop slept 50 ms since the last beat of all.
         time.sleep(max(0.0, gap - 0.05))
         touch([r for r in ours if r != lead])
-    elif mode == "together":
+    elif mode in ("together", "stop"):
         touch(ours)
     print("last beat", flush=True)
+if mode == "stop" and rank == lead:
+    while time.time() < stop_at + 0.1:
+        time.sleep(0.05)
+    os.kill(os.getpid(), signal.SIGSTOP)
 if mode == "spin" and rank == lead:
     while True:
         touch([rank])

@@ -263,6 +263,9 @@ const (
 	// Heartbeats by their files' own times: the ranks silent first, by more
 	// than the times' resolution.
 	HangEvidence_HANG_EVIDENCE_HEARTBEATS HangEvidence = 3
+	// The kernel: the culprits' processes were stopped (SIGSTOP, a
+	// debugger), and a stopped process enters no collective.
+	HangEvidence_HANG_EVIDENCE_PROCESS_STOPPED HangEvidence = 4
 )
 
 // Enum value maps for HangEvidence.
@@ -272,12 +275,14 @@ var (
 		1: "HANG_EVIDENCE_NCCL_RAS",
 		2: "HANG_EVIDENCE_FLIGHT_RECORDER",
 		3: "HANG_EVIDENCE_HEARTBEATS",
+		4: "HANG_EVIDENCE_PROCESS_STOPPED",
 	}
 	HangEvidence_value = map[string]int32{
 		"HANG_EVIDENCE_UNSPECIFIED":     0,
 		"HANG_EVIDENCE_NCCL_RAS":        1,
 		"HANG_EVIDENCE_FLIGHT_RECORDER": 2,
 		"HANG_EVIDENCE_HEARTBEATS":      3,
+		"HANG_EVIDENCE_PROCESS_STOPPED": 4,
 	}
 )
 
@@ -4064,8 +4069,11 @@ type RankClues struct {
 	// recorder's dump; flight_recorder is where that dump is.
 	Recorder       []*Collective `protobuf:"bytes,7,rep,name=recorder,proto3" json:"recorder,omitempty"`
 	FlightRecorder string        `protobuf:"bytes,8,opt,name=flight_recorder,json=flightRecorder,proto3" json:"flight_recorder,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// stopped: a process of the rank was stopped (state T or t in
+	// /proc/PID/stat) when its agent looked.
+	Stopped       bool `protobuf:"varint,9,opt,name=stopped,proto3" json:"stopped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RankClues) Reset() {
@@ -4152,6 +4160,13 @@ func (x *RankClues) GetFlightRecorder() string {
 		return x.FlightRecorder
 	}
 	return ""
+}
+
+func (x *RankClues) GetStopped() bool {
+	if x != nil {
+		return x.Stopped
+	}
+	return false
 }
 
 // RasAnswer is what NCCL's RAS service on a node said of a hang.
@@ -7046,7 +7061,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\tHangClues\x12\x19\n" +
 	"\bround_id\x18\x01 \x01(\tR\aroundId\x12*\n" +
 	"\x05ranks\x18\x02 \x03(\v2\x14.muster.v1.RankCluesR\x05ranks\x12&\n" +
-	"\x03ras\x18\x03 \x01(\v2\x14.muster.v1.RasAnswerR\x03ras\"\x99\x02\n" +
+	"\x03ras\x18\x03 \x01(\v2\x14.muster.v1.RasAnswerR\x03ras\"\xb3\x02\n" +
 	"\tRankClues\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x16\n" +
 	"\x06silent\x18\x02 \x01(\bR\x06silent\x12\x1d\n" +
@@ -7057,7 +7072,8 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\x121\n" +
 	"\brecorder\x18\a \x03(\v2\x15.muster.v1.CollectiveR\brecorder\x12'\n" +
-	"\x0fflight_recorder\x18\b \x01(\tR\x0eflightRecorder\"\xa4\x01\n" +
+	"\x0fflight_recorder\x18\b \x01(\tR\x0eflightRecorder\x12\x18\n" +
+	"\astopped\x18\t \x01(\bR\astopped\"\xa4\x01\n" +
 	"\tRasAnswer\x12\x14\n" +
 	"\x05asked\x18\x01 \x01(\bR\x05asked\x12\x1a\n" +
 	"\banswered\x18\x02 \x01(\bR\banswered\x12\x14\n" +
@@ -7269,12 +7285,13 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x12EXIT_CAUSE_GPU_XID\x10\x02\x12\x19\n" +
 	"\x15EXIT_CAUSE_RLIMIT_CPU\x10\x03\x12\x1b\n" +
 	"\x17EXIT_CAUSE_RLIMIT_FSIZE\x10\x04\x12\x1a\n" +
-	"\x16EXIT_CAUSE_CGROUP_PIDS\x10\x05*\x8a\x01\n" +
+	"\x16EXIT_CAUSE_CGROUP_PIDS\x10\x05*\xad\x01\n" +
 	"\fHangEvidence\x12\x1d\n" +
 	"\x19HANG_EVIDENCE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16HANG_EVIDENCE_NCCL_RAS\x10\x01\x12!\n" +
 	"\x1dHANG_EVIDENCE_FLIGHT_RECORDER\x10\x02\x12\x1c\n" +
-	"\x18HANG_EVIDENCE_HEARTBEATS\x10\x03*\xc4\x02\n" +
+	"\x18HANG_EVIDENCE_HEARTBEATS\x10\x03\x12!\n" +
+	"\x1dHANG_EVIDENCE_PROCESS_STOPPED\x10\x04*\xc4\x02\n" +
 	"\n" +
 	"LossSignal\x12\x1b\n" +
 	"\x17LOSS_SIGNAL_UNSPECIFIED\x10\x00\x12\x1b\n" +
