@@ -41,6 +41,15 @@ func (h *hangWatch) report(g *supervise.Group) {
 // unless RAS named ranks, PyTorch's flight recorders (a dump takes seconds),
 // and every running worker's last heartbeat by its file's own time.
 func (h *hangWatch) clues(g *supervise.Group) *musterv1.HangClues {
+	// Silence as it is now: output while PyTorch dumps would count as
+	// progress later.
+	now := time.Since(h.epoch)
+	silent := map[*rankWatch]*musterv1.WorkerHang{}
+	for _, r := range h.ranks {
+		if !r.ended.Load() && r.index >= 0 {
+			silent[r] = r.look(now)
+		}
+	}
 	// A stopped process (SIGSTOP, a debugger) is seen at once; RAS would
 	// wait seconds for it before it says that it got no answer.
 	stopped := stoppedGroups()
@@ -53,14 +62,14 @@ func (h *hangWatch) clues(g *supervise.Group) *musterv1.HangClues {
 	if !anyStopped && len(out.Ras.GetCulprits()) == 0 && out.Ras.GetElsewhere() == 0 {
 		h.waitDumps(g, h.dumpFlightRecorders(), before)
 	}
-	now := time.Since(h.epoch)
 	for _, r := range h.ranks {
-		if r.ended.Load() || r.index < 0 {
+		hang, running := silent[r]
+		if !running {
 			continue
 		}
 		c := &musterv1.RankClues{Rank: int32(r.rank), LastBeatUnixNs: r.beatAt.Load(), NeverBeat: !r.beat.Load(),
 			Stopped: stopped[int(r.pid.Load())]}
-		if hang := r.look(now); hang != nil {
+		if hang != nil {
 			c.Silent, c.SilentMs, c.TimeoutMs = true, hang.GetSilentMs(), hang.GetTimeoutMs()
 		}
 		if path := r.dumpedTo(before[r]); path != "" {

@@ -59,6 +59,9 @@ type hangWatch struct {
 	// stopped is closed once the job is being stopped for a hang.
 	stopped  chan struct{}
 	stopOnce sync.Once
+	// looking serializes looks at the heartbeat files: the watch's own,
+	// and those of the clues and the abort, which run beside it.
+	looking sync.Mutex
 }
 
 // rankWatch is one worker's heartbeat.
@@ -225,6 +228,8 @@ func (h *hangWatch) check() []hungRank {
 // look takes in a change of the worker's heartbeat file and says whether it
 // is past its timeout now, and by how much.
 func (r *rankWatch) look(now time.Duration) *musterv1.WorkerHang {
+	r.h.looking.Lock()
+	defer r.h.looking.Unlock()
 	if st := stampOf(r.file); st != r.seen {
 		r.seen = st
 		r.progress()

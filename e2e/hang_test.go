@@ -198,28 +198,41 @@ func TestHangVerdictByHeartbeats(t *testing.T) {
 	if err != nil {
 		t.Skip("python3 not found: the beating script needs Python")
 	}
+	fixtures, err := filepath.Abs("../flightrec/testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name, mode string
 		want       string
 		never      string
+		args       []string
 	}{
 		{"rank 2 silent 50 ms first", "lead",
-			`rank 2 \(node \S+, local rank 2\) hung: no heartbeat for \d+\.\d s \(--hang-timeout 2s\); ranks 0, 1, 3 were waiting; evidence: heartbeats`, ""},
+			`rank 2 \(node \S+, local rank 2\) hung: no heartbeat for \d+\.\d s \(--hang-timeout 2s\); ranks 0, 1, 3 were waiting; evidence: heartbeats`, "", nil},
 		{"all silent within 1 ms", "together",
-			`ranks 0, 1, 2, 3 hung, and heartbeats cannot tell which rank hung first: they went silent within 20 ms of each other; no heartbeat for`, ""},
+			`ranks 0, 1, 2, 3 hung, and heartbeats cannot tell which rank hung first: they went silent within 20 ms of each other; no heartbeat for`, "", nil},
 		{"a spinning rank", "spin",
-			`ranks 0, 1, 3 hung, and heartbeats cannot tell which rank hung first`, "rank 2 ("},
+			`ranks 0, 1, 3 hung, and heartbeats cannot tell which rank hung first`, "rank 2 (", nil},
 		{"a stopped process, its heartbeat with the others'", "stop",
 			`rank 2 \(node \S+, local rank 2\) hung: its process was stopped \(SIGSTOP or a debugger\), so it entered no collective; no heartbeat for \d+\.\d s ` +
-				`\(--hang-timeout 2s\); ranks 0, 1, 3 were waiting; evidence: its process's state`, ""},
+				`\(--hang-timeout 2s\); ranks 0, 1, 3 were waiting; evidence: its process's state`, "", nil},
+		// The heartbeats cannot tell, and PyTorch's flight recorders can:
+		// ranks 0, 1 and 3 wait in all_reduce #21, rank 2 completed #20.
+		{"the flight recorders, where heartbeats cannot tell", "together",
+			`rank 2 \(node \S+, local rank 2\) hung: it never entered nccl:all_reduce #21 of process group 0 \(default_pg\); no heartbeat for \d+\.\d s ` +
+				`\(--hang-timeout 2s\); ranks 0, 1, 3 were waiting; evidence: PyTorch's flight recorders; its NCCL flight recorder is in \S+nccl-trace-rank-2`, "",
+			[]string{"-x", "FR_FIXTURES=" + fixtures, "--log-dir", t.TempDir()}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-verdict", time.Now().UnixNano())
-			stopAt := fmt.Sprintf("STOP_AT=%.3f", float64(time.Now().Add(2*time.Second).UnixMilli())/1000)
-			r := runLauncher(t, "run", "--nproc", "4", "--hang-timeout", "2s", "--kill-timeout", "1s", "-x", marker,
-				"-x", "BEAT_MODE="+tt.mode, "-x", stopAt, "--", python, "testdata/beats.py")
+			// A first heartbeat may come late on a loaded machine: that is
+			// not what is tested.
+			args := append([]string{"run", "--nproc", "4", "--hang-timeout", "2s", "--hang-first-timeout", "60s", "--kill-timeout", "1s", "-x", marker,
+				"-x", "BEAT_MODE=" + tt.mode}, tt.args...)
+			r := runLauncher(t, append(args, "--", python, "testdata/beats.py")...)
 			if r.code != 134 {
 				t.Fatalf("exit %d, want 134; stderr:\n%s", r.code, r.stderr)
 			}
@@ -251,9 +264,10 @@ func TestNetnsHangVerdictAcrossNodes(t *testing.T) {
 	}
 	nw := newNetwork(t, 2)
 	nw.startCluster()
-	stopAt := fmt.Sprintf("STOP_AT=%.3f", float64(time.Now().Add(3*time.Second).UnixMilli())/1000)
+	// Both nodes' last heartbeats at one moment: later than any start.
+	stopAt := fmt.Sprintf("STOP_AT=%.3f", float64(time.Now().Add(6*time.Second).UnixMilli())/1000)
 	events := filepath.Join(t.TempDir(), "events")
-	r := nw.run("run", "-n", "2", "--nproc", "2", "--hang-timeout", "2s", "--kill-timeout", "1s", "--events", events,
+	r := nw.run("run", "-n", "2", "--nproc", "2", "--hang-timeout", "2s", "--hang-first-timeout", "60s", "--kill-timeout", "1s", "--events", events,
 		"-x", "BEAT_MODE=lead", "-x", "LEAD_RANK=3", "-x", "BEAT_GAP=0.3", "-x", stopAt, "--", python, script)
 	want := regexp.MustCompile(`rank 3 \(node b, local rank 1\) hung: no heartbeat for \d+\.\d s \(--hang-timeout 2s\); ranks 0, 1, 2 were waiting; ` +
 		`evidence: heartbeats \(its last \d+ ms before any other rank's\)`)

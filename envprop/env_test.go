@@ -274,3 +274,27 @@ func TestTorchDumpPaths(t *testing.T) {
 		}
 	}
 }
+
+// A job's own NCCL RAS address is set unless the user set one or turned
+// RAS off; RASAddr reads back where a worker's RAS answers.
+func TestRASAddr(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		user []string
+		base []string
+		want string
+	}{
+		{"the job's own", nil, nil, "127.0.0.1:4242"},
+		{"the user's", []string{"NCCL_RAS_ADDR=10.0.0.1:5000"}, nil, "10.0.0.1:5000"},
+		{"RAS off by the user", []string{"NCCL_RAS_ENABLE=0"}, nil, ""},
+		{"RAS off in the inherited environment", nil, []string{"NCCL_RAS_ENABLE=0"}, ""},
+		{"RAS on, no address", []string{"NCCL_RAS_ENABLE=1"}, nil, "127.0.0.1:4242"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			env := Build(Input{Base: tt.base, User: tt.user, NProc: 1, NNodes: 1, RASAddr: "127.0.0.1:4242"})
+			if got := RASAddr(env); got != tt.want {
+				t.Errorf("RASAddr = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

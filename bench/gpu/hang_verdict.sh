@@ -9,7 +9,11 @@
 #   (c) rank 2 stuck before a sub-group's all_reduce (even ranks, odd ranks);
 #   (d) two agents of two GPUs each on this host, rank 3 (on agent b) stuck;
 #   (e) an NCCL program without PyTorch (examples/nccl-c --loop), rank 2 of 4
-#       SIGSTOPped while the others all-reduce.
+#       SIGSTOPped while the others all-reduce (its time counts from the SIGSTOP);
+#   (f) as (a), with NCCL's RAS off (NCCL_RAS_ENABLE=0): the flight recorders
+#       must speak, after PyTorch dumps them;
+#   (g) as (f), with TORCH_SYMBOLIZE_MODE=fast, to see whether the dump is
+#       quicker.
 #
 #   go build -o bin/ ./cmd/... && BIN=bin bench/gpu/hang_verdict.sh   # writes under ${OUT:-/tmp/muster-verdict}
 set -u -o pipefail
@@ -60,6 +64,12 @@ for t in $(seq "$TRIALS"); do
     "$PY" "$W" --hang-rank 2 --hang-step 20 --step-seconds 0.05 --beat-then-stop
   run_case b && torch_trial "b$t" 0 "$L" run --gpus 4 "${HANG[@]}" -- "$PY" "$W" --hang-rank 0 --hang-step 20 --step-seconds 0.05 --beat-then-stop
   run_case c && torch_trial "c$t" 2 "$L" run --gpus 4 "${HANG[@]}" -- "$PY" "$W" --hang-rank 2 --hang-step 20 --step-seconds 0.05 --subgroup
+done
+for t in $(seq "$TRIALS"); do
+  run_case f && torch_trial "f$t" 2 "$L" run --gpus 4 "${HANG[@]}" --log-dir "$OUT_DIR/logs" -x NCCL_RAS_ENABLE=0 -- \
+    "$PY" "$W" --hang-rank 2 --hang-step 20 --step-seconds 0.05 --beat-then-stop
+  run_case g && torch_trial "g$t" 2 "$L" run --gpus 4 "${HANG[@]}" --log-dir "$OUT_DIR/logs" -x NCCL_RAS_ENABLE=0 -x TORCH_SYMBOLIZE_MODE=fast -- \
+    "$PY" "$W" --hang-rank 2 --hang-step 20 --step-seconds 0.05 --beat-then-stop
 done
 run_case a && say "a1's ended event: $(grep '"ended"' "$OUT_DIR/a1.events")"
 

@@ -1,16 +1,20 @@
 # Heartbeats whose times a test sets exactly: local rank 0 of each node
 # touches the heartbeat file of every rank of its node, every 50 ms, from
-# one process, until the wall-clock time STOP_AT. Then, by BEAT_MODE:
+# one process, until the wall-clock time STOP_AT (for ranks of several nodes)
+# or for BEAT_FOR seconds from its start (1 s by default). Then, by BEAT_MODE:
 #   lead      rank LEAD_RANK's last beat is BEAT_GAP seconds before the
 #             others' (it fell silent first);
 #   together  every rank's last beat is at the same moment;
 #   spin      rank LEAD_RANK goes on beating by itself for ever (it spins
 #             outside any collective), the others stop together;
 #   stop      every rank's last beat is at the same moment, and rank
-#             LEAD_RANK's process stops itself (SIGSTOP).
-# Every rank then waits, as ranks in a collective that never ends do.
+#             LEAD_RANK's process then stops itself (SIGSTOP).
+# Every rank then waits, as ranks in a collective that never ends do. With
+# FR_FIXTURES set, each rank also makes PyTorch's dump pipe and, when it is
+# written to, dumps FR_FIXTURES/hang4_rank<rank>.pkl as its flight recorder.
 import os
 import signal
+import threading
 import time
 
 rank = int(os.environ["RANK"])
@@ -22,8 +26,33 @@ first = rank - local
 mode = os.environ["BEAT_MODE"]
 lead = int(os.environ.get("LEAD_RANK", "2"))
 gap = float(os.environ.get("BEAT_GAP", "0.05"))
-stop_at = float(os.environ["STOP_AT"])
+stop_at = float(os.environ.get("STOP_AT") or time.time() + float(os.environ.get("BEAT_FOR", "1")))
+last_beaten = f"{stem}last"
 ours = range(first, first + nproc)
+
+
+def flight_recorder():
+    stem = os.environ.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE")
+    fixtures = os.environ.get("FR_FIXTURES")
+    if not stem or not fixtures:
+        return
+    pipe = f"{stem}{rank}.pipe"
+    os.mkfifo(pipe, 0o600)
+    fd = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
+    while True:
+        try:
+            if os.read(fd, 128):
+                break
+        except BlockingIOError:
+            pass
+        time.sleep(0.05)
+    with open(f"{fixtures}/hang4_rank{rank}.pkl", "rb") as src:
+        dump = src.read()
+    with open(os.environ["TORCH_FR_DUMP_TEMP_FILE"] + str(rank), "wb") as f:
+        f.write(dump)
+
+
+threading.Thread(target=flight_recorder, daemon=True).start()
 
 
 def touch(ranks):
@@ -41,9 +70,10 @@ if local == 0:
         touch([r for r in ours if r != lead])
     elif mode in ("together", "stop"):
         touch(ours)
+    open(last_beaten, "w").close()
     print("last beat", flush=True)
 if mode == "stop" and rank == lead:
-    while time.time() < stop_at + 0.1:
+    while not os.path.exists(last_beaten):
         time.sleep(0.05)
     os.kill(os.getpid(), signal.SIGSTOP)
 if mode == "spin" and rank == lead:
