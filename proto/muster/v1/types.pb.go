@@ -1010,6 +1010,7 @@ type AgentCommand struct {
 	//	*AgentCommand_ProbePeer
 	//	*AgentCommand_SendLogs
 	//	*AgentCommand_Signal
+	//	*AgentCommand_CheckTorchConns
 	Command       isAgentCommand_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1115,6 +1116,15 @@ func (x *AgentCommand) GetSignal() *SignalJob {
 	return nil
 }
 
+func (x *AgentCommand) GetCheckTorchConns() *CheckTorchConns {
+	if x != nil {
+		if x, ok := x.Command.(*AgentCommand_CheckTorchConns); ok {
+			return x.CheckTorchConns
+		}
+	}
+	return nil
+}
+
 type isAgentCommand_Command interface {
 	isAgentCommand_Command()
 }
@@ -1147,6 +1157,10 @@ type AgentCommand_Signal struct {
 	Signal *SignalJob `protobuf:"bytes,300,opt,name=signal,proto3,oneof"`
 }
 
+type AgentCommand_CheckTorchConns struct {
+	CheckTorchConns *CheckTorchConns `protobuf:"bytes,320,opt,name=check_torch_conns,json=checkTorchConns,proto3,oneof"`
+}
+
 func (*AgentCommand_ReservePorts) isAgentCommand_Command() {}
 
 func (*AgentCommand_Start) isAgentCommand_Command() {}
@@ -1160,6 +1174,8 @@ func (*AgentCommand_ProbePeer) isAgentCommand_Command() {}
 func (*AgentCommand_SendLogs) isAgentCommand_Command() {}
 
 func (*AgentCommand_Signal) isAgentCommand_Command() {}
+
+func (*AgentCommand_CheckTorchConns) isAgentCommand_Command() {}
 
 // SendLogs asks an agent for the output its ranks of a job wrote on its
 // node: it answers with a PushLogs stream that names request_id.
@@ -1627,6 +1643,391 @@ func (x *ProbePeer) GetAddr() string {
 	return ""
 }
 
+// TorchConn is a TCP connection to a job's TCPStore, by its two ends as the
+// store's node sees them: client (IP:PORT) is the connecting socket's
+// address, server (IP:PORT) the store's.
+type TorchConn struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Client        string                 `protobuf:"bytes,1,opt,name=client,proto3" json:"client,omitempty"`
+	Server        string                 `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TorchConn) Reset() {
+	*x = TorchConn{}
+	mi := &file_muster_v1_types_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TorchConn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TorchConn) ProtoMessage() {}
+
+func (x *TorchConn) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TorchConn.ProtoReflect.Descriptor instead.
+func (*TorchConn) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *TorchConn) GetClient() string {
+	if x != nil {
+		return x.Client
+	}
+	return ""
+}
+
+func (x *TorchConn) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+// TorchConnVerdict says whether a connection to a job's TCPStore comes from
+// a process of the job's user, and when it does not, why.
+type TorchConnVerdict struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Allowed       bool                   `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TorchConnVerdict) Reset() {
+	*x = TorchConnVerdict{}
+	mi := &file_muster_v1_types_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TorchConnVerdict) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TorchConnVerdict) ProtoMessage() {}
+
+func (x *TorchConnVerdict) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TorchConnVerdict.ProtoReflect.Descriptor instead.
+func (*TorchConnVerdict) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *TorchConnVerdict) GetAllowed() bool {
+	if x != nil {
+		return x.Allowed
+	}
+	return false
+}
+
+func (x *TorchConnVerdict) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// CheckTorchConns asks the agent of one of a job's nodes who owns the
+// sockets there that made conns: it answers with TorchConnsChecked, a
+// verdict for each connection, in order.
+type CheckTorchConns struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	JobId         string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Conns         []*TorchConn           `protobuf:"bytes,3,rep,name=conns,proto3" json:"conns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckTorchConns) Reset() {
+	*x = CheckTorchConns{}
+	mi := &file_muster_v1_types_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckTorchConns) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckTorchConns) ProtoMessage() {}
+
+func (x *CheckTorchConns) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckTorchConns.ProtoReflect.Descriptor instead.
+func (*CheckTorchConns) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *CheckTorchConns) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *CheckTorchConns) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *CheckTorchConns) GetConns() []*TorchConn {
+	if x != nil {
+		return x.Conns
+	}
+	return nil
+}
+
+// CheckTorchConnsRequest comes from the agent that serves the job's
+// TCPStore in round_id (its node rank 0), for connections from the
+// round's other nodes.
+type CheckTorchConnsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	JobId         string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	RoundId       string                 `protobuf:"bytes,3,opt,name=round_id,json=roundId,proto3" json:"round_id,omitempty"`
+	Conns         []*TorchConn           `protobuf:"bytes,4,rep,name=conns,proto3" json:"conns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckTorchConnsRequest) Reset() {
+	*x = CheckTorchConnsRequest{}
+	mi := &file_muster_v1_types_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckTorchConnsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckTorchConnsRequest) ProtoMessage() {}
+
+func (x *CheckTorchConnsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckTorchConnsRequest.ProtoReflect.Descriptor instead.
+func (*CheckTorchConnsRequest) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *CheckTorchConnsRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *CheckTorchConnsRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *CheckTorchConnsRequest) GetRoundId() string {
+	if x != nil {
+		return x.RoundId
+	}
+	return ""
+}
+
+func (x *CheckTorchConnsRequest) GetConns() []*TorchConn {
+	if x != nil {
+		return x.Conns
+	}
+	return nil
+}
+
+// CheckTorchConnsResponse has a verdict for each connection asked about,
+// in order.
+type CheckTorchConnsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Verdicts      []*TorchConnVerdict    `protobuf:"bytes,1,rep,name=verdicts,proto3" json:"verdicts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckTorchConnsResponse) Reset() {
+	*x = CheckTorchConnsResponse{}
+	mi := &file_muster_v1_types_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckTorchConnsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckTorchConnsResponse) ProtoMessage() {}
+
+func (x *CheckTorchConnsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckTorchConnsResponse.ProtoReflect.Descriptor instead.
+func (*CheckTorchConnsResponse) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *CheckTorchConnsResponse) GetVerdicts() []*TorchConnVerdict {
+	if x != nil {
+		return x.Verdicts
+	}
+	return nil
+}
+
+type TorchConnsCheckedRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Verdicts      []*TorchConnVerdict    `protobuf:"bytes,3,rep,name=verdicts,proto3" json:"verdicts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TorchConnsCheckedRequest) Reset() {
+	*x = TorchConnsCheckedRequest{}
+	mi := &file_muster_v1_types_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TorchConnsCheckedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TorchConnsCheckedRequest) ProtoMessage() {}
+
+func (x *TorchConnsCheckedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TorchConnsCheckedRequest.ProtoReflect.Descriptor instead.
+func (*TorchConnsCheckedRequest) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *TorchConnsCheckedRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *TorchConnsCheckedRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *TorchConnsCheckedRequest) GetVerdicts() []*TorchConnVerdict {
+	if x != nil {
+		return x.Verdicts
+	}
+	return nil
+}
+
+type TorchConnsCheckedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TorchConnsCheckedResponse) Reset() {
+	*x = TorchConnsCheckedResponse{}
+	mi := &file_muster_v1_types_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TorchConnsCheckedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TorchConnsCheckedResponse) ProtoMessage() {}
+
+func (x *TorchConnsCheckedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TorchConnsCheckedResponse.ProtoReflect.Descriptor instead.
+func (*TorchConnsCheckedResponse) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{23}
+}
+
 // ReleaseStore tells the agent that served a job's TCPStore that no round
 // needs it any more: the job ended, or its node rank 0 moved elsewhere.
 type ReleaseStore struct {
@@ -1638,7 +2039,7 @@ type ReleaseStore struct {
 
 func (x *ReleaseStore) Reset() {
 	*x = ReleaseStore{}
-	mi := &file_muster_v1_types_proto_msgTypes[17]
+	mi := &file_muster_v1_types_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +2051,7 @@ func (x *ReleaseStore) String() string {
 func (*ReleaseStore) ProtoMessage() {}
 
 func (x *ReleaseStore) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[17]
+	mi := &file_muster_v1_types_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +2064,7 @@ func (x *ReleaseStore) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseStore.ProtoReflect.Descriptor instead.
 func (*ReleaseStore) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{17}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReleaseStore) GetJobId() string {
@@ -1687,7 +2088,7 @@ type ReservePorts struct {
 
 func (x *ReservePorts) Reset() {
 	*x = ReservePorts{}
-	mi := &file_muster_v1_types_proto_msgTypes[18]
+	mi := &file_muster_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1699,7 +2100,7 @@ func (x *ReservePorts) String() string {
 func (*ReservePorts) ProtoMessage() {}
 
 func (x *ReservePorts) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[18]
+	mi := &file_muster_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1712,7 +2113,7 @@ func (x *ReservePorts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservePorts.ProtoReflect.Descriptor instead.
 func (*ReservePorts) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{18}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReservePorts) GetRoundId() string {
@@ -1755,7 +2156,7 @@ type PortsReservedRequest struct {
 
 func (x *PortsReservedRequest) Reset() {
 	*x = PortsReservedRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[19]
+	mi := &file_muster_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1767,7 +2168,7 @@ func (x *PortsReservedRequest) String() string {
 func (*PortsReservedRequest) ProtoMessage() {}
 
 func (x *PortsReservedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[19]
+	mi := &file_muster_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1780,7 +2181,7 @@ func (x *PortsReservedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortsReservedRequest.ProtoReflect.Descriptor instead.
 func (*PortsReservedRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{19}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PortsReservedRequest) GetSession() string {
@@ -1819,7 +2220,7 @@ type PortsReservedResponse struct {
 
 func (x *PortsReservedResponse) Reset() {
 	*x = PortsReservedResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[20]
+	mi := &file_muster_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1831,7 +2232,7 @@ func (x *PortsReservedResponse) String() string {
 func (*PortsReservedResponse) ProtoMessage() {}
 
 func (x *PortsReservedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[20]
+	mi := &file_muster_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1844,7 +2245,7 @@ func (x *PortsReservedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortsReservedResponse.ProtoReflect.Descriptor instead.
 func (*PortsReservedResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{20}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 // ReportLossRequest is an agent's word that gossip found another node lost.
@@ -1860,7 +2261,7 @@ type ReportLossRequest struct {
 
 func (x *ReportLossRequest) Reset() {
 	*x = ReportLossRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[21]
+	mi := &file_muster_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1872,7 +2273,7 @@ func (x *ReportLossRequest) String() string {
 func (*ReportLossRequest) ProtoMessage() {}
 
 func (x *ReportLossRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[21]
+	mi := &file_muster_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +2286,7 @@ func (x *ReportLossRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportLossRequest.ProtoReflect.Descriptor instead.
 func (*ReportLossRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{21}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReportLossRequest) GetSession() string {
@@ -1910,7 +2311,7 @@ type ReportLossResponse struct {
 
 func (x *ReportLossResponse) Reset() {
 	*x = ReportLossResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[22]
+	mi := &file_muster_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1922,7 +2323,7 @@ func (x *ReportLossResponse) String() string {
 func (*ReportLossResponse) ProtoMessage() {}
 
 func (x *ReportLossResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[22]
+	mi := &file_muster_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1935,7 +2336,7 @@ func (x *ReportLossResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportLossResponse.ProtoReflect.Descriptor instead.
 func (*ReportLossResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{22}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 // LeaveRequest is an agent's word that it is shutting down: its node takes
@@ -1951,7 +2352,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[23]
+	mi := &file_muster_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1963,7 +2364,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[23]
+	mi := &file_muster_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1976,7 +2377,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{23}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *LeaveRequest) GetSession() string {
@@ -2001,7 +2402,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[24]
+	mi := &file_muster_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2013,7 +2414,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[24]
+	mi := &file_muster_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2026,7 +2427,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{24}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 // JobSpec is what a launcher asks for. The command, environment and
@@ -2118,7 +2519,7 @@ type JobSpec struct {
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_muster_v1_types_proto_msgTypes[25]
+	mi := &file_muster_v1_types_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2130,7 +2531,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[25]
+	mi := &file_muster_v1_types_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2143,7 +2544,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *JobSpec) GetArgv() [][]byte {
@@ -2397,7 +2798,7 @@ type NodeHealth struct {
 
 func (x *NodeHealth) Reset() {
 	*x = NodeHealth{}
-	mi := &file_muster_v1_types_proto_msgTypes[26]
+	mi := &file_muster_v1_types_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2409,7 +2810,7 @@ func (x *NodeHealth) String() string {
 func (*NodeHealth) ProtoMessage() {}
 
 func (x *NodeHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[26]
+	mi := &file_muster_v1_types_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2422,7 +2823,7 @@ func (x *NodeHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHealth.ProtoReflect.Descriptor instead.
 func (*NodeHealth) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *NodeHealth) GetOk() bool {
@@ -2472,7 +2873,7 @@ type ReportHealthRequest struct {
 
 func (x *ReportHealthRequest) Reset() {
 	*x = ReportHealthRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[27]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2484,7 +2885,7 @@ func (x *ReportHealthRequest) String() string {
 func (*ReportHealthRequest) ProtoMessage() {}
 
 func (x *ReportHealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[27]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2497,7 +2898,7 @@ func (x *ReportHealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportHealthRequest.ProtoReflect.Descriptor instead.
 func (*ReportHealthRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReportHealthRequest) GetSession() string {
@@ -2536,7 +2937,7 @@ type ReportHealthResponse struct {
 
 func (x *ReportHealthResponse) Reset() {
 	*x = ReportHealthResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[28]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2548,7 +2949,7 @@ func (x *ReportHealthResponse) String() string {
 func (*ReportHealthResponse) ProtoMessage() {}
 
 func (x *ReportHealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[28]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2561,7 +2962,7 @@ func (x *ReportHealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportHealthResponse.ProtoReflect.Descriptor instead.
 func (*ReportHealthResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
 }
 
 type SubmitRequest struct {
@@ -2573,7 +2974,7 @@ type SubmitRequest struct {
 
 func (x *SubmitRequest) Reset() {
 	*x = SubmitRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[29]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2585,7 +2986,7 @@ func (x *SubmitRequest) String() string {
 func (*SubmitRequest) ProtoMessage() {}
 
 func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[29]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2598,7 +2999,7 @@ func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitRequest.ProtoReflect.Descriptor instead.
 func (*SubmitRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SubmitRequest) GetSpec() *JobSpec {
@@ -2619,7 +3020,7 @@ type SubmitResponse struct {
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[30]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2631,7 +3032,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[30]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2644,7 +3045,7 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SubmitResponse) GetJobId() string {
@@ -2704,7 +3105,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_muster_v1_types_proto_msgTypes[31]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2716,7 +3117,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[31]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2729,7 +3130,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Assignment) GetJobId() string {
@@ -2896,7 +3297,7 @@ type Identity struct {
 
 func (x *Identity) Reset() {
 	*x = Identity{}
-	mi := &file_muster_v1_types_proto_msgTypes[32]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2908,7 +3309,7 @@ func (x *Identity) String() string {
 func (*Identity) ProtoMessage() {}
 
 func (x *Identity) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[32]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2921,7 +3322,7 @@ func (x *Identity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Identity.ProtoReflect.Descriptor instead.
 func (*Identity) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{32}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Identity) GetUid() uint32 {
@@ -2967,7 +3368,7 @@ type StopJob struct {
 
 func (x *StopJob) Reset() {
 	*x = StopJob{}
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2979,7 +3380,7 @@ func (x *StopJob) String() string {
 func (*StopJob) ProtoMessage() {}
 
 func (x *StopJob) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2992,7 +3393,7 @@ func (x *StopJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopJob.ProtoReflect.Descriptor instead.
 func (*StopJob) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StopJob) GetJobId() string {
@@ -3035,7 +3436,7 @@ type SignalJob struct {
 
 func (x *SignalJob) Reset() {
 	*x = SignalJob{}
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3047,7 +3448,7 @@ func (x *SignalJob) String() string {
 func (*SignalJob) ProtoMessage() {}
 
 func (x *SignalJob) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3060,7 +3461,7 @@ func (x *SignalJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalJob.ProtoReflect.Descriptor instead.
 func (*SignalJob) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SignalJob) GetJobId() string {
@@ -3093,7 +3494,7 @@ type SignalRequest struct {
 
 func (x *SignalRequest) Reset() {
 	*x = SignalRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3105,7 +3506,7 @@ func (x *SignalRequest) String() string {
 func (*SignalRequest) ProtoMessage() {}
 
 func (x *SignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3118,7 +3519,7 @@ func (x *SignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
 func (*SignalRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SignalRequest) GetJobId() string {
@@ -3154,7 +3555,7 @@ type SignalResponse struct {
 
 func (x *SignalResponse) Reset() {
 	*x = SignalResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3166,7 +3567,7 @@ func (x *SignalResponse) String() string {
 func (*SignalResponse) ProtoMessage() {}
 
 func (x *SignalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3179,7 +3580,7 @@ func (x *SignalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalResponse.ProtoReflect.Descriptor instead.
 func (*SignalResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SignalResponse) GetNodes() int32 {
@@ -3208,7 +3609,7 @@ type WorkerStarted struct {
 
 func (x *WorkerStarted) Reset() {
 	*x = WorkerStarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3220,7 +3621,7 @@ func (x *WorkerStarted) String() string {
 func (*WorkerStarted) ProtoMessage() {}
 
 func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3233,7 +3634,7 @@ func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStarted.ProtoReflect.Descriptor instead.
 func (*WorkerStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *WorkerStarted) GetRank() int32 {
@@ -3280,7 +3681,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3292,7 +3693,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3305,7 +3706,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Output) GetRank() int32 {
@@ -3377,7 +3778,7 @@ type WorkerExited struct {
 
 func (x *WorkerExited) Reset() {
 	*x = WorkerExited{}
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3389,7 +3790,7 @@ func (x *WorkerExited) String() string {
 func (*WorkerExited) ProtoMessage() {}
 
 func (x *WorkerExited) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3402,7 +3803,7 @@ func (x *WorkerExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerExited.ProtoReflect.Descriptor instead.
 func (*WorkerExited) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *WorkerExited) GetRank() int32 {
@@ -3540,7 +3941,7 @@ type WorkerHang struct {
 
 func (x *WorkerHang) Reset() {
 	*x = WorkerHang{}
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3552,7 +3953,7 @@ func (x *WorkerHang) String() string {
 func (*WorkerHang) ProtoMessage() {}
 
 func (x *WorkerHang) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3565,7 +3966,7 @@ func (x *WorkerHang) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerHang.ProtoReflect.Descriptor instead.
 func (*WorkerHang) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *WorkerHang) GetSilentMs() int64 {
@@ -3648,7 +4049,7 @@ type NodeLoss struct {
 
 func (x *NodeLoss) Reset() {
 	*x = NodeLoss{}
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3660,7 +4061,7 @@ func (x *NodeLoss) String() string {
 func (*NodeLoss) ProtoMessage() {}
 
 func (x *NodeLoss) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3673,7 +4074,7 @@ func (x *NodeLoss) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoss.ProtoReflect.Descriptor instead.
 func (*NodeLoss) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *NodeLoss) GetNode() string {
@@ -3753,7 +4154,7 @@ type JobFinished struct {
 
 func (x *JobFinished) Reset() {
 	*x = JobFinished{}
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3765,7 +4166,7 @@ func (x *JobFinished) String() string {
 func (*JobFinished) ProtoMessage() {}
 
 func (x *JobFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3778,7 +4179,7 @@ func (x *JobFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFinished.ProtoReflect.Descriptor instead.
 func (*JobFinished) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *JobFinished) GetState() JobState {
@@ -3842,7 +4243,7 @@ type OutputLost struct {
 
 func (x *OutputLost) Reset() {
 	*x = OutputLost{}
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3854,7 +4255,7 @@ func (x *OutputLost) String() string {
 func (*OutputLost) ProtoMessage() {}
 
 func (x *OutputLost) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3867,7 +4268,7 @@ func (x *OutputLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLost.ProtoReflect.Descriptor instead.
 func (*OutputLost) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *OutputLost) GetEvents() uint64 {
@@ -3909,7 +4310,7 @@ type WaitingForNodes struct {
 
 func (x *WaitingForNodes) Reset() {
 	*x = WaitingForNodes{}
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3921,7 +4322,7 @@ func (x *WaitingForNodes) String() string {
 func (*WaitingForNodes) ProtoMessage() {}
 
 func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3934,7 +4335,7 @@ func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitingForNodes.ProtoReflect.Descriptor instead.
 func (*WaitingForNodes) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *WaitingForNodes) GetRound() int32 {
@@ -4014,7 +4415,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4026,7 +4427,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4039,7 +4440,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -4265,7 +4666,7 @@ type RoundStarted struct {
 
 func (x *RoundStarted) Reset() {
 	*x = RoundStarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4277,7 +4678,7 @@ func (x *RoundStarted) String() string {
 func (*RoundStarted) ProtoMessage() {}
 
 func (x *RoundStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4290,7 +4691,7 @@ func (x *RoundStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundStarted.ProtoReflect.Descriptor instead.
 func (*RoundStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RoundStarted) GetRound() int32 {
@@ -4376,7 +4777,7 @@ type RoundRestarting struct {
 
 func (x *RoundRestarting) Reset() {
 	*x = RoundRestarting{}
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4388,7 +4789,7 @@ func (x *RoundRestarting) String() string {
 func (*RoundRestarting) ProtoMessage() {}
 
 func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4401,7 +4802,7 @@ func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundRestarting.ProtoReflect.Descriptor instead.
 func (*RoundRestarting) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RoundRestarting) GetRound() int32 {
@@ -4458,7 +4859,7 @@ type StoreRestarted struct {
 
 func (x *StoreRestarted) Reset() {
 	*x = StoreRestarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4470,7 +4871,7 @@ func (x *StoreRestarted) String() string {
 func (*StoreRestarted) ProtoMessage() {}
 
 func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4483,7 +4884,7 @@ func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreRestarted.ProtoReflect.Descriptor instead.
 func (*StoreRestarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *StoreRestarted) GetStoreId() string {
@@ -4509,7 +4910,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4521,7 +4922,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4534,7 +4935,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *PublishRequest) GetSession() string {
@@ -4569,7 +4970,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4581,7 +4982,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4594,7 +4995,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *PublishResponse) GetAckedSeq() uint64 {
@@ -4623,7 +5024,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4635,7 +5036,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4648,7 +5049,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -4700,7 +5101,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4712,7 +5113,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4725,7 +5126,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CancelRequest) GetJobId() string {
@@ -4767,7 +5168,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4779,7 +5180,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4792,7 +5193,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CancelResponse) GetEnded() JobState {
@@ -4810,7 +5211,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4822,7 +5223,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4835,7 +5236,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{61}
 }
 
 type NodeStatus struct {
@@ -4861,7 +5262,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[55]
+	mi := &file_muster_v1_types_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4873,7 +5274,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[55]
+	mi := &file_muster_v1_types_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4886,7 +5287,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *NodeStatus) GetNode() *Node {
@@ -4947,7 +5348,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[56]
+	mi := &file_muster_v1_types_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4959,7 +5360,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[56]
+	mi := &file_muster_v1_types_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4972,7 +5373,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeStatus {
@@ -4990,7 +5391,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[57]
+	mi := &file_muster_v1_types_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5002,7 +5403,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[57]
+	mi := &file_muster_v1_types_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5015,7 +5416,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{57}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{64}
 }
 
 type JobStatus struct {
@@ -5055,7 +5456,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[58]
+	mi := &file_muster_v1_types_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5067,7 +5468,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[58]
+	mi := &file_muster_v1_types_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5080,7 +5481,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{58}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *JobStatus) GetJobId() string {
@@ -5201,7 +5602,7 @@ type JobRound struct {
 
 func (x *JobRound) Reset() {
 	*x = JobRound{}
-	mi := &file_muster_v1_types_proto_msgTypes[59]
+	mi := &file_muster_v1_types_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5213,7 +5614,7 @@ func (x *JobRound) String() string {
 func (*JobRound) ProtoMessage() {}
 
 func (x *JobRound) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[59]
+	mi := &file_muster_v1_types_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5226,7 +5627,7 @@ func (x *JobRound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRound.ProtoReflect.Descriptor instead.
 func (*JobRound) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{59}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *JobRound) GetNumber() int32 {
@@ -5259,7 +5660,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[60]
+	mi := &file_muster_v1_types_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5271,7 +5672,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[60]
+	mi := &file_muster_v1_types_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5284,7 +5685,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{60}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetJobRequest) GetJobId() string {
@@ -5309,7 +5710,7 @@ type HistoryCommand struct {
 
 func (x *HistoryCommand) Reset() {
 	*x = HistoryCommand{}
-	mi := &file_muster_v1_types_proto_msgTypes[61]
+	mi := &file_muster_v1_types_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5321,7 +5722,7 @@ func (x *HistoryCommand) String() string {
 func (*HistoryCommand) ProtoMessage() {}
 
 func (x *HistoryCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[61]
+	mi := &file_muster_v1_types_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5334,7 +5735,7 @@ func (x *HistoryCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryCommand.ProtoReflect.Descriptor instead.
 func (*HistoryCommand) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{61}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *HistoryCommand) GetCommand() isHistoryCommand_Command {
@@ -5389,7 +5790,7 @@ type HistoryExpire struct {
 
 func (x *HistoryExpire) Reset() {
 	*x = HistoryExpire{}
-	mi := &file_muster_v1_types_proto_msgTypes[62]
+	mi := &file_muster_v1_types_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5401,7 +5802,7 @@ func (x *HistoryExpire) String() string {
 func (*HistoryExpire) ProtoMessage() {}
 
 func (x *HistoryExpire) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[62]
+	mi := &file_muster_v1_types_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5414,7 +5815,7 @@ func (x *HistoryExpire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryExpire.ProtoReflect.Descriptor instead.
 func (*HistoryExpire) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{62}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *HistoryExpire) GetEndedBeforeUnixMs() int64 {
@@ -5433,7 +5834,7 @@ type WatchJobsRequest struct {
 
 func (x *WatchJobsRequest) Reset() {
 	*x = WatchJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[63]
+	mi := &file_muster_v1_types_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5445,7 +5846,7 @@ func (x *WatchJobsRequest) String() string {
 func (*WatchJobsRequest) ProtoMessage() {}
 
 func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[63]
+	mi := &file_muster_v1_types_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5458,7 +5859,7 @@ func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobsRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{63}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{70}
 }
 
 type ListJobsResponse struct {
@@ -5470,7 +5871,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[64]
+	mi := &file_muster_v1_types_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5482,7 +5883,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[64]
+	mi := &file_muster_v1_types_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5495,7 +5896,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{64}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobStatus {
@@ -5516,7 +5917,7 @@ type StdinChunk struct {
 
 func (x *StdinChunk) Reset() {
 	*x = StdinChunk{}
-	mi := &file_muster_v1_types_proto_msgTypes[65]
+	mi := &file_muster_v1_types_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5528,7 +5929,7 @@ func (x *StdinChunk) String() string {
 func (*StdinChunk) ProtoMessage() {}
 
 func (x *StdinChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[65]
+	mi := &file_muster_v1_types_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5541,7 +5942,7 @@ func (x *StdinChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdinChunk.ProtoReflect.Descriptor instead.
 func (*StdinChunk) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{65}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *StdinChunk) GetJobId() string {
@@ -5566,7 +5967,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[66]
+	mi := &file_muster_v1_types_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5578,7 +5979,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[66]
+	mi := &file_muster_v1_types_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5591,7 +5992,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{66}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{73}
 }
 
 type ReadStdinRequest struct {
@@ -5604,7 +6005,7 @@ type ReadStdinRequest struct {
 
 func (x *ReadStdinRequest) Reset() {
 	*x = ReadStdinRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[67]
+	mi := &file_muster_v1_types_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5616,7 +6017,7 @@ func (x *ReadStdinRequest) String() string {
 func (*ReadStdinRequest) ProtoMessage() {}
 
 func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[67]
+	mi := &file_muster_v1_types_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5629,7 +6030,7 @@ func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStdinRequest.ProtoReflect.Descriptor instead.
 func (*ReadStdinRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{67}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ReadStdinRequest) GetSession() string {
@@ -5660,7 +6061,7 @@ type KVSetRequest struct {
 
 func (x *KVSetRequest) Reset() {
 	*x = KVSetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[68]
+	mi := &file_muster_v1_types_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5672,7 +6073,7 @@ func (x *KVSetRequest) String() string {
 func (*KVSetRequest) ProtoMessage() {}
 
 func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[68]
+	mi := &file_muster_v1_types_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5685,7 +6086,7 @@ func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetRequest.ProtoReflect.Descriptor instead.
 func (*KVSetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{68}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *KVSetRequest) GetScope() string {
@@ -5718,7 +6119,7 @@ type KVSetResponse struct {
 
 func (x *KVSetResponse) Reset() {
 	*x = KVSetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[69]
+	mi := &file_muster_v1_types_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5730,7 +6131,7 @@ func (x *KVSetResponse) String() string {
 func (*KVSetResponse) ProtoMessage() {}
 
 func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[69]
+	mi := &file_muster_v1_types_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5743,7 +6144,7 @@ func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetResponse.ProtoReflect.Descriptor instead.
 func (*KVSetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{69}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *KVSetResponse) GetVersion() uint64 {
@@ -5765,7 +6166,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[70]
+	mi := &file_muster_v1_types_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5777,7 +6178,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[70]
+	mi := &file_muster_v1_types_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5790,7 +6191,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{70}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *KVGetRequest) GetScope() string {
@@ -5831,7 +6232,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[71]
+	mi := &file_muster_v1_types_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5843,7 +6244,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[71]
+	mi := &file_muster_v1_types_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5856,7 +6257,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{71}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *KVGetResponse) GetValue() []byte {
@@ -5887,7 +6288,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[72]
+	mi := &file_muster_v1_types_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5899,7 +6300,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[72]
+	mi := &file_muster_v1_types_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5912,7 +6313,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{72}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *BarrierRequest) GetScope() string {
@@ -5958,7 +6359,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[73]
+	mi := &file_muster_v1_types_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5970,7 +6371,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[73]
+	mi := &file_muster_v1_types_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5983,7 +6384,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{73}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{80}
 }
 
 var File_muster_v1_types_proto protoreflect.FileDescriptor
@@ -6040,7 +6441,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x06exited\x18\x02 \x01(\v2\x17.muster.v1.WorkerExitedR\x06exited\x12\x14\n" +
 	"\x05acked\x18\x03 \x01(\bR\x05acked\"(\n" +
 	"\fWatchRequest\x12\x18\n" +
-	"\asession\x18\x01 \x01(\tR\asession\"\x8f\x03\n" +
+	"\asession\x18\x01 \x01(\tR\asession\"\xda\x03\n" +
 	"\fAgentCommand\x12>\n" +
 	"\rreserve_ports\x18\x01 \x01(\v2\x17.muster.v1.ReservePortsH\x00R\freservePorts\x12-\n" +
 	"\x05start\x18\x02 \x01(\v2\x15.muster.v1.AssignmentH\x00R\x05start\x12(\n" +
@@ -6049,7 +6450,8 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"probe_peer\x18\x05 \x01(\v2\x14.muster.v1.ProbePeerH\x00R\tprobePeer\x123\n" +
 	"\tsend_logs\x18\x84\x02 \x01(\v2\x13.muster.v1.SendLogsH\x00R\bsendLogs\x12/\n" +
-	"\x06signal\x18\xac\x02 \x01(\v2\x14.muster.v1.SignalJobH\x00R\x06signalB\t\n" +
+	"\x06signal\x18\xac\x02 \x01(\v2\x14.muster.v1.SignalJobH\x00R\x06signal\x12I\n" +
+	"\x11check_torch_conns\x18\xc0\x02 \x01(\v2\x1a.muster.v1.CheckTorchConnsH\x00R\x0fcheckTorchConnsB\t\n" +
 	"\acommand\"\x9c\x01\n" +
 	"\bSendLogs\x12\x1d\n" +
 	"\n" +
@@ -6087,7 +6489,31 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x04note\x18\x03 \x01(\tR\x04note\"3\n" +
 	"\tProbePeer\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
-	"\x04addr\x18\x02 \x01(\tR\x04addr\"%\n" +
+	"\x04addr\x18\x02 \x01(\tR\x04addr\";\n" +
+	"\tTorchConn\x12\x16\n" +
+	"\x06client\x18\x01 \x01(\tR\x06client\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\"D\n" +
+	"\x10TorchConnVerdict\x12\x18\n" +
+	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"s\n" +
+	"\x0fCheckTorchConns\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12*\n" +
+	"\x05conns\x18\x03 \x03(\v2\x14.muster.v1.TorchConnR\x05conns\"\x90\x01\n" +
+	"\x16CheckTorchConnsRequest\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x19\n" +
+	"\bround_id\x18\x03 \x01(\tR\aroundId\x12*\n" +
+	"\x05conns\x18\x04 \x03(\v2\x14.muster.v1.TorchConnR\x05conns\"R\n" +
+	"\x17CheckTorchConnsResponse\x127\n" +
+	"\bverdicts\x18\x01 \x03(\v2\x1b.muster.v1.TorchConnVerdictR\bverdicts\"\x8c\x01\n" +
+	"\x18TorchConnsCheckedRequest\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x127\n" +
+	"\bverdicts\x18\x03 \x03(\v2\x1b.muster.v1.TorchConnVerdictR\bverdicts\"\x1b\n" +
+	"\x19TorchConnsCheckedResponse\"%\n" +
 	"\fReleaseStore\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"w\n" +
 	"\fReservePorts\x12\x19\n" +
@@ -6486,148 +6912,160 @@ func file_muster_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
+var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 81)
 var file_muster_v1_types_proto_goTypes = []any{
-	(RestartOn)(0),                // 0: muster.v1.RestartOn
-	(JobState)(0),                 // 1: muster.v1.JobState
-	(Stream)(0),                   // 2: muster.v1.Stream
-	(ExitCause)(0),                // 3: muster.v1.ExitCause
-	(LossSignal)(0),               // 4: muster.v1.LossSignal
-	(*GPU)(nil),                   // 5: muster.v1.GPU
-	(*Node)(nil),                  // 6: muster.v1.Node
-	(*RegisterRequest)(nil),       // 7: muster.v1.RegisterRequest
-	(*RegisterResponse)(nil),      // 8: muster.v1.RegisterResponse
-	(*RenewRequest)(nil),          // 9: muster.v1.RenewRequest
-	(*RenewResponse)(nil),         // 10: muster.v1.RenewResponse
-	(*RunningJob)(nil),            // 11: muster.v1.RunningJob
-	(*RankState)(nil),             // 12: muster.v1.RankState
-	(*WatchRequest)(nil),          // 13: muster.v1.WatchRequest
-	(*AgentCommand)(nil),          // 14: muster.v1.AgentCommand
-	(*SendLogs)(nil),              // 15: muster.v1.SendLogs
-	(*LogRecord)(nil),             // 16: muster.v1.LogRecord
-	(*PushLogsRequest)(nil),       // 17: muster.v1.PushLogsRequest
-	(*PushLogsResponse)(nil),      // 18: muster.v1.PushLogsResponse
-	(*LogsRequest)(nil),           // 19: muster.v1.LogsRequest
-	(*LogsResponse)(nil),          // 20: muster.v1.LogsResponse
-	(*ProbePeer)(nil),             // 21: muster.v1.ProbePeer
-	(*ReleaseStore)(nil),          // 22: muster.v1.ReleaseStore
-	(*ReservePorts)(nil),          // 23: muster.v1.ReservePorts
-	(*PortsReservedRequest)(nil),  // 24: muster.v1.PortsReservedRequest
-	(*PortsReservedResponse)(nil), // 25: muster.v1.PortsReservedResponse
-	(*ReportLossRequest)(nil),     // 26: muster.v1.ReportLossRequest
-	(*ReportLossResponse)(nil),    // 27: muster.v1.ReportLossResponse
-	(*LeaveRequest)(nil),          // 28: muster.v1.LeaveRequest
-	(*LeaveResponse)(nil),         // 29: muster.v1.LeaveResponse
-	(*JobSpec)(nil),               // 30: muster.v1.JobSpec
-	(*NodeHealth)(nil),            // 31: muster.v1.NodeHealth
-	(*ReportHealthRequest)(nil),   // 32: muster.v1.ReportHealthRequest
-	(*ReportHealthResponse)(nil),  // 33: muster.v1.ReportHealthResponse
-	(*SubmitRequest)(nil),         // 34: muster.v1.SubmitRequest
-	(*SubmitResponse)(nil),        // 35: muster.v1.SubmitResponse
-	(*Assignment)(nil),            // 36: muster.v1.Assignment
-	(*Identity)(nil),              // 37: muster.v1.Identity
-	(*StopJob)(nil),               // 38: muster.v1.StopJob
-	(*SignalJob)(nil),             // 39: muster.v1.SignalJob
-	(*SignalRequest)(nil),         // 40: muster.v1.SignalRequest
-	(*SignalResponse)(nil),        // 41: muster.v1.SignalResponse
-	(*WorkerStarted)(nil),         // 42: muster.v1.WorkerStarted
-	(*Output)(nil),                // 43: muster.v1.Output
-	(*WorkerExited)(nil),          // 44: muster.v1.WorkerExited
-	(*WorkerHang)(nil),            // 45: muster.v1.WorkerHang
-	(*NodeLoss)(nil),              // 46: muster.v1.NodeLoss
-	(*JobFinished)(nil),           // 47: muster.v1.JobFinished
-	(*OutputLost)(nil),            // 48: muster.v1.OutputLost
-	(*WaitingForNodes)(nil),       // 49: muster.v1.WaitingForNodes
-	(*JobEvent)(nil),              // 50: muster.v1.JobEvent
-	(*RoundStarted)(nil),          // 51: muster.v1.RoundStarted
-	(*RoundRestarting)(nil),       // 52: muster.v1.RoundRestarting
-	(*StoreRestarted)(nil),        // 53: muster.v1.StoreRestarted
-	(*PublishRequest)(nil),        // 54: muster.v1.PublishRequest
-	(*PublishResponse)(nil),       // 55: muster.v1.PublishResponse
-	(*WatchJobRequest)(nil),       // 56: muster.v1.WatchJobRequest
-	(*CancelRequest)(nil),         // 57: muster.v1.CancelRequest
-	(*CancelResponse)(nil),        // 58: muster.v1.CancelResponse
-	(*ListNodesRequest)(nil),      // 59: muster.v1.ListNodesRequest
-	(*NodeStatus)(nil),            // 60: muster.v1.NodeStatus
-	(*ListNodesResponse)(nil),     // 61: muster.v1.ListNodesResponse
-	(*ListJobsRequest)(nil),       // 62: muster.v1.ListJobsRequest
-	(*JobStatus)(nil),             // 63: muster.v1.JobStatus
-	(*JobRound)(nil),              // 64: muster.v1.JobRound
-	(*GetJobRequest)(nil),         // 65: muster.v1.GetJobRequest
-	(*HistoryCommand)(nil),        // 66: muster.v1.HistoryCommand
-	(*HistoryExpire)(nil),         // 67: muster.v1.HistoryExpire
-	(*WatchJobsRequest)(nil),      // 68: muster.v1.WatchJobsRequest
-	(*ListJobsResponse)(nil),      // 69: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),            // 70: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),    // 71: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),      // 72: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),          // 73: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),         // 74: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),          // 75: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),         // 76: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),        // 77: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),       // 78: muster.v1.BarrierResponse
+	(RestartOn)(0),                    // 0: muster.v1.RestartOn
+	(JobState)(0),                     // 1: muster.v1.JobState
+	(Stream)(0),                       // 2: muster.v1.Stream
+	(ExitCause)(0),                    // 3: muster.v1.ExitCause
+	(LossSignal)(0),                   // 4: muster.v1.LossSignal
+	(*GPU)(nil),                       // 5: muster.v1.GPU
+	(*Node)(nil),                      // 6: muster.v1.Node
+	(*RegisterRequest)(nil),           // 7: muster.v1.RegisterRequest
+	(*RegisterResponse)(nil),          // 8: muster.v1.RegisterResponse
+	(*RenewRequest)(nil),              // 9: muster.v1.RenewRequest
+	(*RenewResponse)(nil),             // 10: muster.v1.RenewResponse
+	(*RunningJob)(nil),                // 11: muster.v1.RunningJob
+	(*RankState)(nil),                 // 12: muster.v1.RankState
+	(*WatchRequest)(nil),              // 13: muster.v1.WatchRequest
+	(*AgentCommand)(nil),              // 14: muster.v1.AgentCommand
+	(*SendLogs)(nil),                  // 15: muster.v1.SendLogs
+	(*LogRecord)(nil),                 // 16: muster.v1.LogRecord
+	(*PushLogsRequest)(nil),           // 17: muster.v1.PushLogsRequest
+	(*PushLogsResponse)(nil),          // 18: muster.v1.PushLogsResponse
+	(*LogsRequest)(nil),               // 19: muster.v1.LogsRequest
+	(*LogsResponse)(nil),              // 20: muster.v1.LogsResponse
+	(*ProbePeer)(nil),                 // 21: muster.v1.ProbePeer
+	(*TorchConn)(nil),                 // 22: muster.v1.TorchConn
+	(*TorchConnVerdict)(nil),          // 23: muster.v1.TorchConnVerdict
+	(*CheckTorchConns)(nil),           // 24: muster.v1.CheckTorchConns
+	(*CheckTorchConnsRequest)(nil),    // 25: muster.v1.CheckTorchConnsRequest
+	(*CheckTorchConnsResponse)(nil),   // 26: muster.v1.CheckTorchConnsResponse
+	(*TorchConnsCheckedRequest)(nil),  // 27: muster.v1.TorchConnsCheckedRequest
+	(*TorchConnsCheckedResponse)(nil), // 28: muster.v1.TorchConnsCheckedResponse
+	(*ReleaseStore)(nil),              // 29: muster.v1.ReleaseStore
+	(*ReservePorts)(nil),              // 30: muster.v1.ReservePorts
+	(*PortsReservedRequest)(nil),      // 31: muster.v1.PortsReservedRequest
+	(*PortsReservedResponse)(nil),     // 32: muster.v1.PortsReservedResponse
+	(*ReportLossRequest)(nil),         // 33: muster.v1.ReportLossRequest
+	(*ReportLossResponse)(nil),        // 34: muster.v1.ReportLossResponse
+	(*LeaveRequest)(nil),              // 35: muster.v1.LeaveRequest
+	(*LeaveResponse)(nil),             // 36: muster.v1.LeaveResponse
+	(*JobSpec)(nil),                   // 37: muster.v1.JobSpec
+	(*NodeHealth)(nil),                // 38: muster.v1.NodeHealth
+	(*ReportHealthRequest)(nil),       // 39: muster.v1.ReportHealthRequest
+	(*ReportHealthResponse)(nil),      // 40: muster.v1.ReportHealthResponse
+	(*SubmitRequest)(nil),             // 41: muster.v1.SubmitRequest
+	(*SubmitResponse)(nil),            // 42: muster.v1.SubmitResponse
+	(*Assignment)(nil),                // 43: muster.v1.Assignment
+	(*Identity)(nil),                  // 44: muster.v1.Identity
+	(*StopJob)(nil),                   // 45: muster.v1.StopJob
+	(*SignalJob)(nil),                 // 46: muster.v1.SignalJob
+	(*SignalRequest)(nil),             // 47: muster.v1.SignalRequest
+	(*SignalResponse)(nil),            // 48: muster.v1.SignalResponse
+	(*WorkerStarted)(nil),             // 49: muster.v1.WorkerStarted
+	(*Output)(nil),                    // 50: muster.v1.Output
+	(*WorkerExited)(nil),              // 51: muster.v1.WorkerExited
+	(*WorkerHang)(nil),                // 52: muster.v1.WorkerHang
+	(*NodeLoss)(nil),                  // 53: muster.v1.NodeLoss
+	(*JobFinished)(nil),               // 54: muster.v1.JobFinished
+	(*OutputLost)(nil),                // 55: muster.v1.OutputLost
+	(*WaitingForNodes)(nil),           // 56: muster.v1.WaitingForNodes
+	(*JobEvent)(nil),                  // 57: muster.v1.JobEvent
+	(*RoundStarted)(nil),              // 58: muster.v1.RoundStarted
+	(*RoundRestarting)(nil),           // 59: muster.v1.RoundRestarting
+	(*StoreRestarted)(nil),            // 60: muster.v1.StoreRestarted
+	(*PublishRequest)(nil),            // 61: muster.v1.PublishRequest
+	(*PublishResponse)(nil),           // 62: muster.v1.PublishResponse
+	(*WatchJobRequest)(nil),           // 63: muster.v1.WatchJobRequest
+	(*CancelRequest)(nil),             // 64: muster.v1.CancelRequest
+	(*CancelResponse)(nil),            // 65: muster.v1.CancelResponse
+	(*ListNodesRequest)(nil),          // 66: muster.v1.ListNodesRequest
+	(*NodeStatus)(nil),                // 67: muster.v1.NodeStatus
+	(*ListNodesResponse)(nil),         // 68: muster.v1.ListNodesResponse
+	(*ListJobsRequest)(nil),           // 69: muster.v1.ListJobsRequest
+	(*JobStatus)(nil),                 // 70: muster.v1.JobStatus
+	(*JobRound)(nil),                  // 71: muster.v1.JobRound
+	(*GetJobRequest)(nil),             // 72: muster.v1.GetJobRequest
+	(*HistoryCommand)(nil),            // 73: muster.v1.HistoryCommand
+	(*HistoryExpire)(nil),             // 74: muster.v1.HistoryExpire
+	(*WatchJobsRequest)(nil),          // 75: muster.v1.WatchJobsRequest
+	(*ListJobsResponse)(nil),          // 76: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),                // 77: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),        // 78: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),          // 79: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),              // 80: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),             // 81: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),              // 82: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),             // 83: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),            // 84: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),           // 85: muster.v1.BarrierResponse
 }
 var file_muster_v1_types_proto_depIdxs = []int32{
 	5,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
 	6,  // 1: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
 	11, // 2: muster.v1.RegisterRequest.jobs:type_name -> muster.v1.RunningJob
-	30, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
-	37, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
+	37, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
+	44, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
 	12, // 5: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
-	44, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
-	23, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
-	36, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
-	38, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
-	22, // 10: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
+	51, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
+	30, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
+	43, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
+	45, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
+	29, // 10: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
 	21, // 11: muster.v1.AgentCommand.probe_peer:type_name -> muster.v1.ProbePeer
 	15, // 12: muster.v1.AgentCommand.send_logs:type_name -> muster.v1.SendLogs
-	39, // 13: muster.v1.AgentCommand.signal:type_name -> muster.v1.SignalJob
-	2,  // 14: muster.v1.LogRecord.stream:type_name -> muster.v1.Stream
-	16, // 15: muster.v1.PushLogsRequest.records:type_name -> muster.v1.LogRecord
-	16, // 16: muster.v1.LogsResponse.records:type_name -> muster.v1.LogRecord
-	46, // 17: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
-	0,  // 18: muster.v1.JobSpec.restart_on:type_name -> muster.v1.RestartOn
-	31, // 19: muster.v1.ReportHealthRequest.health:type_name -> muster.v1.NodeHealth
-	30, // 20: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
-	30, // 21: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
-	37, // 22: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
-	2,  // 23: muster.v1.Output.stream:type_name -> muster.v1.Stream
-	46, // 24: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
-	3,  // 25: muster.v1.WorkerExited.cause:type_name -> muster.v1.ExitCause
-	45, // 26: muster.v1.WorkerExited.hang:type_name -> muster.v1.WorkerHang
-	4,  // 27: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
-	1,  // 28: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
-	44, // 29: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
-	1,  // 30: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
-	42, // 31: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
-	43, // 32: muster.v1.JobEvent.output:type_name -> muster.v1.Output
-	44, // 33: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
-	47, // 34: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
-	48, // 35: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
-	49, // 36: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
-	53, // 37: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
-	52, // 38: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
-	51, // 39: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
-	46, // 40: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
-	50, // 41: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
-	1,  // 42: muster.v1.CancelResponse.ended:type_name -> muster.v1.JobState
-	6,  // 43: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
-	31, // 44: muster.v1.NodeStatus.health:type_name -> muster.v1.NodeHealth
-	60, // 45: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
-	30, // 46: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
-	1,  // 47: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
-	37, // 48: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	44, // 49: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
-	64, // 50: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
-	63, // 51: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
-	67, // 52: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
-	63, // 53: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	54, // [54:54] is the sub-list for method output_type
-	54, // [54:54] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	46, // 13: muster.v1.AgentCommand.signal:type_name -> muster.v1.SignalJob
+	24, // 14: muster.v1.AgentCommand.check_torch_conns:type_name -> muster.v1.CheckTorchConns
+	2,  // 15: muster.v1.LogRecord.stream:type_name -> muster.v1.Stream
+	16, // 16: muster.v1.PushLogsRequest.records:type_name -> muster.v1.LogRecord
+	16, // 17: muster.v1.LogsResponse.records:type_name -> muster.v1.LogRecord
+	22, // 18: muster.v1.CheckTorchConns.conns:type_name -> muster.v1.TorchConn
+	22, // 19: muster.v1.CheckTorchConnsRequest.conns:type_name -> muster.v1.TorchConn
+	23, // 20: muster.v1.CheckTorchConnsResponse.verdicts:type_name -> muster.v1.TorchConnVerdict
+	23, // 21: muster.v1.TorchConnsCheckedRequest.verdicts:type_name -> muster.v1.TorchConnVerdict
+	53, // 22: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
+	0,  // 23: muster.v1.JobSpec.restart_on:type_name -> muster.v1.RestartOn
+	38, // 24: muster.v1.ReportHealthRequest.health:type_name -> muster.v1.NodeHealth
+	37, // 25: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
+	37, // 26: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
+	44, // 27: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
+	2,  // 28: muster.v1.Output.stream:type_name -> muster.v1.Stream
+	53, // 29: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
+	3,  // 30: muster.v1.WorkerExited.cause:type_name -> muster.v1.ExitCause
+	52, // 31: muster.v1.WorkerExited.hang:type_name -> muster.v1.WorkerHang
+	4,  // 32: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
+	1,  // 33: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
+	51, // 34: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
+	1,  // 35: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
+	49, // 36: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
+	50, // 37: muster.v1.JobEvent.output:type_name -> muster.v1.Output
+	51, // 38: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
+	54, // 39: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
+	55, // 40: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
+	56, // 41: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
+	60, // 42: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
+	59, // 43: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
+	58, // 44: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
+	53, // 45: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
+	57, // 46: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
+	1,  // 47: muster.v1.CancelResponse.ended:type_name -> muster.v1.JobState
+	6,  // 48: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
+	38, // 49: muster.v1.NodeStatus.health:type_name -> muster.v1.NodeHealth
+	67, // 50: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
+	37, // 51: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
+	1,  // 52: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
+	44, // 53: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
+	51, // 54: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
+	71, // 55: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
+	70, // 56: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
+	74, // 57: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
+	70, // 58: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	59, // [59:59] is the sub-list for method output_type
+	59, // [59:59] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_types_proto_init() }
@@ -6643,11 +7081,12 @@ func file_muster_v1_types_proto_init() {
 		(*AgentCommand_ProbePeer)(nil),
 		(*AgentCommand_SendLogs)(nil),
 		(*AgentCommand_Signal)(nil),
+		(*AgentCommand_CheckTorchConns)(nil),
 	}
 	file_muster_v1_types_proto_msgTypes[10].OneofWrappers = []any{}
 	file_muster_v1_types_proto_msgTypes[14].OneofWrappers = []any{}
-	file_muster_v1_types_proto_msgTypes[25].OneofWrappers = []any{}
-	file_muster_v1_types_proto_msgTypes[45].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[32].OneofWrappers = []any{}
+	file_muster_v1_types_proto_msgTypes[52].OneofWrappers = []any{
 		(*JobEvent_State)(nil),
 		(*JobEvent_Started)(nil),
 		(*JobEvent_Output)(nil),
@@ -6660,7 +7099,7 @@ func file_muster_v1_types_proto_init() {
 		(*JobEvent_RoundStarted)(nil),
 		(*JobEvent_NodeLost)(nil),
 	}
-	file_muster_v1_types_proto_msgTypes[61].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[68].OneofWrappers = []any{
 		(*HistoryCommand_Finished)(nil),
 		(*HistoryCommand_Expire)(nil),
 	}
@@ -6670,7 +7109,7 @@ func file_muster_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_types_proto_rawDesc), len(file_muster_v1_types_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   74,
+			NumMessages:   81,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
