@@ -283,6 +283,10 @@ func (a *Agent) serve(watch musterv1.Agents_WatchClient) error {
 			a.queue(c.ReleaseStore.GetJobId(), func() { a.releaseTorchStore(c.ReleaseStore.GetJobId()) })
 		case *musterv1.AgentCommand_ProbePeer:
 			go a.probePeer(c.ProbePeer)
+		case *musterv1.AgentCommand_CheckTorchConns:
+			// Ranks wait on the answer: it waits for no other command. The
+			// store bounds the questions waiting for this node.
+			go a.answerTorchConns(c.CheckTorchConns)
 		case *musterv1.AgentCommand_SendLogs:
 			// After the job's start, if it was sent before: a follow then
 			// finds the job's ranks here.
