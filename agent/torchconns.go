@@ -42,6 +42,7 @@ const (
 // Each connection's answer is its own: nothing is cached.
 type torchConnChecker struct {
 	ctx context.Context
+	log *zap.Logger
 	ask func(ctx context.Context, round string, conns []*musterv1.TorchConn) ([]*musterv1.TorchConnVerdict, error)
 
 	mu     sync.Mutex
@@ -60,11 +61,14 @@ type torchConnCheck struct {
 	done chan error // one verdict: nil when allowed
 }
 
-func newTorchConnChecker(ctx context.Context, ask func(context.Context, string, []*musterv1.TorchConn) ([]*musterv1.TorchConnVerdict, error)) *torchConnChecker {
+func newTorchConnChecker(ctx context.Context, log *zap.Logger, ask func(context.Context, string, []*musterv1.TorchConn) ([]*musterv1.TorchConnVerdict, error)) *torchConnChecker {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	return &torchConnChecker{ctx: ctx, ask: ask, queues: map[torchConnFrom][]*torchConnCheck{}}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &torchConnChecker{ctx: ctx, log: log, ask: ask, queues: map[torchConnFrom][]*torchConnCheck{}}
 }
 
 // check says why the connection client -> server of round may not use the
@@ -103,22 +107,25 @@ func (c *torchConnChecker) run(from torchConnFrom) {
 		batch := queue[:min(len(queue), storeclient.MaxTorchConns)]
 		c.queues[from] = queue[len(batch):]
 		c.mu.Unlock()
-		c.askBatch(from.round, batch)
+		c.askBatch(from, batch)
 	}
 }
 
 // askBatch asks about batch and hands each connection its verdict.
-func (c *torchConnChecker) askBatch(round string, batch []*torchConnCheck) {
+func (c *torchConnChecker) askBatch(from torchConnFrom, batch []*torchConnCheck) {
 	conns := make([]*musterv1.TorchConn, len(batch))
 	for i, q := range batch {
 		conns[i] = q.conn
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, torchCheckWait)
 	defer cancel()
-	verdicts, err := c.askRetrying(ctx, round, conns)
+	asked := time.Now()
+	verdicts, err := c.askRetrying(ctx, from.round, conns)
 	if err == nil && len(verdicts) != len(conns) {
 		err = fmt.Errorf("the store gave %d verdicts for %d connections", len(verdicts), len(conns))
 	}
+	c.log.Debug("asked who made TCPStore connections", zap.String("round", from.round), zap.Stringer("from", from.node),
+		zap.Int("conns", len(conns)), zap.Duration("took", time.Since(asked)), zap.Error(err))
 	for i, q := range batch {
 		switch {
 		case err != nil:
@@ -165,6 +172,7 @@ func (a *Agent) askTorchConns(job string) func(context.Context, string, []*muste
 // answerTorchConns answers the store's question about connections to a
 // job's TCPStore from this node: whose sockets made them.
 func (a *Agent) answerTorchConns(q *musterv1.CheckTorchConns) {
+	began := time.Now()
 	a.mu.Lock()
 	r := a.jobs[q.GetJobId()]
 	a.mu.Unlock()
@@ -177,9 +185,13 @@ func (a *Agent) answerTorchConns(q *musterv1.CheckTorchConns) {
 		verdicts = judgeTorchConns(q.GetConns(), jobUID(r.asg), d.Owner)
 		d.Close()
 	}
+	judged := time.Since(began)
 	ctx, cancel := context.WithTimeout(a.ctx, torchAnswerTimeout)
 	defer cancel()
-	if _, err := a.client.TorchConnsChecked(ctx, &musterv1.TorchConnsCheckedRequest{Session: a.sessionID(), RequestId: q.GetRequestId(), Verdicts: verdicts}); err != nil {
+	_, err := a.client.TorchConnsChecked(ctx, &musterv1.TorchConnsCheckedRequest{Session: a.sessionID(), RequestId: q.GetRequestId(), Verdicts: verdicts})
+	a.log.Debug("said who made TCPStore connections", zap.String("job", q.GetJobId()), zap.Int("conns", len(verdicts)),
+		zap.Duration("judged-in", judged), zap.Duration("took", time.Since(began)), zap.Error(err))
+	if err != nil {
 		a.log.Info("could not tell the store who made connections to a TCPStore", zap.String("job", q.GetJobId()), zap.Error(err))
 	}
 }

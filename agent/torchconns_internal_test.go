@@ -118,7 +118,7 @@ func TestTorchConnCheckerBatches(t *testing.T) {
 		}
 		return verdicts, nil
 	}
-	c := newTorchConnChecker(context.Background(), ask)
+	c := newTorchConnChecker(context.Background(), nil, ask)
 	const n = 6000
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -159,7 +159,7 @@ func TestTorchConnCheckerBatches(t *testing.T) {
 func TestTorchConnCheckerRetries(t *testing.T) {
 	client, server := netip.MustParseAddrPort("10.0.0.2:40000"), netip.MustParseAddrPort("10.0.0.1:29500")
 	var calls atomic.Int64
-	c := newTorchConnChecker(context.Background(), func(ctx context.Context, _ string, conns []*musterv1.TorchConn) ([]*musterv1.TorchConnVerdict, error) {
+	c := newTorchConnChecker(context.Background(), nil, func(ctx context.Context, _ string, conns []*musterv1.TorchConn) ([]*musterv1.TorchConnVerdict, error) {
 		if calls.Add(1) < 3 {
 			return nil, status.Error(codes.Unavailable, "registering again")
 		}
@@ -168,13 +168,13 @@ func TestTorchConnCheckerRetries(t *testing.T) {
 	if err := c.check(context.Background(), "r", client, server); err != nil || calls.Load() != 3 {
 		t.Fatalf("%v after %d calls", err, calls.Load())
 	}
-	c = newTorchConnChecker(context.Background(), func(context.Context, string, []*musterv1.TorchConn) ([]*musterv1.TorchConnVerdict, error) {
+	c = newTorchConnChecker(context.Background(), nil, func(context.Context, string, []*musterv1.TorchConn) ([]*musterv1.TorchConnVerdict, error) {
 		return nil, status.Error(codes.FailedPrecondition, "not the node that serves the job's TCPStore")
 	})
 	if err := c.check(context.Background(), "r", client, server); err == nil || !strings.Contains(err.Error(), "not the node") {
 		t.Fatalf("refused by the store: %v", err)
 	}
-	c = newTorchConnChecker(context.Background(), func(context.Context, string, []*musterv1.TorchConn) ([]*musterv1.TorchConnVerdict, error) {
+	c = newTorchConnChecker(context.Background(), nil, func(context.Context, string, []*musterv1.TorchConn) ([]*musterv1.TorchConnVerdict, error) {
 		return nil, nil // no verdict
 	})
 	if err := c.check(context.Background(), "r", client, server); err == nil {
@@ -183,7 +183,7 @@ func TestTorchConnCheckerRetries(t *testing.T) {
 	// The checker's own context bounds the retries as the wait would.
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	c = newTorchConnChecker(ctx, func(context.Context, string, []*musterv1.TorchConn) ([]*musterv1.TorchConnVerdict, error) {
+	c = newTorchConnChecker(ctx, nil, func(context.Context, string, []*musterv1.TorchConn) ([]*musterv1.TorchConnVerdict, error) {
 		return nil, status.Error(codes.ResourceExhausted, "busy")
 	})
 	if err := c.check(context.Background(), "r", client, server); !errors.Is(err, context.DeadlineExceeded) {

@@ -55,7 +55,7 @@ func (a *Agent) torchStorePort(job, round string) (int32, error) {
 		limits.Shared = a.torchBytes
 		ts = &torchStore{srv: tcpstore.NewServer(l, a.torchConns, a.log.With(zap.String("job", job))),
 			kv: kv.NewMemoryWith(limits), port: int32(l.Addr().(*net.TCPAddr).Port),
-			peers: newTorchConnChecker(a.ctx, a.askTorchConns(job))}
+			peers: newTorchConnChecker(a.ctx, a.log.With(zap.String("job", job)), a.askTorchConns(job))}
 		ts.srv.Admit(ts.admit)
 		ts.srv.Start()
 		a.torchStores[job] = ts
