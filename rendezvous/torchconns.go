@@ -16,7 +16,8 @@ var ErrNotStoreNode = errors.New("not the node that serves the job's TCPStore in
 // roundID at that address, other than the node of session: the nodes the
 // store asks who made connections to the job's TCPStore from there. Only
 // the round's node rank 0, which serves the store, may ask; an address that
-// is no other node's of the round has no names.
+// is no other node's of the round has no names, unless some of the round's
+// nodes have yet to register with a restarted store (ErrReporting).
 func (s *Store) TorchConnNodes(session, jobID, roundID string, ips []netip.Addr) (map[netip.Addr][]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -37,8 +38,10 @@ func (s *Store) TorchConnNodes(session, jobID, roundID string, ips []netip.Addr)
 		want[ip.Unmap()] = true
 	}
 	names := map[netip.Addr][]string{}
+	away := false
 	for _, m := range r.nodes[1:] {
-		if m == n || m.placeholder {
+		if m.placeholder {
+			away = true
 			continue
 		}
 		ip, err := netip.ParseAddr(m.info.GetAddr())
@@ -46,6 +49,10 @@ func (s *Store) TorchConnNodes(session, jobID, roundID string, ips []netip.Addr)
 			continue
 		}
 		names[ip.Unmap()] = append(names[ip.Unmap()], m.info.GetName())
+	}
+	if away && len(names) < len(want) {
+		// The address may be a node's that has yet to register again.
+		return nil, fmt.Errorf("job %s: %w", jobID, ErrReporting)
 	}
 	return names, nil
 }

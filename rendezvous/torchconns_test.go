@@ -2,6 +2,7 @@ package rendezvous_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -153,8 +154,8 @@ func TestCheckTorchConnsRefusals(t *testing.T) {
 	}
 }
 
-// A node whose agent is not connected cannot say who made a connection:
-// the connection is refused at once.
+// A node whose agent is not connected cannot say who made a connection
+// now: the asker is told to ask again, not that the connection is refused.
 func TestCheckTorchConnsOfANodeAway(t *testing.T) {
 	s := rendezvoustest.NewStore(t, func(cfg *storeserver.Config) { cfg.SessionGrace = time.Minute })
 	c := rendezvoustest.NewClient(t, s, security.Security{})
@@ -162,21 +163,68 @@ func TestCheckTorchConnsOfANodeAway(t *testing.T) {
 	b.cancel()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		resp, err := c.CheckTorchConns(context.Background(), &musterv1.CheckTorchConnsRequest{Session: a.session, JobId: job, RoundId: round,
+		_, err := c.CheckTorchConns(context.Background(), &musterv1.CheckTorchConnsRequest{Session: a.session, JobId: job, RoundId: round,
 			Conns: []*musterv1.TorchConn{conn("10.0.0.2:40000")}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		v := resp.GetVerdicts()[0]
-		if v.GetAllowed() {
-			t.Fatal("allowed without an answer")
-		}
-		if strings.Contains(v.GetReason(), "node b is not connected to the store") {
+		if status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "node b is not connected to the store") {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("verdict %v", v)
+			t.Fatalf("with node b away: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A restarted store that has yet to hear from one of a job's nodes cannot
+// tell whose address a connection comes from: the asker is told to ask
+// again; once the node is back, it is asked.
+func TestCheckTorchConnsAfterTheStoreRestarted(t *testing.T) {
+	old := rendezvoustest.NewStore(t, nil)
+	c := rendezvoustest.NewClient(t, old, security.Security{})
+	a := newTestAgent(t, c, "a", "10.0.0.1", 0, 0)
+	b := newTestAgent(t, c, "b", "10.0.0.2", 1, 0)
+	if _, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{
+		Argv: byteStrings("train"), Nnodes: 2, Nproc: 1, KillTimeoutMs: 100}}); err != nil {
+		t.Fatal(err)
+	}
+	res := a.next().GetReservePorts()
+	if _, err := c.PortsReserved(context.Background(), &musterv1.PortsReservedRequest{Session: a.session, RoundId: res.GetRoundId(),
+		Ports: []int32{29500, 29501}[:res.GetCount()]}); err != nil {
+		t.Fatal(err)
+	}
+	asgA, asgB := a.next().GetStart(), b.next().GetStart()
+	addr := old.Addr()
+	old.Close()
+
+	s := rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.ListenAddr = addr })
+	c2 := rendezvoustest.NewClient(t, s, security.Security{})
+	report := func(asg *musterv1.Assignment) []*musterv1.RunningJob {
+		return []*musterv1.RunningJob{{JobId: asg.JobId, RoundId: asg.RoundId, Spec: asg.Spec, NodeRank: asg.NodeRank,
+			Nnodes: 2, Nproc: 1, WorldSize: 2, JobToken: asg.JobToken, StoreId: "st-old"}}
+	}
+	a2 := registerTestAgent(t, c2, &musterv1.RegisterRequest{Node: &musterv1.Node{Name: "a", Addr: "10.0.0.1", Rank: 0}, Jobs: report(asgA)})
+	ask := func() (*musterv1.CheckTorchConnsResponse, error) {
+		return c2.CheckTorchConns(context.Background(), &musterv1.CheckTorchConnsRequest{Session: a2.session, JobId: asgA.JobId,
+			RoundId: asgA.RoundId, Conns: []*musterv1.TorchConn{conn("10.0.0.2:40000")}})
+	}
+	if _, err := ask(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("node b not back yet: %v", err)
+	}
+	b2 := registerTestAgent(t, c2, &musterv1.RegisterRequest{Node: &musterv1.Node{Name: "b", Addr: "10.0.0.2", Rank: 1}, Jobs: report(asgB)})
+	done := make(chan error, 1)
+	go func() {
+		resp, err := ask()
+		if err == nil && !resp.GetVerdicts()[0].GetAllowed() {
+			err = errors.New(resp.GetVerdicts()[0].GetReason())
+		}
+		done <- err
+	}()
+	q := b2.next().GetCheckTorchConns()
+	if _, err := c2.TorchConnsChecked(context.Background(), &musterv1.TorchConnsCheckedRequest{Session: b2.session, RequestId: q.GetRequestId(),
+		Verdicts: []*musterv1.TorchConnVerdict{{Allowed: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("node b back: %v", err)
 	}
 }

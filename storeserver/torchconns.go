@@ -153,7 +153,10 @@ func (s *Server) CheckTorchConns(ctx context.Context, req *musterv1.CheckTorchCo
 
 // askTorchConns asks each node of byNode about its connections and sets
 // their verdicts: a connection is allowed when a node at its address says
-// so (nodes that share an address are all asked), refused otherwise.
+// so (nodes that share an address are all asked), refused otherwise. When
+// no node at a connection's address is connected to hear the question
+// (its agent is registering again), the call fails Unavailable, for the
+// asker to ask again: a rank must not be turned away for that.
 func (s *Server) askTorchConns(ctx context.Context, req *musterv1.CheckTorchConnsRequest, byNode map[string][]int, verdicts []*musterv1.TorchConnVerdict) error {
 	answers := make(chan torchAnswer, len(byNode))
 	ids, err := s.torch.open(byNode, answers)
@@ -168,16 +171,28 @@ func (s *Server) askTorchConns(ctx context.Context, req *musterv1.CheckTorchConn
 		}
 	}
 	waiting := map[string]bool{}
+	asked := make([]bool, len(verdicts))
+	var away []string
 	for name, idx := range byNode {
 		cmd := &musterv1.CheckTorchConns{RequestId: ids[name], JobId: req.GetJobId(), Conns: make([]*musterv1.TorchConn, len(idx))}
 		for j, i := range idx {
 			cmd.Conns[j] = req.GetConns()[i]
 		}
 		if !s.store.AskTorchConns(name, cmd) {
-			refuse(idx, fmt.Sprintf("node %s is not connected to the store", name))
+			away = append(away, name)
 			continue
 		}
+		for _, i := range idx {
+			asked[i] = true
+		}
 		waiting[name] = true
+	}
+	for _, name := range away {
+		for _, i := range byNode[name] {
+			if !asked[i] {
+				return status.Errorf(codes.Unavailable, "node %s is not connected to the store now", name)
+			}
+		}
 	}
 	timer := time.NewTimer(torchAnswerWait)
 	defer timer.Stop()
