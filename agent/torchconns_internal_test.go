@@ -88,10 +88,11 @@ func TestJudgeTorchConns(t *testing.T) {
 // one, and about one node of one round; every connection gets its own
 // verdict.
 func TestTorchConnCheckerBatches(t *testing.T) {
-	var asks, most atomic.Int64
+	var asks, most, held atomic.Int64
 	release := make(chan struct{})
 	ask := func(ctx context.Context, round string, conns []*musterv1.TorchConn) ([]*musterv1.TorchConnVerdict, error) {
 		if asks.Add(1) <= 4 {
+			held.Add(int64(len(conns)))
 			<-release // the crowd gathers behind the first questions
 		}
 		for n := int64(len(conns)); ; {
@@ -132,7 +133,16 @@ func TestTorchConnCheckerBatches(t *testing.T) {
 			errs[i] = c.check(context.Background(), round, client, server)
 		}()
 	}
-	time.Sleep(200 * time.Millisecond)
+	// Everyone waits, in the four first questions or behind them, before
+	// they end.
+	for queued := 0; queued+int(held.Load()) < n; time.Sleep(time.Millisecond) {
+		c.mu.Lock()
+		queued = 0
+		for _, q := range c.queues {
+			queued += len(q)
+		}
+		c.mu.Unlock()
+	}
 	close(release)
 	wg.Wait()
 	for i, err := range errs {
