@@ -281,6 +281,10 @@ func (a *Agent) serve(watch musterv1.Agents_WatchClient) error {
 			a.queue(c.Stop.GetJobId(), func() { a.stopJob(c.Stop) })
 		case *musterv1.AgentCommand_ReleaseStore:
 			a.queue(c.ReleaseStore.GetJobId(), func() { a.releaseTorchStore(c.ReleaseStore.GetJobId()) })
+		case *musterv1.AgentCommand_CollectHangClues:
+			// Apart from the job's queue: a hang's clues must not wait
+			// behind the job's other commands.
+			go a.collectHangClues(c.CollectHangClues)
 		case *musterv1.AgentCommand_ProbePeer:
 			go a.probePeer(c.ProbePeer)
 		case *musterv1.AgentCommand_CheckTorchConns:
@@ -350,11 +354,21 @@ func (a *Agent) stopJob(st *musterv1.StopJob) {
 	if r != nil {
 		a.log.Info("stopping job", zap.String("job", st.GetJobId()), zap.String("reason", st.GetReason()))
 		grace := time.Duration(st.GetKillTimeoutMs()) * time.Millisecond
-		if st.GetDumpFirst() {
-			r.sup.StopAfterDumps(grace)
+		if st.GetDumpFirst() || len(st.GetAbortRanks()) > 0 {
+			r.sup.StopForHang(grace, st.GetAbortRanks(), st.GetDumpFirst())
 			return
 		}
 		r.sup.Stop(grace)
+	}
+}
+
+// collectHangClues gathers this node's clues to a hang of a job's round.
+func (a *Agent) collectHangClues(c *musterv1.CollectHangClues) {
+	a.mu.Lock()
+	r := a.jobs[c.GetJobId()]
+	a.mu.Unlock()
+	if r != nil && r.asg.GetRoundId() == c.GetRoundId() {
+		r.sup.CollectHangClues()
 	}
 }
 

@@ -3,6 +3,7 @@ package agent
 import (
 	"os"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -24,13 +25,17 @@ import (
 // step nor coarse file times make a worker hung early.
 const (
 	// dumpWait bounds the wait for PyTorch to dump its flight recorders
-	// once asked: its watchdog reads the pipe about once a second, and a
-	// dump it is asked for through the pipe gathers C++ stack traces, about
-	// 6 s with PyTorch 2.11. The wait ends as soon as the dumps are whole.
+	// once asked: its heartbeat monitor reads the pipe about once a second
+	// (TORCH_NCCL_COORD_CHECK_MILSEC), and a dump asked for through the pipe
+	// always symbolizes its entries' stacks, whatever TORCH_INCLUDE_STACK_TRACE
+	// says: about 6 s with PyTorch 2.11. The wait ends once the dumps are whole.
 	dumpWait = 10 * time.Second
 	// abortWait is how long a hung worker has to print its stacks and die
 	// of SIGABRT before the job is stopped around it.
 	abortWait = time.Second
+	// verdictWait bounds the wait for the store's verdict on a hang this
+	// node found: past it the node stops its hung workers itself.
+	verdictWait = dumpWait + 5*time.Second
 )
 
 // hangWatch watches one job's workers on this node.
@@ -45,6 +50,15 @@ type hangWatch struct {
 	// dumped says the flight recorders were dumped: a second dump would
 	// write over the first while the stop kills its writers.
 	dumped atomic.Bool
+	// round is the job's round here; ras, NCCL's RAS service of the job on
+	// this node ("" when it has none).
+	round, ras string
+	// gather makes the node's clues once, whoever asks first (its own
+	// watch, or the store for another node's hang).
+	gather sync.Once
+	// stopped is closed once the job is being stopped for a hang.
+	stopped  chan struct{}
+	stopOnce sync.Once
 }
 
 // rankWatch is one worker's heartbeat.
@@ -56,6 +70,8 @@ type rankWatch struct {
 	traces      []string // where PyTorch may dump its flight recorder
 	seen        fileStamp
 	last        atomic.Int64 // the last heartbeat seen, since epoch (ns)
+	beatAt      atomic.Int64 // its own time: the file's mtime, Unix ns
+	pid         atomic.Int32 // the worker's process, once started
 	beat        atomic.Bool  // it gave one
 	ended       atomic.Bool
 	// held counts the agent's readers of its output that are blocked
@@ -98,7 +114,8 @@ func newHangWatch(log *zap.Logger, spec *musterv1.JobSpec, workers []*worker, cr
 	if ms := spec.GetHangFirstTimeoutMs(); ms > 0 {
 		first = time.Duration(ms) * time.Millisecond
 	}
-	h := &hangWatch{log: log, timeout: timeout, first: first, onSilence: spec.GetHangOnSilence(), tick: watchTick(timeout, first)}
+	h := &hangWatch{log: log, timeout: timeout, first: first, onSilence: spec.GetHangOnSilence(), tick: watchTick(timeout, first),
+		stopped: make(chan struct{})}
 	for _, w := range workers {
 		env := w.plan.spec.env
 		file, _ := envprop.Lookup(env, envprop.HeartbeatFile)
@@ -110,6 +127,7 @@ func newHangWatch(log *zap.Logger, spec *musterv1.JobSpec, workers []*worker, cr
 		r := &rankWatch{h: h, rank: w.plan.rank, index: -1, file: file,
 			pipe: envprop.TorchDumpPipePath(env, w.plan.rank), traces: envprop.TorchDumpPaths(env, w.plan.rank)}
 		r.seen = stampOf(file)
+		r.beatAt.Store(r.seen.mtime.Nano())
 		w.watch = r
 		h.ranks = append(h.ranks, r)
 	}
@@ -135,6 +153,7 @@ func (r *rankWatch) release() {
 func (r *rankWatch) output() {
 	if r.h.onSilence {
 		r.progress()
+		r.beatAt.Store(time.Now().UnixNano())
 	}
 }
 
@@ -149,8 +168,8 @@ func (h *hangWatch) start(started []*worker, g *supervise.Group) {
 }
 
 // run watches until the job's processes are gone or stop, or until it
-// finds a hang and has the job stopped for it: a worker that lingers in a
-// stop's grace is no hang.
+// finds a hang: then it gathers this node's clues for the store's verdict.
+// A worker that lingers in a stop's grace is no hang.
 func (h *hangWatch) run(g *supervise.Group) {
 	t := time.NewTicker(h.tick)
 	defer t.Stop()
@@ -163,7 +182,13 @@ func (h *hangWatch) run(g *supervise.Group) {
 		if h.sup.isStopping() {
 			return
 		}
-		if hung := h.check(); len(hung) > 0 && h.hung(g, hung) {
+		if hung := h.check(); len(hung) > 0 {
+			for _, x := range hung {
+				h.log.Warn("worker hung", zap.String("job", h.sup.job), zap.Int("rank", x.r.rank),
+					zap.Int64("silent-ms", x.hang.GetSilentMs()), zap.Bool("never-beat", x.hang.GetNeverBeat()))
+			}
+			h.report(g)
+			h.fallback(g, hung)
 			return
 		}
 	}
@@ -183,22 +208,8 @@ func (h *hangWatch) check() []hungRank {
 		if r.ended.Load() || r.index < 0 {
 			continue
 		}
-		if st := stampOf(r.file); st != r.seen {
-			r.seen = st
-			r.progress()
-		}
-		if r.held.Load() > 0 {
-			r.last.Store(int64(now)) // held up by the agent, not hung
-			continue
-		}
-		silent := now - time.Duration(r.last.Load())
-		limit, never := h.timeout, !r.beat.Load()
-		if never {
-			limit = h.first
-		}
-		if silent > limit {
-			hung = append(hung, hungRank{r, &musterv1.WorkerHang{SilentMs: silent.Milliseconds(),
-				TimeoutMs: limit.Milliseconds(), NeverBeat: never}})
+		if h := r.look(now); h != nil {
+			hung = append(hung, hungRank{r, h})
 		}
 	}
 	for _, x := range hung {
@@ -211,44 +222,84 @@ func (h *hangWatch) check() []hungRank {
 	return hung
 }
 
-// hung dumps what can be dumped of the hung workers and has the job
-// stopped: PyTorch's flight recorders of every worker here (the waiting
-// ones show the collective they wait in), then SIGABRT to each hung one,
-// whose Python prints every thread's stack (PYTHONFAULTHANDLER), then the
-// job's stop. It returns false when every hung worker ended meanwhile.
-func (h *hangWatch) hung(g *supervise.Group, hung []hungRank) bool {
-	for _, x := range hung {
-		h.log.Warn("worker hung", zap.String("job", h.sup.job), zap.Int("rank", x.r.rank),
-			zap.Int64("silent-ms", x.hang.GetSilentMs()), zap.Bool("never-beat", x.hang.GetNeverBeat()))
+// look takes in a change of the worker's heartbeat file and says whether it
+// is past its timeout now, and by how much.
+func (r *rankWatch) look(now time.Duration) *musterv1.WorkerHang {
+	if st := stampOf(r.file); st != r.seen {
+		r.seen = st
+		r.progress()
+		r.beatAt.Store(st.mtime.Nano())
 	}
-	before := h.traceStamps()
-	h.waitDumps(g, h.dumpFlightRecorders(), before)
-	aborted := false
-	for _, x := range hung {
-		if x.r.ended.Load() {
-			continue
-		}
-		if path := x.r.dumpedTo(before[x.r]); path != "" {
-			x.hang.FlightRecorder = validText(path)
-		}
-		h.sup.setHang(x.r.rank, x.hang)
-		if err := g.Abort(x.r.index); err != nil {
-			h.log.Info("hung worker not aborted", zap.String("job", h.sup.job), zap.Int("rank", x.r.rank), zap.Error(err))
-		}
-		aborted = true
+	if r.held.Load() > 0 {
+		r.last.Store(int64(now)) // held up by the agent, not hung
+		return nil
 	}
-	if !aborted {
-		return false
+	silent := now - time.Duration(r.last.Load())
+	limit, never := r.h.timeout, !r.beat.Load()
+	if never {
+		limit = r.h.first
 	}
-	t := time.NewTimer(abortWait)
+	if silent <= limit {
+		return nil
+	}
+	return &musterv1.WorkerHang{SilentMs: silent.Milliseconds(), TimeoutMs: limit.Milliseconds(), NeverBeat: never}
+}
+
+// fallback aborts the hung workers itself when the store's verdict does not
+// come in time (no store reached): its stop ends the job here.
+func (h *hangWatch) fallback(g *supervise.Group, hung []hungRank) {
+	t := time.NewTimer(verdictWait)
 	defer t.Stop()
 	select {
 	case <-g.Done():
+		return
+	case <-h.stopped:
+		return
 	case <-t.C:
-		// A worker that ignored SIGABRT, or one that dumps slowly.
-		h.sup.Stop(h.sup.killAt)
 	}
-	return true
+	h.log.Warn("no verdict on the hang from the store: stopping the hung workers here", zap.String("job", h.sup.job))
+	var ranks []int32
+	for _, x := range hung {
+		h.sup.setHang(x.r.rank, x.hang)
+		ranks = append(ranks, int32(x.r.rank))
+	}
+	h.abortThenStop(g, ranks, func() { h.sup.Stop(h.sup.killAt) })
+}
+
+// abortThenStop sends SIGABRT to those of ranks that run here, so that a
+// Python worker prints its stacks, waits for them to end (abortWait at
+// most), then stops the job here.
+func (h *hangWatch) abortThenStop(g *supervise.Group, ranks []int32, stop func()) {
+	h.stopOnce.Do(func() { close(h.stopped) })
+	aborted := false
+	now := time.Since(h.epoch)
+	for _, r := range h.ranks {
+		if r.ended.Load() || r.index < 0 || !slices.Contains(ranks, int32(r.rank)) {
+			continue
+		}
+		hang := r.look(now)
+		if hang == nil {
+			hang = &musterv1.WorkerHang{SilentMs: (now - time.Duration(r.last.Load())).Milliseconds(), TimeoutMs: h.timeout.Milliseconds()}
+		}
+		h.sup.setHang(r.rank, hang)
+		if err := g.Abort(r.index); err != nil {
+			h.log.Info("hung worker not aborted", zap.String("job", h.sup.job), zap.Int("rank", r.rank), zap.Error(err))
+		}
+		// A stopped worker (SIGSTOP, a debugger's stop) takes its SIGABRT
+		// only once it runs again.
+		_ = g.Signal(r.index, syscall.SIGCONT)
+		aborted = true
+	}
+	if aborted {
+		t := time.NewTimer(abortWait)
+		defer t.Stop()
+		select {
+		case <-g.Done():
+		case <-t.C:
+			// A worker that ignored SIGABRT, or one that dumps slowly.
+		}
+	}
+	stop()
 }
 
 // traceStamps are the workers' flight recorder files as they are now.
@@ -345,12 +396,4 @@ func (h *hangWatch) waitDumps(g *supervise.Group, asked []*rankWatch, before map
 			return
 		}
 	}
-}
-
-// dumpThenStop is a stop for another node's hung worker: PyTorch's flight
-// recorders here are dumped first, for at most dumpWait.
-func (h *hangWatch) dumpThenStop(g *supervise.Group, stop func()) {
-	before := h.traceStamps()
-	h.waitDumps(g, h.dumpFlightRecorders(), before)
-	stop()
 }

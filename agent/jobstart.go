@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -32,6 +33,7 @@ type jobStart struct {
 	hostfile  string
 	addrsFile string
 	addrs     []string // NodeAddrs, unless the roster is in addrsFile or absent
+	rasAddr   string   // the job's NCCL RAS address here, when one was free
 	plans     []workerPlan
 	mpi       *pmiService
 	workers   []*worker        // one per plan
@@ -190,6 +192,7 @@ func (js *jobStart) input() envprop.Input {
 		MPI:        spec.GetMpi() == jobspec.MPICH,
 		OpenMPI:    spec.GetMpi() == jobspec.OpenMPI,
 		NodeName:   a.cfg.Name, RoundID: asg.GetRoundId(),
+		RASAddr: js.rasAddr,
 	}
 	if spec.GetHangTimeoutMs() > 0 {
 		in.Hang = &envprop.Hang{Dir: js.files.dir, TraceDir: js.files.logDir}
@@ -223,6 +226,7 @@ func (js *jobStart) openStdin() error {
 
 // planWorkers computes each local worker's command and environment.
 func (js *jobStart) planWorkers() error {
+	js.rasAddr = freeLoopbackAddr()
 	in := js.input()
 	argv := byteStrings(js.asg.GetSpec().GetArgv())
 	if in.OpenMPI {
@@ -249,7 +253,22 @@ func (js *jobStart) makeHeartbeats() error {
 	if js.hang, err = newHangWatch(js.a.log, js.asg.GetSpec(), js.workers, js.cred); err != nil {
 		return fmt.Errorf("heartbeat files: %w", err)
 	}
+	if js.hang != nil && len(js.plans) > 0 {
+		js.hang.round, js.hang.ras = js.asg.GetRoundId(), envprop.RASAddr(js.plans[0].spec.env)
+	}
 	return nil
+}
+
+// freeLoopbackAddr is a loopback port free now, for the job's NCCL RAS
+// service, which binds it itself; "" when none could be had, and NCCL
+// keeps its default.
+func freeLoopbackAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return ""
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 func (js *jobStart) startPMI() error {

@@ -317,6 +317,9 @@ func (s *Supervisor) run(ctx context.Context, js *jobStart) {
 	for ev := range g.Events() {
 		w := started[ev.Index]
 		if ev.Kind == supervise.Started {
+			if w.watch != nil {
+				w.watch.pid.Store(int32(ev.Pid))
+			}
 			s.pub.publish(&musterv1.JobEvent{JobId: s.job, Event: &musterv1.JobEvent_Started{Started: &musterv1.WorkerStarted{
 				Rank: int32(w.plan.rank), LocalRank: int32(w.plan.localRank), Node: s.node, Pid: int32(ev.Pid)}}})
 			continue
@@ -496,9 +499,10 @@ func (s *Supervisor) Signal(sig syscall.Signal, sent time.Time) {
 	}
 }
 
-// StopAfterDumps stops the job as Stop does, once PyTorch's flight
-// recorders here were dumped (a worker of the job on another node hung).
-func (s *Supervisor) StopAfterDumps(grace time.Duration) {
+// StopForHang stops the job as Stop does, for a hang the store found: the
+// ranks its verdict named are sent SIGABRT first (their stacks), and with
+// dumpFirst PyTorch's flight recorders here are dumped before.
+func (s *Supervisor) StopForHang(grace time.Duration, abort []int32, dumpFirst bool) {
 	s.mu.Lock()
 	g, watch, stopping := s.group, s.watch, s.stopping
 	s.mu.Unlock()
@@ -506,7 +510,22 @@ func (s *Supervisor) StopAfterDumps(grace time.Duration) {
 		s.Stop(grace)
 		return
 	}
-	watch.dumpThenStop(g, func() { s.Stop(grace) })
+	if dumpFirst {
+		before := watch.traceStamps()
+		watch.waitDumps(g, watch.dumpFlightRecorders(), before)
+	}
+	watch.abortThenStop(g, abort, func() { s.Stop(grace) })
+}
+
+// CollectHangClues has the node's clues to a hang of the job gathered and
+// published, for a hang another node found.
+func (s *Supervisor) CollectHangClues() {
+	s.mu.Lock()
+	g, watch, stopping := s.group, s.watch, s.stopping
+	s.mu.Unlock()
+	if g != nil && watch != nil && !stopping {
+		watch.collect(g)
+	}
 }
 
 // Stop ends every worker: SIGTERM to each process group and every process

@@ -33,7 +33,7 @@ func TestHungPythonRankIsStoppedWithItsStacks(t *testing.T) {
 		t.Fatalf("exit %d, want 134 (SIGABRT); stderr:\n%s", r.code, r.stderr)
 	}
 	summary := regexp.MustCompile(`muster: job (j-\S+) failed: rank 1 \(node \S+, local rank 1\) hung: no heartbeat for (\d+\.\d) s ` +
-		`\(--hang-timeout 1s\); ranks 0, 2, 3 were waiting; its NCCL flight recorder is in ([^;\s]+)`)
+		`\(--hang-timeout 1s\); ranks 0, 2, 3 were waiting; evidence: heartbeats \([^)]*\); its NCCL flight recorder is in ([^;\s]+)`)
 	m := summary.FindStringSubmatch(r.stderr)
 	if m == nil {
 		t.Fatalf("no summary naming the hung rank and the waiting ones; stderr:\n%s", r.stderr)
@@ -185,5 +185,83 @@ while time.time() < end:
 	n, _ := io.Copy(io.Discard, out)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("%v after %d bytes; stderr:\n%s", err, n+1, errb.String())
+	}
+}
+
+// Who hung, by heartbeats alone, on one node: the rank silent first by
+// more than the heartbeats' resolution is named, with the ranks that
+// waited; ranks silent together are not told apart; a rank that spins
+// while beating is never named; a stopped process is named, and ends.
+func TestHangVerdictByHeartbeats(t *testing.T) {
+	t.Parallel()
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found: the beating script needs Python")
+	}
+	tests := []struct {
+		name, mode string
+		want       string
+		never      string
+	}{
+		{"rank 2 silent 50 ms first", "lead",
+			`rank 2 \(node \S+, local rank 2\) hung: no heartbeat for \d+\.\d s \(--hang-timeout 2s\); ranks 0, 1, 3 were waiting; evidence: heartbeats`, ""},
+		{"all silent within 1 ms", "together",
+			`ranks 0, 1, 2, 3 hung, and heartbeats cannot tell which rank hung first: they went silent within 20 ms of each other; no heartbeat for`, ""},
+		{"a spinning rank", "spin",
+			`ranks 0, 1, 3 hung, and heartbeats cannot tell which rank hung first`, "rank 2 ("},
+		{"a stopped process, its heartbeat with the others'", "stop",
+			`rank 2 \(node \S+, local rank 2\) hung: its process was stopped \(SIGSTOP or a debugger\), so it entered no collective; no heartbeat for \d+\.\d s ` +
+				`\(--hang-timeout 2s\); ranks 0, 1, 3 were waiting; evidence: its process's state`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-verdict", time.Now().UnixNano())
+			stopAt := fmt.Sprintf("STOP_AT=%.3f", float64(time.Now().Add(2*time.Second).UnixMilli())/1000)
+			r := runLauncher(t, "run", "--nproc", "4", "--hang-timeout", "2s", "--kill-timeout", "1s", "-x", marker,
+				"-x", "BEAT_MODE="+tt.mode, "-x", stopAt, "--", python, "testdata/beats.py")
+			if r.code != 134 {
+				t.Fatalf("exit %d, want 134; stderr:\n%s", r.code, r.stderr)
+			}
+			if !regexp.MustCompile(tt.want).MatchString(r.stderr) {
+				t.Errorf("stderr lacks %q:\n%s", tt.want, r.stderr)
+			}
+			if tt.never != "" && strings.Contains(r.stderr, tt.never) {
+				t.Errorf("stderr names %q:\n%s", tt.never, r.stderr)
+			}
+			if pids := jobProcesses(t, marker); len(pids) != 0 {
+				t.Fatalf("workers left behind: %v", pids)
+			}
+		})
+	}
+}
+
+// Who hung, across two hosts: the culprit's host and the other give their
+// clues, and the store's verdict names the culprit on host b by its
+// heartbeats, 300 ms before the others', with the waiting ranks of both.
+func TestNetnsHangVerdictAcrossNodes(t *testing.T) {
+	t.Parallel()
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found: the beating script needs Python")
+	}
+	script, err := filepath.Abs("testdata/beats.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nw := newNetwork(t, 2)
+	nw.startCluster()
+	stopAt := fmt.Sprintf("STOP_AT=%.3f", float64(time.Now().Add(3*time.Second).UnixMilli())/1000)
+	events := filepath.Join(t.TempDir(), "events")
+	r := nw.run("run", "-n", "2", "--nproc", "2", "--hang-timeout", "2s", "--kill-timeout", "1s", "--events", events,
+		"-x", "BEAT_MODE=lead", "-x", "LEAD_RANK=3", "-x", "BEAT_GAP=0.3", "-x", stopAt, "--", python, script)
+	want := regexp.MustCompile(`rank 3 \(node b, local rank 1\) hung: no heartbeat for \d+\.\d s \(--hang-timeout 2s\); ranks 0, 1, 2 were waiting; ` +
+		`evidence: heartbeats \(its last \d+ ms before any other rank's\)`)
+	if r.code != 134 || !want.MatchString(r.stderr) {
+		t.Fatalf("exit %d, want 134 naming rank 3 on node b by its heartbeats; stderr:\n%s", r.code, r.stderr)
+	}
+	if e := readFile(t, events); !strings.Contains(e, `"failedRank":3,"failedNode":"b","hang":{"evidence":"heartbeats","culprits":[3],`) ||
+		!strings.Contains(e, `"waiting":[0,1,2],"waitingCount":3,`) {
+		t.Errorf("the events' end does not name rank 3 and the waiting ranks:\n%s", e)
 	}
 }

@@ -77,6 +77,11 @@ type Input struct {
 	NodeName string
 	RoundID  string
 
+	// RASAddr, when set, is the job's own NCCL RAS address on this node
+	// (host:port), so that two jobs' RAS services never answer for each
+	// other; set unless the user set NCCL_RAS_ADDR or NCCL_RAS_ENABLE.
+	RASAddr string
+
 	// Hang, when set, is the job's --hang-timeout: where each rank's
 	// heartbeat file is, and where PyTorch's flight recorder goes.
 	Hang *Hang
@@ -90,6 +95,28 @@ type Hang struct {
 	// TraceDir, when set, is where PyTorch dumps each rank's NCCL flight
 	// recorder (the job's --log-dir); PyTorch's default otherwise.
 	TraceDir string
+}
+
+// RASAddr is where a worker's NCCL answers RAS clients by env: its
+// NCCL_RAS_ADDR, or "" when that is unset (NCCL's default port may be
+// another job's) or NCCL_RAS_ENABLE turns the service off.
+func RASAddr(env []string) string {
+	if v, ok := Lookup(env, NCCLRASEnable); ok && strings.TrimSpace(v) == "0" {
+		return ""
+	}
+	v, _ := Lookup(env, NCCLRASAddr)
+	return v
+}
+
+// rasOff says the user turned NCCL's RAS service off.
+func rasOff(env map[string]string, user []string) bool {
+	v, ok := Lookup(user, NCCLRASEnable)
+	if !ok {
+		if kv, set := env[NCCLRASEnable]; set {
+			v, ok = strings.TrimPrefix(kv, NCCLRASEnable+"="), true
+		}
+	}
+	return ok && strings.TrimSpace(v) == "0"
 }
 
 // HeartbeatPath is rank's heartbeat file in dir.
@@ -303,6 +330,9 @@ func Build(in Input) []string {
 		if kv[1] != "" {
 			defaults[kv[0]] = kv[1]
 		}
+	}
+	if in.RASAddr != "" && !isSet(env, in.User, NCCLRASAddr) && !rasOff(env, in.User) {
+		defaults[NCCLRASAddr] = in.RASAddr
 	}
 	if h := in.Hang; h != nil {
 		env[HeartbeatFile] = HeartbeatFile + "=" + HeartbeatPath(h.Dir, rank)

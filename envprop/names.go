@@ -76,4 +76,8 @@ const (
 	CUDAVisibleDevices = "CUDA_VISIBLE_DEVICES"
 	CUDADeviceOrder    = "CUDA_DEVICE_ORDER"
 	NCCLCommID         = "NCCL_COMM_ID"
+	// NCCL's RAS service: where a node's NCCL processes of a job answer
+	// its clients, and whether they run it.
+	NCCLRASAddr   = "NCCL_RAS_ADDR"
+	NCCLRASEnable = "NCCL_RAS_ENABLE"
 )

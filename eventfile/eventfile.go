@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/musterhq/muster/failure"
+	"github.com/musterhq/muster/listing"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
@@ -140,6 +141,8 @@ type Ended struct {
 	// FailedRank is the first failed rank, null when none failed.
 	FailedRank *int32 `json:"failedRank"`
 	FailedNode string `json:"failedNode"`
+	// Hang is who hung, when a hang failed the job; null otherwise.
+	Hang *listing.Hang `json:"hang"`
 }
 
 // OutputLost is output dropped before the launcher read it.
@@ -260,7 +263,7 @@ func Line(ev *musterv1.JobEvent, now func() time.Time) any {
 			ExitCode: f.GetExitCode(), Summary: f.GetSummary()}
 		if x := f.GetFailure(); x != nil {
 			rank := x.GetRank()
-			out.FailedRank, out.FailedNode = &rank, x.GetNode()
+			out.FailedRank, out.FailedNode, out.Hang = &rank, x.GetNode(), listing.HangOf(x)
 		}
 		return out
 	case *musterv1.JobEvent_Lost:

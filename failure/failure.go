@@ -48,6 +48,9 @@ func Describe(spec *musterv1.JobSpec, ex *musterv1.WorkerExited) string {
 		}
 	}
 	switch {
+	case ex.GetHang().GetVerdict().GetCannotTell():
+		v := ex.GetHang().GetVerdict()
+		return ranks(v.GetSilent(), int(v.GetSilentCount())) + " " + DescribeHang(ex.GetHang())
 	case ex.GetHang() != nil:
 		return who + " " + DescribeHang(ex.GetHang())
 	case ex.GetError() != "":
@@ -165,19 +168,25 @@ func Explain(ex *musterv1.WorkerExited, f Facts) {
 	}
 }
 
-// DescribeHang says how a worker was found hung, without its name: "hung:
-// no heartbeat for 10.0 s (--hang-timeout 10s); ranks 0, 2, 3 were waiting;
-// its NCCL flight recorder is in /logs/j-1/nccl-trace-rank-1".
+// DescribeHang says how a worker was found hung, without its name: what
+// the evidence said of it, "hung: no heartbeat for 10.0 s (--hang-timeout
+// 10s); ranks 0, 2, 3 were waiting; its NCCL flight recorder is in
+// /logs/j-1/nccl-trace-rank-1", and which evidence that was.
 func DescribeHang(h *musterv1.WorkerHang) string {
-	timeout := time.Duration(h.GetTimeoutMs()) * time.Millisecond
-	s := "hung: no heartbeat for " + seconds(time.Duration(h.GetSilentMs())*time.Millisecond)
-	if h.GetNeverBeat() {
-		s = "hung: no first heartbeat in " + seconds(time.Duration(h.GetSilentMs())*time.Millisecond) +
-			" (--hang-first-timeout " + timeout.String() + ")"
-	} else {
-		s += " (--hang-timeout " + timeout.String() + ")"
+	v := h.GetVerdict()
+	if v.GetCannotTell() {
+		return fmt.Sprintf("hung, and heartbeats cannot tell which rank hung first: they went silent within %d ms of each other",
+			v.GetResolutionMs()) + silence(h)
 	}
-	if also := h.GetAlsoHung(); len(also) > 0 {
+	s := "hung: " + strings.TrimPrefix(silence(h), "; ")
+	if w := waitedIn(v); w != "" {
+		s = "hung: " + w + silence(h)
+	}
+	also := h.GetAlsoHung()
+	if len(v.GetCulprits()) > 1 {
+		also = v.GetCulprits()[1:]
+	}
+	if len(also) > 0 {
 		s += "; " + ranks(also, len(also)) + " hung too"
 	}
 	if n := int(h.GetWaitingCount()); n > 0 {
@@ -186,10 +195,69 @@ func DescribeHang(h *musterv1.WorkerHang) string {
 			s = strings.TrimSuffix(s, "were waiting") + "was waiting"
 		}
 	}
+	if e := evidence(v); e != "" {
+		s += "; evidence: " + e
+	}
 	if fr := h.GetFlightRecorder(); fr != "" {
 		s += "; its NCCL flight recorder is in " + fr
 	}
 	return s
+}
+
+// silence says how long a hung worker gave no heartbeat: "; no heartbeat
+// for 10.0 s (--hang-timeout 10s)"; "" when its agent did not say.
+func silence(h *musterv1.WorkerHang) string {
+	if h.GetTimeoutMs() == 0 {
+		return ""
+	}
+	timeout := time.Duration(h.GetTimeoutMs()) * time.Millisecond
+	silent := seconds(time.Duration(h.GetSilentMs()) * time.Millisecond)
+	if h.GetNeverBeat() {
+		return "; no first heartbeat in " + silent + " (--hang-first-timeout " + timeout.String() + ")"
+	}
+	return "; no heartbeat for " + silent + " (--hang-timeout " + timeout.String() + ")"
+}
+
+// waitedIn says what the culprits did not do that the others wait for: "it
+// never entered nccl:all_reduce #21 of process group 0 (default_pg)".
+func waitedIn(v *musterv1.HangVerdict) string {
+	c := v.GetCollective()
+	switch v.GetEvidence() {
+	case musterv1.HangEvidence_HANG_EVIDENCE_NCCL_RAS:
+		if v.GetMissing() {
+			return fmt.Sprintf("its process stopped answering NCCL (no data from it for communicator %s, where the others launched %s up to operation %d)",
+				c.GetCommunicator(), c.GetOp(), c.GetSeq())
+		}
+		return fmt.Sprintf("it launched %s only up to operation %d, where the others launched up to %d (NCCL communicator %s)",
+			c.GetOp(), v.GetLaunched(), c.GetSeq(), c.GetCommunicator())
+	case musterv1.HangEvidence_HANG_EVIDENCE_PROCESS_STOPPED:
+		return "its process was stopped (SIGSTOP or a debugger), so it entered no collective"
+	case musterv1.HangEvidence_HANG_EVIDENCE_FLIGHT_RECORDER:
+		pg := c.GetProcessGroup()
+		if name := c.GetProcessGroupName(); name != "" && name != pg {
+			pg += " (" + name + ")"
+		}
+		return fmt.Sprintf("it never entered %s #%d of process group %s", c.GetOp(), c.GetSeq(), pg)
+	}
+	return ""
+}
+
+// evidence names what said who hung.
+func evidence(v *musterv1.HangVerdict) string {
+	switch v.GetEvidence() {
+	case musterv1.HangEvidence_HANG_EVIDENCE_NCCL_RAS:
+		return "NCCL's RAS"
+	case musterv1.HangEvidence_HANG_EVIDENCE_FLIGHT_RECORDER:
+		return "PyTorch's flight recorders"
+	case musterv1.HangEvidence_HANG_EVIDENCE_PROCESS_STOPPED:
+		return "its process's state"
+	case musterv1.HangEvidence_HANG_EVIDENCE_HEARTBEATS:
+		if v.GetLeadMs() > 0 {
+			return fmt.Sprintf("heartbeats (its last %d ms before any other rank's)", v.GetLeadMs())
+		}
+		return "heartbeats (the only silent rank)"
+	}
+	return ""
 }
 
 // ranks names ranks: "rank 3", "ranks 0, 2, 3", "ranks 0, 1, … (70 in all)".

@@ -209,6 +209,34 @@ func TestDescribeHang(t *testing.T) {
 			SilentMs: 60_000, TimeoutMs: 60_000, NeverBeat: true, AlsoHung: []int32{5}, Waiting: []int32{0, 1}, WaitingCount: 70}},
 			"rank 4 (node c, local rank 0) hung: no first heartbeat in 60.0 s (--hang-first-timeout 1m0s); rank 5 hung too; " +
 				"ranks 0, 1, … (70 in all) were waiting"},
+		{"named by NCCL's RAS", &musterv1.WorkerExited{Rank: 2, Node: "vm", LocalRank: 2, Signal: 6, Hang: &musterv1.WorkerHang{
+			SilentMs: 10_040, TimeoutMs: 10_000, Waiting: []int32{0, 1, 3}, WaitingCount: 3, Verdict: &musterv1.HangVerdict{
+				Evidence: musterv1.HangEvidence_HANG_EVIDENCE_NCCL_RAS, Culprits: []int32{2}, Launched: 20,
+				Collective: &musterv1.Collective{Communicator: "5974ff3706582d81", Op: "AllReduce", Seq: 21}}}},
+			"rank 2 (node vm, local rank 2) hung: it launched AllReduce only up to operation 20, where the others launched up to 21 " +
+				"(NCCL communicator 5974ff3706582d81); no heartbeat for 10.0 s (--hang-timeout 10s); ranks 0, 1, 3 were waiting; evidence: NCCL's RAS"},
+		{"a stopped process, by NCCL's RAS", &musterv1.WorkerExited{Rank: 2, Node: "vm", LocalRank: 2, Signal: 6, Hang: &musterv1.WorkerHang{
+			Waiting: []int32{0, 1, 3}, WaitingCount: 3, Verdict: &musterv1.HangVerdict{
+				Evidence: musterv1.HangEvidence_HANG_EVIDENCE_NCCL_RAS, Culprits: []int32{2}, Missing: true,
+				Collective: &musterv1.Collective{Communicator: "c0ffee", Op: "AllReduce", Seq: 7}}}},
+			"rank 2 (node vm, local rank 2) hung: its process stopped answering NCCL (no data from it for communicator c0ffee, " +
+				"where the others launched AllReduce up to operation 7); ranks 0, 1, 3 were waiting; evidence: NCCL's RAS"},
+		{"named by the flight recorders, two culprits", &musterv1.WorkerExited{Rank: 1, Node: "a", LocalRank: 1, Signal: 6, Hang: &musterv1.WorkerHang{
+			SilentMs: 2100, TimeoutMs: 2000, Waiting: []int32{0}, WaitingCount: 1, FlightRecorder: "/logs/j-1/nccl-trace-rank-1",
+			Verdict: &musterv1.HangVerdict{Evidence: musterv1.HangEvidence_HANG_EVIDENCE_FLIGHT_RECORDER, Culprits: []int32{1, 3},
+				Collective: &musterv1.Collective{ProcessGroup: "1", ProcessGroupName: "tp", Op: "nccl:all_gather", Seq: 8}}}},
+			"rank 1 (node a, local rank 1) hung: it never entered nccl:all_gather #8 of process group 1 (tp); no heartbeat for 2.1 s " +
+				"(--hang-timeout 2s); rank 3 hung too; rank 0 was waiting; evidence: PyTorch's flight recorders; " +
+				"its NCCL flight recorder is in /logs/j-1/nccl-trace-rank-1"},
+		{"named by heartbeats", &musterv1.WorkerExited{Rank: 2, Node: "a", LocalRank: 2, Signal: 6, Hang: &musterv1.WorkerHang{
+			SilentMs: 2050, TimeoutMs: 2000, Waiting: []int32{0, 1, 3}, WaitingCount: 3,
+			Verdict: &musterv1.HangVerdict{Evidence: musterv1.HangEvidence_HANG_EVIDENCE_HEARTBEATS, Culprits: []int32{2}, LeadMs: 50}}},
+			"rank 2 (node a, local rank 2) hung: no heartbeat for 2.0 s (--hang-timeout 2s); ranks 0, 1, 3 were waiting; " +
+				"evidence: heartbeats (its last 50 ms before any other rank's)"},
+		{"heartbeats cannot tell", &musterv1.WorkerExited{Rank: 0, Node: "a", Signal: 6, Hang: &musterv1.WorkerHang{
+			SilentMs: 2010, TimeoutMs: 2000, Verdict: &musterv1.HangVerdict{CannotTell: true, Silent: []int32{0, 1, 2, 3}, SilentCount: 4, ResolutionMs: 20}}},
+			"ranks 0, 1, 2, 3 hung, and heartbeats cannot tell which rank hung first: they went silent within 20 ms of each other; " +
+				"no heartbeat for 2.0 s (--hang-timeout 2s)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

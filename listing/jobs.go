@@ -49,6 +49,8 @@ type Job struct {
 	// Summary says in one line how it ended; "" while it runs and for a
 	// job that succeeded.
 	Summary string `json:"summary" yaml:"summary"`
+	// Hang is who hung, for a job that failed for a hang; null otherwise.
+	Hang *Hang `json:"hang" yaml:"hang"`
 }
 
 // Jobs turns the store's answer into the schema.
@@ -67,7 +69,7 @@ func JobOf(j *musterv1.JobStatus) Job {
 		Command: []string{}, Nodes: append([]string{}, j.GetNodes()...), NNodes: spec.GetNnodes(),
 		NProcPerNode: spec.GetNproc(), GPUsPerNode: spec.GetGpus(), Rounds: j.GetRounds(), Restarts: j.GetRestarts(),
 		MaxRestarts: spec.GetMaxRestarts(), SubmitTime: Time(j.GetSubmittedUnixMs()), StartTime: Time(j.GetStartedUnixMs()),
-		EndTime: Time(j.GetEndedUnixMs()), Summary: strings.ReplaceAll(j.GetSummary(), "\n", " ")}
+		EndTime: Time(j.GetEndedUnixMs()), Summary: strings.ReplaceAll(j.GetSummary(), "\n", " "), Hang: HangOf(j.GetFailure())}
 	if j.GetState().Ended() {
 		code := j.GetExitCode()
 		out.ExitCode = &code

@@ -145,6 +145,9 @@ const (
 	TimerNotBack
 	// TimerNoFollower stops a taken-over job no launcher followed again.
 	TimerNoFollower
+	// TimerHangVerdict gives the verdict on a round's hang with the clues
+	// its nodes gave by then.
+	TimerHangVerdict
 )
 
 func (t JobTimer) String() string {
@@ -167,6 +170,8 @@ func (t JobTimer) String() string {
 		return "nodes not back"
 	case TimerNoFollower:
 		return "no follower"
+	case TimerHangVerdict:
+		return "hang verdict"
 	}
 	return fmt.Sprintf("timer %d", int(t))
 }
@@ -277,6 +282,8 @@ func (s *Store) fireLocked(c *FireTimer) {
 		s.notBackLocked(j)
 	case TimerNoFollower:
 		s.noFollowerLocked(j)
+	case TimerHangVerdict:
+		s.hangVerdictLocked(j)
 	default:
 		s.refusedLocked(fmt.Errorf("job %s: %s: not a timer the store sets", j.id, c.Timer))
 	}

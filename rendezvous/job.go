@@ -186,6 +186,10 @@ func (s *Store) publishLocked(c *PublishEvents) (uint64, error) {
 		if j.finished() {
 			continue
 		}
+		if hc := ev.GetHangClues(); hc != nil {
+			s.hangCluesLocked(j, n, hc)
+			continue
+		}
 		ex := ev.GetExited()
 		if ex != nil && (j.round.exited[ex.GetRank()] || j.round.state < roundRunning) {
 			// Already known (from the agent's report), or of a round before
@@ -232,6 +236,8 @@ func (s *Store) checkEventLocked(j *job, n *node, ev *musterv1.JobEvent) error {
 		}
 	case *musterv1.JobEvent_Lost:
 		return nil // output the agent had to drop while no store took it
+	case *musterv1.JobEvent_HangClues:
+		return checkHangClues(j, n, e.HangClues)
 	default:
 		return fmt.Errorf("job %s: agents may publish worker events only", j.id)
 	}
@@ -249,17 +255,40 @@ func (s *Store) workerExitedLocked(j *job, ex *musterv1.WorkerExited) {
 	s.cfg.Recorder.WorkerExited(ex)
 	r := j.round
 	r.exited[ex.GetRank()] = true
-	// A worker that fails while its round stops for a restart fails nothing.
-	if failure.Failed(ex) && !j.decided() && !r.restart {
-		restart, why := restartForWorkerLocked(j, ex)
-		if restart {
-			s.restartLocked(j, failure.Describe(j.spec, ex), true)
+	s.culpritExitedLocked(j, ex)
+	if failure.Failed(ex) && r.hang != nil && !j.decided() && !r.restart {
+		// Its verdict decides: a failure meanwhile is the hang's doing.
+		if r.hang.held == nil {
+			r.hang.held = ex
+		}
+		if int32(len(r.exited)) == r.worldSize && s.hangVerdictLocked(j) {
 			return
 		}
-		s.decideLocked(j, outcome{kind: workerFailed, failure: ex, reason: withoutRestartWhy(failure.Describe(j.spec, ex), why)})
-		s.stopLocked(j, j.spec.KillTimeoutMs)
+		s.roundOverIfDoneLocked(j, r)
+		return
+	}
+	if s.failedLocked(j, ex) {
+		return
 	}
 	s.roundOverIfDoneLocked(j, r)
+}
+
+// failedLocked ends the job, or restarts it (and says so), for a failed
+// worker ex, unless the job's end is decided or its round stops for a
+// restart already.
+func (s *Store) failedLocked(j *job, ex *musterv1.WorkerExited) (restarted bool) {
+	// A worker that fails while its round stops for a restart fails nothing.
+	if !failure.Failed(ex) || j.decided() || j.round.restart {
+		return false
+	}
+	restart, why := restartForWorkerLocked(j, ex)
+	if restart {
+		s.restartLocked(j, failure.Describe(j.spec, ex), true)
+		return true
+	}
+	s.decideLocked(j, outcome{kind: workerFailed, failure: ex, reason: withoutRestartWhy(failure.Describe(j.spec, ex), why)})
+	s.stopLocked(j, j.spec.KillTimeoutMs)
+	return false
 }
 
 // roundOverIfDoneLocked ends round r once every one of its workers is
@@ -298,7 +327,7 @@ func (s *Store) sendStopLocked(j *job, reason string, killTimeoutMs int64) {
 	for _, n := range j.round.nodes {
 		if _, live := s.nodes[n.session]; live {
 			s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_Stop{Stop: &musterv1.StopJob{
-				JobId: j.id, Reason: reason, KillTimeoutMs: killTimeoutMs, DumpFirst: r.dumpFirst}}})
+				JobId: j.id, Reason: reason, KillTimeoutMs: killTimeoutMs, DumpFirst: r.dumpFirst, AbortRanks: r.abortRanks}}})
 		}
 	}
 }

@@ -131,6 +131,11 @@ type round struct {
 	// dumpFirst says a worker was found hung: the stop asks the nodes to
 	// dump PyTorch's flight recorders first.
 	dumpFirst bool
+	// hang, once a node found ranks hung, gathers the nodes' clues until
+	// the verdict; abortRanks are the ranks the verdict named, whose
+	// agents abort them before the stop.
+	hang       *hangInquiry
+	abortRanks []int32
 
 	// While waiting: since when, the timer that ends the wait, and the last
 	// progress report sent.

@@ -6,11 +6,19 @@
  * the bootstrap root.
  *
  *   launcher run --gpus 2 -- ./allreduce
+ *
+ * With --loop it all-reduces for ever, touching $MUSTER_HEARTBEAT_FILE
+ * before each one: a job for --hang-timeout without PyTorch.
+ *
+ *   launcher run --gpus 4 --hang-timeout 5s -- ./allreduce --loop
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -78,7 +86,25 @@ static void unique_id_from_env(ncclUniqueId *id) {
   }
 }
 
-int main(void) {
+/* loop all-reduces for ever, a heartbeat before each: the rank that never
+ * enters one is the one the others wait for. */
+static void loop(ncclComm_t comm, float *sendbuff, float *recvbuff, size_t count, cudaStream_t stream, int rank) {
+  const char *beat = getenv("MUSTER_HEARTBEAT_FILE");
+  long step;
+  printf("rank %d pid %d looping\n", rank, (int)getpid());
+  fflush(stdout);
+  for (step = 1;; step++) {
+    if (beat != NULL) utimensat(AT_FDCWD, beat, NULL, 0);
+    NCCLCHECK(ncclAllReduce(sendbuff, recvbuff, count, ncclFloat, ncclSum, comm, stream));
+    CUDACHECK(cudaStreamSynchronize(stream));
+    if (step % 100 == 0) {
+      printf("rank %d step %ld\n", rank, step);
+      fflush(stdout);
+    }
+  }
+}
+
+int main(int argc, char **argv) {
   const size_t count = 32 * 1024 * 1024;
   int rank = env_int("RANK");
   int nranks = env_int("WORLD_SIZE");
@@ -107,6 +133,7 @@ int main(void) {
   CUDACHECK(cudaMemcpy(sendbuff, host, count * sizeof(float), cudaMemcpyHostToDevice));
 
   NCCLCHECK(ncclCommInitRank(&comm, nranks, id, rank));
+  if (argc > 1 && strcmp(argv[1], "--loop") == 0) loop(comm, sendbuff, recvbuff, 1 << 20, stream, rank);
   NCCLCHECK(ncclAllReduce(sendbuff, recvbuff, count, ncclFloat, ncclSum, comm, stream));
   CUDACHECK(cudaStreamSynchronize(stream));
 

@@ -249,6 +249,70 @@ func (ExitCause) EnumDescriptor() ([]byte, []int) {
 	return file_muster_v1_types_proto_rawDescGZIP(), []int{3}
 }
 
+// HangEvidence is the evidence that named who hung, strongest first.
+type HangEvidence int32
+
+const (
+	HangEvidence_HANG_EVIDENCE_UNSPECIFIED HangEvidence = 0
+	// NCCL's RAS service: the ranks that launched fewer operations of a
+	// communicator than the others, or that it got no data from.
+	HangEvidence_HANG_EVIDENCE_NCCL_RAS HangEvidence = 1
+	// PyTorch's flight recorders: in a process group, the ranks whose last
+	// collective is behind the one the others are in.
+	HangEvidence_HANG_EVIDENCE_FLIGHT_RECORDER HangEvidence = 2
+	// Heartbeats by their files' own times: the ranks silent first, by more
+	// than the times' resolution.
+	HangEvidence_HANG_EVIDENCE_HEARTBEATS HangEvidence = 3
+	// The kernel: the culprits' processes were stopped (SIGSTOP, a
+	// debugger), and a stopped process enters no collective.
+	HangEvidence_HANG_EVIDENCE_PROCESS_STOPPED HangEvidence = 4
+)
+
+// Enum value maps for HangEvidence.
+var (
+	HangEvidence_name = map[int32]string{
+		0: "HANG_EVIDENCE_UNSPECIFIED",
+		1: "HANG_EVIDENCE_NCCL_RAS",
+		2: "HANG_EVIDENCE_FLIGHT_RECORDER",
+		3: "HANG_EVIDENCE_HEARTBEATS",
+		4: "HANG_EVIDENCE_PROCESS_STOPPED",
+	}
+	HangEvidence_value = map[string]int32{
+		"HANG_EVIDENCE_UNSPECIFIED":     0,
+		"HANG_EVIDENCE_NCCL_RAS":        1,
+		"HANG_EVIDENCE_FLIGHT_RECORDER": 2,
+		"HANG_EVIDENCE_HEARTBEATS":      3,
+		"HANG_EVIDENCE_PROCESS_STOPPED": 4,
+	}
+)
+
+func (x HangEvidence) Enum() *HangEvidence {
+	p := new(HangEvidence)
+	*p = x
+	return p
+}
+
+func (x HangEvidence) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HangEvidence) Descriptor() protoreflect.EnumDescriptor {
+	return file_muster_v1_types_proto_enumTypes[4].Descriptor()
+}
+
+func (HangEvidence) Type() protoreflect.EnumType {
+	return &file_muster_v1_types_proto_enumTypes[4]
+}
+
+func (x HangEvidence) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HangEvidence.Descriptor instead.
+func (HangEvidence) EnumDescriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{4}
+}
+
 // LossSignal is what told that a node was lost.
 type LossSignal int32
 
@@ -320,11 +384,11 @@ func (x LossSignal) String() string {
 }
 
 func (LossSignal) Descriptor() protoreflect.EnumDescriptor {
-	return file_muster_v1_types_proto_enumTypes[4].Descriptor()
+	return file_muster_v1_types_proto_enumTypes[5].Descriptor()
 }
 
 func (LossSignal) Type() protoreflect.EnumType {
-	return &file_muster_v1_types_proto_enumTypes[4]
+	return &file_muster_v1_types_proto_enumTypes[5]
 }
 
 func (x LossSignal) Number() protoreflect.EnumNumber {
@@ -333,7 +397,7 @@ func (x LossSignal) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use LossSignal.Descriptor instead.
 func (LossSignal) EnumDescriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{4}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{5}
 }
 
 type GPU struct {
@@ -1010,6 +1074,7 @@ type AgentCommand struct {
 	//	*AgentCommand_ProbePeer
 	//	*AgentCommand_SendLogs
 	//	*AgentCommand_Signal
+	//	*AgentCommand_CollectHangClues
 	//	*AgentCommand_CheckTorchConns
 	Command       isAgentCommand_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
@@ -1116,6 +1181,15 @@ func (x *AgentCommand) GetSignal() *SignalJob {
 	return nil
 }
 
+func (x *AgentCommand) GetCollectHangClues() *CollectHangClues {
+	if x != nil {
+		if x, ok := x.Command.(*AgentCommand_CollectHangClues); ok {
+			return x.CollectHangClues
+		}
+	}
+	return nil
+}
+
 func (x *AgentCommand) GetCheckTorchConns() *CheckTorchConns {
 	if x != nil {
 		if x, ok := x.Command.(*AgentCommand_CheckTorchConns); ok {
@@ -1157,6 +1231,10 @@ type AgentCommand_Signal struct {
 	Signal *SignalJob `protobuf:"bytes,300,opt,name=signal,proto3,oneof"`
 }
 
+type AgentCommand_CollectHangClues struct {
+	CollectHangClues *CollectHangClues `protobuf:"bytes,301,opt,name=collect_hang_clues,json=collectHangClues,proto3,oneof"`
+}
+
 type AgentCommand_CheckTorchConns struct {
 	CheckTorchConns *CheckTorchConns `protobuf:"bytes,320,opt,name=check_torch_conns,json=checkTorchConns,proto3,oneof"`
 }
@@ -1175,7 +1253,64 @@ func (*AgentCommand_SendLogs) isAgentCommand_Command() {}
 
 func (*AgentCommand_Signal) isAgentCommand_Command() {}
 
+func (*AgentCommand_CollectHangClues) isAgentCommand_Command() {}
+
 func (*AgentCommand_CheckTorchConns) isAgentCommand_Command() {}
+
+// CollectHangClues asks an agent for its clues to a hang of one of its jobs
+// (HangClues, published as a job event), because another node of the round
+// found ranks hung: every node's clues go into one verdict.
+type CollectHangClues struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	RoundId       string                 `protobuf:"bytes,2,opt,name=round_id,json=roundId,proto3" json:"round_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CollectHangClues) Reset() {
+	*x = CollectHangClues{}
+	mi := &file_muster_v1_types_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CollectHangClues) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CollectHangClues) ProtoMessage() {}
+
+func (x *CollectHangClues) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CollectHangClues.ProtoReflect.Descriptor instead.
+func (*CollectHangClues) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *CollectHangClues) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *CollectHangClues) GetRoundId() string {
+	if x != nil {
+		return x.RoundId
+	}
+	return ""
+}
 
 // SendLogs asks an agent for the output its ranks of a job wrote on its
 // node: it answers with a PushLogs stream that names request_id.
@@ -1197,7 +1332,7 @@ type SendLogs struct {
 
 func (x *SendLogs) Reset() {
 	*x = SendLogs{}
-	mi := &file_muster_v1_types_proto_msgTypes[10]
+	mi := &file_muster_v1_types_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1344,7 @@ func (x *SendLogs) String() string {
 func (*SendLogs) ProtoMessage() {}
 
 func (x *SendLogs) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[10]
+	mi := &file_muster_v1_types_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1357,7 @@ func (x *SendLogs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendLogs.ProtoReflect.Descriptor instead.
 func (*SendLogs) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{10}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SendLogs) GetRequestId() string {
@@ -1279,7 +1414,7 @@ type LogRecord struct {
 
 func (x *LogRecord) Reset() {
 	*x = LogRecord{}
-	mi := &file_muster_v1_types_proto_msgTypes[11]
+	mi := &file_muster_v1_types_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1426,7 @@ func (x *LogRecord) String() string {
 func (*LogRecord) ProtoMessage() {}
 
 func (x *LogRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[11]
+	mi := &file_muster_v1_types_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1439,7 @@ func (x *LogRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogRecord.ProtoReflect.Descriptor instead.
 func (*LogRecord) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{11}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LogRecord) GetRank() int32 {
@@ -1364,7 +1499,7 @@ type PushLogsRequest struct {
 
 func (x *PushLogsRequest) Reset() {
 	*x = PushLogsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[12]
+	mi := &file_muster_v1_types_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1511,7 @@ func (x *PushLogsRequest) String() string {
 func (*PushLogsRequest) ProtoMessage() {}
 
 func (x *PushLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[12]
+	mi := &file_muster_v1_types_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1524,7 @@ func (x *PushLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushLogsRequest.ProtoReflect.Descriptor instead.
 func (*PushLogsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{12}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PushLogsRequest) GetSession() string {
@@ -1428,7 +1563,7 @@ type PushLogsResponse struct {
 
 func (x *PushLogsResponse) Reset() {
 	*x = PushLogsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[13]
+	mi := &file_muster_v1_types_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1440,7 +1575,7 @@ func (x *PushLogsResponse) String() string {
 func (*PushLogsResponse) ProtoMessage() {}
 
 func (x *PushLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[13]
+	mi := &file_muster_v1_types_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1453,7 +1588,7 @@ func (x *PushLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushLogsResponse.ProtoReflect.Descriptor instead.
 func (*PushLogsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{13}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{14}
 }
 
 type LogsRequest struct {
@@ -1468,7 +1603,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[14]
+	mi := &file_muster_v1_types_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1615,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[14]
+	mi := &file_muster_v1_types_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1628,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LogsRequest) GetJobId() string {
@@ -1537,7 +1672,7 @@ type LogsResponse struct {
 
 func (x *LogsResponse) Reset() {
 	*x = LogsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[15]
+	mi := &file_muster_v1_types_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1549,7 +1684,7 @@ func (x *LogsResponse) String() string {
 func (*LogsResponse) ProtoMessage() {}
 
 func (x *LogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[15]
+	mi := &file_muster_v1_types_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1562,7 +1697,7 @@ func (x *LogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsResponse.ProtoReflect.Descriptor instead.
 func (*LogsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{15}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *LogsResponse) GetRecords() []*LogRecord {
@@ -1601,7 +1736,7 @@ type ProbePeer struct {
 
 func (x *ProbePeer) Reset() {
 	*x = ProbePeer{}
-	mi := &file_muster_v1_types_proto_msgTypes[16]
+	mi := &file_muster_v1_types_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +1748,7 @@ func (x *ProbePeer) String() string {
 func (*ProbePeer) ProtoMessage() {}
 
 func (x *ProbePeer) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[16]
+	mi := &file_muster_v1_types_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +1761,7 @@ func (x *ProbePeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbePeer.ProtoReflect.Descriptor instead.
 func (*ProbePeer) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{16}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ProbePeer) GetNode() string {
@@ -1656,7 +1791,7 @@ type TorchConn struct {
 
 func (x *TorchConn) Reset() {
 	*x = TorchConn{}
-	mi := &file_muster_v1_types_proto_msgTypes[17]
+	mi := &file_muster_v1_types_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1668,7 +1803,7 @@ func (x *TorchConn) String() string {
 func (*TorchConn) ProtoMessage() {}
 
 func (x *TorchConn) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[17]
+	mi := &file_muster_v1_types_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1681,7 +1816,7 @@ func (x *TorchConn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TorchConn.ProtoReflect.Descriptor instead.
 func (*TorchConn) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{17}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TorchConn) GetClient() string {
@@ -1710,7 +1845,7 @@ type TorchConnVerdict struct {
 
 func (x *TorchConnVerdict) Reset() {
 	*x = TorchConnVerdict{}
-	mi := &file_muster_v1_types_proto_msgTypes[18]
+	mi := &file_muster_v1_types_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +1857,7 @@ func (x *TorchConnVerdict) String() string {
 func (*TorchConnVerdict) ProtoMessage() {}
 
 func (x *TorchConnVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[18]
+	mi := &file_muster_v1_types_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +1870,7 @@ func (x *TorchConnVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TorchConnVerdict.ProtoReflect.Descriptor instead.
 func (*TorchConnVerdict) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{18}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TorchConnVerdict) GetAllowed() bool {
@@ -1766,7 +1901,7 @@ type CheckTorchConns struct {
 
 func (x *CheckTorchConns) Reset() {
 	*x = CheckTorchConns{}
-	mi := &file_muster_v1_types_proto_msgTypes[19]
+	mi := &file_muster_v1_types_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1778,7 +1913,7 @@ func (x *CheckTorchConns) String() string {
 func (*CheckTorchConns) ProtoMessage() {}
 
 func (x *CheckTorchConns) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[19]
+	mi := &file_muster_v1_types_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1791,7 +1926,7 @@ func (x *CheckTorchConns) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTorchConns.ProtoReflect.Descriptor instead.
 func (*CheckTorchConns) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{19}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CheckTorchConns) GetRequestId() string {
@@ -1830,7 +1965,7 @@ type CheckTorchConnsRequest struct {
 
 func (x *CheckTorchConnsRequest) Reset() {
 	*x = CheckTorchConnsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[20]
+	mi := &file_muster_v1_types_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1842,7 +1977,7 @@ func (x *CheckTorchConnsRequest) String() string {
 func (*CheckTorchConnsRequest) ProtoMessage() {}
 
 func (x *CheckTorchConnsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[20]
+	mi := &file_muster_v1_types_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1855,7 +1990,7 @@ func (x *CheckTorchConnsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTorchConnsRequest.ProtoReflect.Descriptor instead.
 func (*CheckTorchConnsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{20}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CheckTorchConnsRequest) GetSession() string {
@@ -1897,7 +2032,7 @@ type CheckTorchConnsResponse struct {
 
 func (x *CheckTorchConnsResponse) Reset() {
 	*x = CheckTorchConnsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[21]
+	mi := &file_muster_v1_types_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +2044,7 @@ func (x *CheckTorchConnsResponse) String() string {
 func (*CheckTorchConnsResponse) ProtoMessage() {}
 
 func (x *CheckTorchConnsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[21]
+	mi := &file_muster_v1_types_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +2057,7 @@ func (x *CheckTorchConnsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTorchConnsResponse.ProtoReflect.Descriptor instead.
 func (*CheckTorchConnsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{21}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CheckTorchConnsResponse) GetVerdicts() []*TorchConnVerdict {
@@ -1943,7 +2078,7 @@ type TorchConnsCheckedRequest struct {
 
 func (x *TorchConnsCheckedRequest) Reset() {
 	*x = TorchConnsCheckedRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[22]
+	mi := &file_muster_v1_types_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1955,7 +2090,7 @@ func (x *TorchConnsCheckedRequest) String() string {
 func (*TorchConnsCheckedRequest) ProtoMessage() {}
 
 func (x *TorchConnsCheckedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[22]
+	mi := &file_muster_v1_types_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1968,7 +2103,7 @@ func (x *TorchConnsCheckedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TorchConnsCheckedRequest.ProtoReflect.Descriptor instead.
 func (*TorchConnsCheckedRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{22}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TorchConnsCheckedRequest) GetSession() string {
@@ -2000,7 +2135,7 @@ type TorchConnsCheckedResponse struct {
 
 func (x *TorchConnsCheckedResponse) Reset() {
 	*x = TorchConnsCheckedResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[23]
+	mi := &file_muster_v1_types_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2012,7 +2147,7 @@ func (x *TorchConnsCheckedResponse) String() string {
 func (*TorchConnsCheckedResponse) ProtoMessage() {}
 
 func (x *TorchConnsCheckedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[23]
+	mi := &file_muster_v1_types_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2025,7 +2160,7 @@ func (x *TorchConnsCheckedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TorchConnsCheckedResponse.ProtoReflect.Descriptor instead.
 func (*TorchConnsCheckedResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{23}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{24}
 }
 
 // ReleaseStore tells the agent that served a job's TCPStore that no round
@@ -2039,7 +2174,7 @@ type ReleaseStore struct {
 
 func (x *ReleaseStore) Reset() {
 	*x = ReleaseStore{}
-	mi := &file_muster_v1_types_proto_msgTypes[24]
+	mi := &file_muster_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2051,7 +2186,7 @@ func (x *ReleaseStore) String() string {
 func (*ReleaseStore) ProtoMessage() {}
 
 func (x *ReleaseStore) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[24]
+	mi := &file_muster_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2064,7 +2199,7 @@ func (x *ReleaseStore) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseStore.ProtoReflect.Descriptor instead.
 func (*ReleaseStore) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{24}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReleaseStore) GetJobId() string {
@@ -2088,7 +2223,7 @@ type ReservePorts struct {
 
 func (x *ReservePorts) Reset() {
 	*x = ReservePorts{}
-	mi := &file_muster_v1_types_proto_msgTypes[25]
+	mi := &file_muster_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2100,7 +2235,7 @@ func (x *ReservePorts) String() string {
 func (*ReservePorts) ProtoMessage() {}
 
 func (x *ReservePorts) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[25]
+	mi := &file_muster_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2113,7 +2248,7 @@ func (x *ReservePorts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservePorts.ProtoReflect.Descriptor instead.
 func (*ReservePorts) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReservePorts) GetRoundId() string {
@@ -2156,7 +2291,7 @@ type PortsReservedRequest struct {
 
 func (x *PortsReservedRequest) Reset() {
 	*x = PortsReservedRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[26]
+	mi := &file_muster_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2168,7 +2303,7 @@ func (x *PortsReservedRequest) String() string {
 func (*PortsReservedRequest) ProtoMessage() {}
 
 func (x *PortsReservedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[26]
+	mi := &file_muster_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2181,7 +2316,7 @@ func (x *PortsReservedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortsReservedRequest.ProtoReflect.Descriptor instead.
 func (*PortsReservedRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PortsReservedRequest) GetSession() string {
@@ -2220,7 +2355,7 @@ type PortsReservedResponse struct {
 
 func (x *PortsReservedResponse) Reset() {
 	*x = PortsReservedResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[27]
+	mi := &file_muster_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2232,7 +2367,7 @@ func (x *PortsReservedResponse) String() string {
 func (*PortsReservedResponse) ProtoMessage() {}
 
 func (x *PortsReservedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[27]
+	mi := &file_muster_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2245,7 +2380,7 @@ func (x *PortsReservedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortsReservedResponse.ProtoReflect.Descriptor instead.
 func (*PortsReservedResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 // ReportLossRequest is an agent's word that gossip found another node lost.
@@ -2261,7 +2396,7 @@ type ReportLossRequest struct {
 
 func (x *ReportLossRequest) Reset() {
 	*x = ReportLossRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[28]
+	mi := &file_muster_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2273,7 +2408,7 @@ func (x *ReportLossRequest) String() string {
 func (*ReportLossRequest) ProtoMessage() {}
 
 func (x *ReportLossRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[28]
+	mi := &file_muster_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2286,7 +2421,7 @@ func (x *ReportLossRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportLossRequest.ProtoReflect.Descriptor instead.
 func (*ReportLossRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReportLossRequest) GetSession() string {
@@ -2311,7 +2446,7 @@ type ReportLossResponse struct {
 
 func (x *ReportLossResponse) Reset() {
 	*x = ReportLossResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[29]
+	mi := &file_muster_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2323,7 +2458,7 @@ func (x *ReportLossResponse) String() string {
 func (*ReportLossResponse) ProtoMessage() {}
 
 func (x *ReportLossResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[29]
+	mi := &file_muster_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2336,7 +2471,7 @@ func (x *ReportLossResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportLossResponse.ProtoReflect.Descriptor instead.
 func (*ReportLossResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 // LeaveRequest is an agent's word that it is shutting down: its node takes
@@ -2352,7 +2487,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[30]
+	mi := &file_muster_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2364,7 +2499,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[30]
+	mi := &file_muster_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2377,7 +2512,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *LeaveRequest) GetSession() string {
@@ -2402,7 +2537,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[31]
+	mi := &file_muster_v1_types_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2414,7 +2549,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[31]
+	mi := &file_muster_v1_types_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2427,7 +2562,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{32}
 }
 
 // JobSpec is what a launcher asks for. The command, environment and
@@ -2519,7 +2654,7 @@ type JobSpec struct {
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_muster_v1_types_proto_msgTypes[32]
+	mi := &file_muster_v1_types_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2531,7 +2666,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[32]
+	mi := &file_muster_v1_types_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2544,7 +2679,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{32}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *JobSpec) GetArgv() [][]byte {
@@ -2798,7 +2933,7 @@ type NodeHealth struct {
 
 func (x *NodeHealth) Reset() {
 	*x = NodeHealth{}
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2810,7 +2945,7 @@ func (x *NodeHealth) String() string {
 func (*NodeHealth) ProtoMessage() {}
 
 func (x *NodeHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2823,7 +2958,7 @@ func (x *NodeHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHealth.ProtoReflect.Descriptor instead.
 func (*NodeHealth) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *NodeHealth) GetOk() bool {
@@ -2873,7 +3008,7 @@ type ReportHealthRequest struct {
 
 func (x *ReportHealthRequest) Reset() {
 	*x = ReportHealthRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2885,7 +3020,7 @@ func (x *ReportHealthRequest) String() string {
 func (*ReportHealthRequest) ProtoMessage() {}
 
 func (x *ReportHealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2898,7 +3033,7 @@ func (x *ReportHealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportHealthRequest.ProtoReflect.Descriptor instead.
 func (*ReportHealthRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReportHealthRequest) GetSession() string {
@@ -2937,7 +3072,7 @@ type ReportHealthResponse struct {
 
 func (x *ReportHealthResponse) Reset() {
 	*x = ReportHealthResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2949,7 +3084,7 @@ func (x *ReportHealthResponse) String() string {
 func (*ReportHealthResponse) ProtoMessage() {}
 
 func (x *ReportHealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2962,7 +3097,7 @@ func (x *ReportHealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportHealthResponse.ProtoReflect.Descriptor instead.
 func (*ReportHealthResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 type SubmitRequest struct {
@@ -2974,7 +3109,7 @@ type SubmitRequest struct {
 
 func (x *SubmitRequest) Reset() {
 	*x = SubmitRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2986,7 +3121,7 @@ func (x *SubmitRequest) String() string {
 func (*SubmitRequest) ProtoMessage() {}
 
 func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2999,7 +3134,7 @@ func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitRequest.ProtoReflect.Descriptor instead.
 func (*SubmitRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SubmitRequest) GetSpec() *JobSpec {
@@ -3020,7 +3155,7 @@ type SubmitResponse struct {
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3032,7 +3167,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3045,7 +3180,7 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SubmitResponse) GetJobId() string {
@@ -3105,7 +3240,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3117,7 +3252,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3130,7 +3265,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Assignment) GetJobId() string {
@@ -3297,7 +3432,7 @@ type Identity struct {
 
 func (x *Identity) Reset() {
 	*x = Identity{}
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3309,7 +3444,7 @@ func (x *Identity) String() string {
 func (*Identity) ProtoMessage() {}
 
 func (x *Identity) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3322,7 +3457,7 @@ func (x *Identity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Identity.ProtoReflect.Descriptor instead.
 func (*Identity) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Identity) GetUid() uint32 {
@@ -3361,14 +3496,17 @@ type StopJob struct {
 	KillTimeoutMs int64 `protobuf:"varint,3,opt,name=kill_timeout_ms,json=killTimeoutMs,proto3" json:"kill_timeout_ms,omitempty"`
 	// dump_first asks the agent to have PyTorch dump each worker's NCCL
 	// flight recorder before the stop: a worker of the job was found hung.
-	DumpFirst     bool `protobuf:"varint,300,opt,name=dump_first,json=dumpFirst,proto3" json:"dump_first,omitempty"`
+	DumpFirst bool `protobuf:"varint,300,opt,name=dump_first,json=dumpFirst,proto3" json:"dump_first,omitempty"`
+	// abort_ranks are the ranks a hang's verdict named: the agent sends each
+	// of its own SIGABRT first (their stacks), then stops the rest.
+	AbortRanks    []int32 `protobuf:"varint,301,rep,packed,name=abort_ranks,json=abortRanks,proto3" json:"abort_ranks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StopJob) Reset() {
 	*x = StopJob{}
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3380,7 +3518,7 @@ func (x *StopJob) String() string {
 func (*StopJob) ProtoMessage() {}
 
 func (x *StopJob) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3393,7 +3531,7 @@ func (x *StopJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopJob.ProtoReflect.Descriptor instead.
 func (*StopJob) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StopJob) GetJobId() string {
@@ -3424,6 +3562,13 @@ func (x *StopJob) GetDumpFirst() bool {
 	return false
 }
 
+func (x *StopJob) GetAbortRanks() []int32 {
+	if x != nil {
+		return x.AbortRanks
+	}
+	return nil
+}
+
 // SignalJob asks an agent to send a signal to each of its workers of a job
 // (the process it started, not its children): SIGUSR1 before a preemption.
 type SignalJob struct {
@@ -3436,7 +3581,7 @@ type SignalJob struct {
 
 func (x *SignalJob) Reset() {
 	*x = SignalJob{}
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3448,7 +3593,7 @@ func (x *SignalJob) String() string {
 func (*SignalJob) ProtoMessage() {}
 
 func (x *SignalJob) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3461,7 +3606,7 @@ func (x *SignalJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalJob.ProtoReflect.Descriptor instead.
 func (*SignalJob) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SignalJob) GetJobId() string {
@@ -3494,7 +3639,7 @@ type SignalRequest struct {
 
 func (x *SignalRequest) Reset() {
 	*x = SignalRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3506,7 +3651,7 @@ func (x *SignalRequest) String() string {
 func (*SignalRequest) ProtoMessage() {}
 
 func (x *SignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3519,7 +3664,7 @@ func (x *SignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
 func (*SignalRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SignalRequest) GetJobId() string {
@@ -3555,7 +3700,7 @@ type SignalResponse struct {
 
 func (x *SignalResponse) Reset() {
 	*x = SignalResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3567,7 +3712,7 @@ func (x *SignalResponse) String() string {
 func (*SignalResponse) ProtoMessage() {}
 
 func (x *SignalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3580,7 +3725,7 @@ func (x *SignalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalResponse.ProtoReflect.Descriptor instead.
 func (*SignalResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SignalResponse) GetNodes() int32 {
@@ -3609,7 +3754,7 @@ type WorkerStarted struct {
 
 func (x *WorkerStarted) Reset() {
 	*x = WorkerStarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3621,7 +3766,7 @@ func (x *WorkerStarted) String() string {
 func (*WorkerStarted) ProtoMessage() {}
 
 func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3634,7 +3779,7 @@ func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStarted.ProtoReflect.Descriptor instead.
 func (*WorkerStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *WorkerStarted) GetRank() int32 {
@@ -3681,7 +3826,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3693,7 +3838,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3706,7 +3851,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Output) GetRank() int32 {
@@ -3778,7 +3923,7 @@ type WorkerExited struct {
 
 func (x *WorkerExited) Reset() {
 	*x = WorkerExited{}
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3790,7 +3935,7 @@ func (x *WorkerExited) String() string {
 func (*WorkerExited) ProtoMessage() {}
 
 func (x *WorkerExited) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3803,7 +3948,7 @@ func (x *WorkerExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerExited.ProtoReflect.Descriptor instead.
 func (*WorkerExited) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *WorkerExited) GetRank() int32 {
@@ -3935,13 +4080,15 @@ type WorkerHang struct {
 	// flight_recorder is where PyTorch dumped the worker's NCCL flight
 	// recorder, when it did.
 	FlightRecorder string `protobuf:"bytes,7,opt,name=flight_recorder,json=flightRecorder,proto3" json:"flight_recorder,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// verdict, set by the store, is who hung by the evidence of every node.
+	Verdict       *HangVerdict `protobuf:"bytes,8,opt,name=verdict,proto3" json:"verdict,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkerHang) Reset() {
 	*x = WorkerHang{}
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3953,7 +4100,7 @@ func (x *WorkerHang) String() string {
 func (*WorkerHang) ProtoMessage() {}
 
 func (x *WorkerHang) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3966,7 +4113,7 @@ func (x *WorkerHang) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerHang.ProtoReflect.Descriptor instead.
 func (*WorkerHang) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *WorkerHang) GetSilentMs() int64 {
@@ -4018,6 +4165,604 @@ func (x *WorkerHang) GetFlightRecorder() string {
 	return ""
 }
 
+func (x *WorkerHang) GetVerdict() *HangVerdict {
+	if x != nil {
+		return x.Verdict
+	}
+	return nil
+}
+
+// HangVerdict is who hung in a round, by the clues of all its nodes.
+type HangVerdict struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// evidence is what named the culprits; UNSPECIFIED with cannot_tell.
+	Evidence HangEvidence `protobuf:"varint,1,opt,name=evidence,proto3,enum=muster.v1.HangEvidence" json:"evidence,omitempty"`
+	// culprits are the ranks that hung, that the others wait for.
+	Culprits []int32 `protobuf:"varint,2,rep,packed,name=culprits,proto3" json:"culprits,omitempty"`
+	// cannot_tell: nothing separated the silent ranks (heartbeats within
+	// resolution_ms of each other); silent lists them (at most 64;
+	// silent_count counts them all).
+	CannotTell   bool    `protobuf:"varint,3,opt,name=cannot_tell,json=cannotTell,proto3" json:"cannot_tell,omitempty"`
+	Silent       []int32 `protobuf:"varint,4,rep,packed,name=silent,proto3" json:"silent,omitempty"`
+	SilentCount  int32   `protobuf:"varint,5,opt,name=silent_count,json=silentCount,proto3" json:"silent_count,omitempty"`
+	ResolutionMs int64   `protobuf:"varint,6,opt,name=resolution_ms,json=resolutionMs,proto3" json:"resolution_ms,omitempty"`
+	// collective is the one the others wait in, when known.
+	Collective *Collective `protobuf:"bytes,7,opt,name=collective,proto3" json:"collective,omitempty"`
+	// lead_ms, with heartbeats, is how much earlier than any other silent
+	// rank the culprits gave their last heartbeat.
+	LeadMs int64 `protobuf:"varint,8,opt,name=lead_ms,json=leadMs,proto3" json:"lead_ms,omitempty"`
+	// launched, with NCCL's RAS, is how many operations of the communicator
+	// the culprits launched; collective.seq is the others' count.
+	Launched int64 `protobuf:"varint,9,opt,name=launched,proto3" json:"launched,omitempty"`
+	// missing, with NCCL's RAS: it got no data from the culprits' processes
+	// (stopped or gone), rather than a lower count.
+	Missing       bool `protobuf:"varint,10,opt,name=missing,proto3" json:"missing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HangVerdict) Reset() {
+	*x = HangVerdict{}
+	mi := &file_muster_v1_types_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HangVerdict) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HangVerdict) ProtoMessage() {}
+
+func (x *HangVerdict) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HangVerdict.ProtoReflect.Descriptor instead.
+func (*HangVerdict) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *HangVerdict) GetEvidence() HangEvidence {
+	if x != nil {
+		return x.Evidence
+	}
+	return HangEvidence_HANG_EVIDENCE_UNSPECIFIED
+}
+
+func (x *HangVerdict) GetCulprits() []int32 {
+	if x != nil {
+		return x.Culprits
+	}
+	return nil
+}
+
+func (x *HangVerdict) GetCannotTell() bool {
+	if x != nil {
+		return x.CannotTell
+	}
+	return false
+}
+
+func (x *HangVerdict) GetSilent() []int32 {
+	if x != nil {
+		return x.Silent
+	}
+	return nil
+}
+
+func (x *HangVerdict) GetSilentCount() int32 {
+	if x != nil {
+		return x.SilentCount
+	}
+	return 0
+}
+
+func (x *HangVerdict) GetResolutionMs() int64 {
+	if x != nil {
+		return x.ResolutionMs
+	}
+	return 0
+}
+
+func (x *HangVerdict) GetCollective() *Collective {
+	if x != nil {
+		return x.Collective
+	}
+	return nil
+}
+
+func (x *HangVerdict) GetLeadMs() int64 {
+	if x != nil {
+		return x.LeadMs
+	}
+	return 0
+}
+
+func (x *HangVerdict) GetLaunched() int64 {
+	if x != nil {
+		return x.Launched
+	}
+	return 0
+}
+
+func (x *HangVerdict) GetMissing() bool {
+	if x != nil {
+		return x.Missing
+	}
+	return false
+}
+
+// Collective is one collective operation of a job's ranks.
+type Collective struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// process_group is PyTorch's process group id and its name, from a
+	// flight recorder; communicator is NCCL's communicator hash, from RAS.
+	ProcessGroup     string `protobuf:"bytes,1,opt,name=process_group,json=processGroup,proto3" json:"process_group,omitempty"`
+	ProcessGroupName string `protobuf:"bytes,2,opt,name=process_group_name,json=processGroupName,proto3" json:"process_group_name,omitempty"`
+	Communicator     string `protobuf:"bytes,3,opt,name=communicator,proto3" json:"communicator,omitempty"`
+	// op is the operation (nccl:all_reduce, AllReduce).
+	Op string `protobuf:"bytes,4,opt,name=op,proto3" json:"op,omitempty"`
+	// seq is its sequence number in its group (1 for the first).
+	Seq int64 `protobuf:"varint,5,opt,name=seq,proto3" json:"seq,omitempty"`
+	// state is the flight recorder's: scheduled, started, completed.
+	State         string `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Collective) Reset() {
+	*x = Collective{}
+	mi := &file_muster_v1_types_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Collective) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Collective) ProtoMessage() {}
+
+func (x *Collective) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Collective.ProtoReflect.Descriptor instead.
+func (*Collective) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *Collective) GetProcessGroup() string {
+	if x != nil {
+		return x.ProcessGroup
+	}
+	return ""
+}
+
+func (x *Collective) GetProcessGroupName() string {
+	if x != nil {
+		return x.ProcessGroupName
+	}
+	return ""
+}
+
+func (x *Collective) GetCommunicator() string {
+	if x != nil {
+		return x.Communicator
+	}
+	return ""
+}
+
+func (x *Collective) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *Collective) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Collective) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+// HangClues are what one agent saw of a hang on its node, for the store's
+// verdict: each of its ranks' last heartbeat and flight recorder, and what
+// NCCL's RAS service there said.
+type HangClues struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RoundId       string                 `protobuf:"bytes,1,opt,name=round_id,json=roundId,proto3" json:"round_id,omitempty"`
+	Ranks         []*RankClues           `protobuf:"bytes,2,rep,name=ranks,proto3" json:"ranks,omitempty"`
+	Ras           *RasAnswer             `protobuf:"bytes,3,opt,name=ras,proto3" json:"ras,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HangClues) Reset() {
+	*x = HangClues{}
+	mi := &file_muster_v1_types_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HangClues) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HangClues) ProtoMessage() {}
+
+func (x *HangClues) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HangClues.ProtoReflect.Descriptor instead.
+func (*HangClues) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *HangClues) GetRoundId() string {
+	if x != nil {
+		return x.RoundId
+	}
+	return ""
+}
+
+func (x *HangClues) GetRanks() []*RankClues {
+	if x != nil {
+		return x.Ranks
+	}
+	return nil
+}
+
+func (x *HangClues) GetRas() *RasAnswer {
+	if x != nil {
+		return x.Ras
+	}
+	return nil
+}
+
+// RankClues are one rank's clues.
+type RankClues struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Rank  int32                  `protobuf:"varint,1,opt,name=rank,proto3" json:"rank,omitempty"`
+	// silent: past its hang timeout when its agent looked.
+	Silent    bool `protobuf:"varint,2,opt,name=silent,proto3" json:"silent,omitempty"`
+	NeverBeat bool `protobuf:"varint,3,opt,name=never_beat,json=neverBeat,proto3" json:"never_beat,omitempty"`
+	// last_beat_unix_ns is its last heartbeat by its heartbeat file's own
+	// time (or, for output under hang_on_silence, when the agent read it).
+	LastBeatUnixNs int64 `protobuf:"varint,4,opt,name=last_beat_unix_ns,json=lastBeatUnixNs,proto3" json:"last_beat_unix_ns,omitempty"`
+	SilentMs       int64 `protobuf:"varint,5,opt,name=silent_ms,json=silentMs,proto3" json:"silent_ms,omitempty"`
+	TimeoutMs      int64 `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// recorder is, per process group, the last collective of its flight
+	// recorder's dump; flight_recorder is where that dump is.
+	Recorder       []*Collective `protobuf:"bytes,7,rep,name=recorder,proto3" json:"recorder,omitempty"`
+	FlightRecorder string        `protobuf:"bytes,8,opt,name=flight_recorder,json=flightRecorder,proto3" json:"flight_recorder,omitempty"`
+	// stopped: a process of the rank was stopped (state T or t in
+	// /proc/PID/stat) when its agent looked.
+	Stopped       bool `protobuf:"varint,9,opt,name=stopped,proto3" json:"stopped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RankClues) Reset() {
+	*x = RankClues{}
+	mi := &file_muster_v1_types_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RankClues) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RankClues) ProtoMessage() {}
+
+func (x *RankClues) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RankClues.ProtoReflect.Descriptor instead.
+func (*RankClues) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *RankClues) GetRank() int32 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
+}
+
+func (x *RankClues) GetSilent() bool {
+	if x != nil {
+		return x.Silent
+	}
+	return false
+}
+
+func (x *RankClues) GetNeverBeat() bool {
+	if x != nil {
+		return x.NeverBeat
+	}
+	return false
+}
+
+func (x *RankClues) GetLastBeatUnixNs() int64 {
+	if x != nil {
+		return x.LastBeatUnixNs
+	}
+	return 0
+}
+
+func (x *RankClues) GetSilentMs() int64 {
+	if x != nil {
+		return x.SilentMs
+	}
+	return 0
+}
+
+func (x *RankClues) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *RankClues) GetRecorder() []*Collective {
+	if x != nil {
+		return x.Recorder
+	}
+	return nil
+}
+
+func (x *RankClues) GetFlightRecorder() string {
+	if x != nil {
+		return x.FlightRecorder
+	}
+	return ""
+}
+
+func (x *RankClues) GetStopped() bool {
+	if x != nil {
+		return x.Stopped
+	}
+	return false
+}
+
+// RasAnswer is what NCCL's RAS service on a node said of a hang.
+type RasAnswer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// asked: the job had a RAS address here; answered: it replied, else
+	// error says why not.
+	Asked    bool   `protobuf:"varint,1,opt,name=asked,proto3" json:"asked,omitempty"`
+	Answered bool   `protobuf:"varint,2,opt,name=answered,proto3" json:"answered,omitempty"`
+	Error    string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// culprits are the ranks of this node it named behind or missing.
+	Culprits []*RasCulprit `protobuf:"bytes,4,rep,name=culprits,proto3" json:"culprits,omitempty"`
+	// elsewhere counts those it named on other nodes.
+	Elsewhere     int32 `protobuf:"varint,5,opt,name=elsewhere,proto3" json:"elsewhere,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RasAnswer) Reset() {
+	*x = RasAnswer{}
+	mi := &file_muster_v1_types_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RasAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RasAnswer) ProtoMessage() {}
+
+func (x *RasAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RasAnswer.ProtoReflect.Descriptor instead.
+func (*RasAnswer) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *RasAnswer) GetAsked() bool {
+	if x != nil {
+		return x.Asked
+	}
+	return false
+}
+
+func (x *RasAnswer) GetAnswered() bool {
+	if x != nil {
+		return x.Answered
+	}
+	return false
+}
+
+func (x *RasAnswer) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *RasAnswer) GetCulprits() []*RasCulprit {
+	if x != nil {
+		return x.Culprits
+	}
+	return nil
+}
+
+func (x *RasAnswer) GetElsewhere() int32 {
+	if x != nil {
+		return x.Elsewhere
+	}
+	return 0
+}
+
+// RasCulprit is a rank NCCL's RAS service named.
+type RasCulprit struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Rank         int32                  `protobuf:"varint,1,opt,name=rank,proto3" json:"rank,omitempty"`
+	Communicator string                 `protobuf:"bytes,2,opt,name=communicator,proto3" json:"communicator,omitempty"`
+	Op           string                 `protobuf:"bytes,3,opt,name=op,proto3" json:"op,omitempty"`
+	// launched is its count of the communicator's operations; others_launched
+	// the count the others reached.
+	Launched       int64 `protobuf:"varint,4,opt,name=launched,proto3" json:"launched,omitempty"`
+	OthersLaunched int64 `protobuf:"varint,5,opt,name=others_launched,json=othersLaunched,proto3" json:"others_launched,omitempty"`
+	// missing: RAS got no data from its process.
+	Missing       bool  `protobuf:"varint,6,opt,name=missing,proto3" json:"missing,omitempty"`
+	CommRank      int32 `protobuf:"varint,7,opt,name=comm_rank,json=commRank,proto3" json:"comm_rank,omitempty"`
+	Gpu           int32 `protobuf:"varint,8,opt,name=gpu,proto3" json:"gpu,omitempty"`
+	Pid           int32 `protobuf:"varint,9,opt,name=pid,proto3" json:"pid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RasCulprit) Reset() {
+	*x = RasCulprit{}
+	mi := &file_muster_v1_types_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RasCulprit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RasCulprit) ProtoMessage() {}
+
+func (x *RasCulprit) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RasCulprit.ProtoReflect.Descriptor instead.
+func (*RasCulprit) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *RasCulprit) GetRank() int32 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
+}
+
+func (x *RasCulprit) GetCommunicator() string {
+	if x != nil {
+		return x.Communicator
+	}
+	return ""
+}
+
+func (x *RasCulprit) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *RasCulprit) GetLaunched() int64 {
+	if x != nil {
+		return x.Launched
+	}
+	return 0
+}
+
+func (x *RasCulprit) GetOthersLaunched() int64 {
+	if x != nil {
+		return x.OthersLaunched
+	}
+	return 0
+}
+
+func (x *RasCulprit) GetMissing() bool {
+	if x != nil {
+		return x.Missing
+	}
+	return false
+}
+
+func (x *RasCulprit) GetCommRank() int32 {
+	if x != nil {
+		return x.CommRank
+	}
+	return 0
+}
+
+func (x *RasCulprit) GetGpu() int32 {
+	if x != nil {
+		return x.Gpu
+	}
+	return 0
+}
+
+func (x *RasCulprit) GetPid() int32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
 // NodeLoss says how a node was found lost: which node, who saw it, by which
 // signal, and how long it had been silent. It crosses the wire as fields,
 // so that store and agents never parse each other's messages.
@@ -4049,7 +4794,7 @@ type NodeLoss struct {
 
 func (x *NodeLoss) Reset() {
 	*x = NodeLoss{}
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4061,7 +4806,7 @@ func (x *NodeLoss) String() string {
 func (*NodeLoss) ProtoMessage() {}
 
 func (x *NodeLoss) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4074,7 +4819,7 @@ func (x *NodeLoss) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoss.ProtoReflect.Descriptor instead.
 func (*NodeLoss) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *NodeLoss) GetNode() string {
@@ -4154,7 +4899,7 @@ type JobFinished struct {
 
 func (x *JobFinished) Reset() {
 	*x = JobFinished{}
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4166,7 +4911,7 @@ func (x *JobFinished) String() string {
 func (*JobFinished) ProtoMessage() {}
 
 func (x *JobFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4179,7 +4924,7 @@ func (x *JobFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFinished.ProtoReflect.Descriptor instead.
 func (*JobFinished) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *JobFinished) GetState() JobState {
@@ -4243,7 +4988,7 @@ type OutputLost struct {
 
 func (x *OutputLost) Reset() {
 	*x = OutputLost{}
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4255,7 +5000,7 @@ func (x *OutputLost) String() string {
 func (*OutputLost) ProtoMessage() {}
 
 func (x *OutputLost) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4268,7 +5013,7 @@ func (x *OutputLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLost.ProtoReflect.Descriptor instead.
 func (*OutputLost) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *OutputLost) GetEvents() uint64 {
@@ -4310,7 +5055,7 @@ type WaitingForNodes struct {
 
 func (x *WaitingForNodes) Reset() {
 	*x = WaitingForNodes{}
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4322,7 +5067,7 @@ func (x *WaitingForNodes) String() string {
 func (*WaitingForNodes) ProtoMessage() {}
 
 func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4335,7 +5080,7 @@ func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitingForNodes.ProtoReflect.Descriptor instead.
 func (*WaitingForNodes) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *WaitingForNodes) GetRound() int32 {
@@ -4405,6 +5150,7 @@ type JobEvent struct {
 	//	*JobEvent_Restarting
 	//	*JobEvent_RoundStarted
 	//	*JobEvent_NodeLost
+	//	*JobEvent_HangClues
 	Event isJobEvent_Event `protobuf_oneof:"event"`
 	// time_unix_us is when the store recorded the event, in microseconds since
 	// the Unix epoch; 0 for events the store makes up for one follower.
@@ -4415,7 +5161,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4427,7 +5173,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4440,7 +5186,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -4563,6 +5309,15 @@ func (x *JobEvent) GetNodeLost() *NodeLoss {
 	return nil
 }
 
+func (x *JobEvent) GetHangClues() *HangClues {
+	if x != nil {
+		if x, ok := x.Event.(*JobEvent_HangClues); ok {
+			return x.HangClues
+		}
+	}
+	return nil
+}
+
 func (x *JobEvent) GetTimeUnixUs() int64 {
 	if x != nil {
 		return x.TimeUnixUs
@@ -4620,6 +5375,12 @@ type JobEvent_NodeLost struct {
 	NodeLost *NodeLoss `protobuf:"bytes,222,opt,name=node_lost,json=nodeLost,proto3,oneof"`
 }
 
+type JobEvent_HangClues struct {
+	// hang_clues, from an agent, are its clues to a hang; the store keeps
+	// them out of the job's event log.
+	HangClues *HangClues `protobuf:"bytes,223,opt,name=hang_clues,json=hangClues,proto3,oneof"`
+}
+
 func (*JobEvent_State) isJobEvent_Event() {}
 
 func (*JobEvent_Started) isJobEvent_Event() {}
@@ -4641,6 +5402,8 @@ func (*JobEvent_Restarting) isJobEvent_Event() {}
 func (*JobEvent_RoundStarted) isJobEvent_Event() {}
 
 func (*JobEvent_NodeLost) isJobEvent_Event() {}
+
+func (*JobEvent_HangClues) isJobEvent_Event() {}
 
 // RoundStarted says a round has its nodes and ports and its agents are told
 // to start its workers: the round's facts, for event logs.
@@ -4666,7 +5429,7 @@ type RoundStarted struct {
 
 func (x *RoundStarted) Reset() {
 	*x = RoundStarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4678,7 +5441,7 @@ func (x *RoundStarted) String() string {
 func (*RoundStarted) ProtoMessage() {}
 
 func (x *RoundStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4691,7 +5454,7 @@ func (x *RoundStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundStarted.ProtoReflect.Descriptor instead.
 func (*RoundStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RoundStarted) GetRound() int32 {
@@ -4777,7 +5540,7 @@ type RoundRestarting struct {
 
 func (x *RoundRestarting) Reset() {
 	*x = RoundRestarting{}
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4789,7 +5552,7 @@ func (x *RoundRestarting) String() string {
 func (*RoundRestarting) ProtoMessage() {}
 
 func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4802,7 +5565,7 @@ func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundRestarting.ProtoReflect.Descriptor instead.
 func (*RoundRestarting) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RoundRestarting) GetRound() int32 {
@@ -4859,7 +5622,7 @@ type StoreRestarted struct {
 
 func (x *StoreRestarted) Reset() {
 	*x = StoreRestarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[55]
+	mi := &file_muster_v1_types_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4871,7 +5634,7 @@ func (x *StoreRestarted) String() string {
 func (*StoreRestarted) ProtoMessage() {}
 
 func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[55]
+	mi := &file_muster_v1_types_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4884,7 +5647,7 @@ func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreRestarted.ProtoReflect.Descriptor instead.
 func (*StoreRestarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *StoreRestarted) GetStoreId() string {
@@ -4910,7 +5673,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[56]
+	mi := &file_muster_v1_types_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4922,7 +5685,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[56]
+	mi := &file_muster_v1_types_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4935,7 +5698,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *PublishRequest) GetSession() string {
@@ -4970,7 +5733,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[57]
+	mi := &file_muster_v1_types_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4982,7 +5745,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[57]
+	mi := &file_muster_v1_types_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4995,7 +5758,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{57}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *PublishResponse) GetAckedSeq() uint64 {
@@ -5024,7 +5787,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[58]
+	mi := &file_muster_v1_types_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5036,7 +5799,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[58]
+	mi := &file_muster_v1_types_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5049,7 +5812,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{58}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -5101,7 +5864,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[59]
+	mi := &file_muster_v1_types_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5113,7 +5876,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[59]
+	mi := &file_muster_v1_types_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5126,7 +5889,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{59}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *CancelRequest) GetJobId() string {
@@ -5168,7 +5931,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[60]
+	mi := &file_muster_v1_types_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5180,7 +5943,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[60]
+	mi := &file_muster_v1_types_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5193,7 +5956,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{60}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *CancelResponse) GetEnded() JobState {
@@ -5211,7 +5974,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[61]
+	mi := &file_muster_v1_types_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5223,7 +5986,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[61]
+	mi := &file_muster_v1_types_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5236,7 +5999,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{61}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{68}
 }
 
 type NodeStatus struct {
@@ -5262,7 +6025,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[62]
+	mi := &file_muster_v1_types_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5274,7 +6037,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[62]
+	mi := &file_muster_v1_types_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5287,7 +6050,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{62}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *NodeStatus) GetNode() *Node {
@@ -5348,7 +6111,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[63]
+	mi := &file_muster_v1_types_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5360,7 +6123,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[63]
+	mi := &file_muster_v1_types_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5373,7 +6136,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{63}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeStatus {
@@ -5391,7 +6154,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[64]
+	mi := &file_muster_v1_types_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5403,7 +6166,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[64]
+	mi := &file_muster_v1_types_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5416,7 +6179,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{64}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{71}
 }
 
 type JobStatus struct {
@@ -5456,7 +6219,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[65]
+	mi := &file_muster_v1_types_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5468,7 +6231,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[65]
+	mi := &file_muster_v1_types_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5481,7 +6244,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{65}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *JobStatus) GetJobId() string {
@@ -5602,7 +6365,7 @@ type JobRound struct {
 
 func (x *JobRound) Reset() {
 	*x = JobRound{}
-	mi := &file_muster_v1_types_proto_msgTypes[66]
+	mi := &file_muster_v1_types_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5614,7 +6377,7 @@ func (x *JobRound) String() string {
 func (*JobRound) ProtoMessage() {}
 
 func (x *JobRound) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[66]
+	mi := &file_muster_v1_types_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5627,7 +6390,7 @@ func (x *JobRound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRound.ProtoReflect.Descriptor instead.
 func (*JobRound) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{66}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *JobRound) GetNumber() int32 {
@@ -5660,7 +6423,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[67]
+	mi := &file_muster_v1_types_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5672,7 +6435,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[67]
+	mi := &file_muster_v1_types_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5685,7 +6448,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{67}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *GetJobRequest) GetJobId() string {
@@ -5710,7 +6473,7 @@ type HistoryCommand struct {
 
 func (x *HistoryCommand) Reset() {
 	*x = HistoryCommand{}
-	mi := &file_muster_v1_types_proto_msgTypes[68]
+	mi := &file_muster_v1_types_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5722,7 +6485,7 @@ func (x *HistoryCommand) String() string {
 func (*HistoryCommand) ProtoMessage() {}
 
 func (x *HistoryCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[68]
+	mi := &file_muster_v1_types_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5735,7 +6498,7 @@ func (x *HistoryCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryCommand.ProtoReflect.Descriptor instead.
 func (*HistoryCommand) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{68}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *HistoryCommand) GetCommand() isHistoryCommand_Command {
@@ -5790,7 +6553,7 @@ type HistoryExpire struct {
 
 func (x *HistoryExpire) Reset() {
 	*x = HistoryExpire{}
-	mi := &file_muster_v1_types_proto_msgTypes[69]
+	mi := &file_muster_v1_types_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5802,7 +6565,7 @@ func (x *HistoryExpire) String() string {
 func (*HistoryExpire) ProtoMessage() {}
 
 func (x *HistoryExpire) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[69]
+	mi := &file_muster_v1_types_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5815,7 +6578,7 @@ func (x *HistoryExpire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryExpire.ProtoReflect.Descriptor instead.
 func (*HistoryExpire) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{69}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *HistoryExpire) GetEndedBeforeUnixMs() int64 {
@@ -5834,7 +6597,7 @@ type WatchJobsRequest struct {
 
 func (x *WatchJobsRequest) Reset() {
 	*x = WatchJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[70]
+	mi := &file_muster_v1_types_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5846,7 +6609,7 @@ func (x *WatchJobsRequest) String() string {
 func (*WatchJobsRequest) ProtoMessage() {}
 
 func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[70]
+	mi := &file_muster_v1_types_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5859,7 +6622,7 @@ func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobsRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{70}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{77}
 }
 
 type ListJobsResponse struct {
@@ -5871,7 +6634,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[71]
+	mi := &file_muster_v1_types_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5883,7 +6646,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[71]
+	mi := &file_muster_v1_types_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5896,7 +6659,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{71}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobStatus {
@@ -5917,7 +6680,7 @@ type StdinChunk struct {
 
 func (x *StdinChunk) Reset() {
 	*x = StdinChunk{}
-	mi := &file_muster_v1_types_proto_msgTypes[72]
+	mi := &file_muster_v1_types_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5929,7 +6692,7 @@ func (x *StdinChunk) String() string {
 func (*StdinChunk) ProtoMessage() {}
 
 func (x *StdinChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[72]
+	mi := &file_muster_v1_types_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5942,7 +6705,7 @@ func (x *StdinChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdinChunk.ProtoReflect.Descriptor instead.
 func (*StdinChunk) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{72}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *StdinChunk) GetJobId() string {
@@ -5967,7 +6730,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[73]
+	mi := &file_muster_v1_types_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5979,7 +6742,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[73]
+	mi := &file_muster_v1_types_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5992,7 +6755,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{73}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{80}
 }
 
 type ReadStdinRequest struct {
@@ -6005,7 +6768,7 @@ type ReadStdinRequest struct {
 
 func (x *ReadStdinRequest) Reset() {
 	*x = ReadStdinRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[74]
+	mi := &file_muster_v1_types_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6017,7 +6780,7 @@ func (x *ReadStdinRequest) String() string {
 func (*ReadStdinRequest) ProtoMessage() {}
 
 func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[74]
+	mi := &file_muster_v1_types_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6030,7 +6793,7 @@ func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStdinRequest.ProtoReflect.Descriptor instead.
 func (*ReadStdinRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{74}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ReadStdinRequest) GetSession() string {
@@ -6061,7 +6824,7 @@ type KVSetRequest struct {
 
 func (x *KVSetRequest) Reset() {
 	*x = KVSetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[75]
+	mi := &file_muster_v1_types_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6073,7 +6836,7 @@ func (x *KVSetRequest) String() string {
 func (*KVSetRequest) ProtoMessage() {}
 
 func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[75]
+	mi := &file_muster_v1_types_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6086,7 +6849,7 @@ func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetRequest.ProtoReflect.Descriptor instead.
 func (*KVSetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{75}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *KVSetRequest) GetScope() string {
@@ -6119,7 +6882,7 @@ type KVSetResponse struct {
 
 func (x *KVSetResponse) Reset() {
 	*x = KVSetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[76]
+	mi := &file_muster_v1_types_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6131,7 +6894,7 @@ func (x *KVSetResponse) String() string {
 func (*KVSetResponse) ProtoMessage() {}
 
 func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[76]
+	mi := &file_muster_v1_types_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6144,7 +6907,7 @@ func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetResponse.ProtoReflect.Descriptor instead.
 func (*KVSetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{76}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *KVSetResponse) GetVersion() uint64 {
@@ -6166,7 +6929,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[77]
+	mi := &file_muster_v1_types_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6178,7 +6941,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[77]
+	mi := &file_muster_v1_types_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6191,7 +6954,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{77}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *KVGetRequest) GetScope() string {
@@ -6232,7 +6995,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[78]
+	mi := &file_muster_v1_types_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6244,7 +7007,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[78]
+	mi := &file_muster_v1_types_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6257,7 +7020,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{78}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *KVGetResponse) GetValue() []byte {
@@ -6288,7 +7051,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[79]
+	mi := &file_muster_v1_types_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6300,7 +7063,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[79]
+	mi := &file_muster_v1_types_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6313,7 +7076,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{79}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *BarrierRequest) GetScope() string {
@@ -6359,7 +7122,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[80]
+	mi := &file_muster_v1_types_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6371,7 +7134,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[80]
+	mi := &file_muster_v1_types_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6384,7 +7147,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{80}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{87}
 }
 
 var File_muster_v1_types_proto protoreflect.FileDescriptor
@@ -6441,7 +7204,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x06exited\x18\x02 \x01(\v2\x17.muster.v1.WorkerExitedR\x06exited\x12\x14\n" +
 	"\x05acked\x18\x03 \x01(\bR\x05acked\"(\n" +
 	"\fWatchRequest\x12\x18\n" +
-	"\asession\x18\x01 \x01(\tR\asession\"\xda\x03\n" +
+	"\asession\x18\x01 \x01(\tR\asession\"\xa8\x04\n" +
 	"\fAgentCommand\x12>\n" +
 	"\rreserve_ports\x18\x01 \x01(\v2\x17.muster.v1.ReservePortsH\x00R\freservePorts\x12-\n" +
 	"\x05start\x18\x02 \x01(\v2\x15.muster.v1.AssignmentH\x00R\x05start\x12(\n" +
@@ -6450,9 +7213,13 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"probe_peer\x18\x05 \x01(\v2\x14.muster.v1.ProbePeerH\x00R\tprobePeer\x123\n" +
 	"\tsend_logs\x18\x84\x02 \x01(\v2\x13.muster.v1.SendLogsH\x00R\bsendLogs\x12/\n" +
-	"\x06signal\x18\xac\x02 \x01(\v2\x14.muster.v1.SignalJobH\x00R\x06signal\x12I\n" +
+	"\x06signal\x18\xac\x02 \x01(\v2\x14.muster.v1.SignalJobH\x00R\x06signal\x12L\n" +
+	"\x12collect_hang_clues\x18\xad\x02 \x01(\v2\x1b.muster.v1.CollectHangCluesH\x00R\x10collectHangClues\x12I\n" +
 	"\x11check_torch_conns\x18\xc0\x02 \x01(\v2\x1a.muster.v1.CheckTorchConnsH\x00R\x0fcheckTorchConnsB\t\n" +
-	"\acommand\"\x9c\x01\n" +
+	"\acommand\"D\n" +
+	"\x10CollectHangClues\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x19\n" +
+	"\bround_id\x18\x02 \x01(\tR\aroundId\"\x9c\x01\n" +
 	"\bSendLogs\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
@@ -6631,13 +7398,15 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x03uid\x18\x01 \x01(\rR\x03uid\x12\x10\n" +
 	"\x03gid\x18\x02 \x01(\rR\x03gid\x12\x16\n" +
 	"\x06groups\x18\x03 \x03(\rR\x06groups\x12\x12\n" +
-	"\x04user\x18\x04 \x01(\tR\x04user\"\x80\x01\n" +
+	"\x04user\x18\x04 \x01(\tR\x04user\"\xa2\x01\n" +
 	"\aStopJob\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12&\n" +
 	"\x0fkill_timeout_ms\x18\x03 \x01(\x03R\rkillTimeoutMs\x12\x1e\n" +
 	"\n" +
-	"dump_first\x18\xac\x02 \x01(\bR\tdumpFirst\":\n" +
+	"dump_first\x18\xac\x02 \x01(\bR\tdumpFirst\x12 \n" +
+	"\vabort_ranks\x18\xad\x02 \x03(\x05R\n" +
+	"abortRanks\":\n" +
 	"\tSignalJob\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
 	"\x06signal\x18\x02 \x01(\x05R\x06signal\"_\n" +
@@ -6679,7 +7448,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x03xid\x18\x9a\x02 \x01(\x05R\x03xid\x12\x11\n" +
 	"\x03gpu\x18\x9b\x02 \x01(\x05R\x03gpu\x12*\n" +
 	"\x04hang\x18\xac\x02 \x01(\v2\x15.muster.v1.WorkerHangR\x04hangJ\x04\b\t\x10\n" +
-	"\"\xec\x01\n" +
+	"\"\x9e\x02\n" +
 	"\n" +
 	"WorkerHang\x12\x1b\n" +
 	"\tsilent_ms\x18\x01 \x01(\x03R\bsilentMs\x12\x1d\n" +
@@ -6690,7 +7459,64 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\talso_hung\x18\x04 \x03(\x05R\balsoHung\x12\x18\n" +
 	"\awaiting\x18\x05 \x03(\x05R\awaiting\x12#\n" +
 	"\rwaiting_count\x18\x06 \x01(\x05R\fwaitingCount\x12'\n" +
-	"\x0fflight_recorder\x18\a \x01(\tR\x0eflightRecorder\"\x9f\x02\n" +
+	"\x0fflight_recorder\x18\a \x01(\tR\x0eflightRecorder\x120\n" +
+	"\averdict\x18\b \x01(\v2\x16.muster.v1.HangVerdictR\averdict\"\xe5\x02\n" +
+	"\vHangVerdict\x123\n" +
+	"\bevidence\x18\x01 \x01(\x0e2\x17.muster.v1.HangEvidenceR\bevidence\x12\x1a\n" +
+	"\bculprits\x18\x02 \x03(\x05R\bculprits\x12\x1f\n" +
+	"\vcannot_tell\x18\x03 \x01(\bR\n" +
+	"cannotTell\x12\x16\n" +
+	"\x06silent\x18\x04 \x03(\x05R\x06silent\x12!\n" +
+	"\fsilent_count\x18\x05 \x01(\x05R\vsilentCount\x12#\n" +
+	"\rresolution_ms\x18\x06 \x01(\x03R\fresolutionMs\x125\n" +
+	"\n" +
+	"collective\x18\a \x01(\v2\x15.muster.v1.CollectiveR\n" +
+	"collective\x12\x17\n" +
+	"\alead_ms\x18\b \x01(\x03R\x06leadMs\x12\x1a\n" +
+	"\blaunched\x18\t \x01(\x03R\blaunched\x12\x18\n" +
+	"\amissing\x18\n" +
+	" \x01(\bR\amissing\"\xbb\x01\n" +
+	"\n" +
+	"Collective\x12#\n" +
+	"\rprocess_group\x18\x01 \x01(\tR\fprocessGroup\x12,\n" +
+	"\x12process_group_name\x18\x02 \x01(\tR\x10processGroupName\x12\"\n" +
+	"\fcommunicator\x18\x03 \x01(\tR\fcommunicator\x12\x0e\n" +
+	"\x02op\x18\x04 \x01(\tR\x02op\x12\x10\n" +
+	"\x03seq\x18\x05 \x01(\x03R\x03seq\x12\x14\n" +
+	"\x05state\x18\x06 \x01(\tR\x05state\"z\n" +
+	"\tHangClues\x12\x19\n" +
+	"\bround_id\x18\x01 \x01(\tR\aroundId\x12*\n" +
+	"\x05ranks\x18\x02 \x03(\v2\x14.muster.v1.RankCluesR\x05ranks\x12&\n" +
+	"\x03ras\x18\x03 \x01(\v2\x14.muster.v1.RasAnswerR\x03ras\"\xb3\x02\n" +
+	"\tRankClues\x12\x12\n" +
+	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x16\n" +
+	"\x06silent\x18\x02 \x01(\bR\x06silent\x12\x1d\n" +
+	"\n" +
+	"never_beat\x18\x03 \x01(\bR\tneverBeat\x12)\n" +
+	"\x11last_beat_unix_ns\x18\x04 \x01(\x03R\x0elastBeatUnixNs\x12\x1b\n" +
+	"\tsilent_ms\x18\x05 \x01(\x03R\bsilentMs\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\x121\n" +
+	"\brecorder\x18\a \x03(\v2\x15.muster.v1.CollectiveR\brecorder\x12'\n" +
+	"\x0fflight_recorder\x18\b \x01(\tR\x0eflightRecorder\x12\x18\n" +
+	"\astopped\x18\t \x01(\bR\astopped\"\xa4\x01\n" +
+	"\tRasAnswer\x12\x14\n" +
+	"\x05asked\x18\x01 \x01(\bR\x05asked\x12\x1a\n" +
+	"\banswered\x18\x02 \x01(\bR\banswered\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x121\n" +
+	"\bculprits\x18\x04 \x03(\v2\x15.muster.v1.RasCulpritR\bculprits\x12\x1c\n" +
+	"\telsewhere\x18\x05 \x01(\x05R\telsewhere\"\xf4\x01\n" +
+	"\n" +
+	"RasCulprit\x12\x12\n" +
+	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\"\n" +
+	"\fcommunicator\x18\x02 \x01(\tR\fcommunicator\x12\x0e\n" +
+	"\x02op\x18\x03 \x01(\tR\x02op\x12\x1a\n" +
+	"\blaunched\x18\x04 \x01(\x03R\blaunched\x12'\n" +
+	"\x0fothers_launched\x18\x05 \x01(\x03R\x0eothersLaunched\x12\x18\n" +
+	"\amissing\x18\x06 \x01(\bR\amissing\x12\x1b\n" +
+	"\tcomm_rank\x18\a \x01(\x05R\bcommRank\x12\x10\n" +
+	"\x03gpu\x18\b \x01(\x05R\x03gpu\x12\x10\n" +
+	"\x03pid\x18\t \x01(\x05R\x03pid\"\x9f\x02\n" +
 	"\bNodeLoss\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
 	"\bobserver\x18\x02 \x01(\tR\bobserver\x12-\n" +
@@ -6721,7 +7547,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\bunusable\x18\x05 \x03(\tR\bunusable\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\x12\x14\n" +
-	"\x05least\x18\a \x01(\x05R\x05least\"\xb4\x05\n" +
+	"\x05least\x18\a \x01(\x05R\x05least\"\xec\x05\n" +
 	"\bJobEvent\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12+\n" +
@@ -6738,7 +7564,9 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"restarting\x18\v \x01(\v2\x1a.muster.v1.RoundRestartingH\x00R\n" +
 	"restarting\x12?\n" +
 	"\rround_started\x18\xdd\x01 \x01(\v2\x17.muster.v1.RoundStartedH\x00R\froundStarted\x123\n" +
-	"\tnode_lost\x18\xde\x01 \x01(\v2\x13.muster.v1.NodeLossH\x00R\bnodeLost\x12!\n" +
+	"\tnode_lost\x18\xde\x01 \x01(\v2\x13.muster.v1.NodeLossH\x00R\bnodeLost\x126\n" +
+	"\n" +
+	"hang_clues\x18\xdf\x01 \x01(\v2\x14.muster.v1.HangCluesH\x00R\thangClues\x12!\n" +
 	"\ftime_unix_us\x18\xdc\x01 \x01(\x03R\n" +
 	"timeUnixUsB\a\n" +
 	"\x05event\"\x9b\x02\n" +
@@ -6883,7 +7711,13 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x12EXIT_CAUSE_GPU_XID\x10\x02\x12\x19\n" +
 	"\x15EXIT_CAUSE_RLIMIT_CPU\x10\x03\x12\x1b\n" +
 	"\x17EXIT_CAUSE_RLIMIT_FSIZE\x10\x04\x12\x1a\n" +
-	"\x16EXIT_CAUSE_CGROUP_PIDS\x10\x05*\xc4\x02\n" +
+	"\x16EXIT_CAUSE_CGROUP_PIDS\x10\x05*\xad\x01\n" +
+	"\fHangEvidence\x12\x1d\n" +
+	"\x19HANG_EVIDENCE_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16HANG_EVIDENCE_NCCL_RAS\x10\x01\x12!\n" +
+	"\x1dHANG_EVIDENCE_FLIGHT_RECORDER\x10\x02\x12\x1c\n" +
+	"\x18HANG_EVIDENCE_HEARTBEATS\x10\x03\x12!\n" +
+	"\x1dHANG_EVIDENCE_PROCESS_STOPPED\x10\x04*\xc4\x02\n" +
 	"\n" +
 	"LossSignal\x12\x1b\n" +
 	"\x17LOSS_SIGNAL_UNSPECIFIED\x10\x00\x12\x1b\n" +
@@ -6911,161 +7745,178 @@ func file_muster_v1_types_proto_rawDescGZIP() []byte {
 	return file_muster_v1_types_proto_rawDescData
 }
 
-var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 81)
+var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
 var file_muster_v1_types_proto_goTypes = []any{
 	(RestartOn)(0),                    // 0: muster.v1.RestartOn
 	(JobState)(0),                     // 1: muster.v1.JobState
 	(Stream)(0),                       // 2: muster.v1.Stream
 	(ExitCause)(0),                    // 3: muster.v1.ExitCause
-	(LossSignal)(0),                   // 4: muster.v1.LossSignal
-	(*GPU)(nil),                       // 5: muster.v1.GPU
-	(*Node)(nil),                      // 6: muster.v1.Node
-	(*RegisterRequest)(nil),           // 7: muster.v1.RegisterRequest
-	(*RegisterResponse)(nil),          // 8: muster.v1.RegisterResponse
-	(*RenewRequest)(nil),              // 9: muster.v1.RenewRequest
-	(*RenewResponse)(nil),             // 10: muster.v1.RenewResponse
-	(*RunningJob)(nil),                // 11: muster.v1.RunningJob
-	(*RankState)(nil),                 // 12: muster.v1.RankState
-	(*WatchRequest)(nil),              // 13: muster.v1.WatchRequest
-	(*AgentCommand)(nil),              // 14: muster.v1.AgentCommand
-	(*SendLogs)(nil),                  // 15: muster.v1.SendLogs
-	(*LogRecord)(nil),                 // 16: muster.v1.LogRecord
-	(*PushLogsRequest)(nil),           // 17: muster.v1.PushLogsRequest
-	(*PushLogsResponse)(nil),          // 18: muster.v1.PushLogsResponse
-	(*LogsRequest)(nil),               // 19: muster.v1.LogsRequest
-	(*LogsResponse)(nil),              // 20: muster.v1.LogsResponse
-	(*ProbePeer)(nil),                 // 21: muster.v1.ProbePeer
-	(*TorchConn)(nil),                 // 22: muster.v1.TorchConn
-	(*TorchConnVerdict)(nil),          // 23: muster.v1.TorchConnVerdict
-	(*CheckTorchConns)(nil),           // 24: muster.v1.CheckTorchConns
-	(*CheckTorchConnsRequest)(nil),    // 25: muster.v1.CheckTorchConnsRequest
-	(*CheckTorchConnsResponse)(nil),   // 26: muster.v1.CheckTorchConnsResponse
-	(*TorchConnsCheckedRequest)(nil),  // 27: muster.v1.TorchConnsCheckedRequest
-	(*TorchConnsCheckedResponse)(nil), // 28: muster.v1.TorchConnsCheckedResponse
-	(*ReleaseStore)(nil),              // 29: muster.v1.ReleaseStore
-	(*ReservePorts)(nil),              // 30: muster.v1.ReservePorts
-	(*PortsReservedRequest)(nil),      // 31: muster.v1.PortsReservedRequest
-	(*PortsReservedResponse)(nil),     // 32: muster.v1.PortsReservedResponse
-	(*ReportLossRequest)(nil),         // 33: muster.v1.ReportLossRequest
-	(*ReportLossResponse)(nil),        // 34: muster.v1.ReportLossResponse
-	(*LeaveRequest)(nil),              // 35: muster.v1.LeaveRequest
-	(*LeaveResponse)(nil),             // 36: muster.v1.LeaveResponse
-	(*JobSpec)(nil),                   // 37: muster.v1.JobSpec
-	(*NodeHealth)(nil),                // 38: muster.v1.NodeHealth
-	(*ReportHealthRequest)(nil),       // 39: muster.v1.ReportHealthRequest
-	(*ReportHealthResponse)(nil),      // 40: muster.v1.ReportHealthResponse
-	(*SubmitRequest)(nil),             // 41: muster.v1.SubmitRequest
-	(*SubmitResponse)(nil),            // 42: muster.v1.SubmitResponse
-	(*Assignment)(nil),                // 43: muster.v1.Assignment
-	(*Identity)(nil),                  // 44: muster.v1.Identity
-	(*StopJob)(nil),                   // 45: muster.v1.StopJob
-	(*SignalJob)(nil),                 // 46: muster.v1.SignalJob
-	(*SignalRequest)(nil),             // 47: muster.v1.SignalRequest
-	(*SignalResponse)(nil),            // 48: muster.v1.SignalResponse
-	(*WorkerStarted)(nil),             // 49: muster.v1.WorkerStarted
-	(*Output)(nil),                    // 50: muster.v1.Output
-	(*WorkerExited)(nil),              // 51: muster.v1.WorkerExited
-	(*WorkerHang)(nil),                // 52: muster.v1.WorkerHang
-	(*NodeLoss)(nil),                  // 53: muster.v1.NodeLoss
-	(*JobFinished)(nil),               // 54: muster.v1.JobFinished
-	(*OutputLost)(nil),                // 55: muster.v1.OutputLost
-	(*WaitingForNodes)(nil),           // 56: muster.v1.WaitingForNodes
-	(*JobEvent)(nil),                  // 57: muster.v1.JobEvent
-	(*RoundStarted)(nil),              // 58: muster.v1.RoundStarted
-	(*RoundRestarting)(nil),           // 59: muster.v1.RoundRestarting
-	(*StoreRestarted)(nil),            // 60: muster.v1.StoreRestarted
-	(*PublishRequest)(nil),            // 61: muster.v1.PublishRequest
-	(*PublishResponse)(nil),           // 62: muster.v1.PublishResponse
-	(*WatchJobRequest)(nil),           // 63: muster.v1.WatchJobRequest
-	(*CancelRequest)(nil),             // 64: muster.v1.CancelRequest
-	(*CancelResponse)(nil),            // 65: muster.v1.CancelResponse
-	(*ListNodesRequest)(nil),          // 66: muster.v1.ListNodesRequest
-	(*NodeStatus)(nil),                // 67: muster.v1.NodeStatus
-	(*ListNodesResponse)(nil),         // 68: muster.v1.ListNodesResponse
-	(*ListJobsRequest)(nil),           // 69: muster.v1.ListJobsRequest
-	(*JobStatus)(nil),                 // 70: muster.v1.JobStatus
-	(*JobRound)(nil),                  // 71: muster.v1.JobRound
-	(*GetJobRequest)(nil),             // 72: muster.v1.GetJobRequest
-	(*HistoryCommand)(nil),            // 73: muster.v1.HistoryCommand
-	(*HistoryExpire)(nil),             // 74: muster.v1.HistoryExpire
-	(*WatchJobsRequest)(nil),          // 75: muster.v1.WatchJobsRequest
-	(*ListJobsResponse)(nil),          // 76: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),                // 77: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),        // 78: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),          // 79: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),              // 80: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),             // 81: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),              // 82: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),             // 83: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),            // 84: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),           // 85: muster.v1.BarrierResponse
+	(HangEvidence)(0),                 // 4: muster.v1.HangEvidence
+	(LossSignal)(0),                   // 5: muster.v1.LossSignal
+	(*GPU)(nil),                       // 6: muster.v1.GPU
+	(*Node)(nil),                      // 7: muster.v1.Node
+	(*RegisterRequest)(nil),           // 8: muster.v1.RegisterRequest
+	(*RegisterResponse)(nil),          // 9: muster.v1.RegisterResponse
+	(*RenewRequest)(nil),              // 10: muster.v1.RenewRequest
+	(*RenewResponse)(nil),             // 11: muster.v1.RenewResponse
+	(*RunningJob)(nil),                // 12: muster.v1.RunningJob
+	(*RankState)(nil),                 // 13: muster.v1.RankState
+	(*WatchRequest)(nil),              // 14: muster.v1.WatchRequest
+	(*AgentCommand)(nil),              // 15: muster.v1.AgentCommand
+	(*CollectHangClues)(nil),          // 16: muster.v1.CollectHangClues
+	(*SendLogs)(nil),                  // 17: muster.v1.SendLogs
+	(*LogRecord)(nil),                 // 18: muster.v1.LogRecord
+	(*PushLogsRequest)(nil),           // 19: muster.v1.PushLogsRequest
+	(*PushLogsResponse)(nil),          // 20: muster.v1.PushLogsResponse
+	(*LogsRequest)(nil),               // 21: muster.v1.LogsRequest
+	(*LogsResponse)(nil),              // 22: muster.v1.LogsResponse
+	(*ProbePeer)(nil),                 // 23: muster.v1.ProbePeer
+	(*TorchConn)(nil),                 // 24: muster.v1.TorchConn
+	(*TorchConnVerdict)(nil),          // 25: muster.v1.TorchConnVerdict
+	(*CheckTorchConns)(nil),           // 26: muster.v1.CheckTorchConns
+	(*CheckTorchConnsRequest)(nil),    // 27: muster.v1.CheckTorchConnsRequest
+	(*CheckTorchConnsResponse)(nil),   // 28: muster.v1.CheckTorchConnsResponse
+	(*TorchConnsCheckedRequest)(nil),  // 29: muster.v1.TorchConnsCheckedRequest
+	(*TorchConnsCheckedResponse)(nil), // 30: muster.v1.TorchConnsCheckedResponse
+	(*ReleaseStore)(nil),              // 31: muster.v1.ReleaseStore
+	(*ReservePorts)(nil),              // 32: muster.v1.ReservePorts
+	(*PortsReservedRequest)(nil),      // 33: muster.v1.PortsReservedRequest
+	(*PortsReservedResponse)(nil),     // 34: muster.v1.PortsReservedResponse
+	(*ReportLossRequest)(nil),         // 35: muster.v1.ReportLossRequest
+	(*ReportLossResponse)(nil),        // 36: muster.v1.ReportLossResponse
+	(*LeaveRequest)(nil),              // 37: muster.v1.LeaveRequest
+	(*LeaveResponse)(nil),             // 38: muster.v1.LeaveResponse
+	(*JobSpec)(nil),                   // 39: muster.v1.JobSpec
+	(*NodeHealth)(nil),                // 40: muster.v1.NodeHealth
+	(*ReportHealthRequest)(nil),       // 41: muster.v1.ReportHealthRequest
+	(*ReportHealthResponse)(nil),      // 42: muster.v1.ReportHealthResponse
+	(*SubmitRequest)(nil),             // 43: muster.v1.SubmitRequest
+	(*SubmitResponse)(nil),            // 44: muster.v1.SubmitResponse
+	(*Assignment)(nil),                // 45: muster.v1.Assignment
+	(*Identity)(nil),                  // 46: muster.v1.Identity
+	(*StopJob)(nil),                   // 47: muster.v1.StopJob
+	(*SignalJob)(nil),                 // 48: muster.v1.SignalJob
+	(*SignalRequest)(nil),             // 49: muster.v1.SignalRequest
+	(*SignalResponse)(nil),            // 50: muster.v1.SignalResponse
+	(*WorkerStarted)(nil),             // 51: muster.v1.WorkerStarted
+	(*Output)(nil),                    // 52: muster.v1.Output
+	(*WorkerExited)(nil),              // 53: muster.v1.WorkerExited
+	(*WorkerHang)(nil),                // 54: muster.v1.WorkerHang
+	(*HangVerdict)(nil),               // 55: muster.v1.HangVerdict
+	(*Collective)(nil),                // 56: muster.v1.Collective
+	(*HangClues)(nil),                 // 57: muster.v1.HangClues
+	(*RankClues)(nil),                 // 58: muster.v1.RankClues
+	(*RasAnswer)(nil),                 // 59: muster.v1.RasAnswer
+	(*RasCulprit)(nil),                // 60: muster.v1.RasCulprit
+	(*NodeLoss)(nil),                  // 61: muster.v1.NodeLoss
+	(*JobFinished)(nil),               // 62: muster.v1.JobFinished
+	(*OutputLost)(nil),                // 63: muster.v1.OutputLost
+	(*WaitingForNodes)(nil),           // 64: muster.v1.WaitingForNodes
+	(*JobEvent)(nil),                  // 65: muster.v1.JobEvent
+	(*RoundStarted)(nil),              // 66: muster.v1.RoundStarted
+	(*RoundRestarting)(nil),           // 67: muster.v1.RoundRestarting
+	(*StoreRestarted)(nil),            // 68: muster.v1.StoreRestarted
+	(*PublishRequest)(nil),            // 69: muster.v1.PublishRequest
+	(*PublishResponse)(nil),           // 70: muster.v1.PublishResponse
+	(*WatchJobRequest)(nil),           // 71: muster.v1.WatchJobRequest
+	(*CancelRequest)(nil),             // 72: muster.v1.CancelRequest
+	(*CancelResponse)(nil),            // 73: muster.v1.CancelResponse
+	(*ListNodesRequest)(nil),          // 74: muster.v1.ListNodesRequest
+	(*NodeStatus)(nil),                // 75: muster.v1.NodeStatus
+	(*ListNodesResponse)(nil),         // 76: muster.v1.ListNodesResponse
+	(*ListJobsRequest)(nil),           // 77: muster.v1.ListJobsRequest
+	(*JobStatus)(nil),                 // 78: muster.v1.JobStatus
+	(*JobRound)(nil),                  // 79: muster.v1.JobRound
+	(*GetJobRequest)(nil),             // 80: muster.v1.GetJobRequest
+	(*HistoryCommand)(nil),            // 81: muster.v1.HistoryCommand
+	(*HistoryExpire)(nil),             // 82: muster.v1.HistoryExpire
+	(*WatchJobsRequest)(nil),          // 83: muster.v1.WatchJobsRequest
+	(*ListJobsResponse)(nil),          // 84: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),                // 85: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),        // 86: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),          // 87: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),              // 88: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),             // 89: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),              // 90: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),             // 91: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),            // 92: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),           // 93: muster.v1.BarrierResponse
 }
 var file_muster_v1_types_proto_depIdxs = []int32{
-	5,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
-	6,  // 1: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
-	11, // 2: muster.v1.RegisterRequest.jobs:type_name -> muster.v1.RunningJob
-	37, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
-	44, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
-	12, // 5: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
-	51, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
-	30, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
-	43, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
-	45, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
-	29, // 10: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
-	21, // 11: muster.v1.AgentCommand.probe_peer:type_name -> muster.v1.ProbePeer
-	15, // 12: muster.v1.AgentCommand.send_logs:type_name -> muster.v1.SendLogs
-	46, // 13: muster.v1.AgentCommand.signal:type_name -> muster.v1.SignalJob
-	24, // 14: muster.v1.AgentCommand.check_torch_conns:type_name -> muster.v1.CheckTorchConns
-	2,  // 15: muster.v1.LogRecord.stream:type_name -> muster.v1.Stream
-	16, // 16: muster.v1.PushLogsRequest.records:type_name -> muster.v1.LogRecord
-	16, // 17: muster.v1.LogsResponse.records:type_name -> muster.v1.LogRecord
-	22, // 18: muster.v1.CheckTorchConns.conns:type_name -> muster.v1.TorchConn
-	22, // 19: muster.v1.CheckTorchConnsRequest.conns:type_name -> muster.v1.TorchConn
-	23, // 20: muster.v1.CheckTorchConnsResponse.verdicts:type_name -> muster.v1.TorchConnVerdict
-	23, // 21: muster.v1.TorchConnsCheckedRequest.verdicts:type_name -> muster.v1.TorchConnVerdict
-	53, // 22: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
-	0,  // 23: muster.v1.JobSpec.restart_on:type_name -> muster.v1.RestartOn
-	38, // 24: muster.v1.ReportHealthRequest.health:type_name -> muster.v1.NodeHealth
-	37, // 25: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
-	37, // 26: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
-	44, // 27: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
-	2,  // 28: muster.v1.Output.stream:type_name -> muster.v1.Stream
-	53, // 29: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
-	3,  // 30: muster.v1.WorkerExited.cause:type_name -> muster.v1.ExitCause
-	52, // 31: muster.v1.WorkerExited.hang:type_name -> muster.v1.WorkerHang
-	4,  // 32: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
-	1,  // 33: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
-	51, // 34: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
-	1,  // 35: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
-	49, // 36: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
-	50, // 37: muster.v1.JobEvent.output:type_name -> muster.v1.Output
-	51, // 38: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
-	54, // 39: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
-	55, // 40: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
-	56, // 41: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
-	60, // 42: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
-	59, // 43: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
-	58, // 44: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
-	53, // 45: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
-	57, // 46: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
-	1,  // 47: muster.v1.CancelResponse.ended:type_name -> muster.v1.JobState
-	6,  // 48: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
-	38, // 49: muster.v1.NodeStatus.health:type_name -> muster.v1.NodeHealth
-	67, // 50: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
-	37, // 51: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
-	1,  // 52: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
-	44, // 53: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	51, // 54: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
-	71, // 55: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
-	70, // 56: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
-	74, // 57: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
-	70, // 58: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	59, // [59:59] is the sub-list for method output_type
-	59, // [59:59] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	6,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
+	7,  // 1: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
+	12, // 2: muster.v1.RegisterRequest.jobs:type_name -> muster.v1.RunningJob
+	39, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
+	46, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
+	13, // 5: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
+	53, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
+	32, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
+	45, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
+	47, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
+	31, // 10: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
+	23, // 11: muster.v1.AgentCommand.probe_peer:type_name -> muster.v1.ProbePeer
+	17, // 12: muster.v1.AgentCommand.send_logs:type_name -> muster.v1.SendLogs
+	48, // 13: muster.v1.AgentCommand.signal:type_name -> muster.v1.SignalJob
+	16, // 14: muster.v1.AgentCommand.collect_hang_clues:type_name -> muster.v1.CollectHangClues
+	26, // 15: muster.v1.AgentCommand.check_torch_conns:type_name -> muster.v1.CheckTorchConns
+	2,  // 16: muster.v1.LogRecord.stream:type_name -> muster.v1.Stream
+	18, // 17: muster.v1.PushLogsRequest.records:type_name -> muster.v1.LogRecord
+	18, // 18: muster.v1.LogsResponse.records:type_name -> muster.v1.LogRecord
+	24, // 19: muster.v1.CheckTorchConns.conns:type_name -> muster.v1.TorchConn
+	24, // 20: muster.v1.CheckTorchConnsRequest.conns:type_name -> muster.v1.TorchConn
+	25, // 21: muster.v1.CheckTorchConnsResponse.verdicts:type_name -> muster.v1.TorchConnVerdict
+	25, // 22: muster.v1.TorchConnsCheckedRequest.verdicts:type_name -> muster.v1.TorchConnVerdict
+	61, // 23: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
+	0,  // 24: muster.v1.JobSpec.restart_on:type_name -> muster.v1.RestartOn
+	40, // 25: muster.v1.ReportHealthRequest.health:type_name -> muster.v1.NodeHealth
+	39, // 26: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
+	39, // 27: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
+	46, // 28: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
+	2,  // 29: muster.v1.Output.stream:type_name -> muster.v1.Stream
+	61, // 30: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
+	3,  // 31: muster.v1.WorkerExited.cause:type_name -> muster.v1.ExitCause
+	54, // 32: muster.v1.WorkerExited.hang:type_name -> muster.v1.WorkerHang
+	55, // 33: muster.v1.WorkerHang.verdict:type_name -> muster.v1.HangVerdict
+	4,  // 34: muster.v1.HangVerdict.evidence:type_name -> muster.v1.HangEvidence
+	56, // 35: muster.v1.HangVerdict.collective:type_name -> muster.v1.Collective
+	58, // 36: muster.v1.HangClues.ranks:type_name -> muster.v1.RankClues
+	59, // 37: muster.v1.HangClues.ras:type_name -> muster.v1.RasAnswer
+	56, // 38: muster.v1.RankClues.recorder:type_name -> muster.v1.Collective
+	60, // 39: muster.v1.RasAnswer.culprits:type_name -> muster.v1.RasCulprit
+	5,  // 40: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
+	1,  // 41: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
+	53, // 42: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
+	1,  // 43: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
+	51, // 44: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
+	52, // 45: muster.v1.JobEvent.output:type_name -> muster.v1.Output
+	53, // 46: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
+	62, // 47: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
+	63, // 48: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
+	64, // 49: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
+	68, // 50: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
+	67, // 51: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
+	66, // 52: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
+	61, // 53: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
+	57, // 54: muster.v1.JobEvent.hang_clues:type_name -> muster.v1.HangClues
+	65, // 55: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
+	1,  // 56: muster.v1.CancelResponse.ended:type_name -> muster.v1.JobState
+	7,  // 57: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
+	40, // 58: muster.v1.NodeStatus.health:type_name -> muster.v1.NodeHealth
+	75, // 59: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
+	39, // 60: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
+	1,  // 61: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
+	46, // 62: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
+	53, // 63: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
+	79, // 64: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
+	78, // 65: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
+	82, // 66: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
+	78, // 67: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	68, // [68:68] is the sub-list for method output_type
+	68, // [68:68] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_types_proto_init() }
@@ -7081,12 +7932,13 @@ func file_muster_v1_types_proto_init() {
 		(*AgentCommand_ProbePeer)(nil),
 		(*AgentCommand_SendLogs)(nil),
 		(*AgentCommand_Signal)(nil),
+		(*AgentCommand_CollectHangClues)(nil),
 		(*AgentCommand_CheckTorchConns)(nil),
 	}
-	file_muster_v1_types_proto_msgTypes[10].OneofWrappers = []any{}
-	file_muster_v1_types_proto_msgTypes[14].OneofWrappers = []any{}
-	file_muster_v1_types_proto_msgTypes[32].OneofWrappers = []any{}
-	file_muster_v1_types_proto_msgTypes[52].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[11].OneofWrappers = []any{}
+	file_muster_v1_types_proto_msgTypes[15].OneofWrappers = []any{}
+	file_muster_v1_types_proto_msgTypes[33].OneofWrappers = []any{}
+	file_muster_v1_types_proto_msgTypes[59].OneofWrappers = []any{
 		(*JobEvent_State)(nil),
 		(*JobEvent_Started)(nil),
 		(*JobEvent_Output)(nil),
@@ -7098,8 +7950,9 @@ func file_muster_v1_types_proto_init() {
 		(*JobEvent_Restarting)(nil),
 		(*JobEvent_RoundStarted)(nil),
 		(*JobEvent_NodeLost)(nil),
+		(*JobEvent_HangClues)(nil),
 	}
-	file_muster_v1_types_proto_msgTypes[68].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[75].OneofWrappers = []any{
 		(*HistoryCommand_Finished)(nil),
 		(*HistoryCommand_Expire)(nil),
 	}
@@ -7108,8 +7961,8 @@ func file_muster_v1_types_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_types_proto_rawDesc), len(file_muster_v1_types_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   81,
+			NumEnums:      6,
+			NumMessages:   88,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
