@@ -287,6 +287,10 @@ func (a *Agent) serve(watch musterv1.Agents_WatchClient) error {
 			go a.collectHangClues(c.CollectHangClues)
 		case *musterv1.AgentCommand_ProbePeer:
 			go a.probePeer(c.ProbePeer)
+		case *musterv1.AgentCommand_CheckTorchConns:
+			// Ranks wait on the answer: it waits for no other command. The
+			// store bounds the questions waiting for this node.
+			go a.answerTorchConns(c.CheckTorchConns)
 		case *musterv1.AgentCommand_SendLogs:
 			// After the job's start, if it was sent before: a follow then
 			// finds the job's ranks here.

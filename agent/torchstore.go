@@ -28,6 +28,8 @@ type torchStore struct {
 	kv    *kv.Memory // its own, so that its bounds are the job's alone
 	port  int32
 	round string // whose space it serves
+	// peers asks who made connections from the job's other nodes.
+	peers *torchConnChecker
 
 	amu   sync.Mutex
 	users *torchUsers // who may connect in round; set by the round's start
@@ -52,7 +54,8 @@ func (a *Agent) torchStorePort(job, round string) (int32, error) {
 		limits := tcpstore.Limits
 		limits.Shared = a.torchBytes
 		ts = &torchStore{srv: tcpstore.NewServer(l, a.torchConns, a.log.With(zap.String("job", job))),
-			kv: kv.NewMemoryWith(limits), port: int32(l.Addr().(*net.TCPAddr).Port)}
+			kv: kv.NewMemoryWith(limits), port: int32(l.Addr().(*net.TCPAddr).Port),
+			peers: newTorchConnChecker(a.ctx, a.log.With(zap.String("job", job)), a.askTorchConns(job))}
 		ts.srv.Admit(ts.admit)
 		ts.srv.Start()
 		a.torchStores[job] = ts
@@ -119,9 +122,11 @@ func torchConnLimit() *tcpstore.ConnLimit {
 const torchStoreBytes = 512 << 20
 
 // Who may use a job's TCPStore. PyTorch's clients carry no credential, so
-// the store goes by who connects: from another host, only the round's own
-// nodes' addresses; from this host, only processes of the job's user (the
-// kernel says who owns the other end of a local connection).
+// the store goes by who connects: processes of the job's user, on this host
+// or on another of the round's nodes. On this host the kernel says who owns
+// the other end of a connection; from another of the round's nodes (by its
+// address), that node's agent, which sees the socket there, says it when
+// asked through the store (torchconns.go); from any other host, nobody.
 type torchUsers struct {
 	round string
 	ready chan struct{} // closed once the round's start set the rest
@@ -146,10 +151,7 @@ func (a *Agent) allowTorchStoreUsers(asg *musterv1.Assignment) {
 	if ts == nil {
 		return
 	}
-	uid := uint32(os.Geteuid())
-	if id := asg.GetRunAs(); id != nil {
-		uid = id.GetUid()
-	}
+	uid := jobUID(asg)
 	nodes := map[netip.Addr]bool{}
 	for _, addr := range asg.GetNodeAddrs() {
 		if ip, err := netip.ParseAddr(addr); err == nil {
@@ -186,13 +188,17 @@ func (ts *torchStore) admit(ctx context.Context, nc net.Conn) error {
 	case <-t.C:
 		return fmt.Errorf("round %s never started here", u.round)
 	}
-	return u.allowed(nc, security.TCPPeerOwner, isLocalAddr)
+	return u.allowed(nc, security.TCPPeerOwner, isLocalAddr, func(client, server netip.AddrPort) error {
+		return ts.peers.check(ctx, u.round, client, server)
+	})
 }
 
 // allowed says why nc may not use the store, if it may not. owner finds
 // the uid of a local connection's other end; local says whether an address
-// is this host's.
-func (u *torchUsers) allowed(nc net.Conn, owner func(net.Conn) (uint32, bool, error), local func(netip.Addr) bool) error {
+// is this host's; remote asks the agent of the node a connection comes
+// from who made it there.
+func (u *torchUsers) allowed(nc net.Conn, owner func(net.Conn) (uint32, bool, error), local func(netip.Addr) bool,
+	remote func(client, server netip.AddrPort) error) error {
 	uid, found, err := owner(nc)
 	if err != nil {
 		return err
@@ -203,10 +209,8 @@ func (u *torchUsers) allowed(nc net.Conn, owner func(net.Conn) (uint32, bool, er
 		}
 		return nil
 	}
-	ip := netip.Addr{}
-	if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
-		ip = ta.AddrPort().Addr().Unmap()
-	}
+	client, server := tcpAddrPort(nc.RemoteAddr()), tcpAddrPort(nc.LocalAddr())
+	ip := client.Addr()
 	switch {
 	case !u.nodes[ip]:
 		return fmt.Errorf("%s is not one of the job's nodes", ip)
@@ -214,7 +218,29 @@ func (u *torchUsers) allowed(nc net.Conn, owner func(net.Conn) (uint32, bool, er
 		// This host's own address, from a socket that is gone already.
 		return fmt.Errorf("a local connection whose socket has gone")
 	}
-	return nil
+	// The address says only which node: any of its users may connect from
+	// it. That node's agent sees the socket, and says whose it is.
+	return remote(client, server)
+}
+
+// tcpAddrPort is a TCP address without IPv4 mapping or zone; the zero
+// AddrPort for another kind of address.
+func tcpAddrPort(a net.Addr) netip.AddrPort {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return netip.AddrPort{}
+	}
+	ap := ta.AddrPort()
+	return netip.AddrPortFrom(ap.Addr().Unmap().WithZone(""), ap.Port())
+}
+
+// jobUID is the user whose processes asg's workers are on this node: its
+// submitter, or for the cluster operator's jobs the agent's own user.
+func jobUID(asg *musterv1.Assignment) uint32 {
+	if id := asg.GetRunAs(); id != nil {
+		return id.GetUid()
+	}
+	return uint32(os.Geteuid())
 }
 
 // isLocalAddr says whether ip is one of this host's addresses.

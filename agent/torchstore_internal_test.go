@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"os"
@@ -23,7 +24,7 @@ import (
 
 // torchAgent is an agent of just its TCPStores, on addr.
 func torchAgent(t *testing.T, addr string, budget int64, log *zap.Logger) *Agent {
-	a := &Agent{cfg: Config{Addr: addr}, log: log, torchStores: map[string]*torchStore{},
+	a := &Agent{cfg: Config{Addr: addr}, log: log, ctx: context.Background(), torchStores: map[string]*torchStore{},
 		torchConns: torchConnLimit(), torchBytes: kv.NewBudget(budget, "this agent's TCPStores")}
 	t.Cleanup(func() {
 		for job := range a.torchStores {
@@ -113,30 +114,46 @@ func TestTorchStoreServesOnlyTheJobsUser(t *testing.T) {
 	}
 }
 
-// Who connects from elsewhere is judged by address: the job's nodes only,
-// and this host's own addresses never without a local socket's owner.
+// Who connects from elsewhere is judged by address first: the job's
+// nodes only, and this host's own addresses never without a local socket's
+// owner. From another of the job's nodes, that node's agent says whose the
+// socket is.
 func TestTorchStoreUsersFromOtherHosts(t *testing.T) {
 	u := &torchUsers{uid: 1000, nodes: map[netip.Addr]bool{netip.MustParseAddr("10.0.0.2"): true, netip.MustParseAddr("127.0.0.1"): true}}
 	local := func(ip netip.Addr) bool { return ip == netip.MustParseAddr("10.0.0.1") }
 	for _, tt := range []struct {
-		name  string
-		from  string
-		uid   uint32
-		found bool
-		err   string
+		name   string
+		from   string
+		uid    uint32
+		found  bool
+		remote error // the other node's word
+		err    string
+		asked  bool
 	}{
-		{"a node of the job", "10.0.0.2", 0, false, ""},
-		{"a host that is not", "10.0.0.3", 0, false, "10.0.0.3 is not one of the job's nodes"},
-		{"this host, the job's user", "10.0.0.1", 1000, true, ""},
-		{"this host, another user", "10.0.0.1", 1001, true, "uid 1001, not of the job's user (uid 1000)"},
-		{"loopback, no socket found", "127.0.0.1", 0, false, "a local connection whose socket has gone"},
+		{"a node of the job, the job's user there", "10.0.0.2", 0, false, nil, "", true},
+		{"a node of the job, another user there", "10.0.0.2", 0, false, errors.New("node b: a process of uid 65534"), "uid 65534", true},
+		{"a host that is not", "10.0.0.3", 0, false, nil, "10.0.0.3 is not one of the job's nodes", false},
+		{"this host, the job's user", "10.0.0.1", 1000, true, nil, "", false},
+		{"this host, another user", "10.0.0.1", 1001, true, nil, "uid 1001, not of the job's user (uid 1000)", false},
+		{"loopback, no socket found", "127.0.0.1", 0, false, nil, "a local connection whose socket has gone", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			nc := fakeConn{remote: &net.TCPAddr{IP: net.ParseIP(tt.from), Port: 5000}}
+			nc := fakeConn{remote: &net.TCPAddr{IP: net.ParseIP(tt.from), Port: 5000}, local: &net.TCPAddr{IP: net.ParseIP("10.0.0.1"), Port: 29500}}
 			owner := func(net.Conn) (uint32, bool, error) { return tt.uid, tt.found, nil }
-			err := u.allowed(nc, owner, local)
+			asked := false
+			remote := func(client, server netip.AddrPort) error {
+				asked = true
+				if client.String() != tt.from+":5000" || server.String() != "10.0.0.1:29500" {
+					t.Errorf("asked about %s -> %s", client, server)
+				}
+				return tt.remote
+			}
+			err := u.allowed(nc, owner, local, remote)
 			if (tt.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.err)) {
 				t.Fatalf("got %v, want %q", err, tt.err)
+			}
+			if asked != tt.asked {
+				t.Fatalf("asked the other node: %v, want %v", asked, tt.asked)
 			}
 		})
 	}
@@ -199,7 +216,9 @@ func TestTorchStoresShareABudget(t *testing.T) {
 // fakeConn is a connection from remote, for the rules alone.
 type fakeConn struct {
 	net.Conn
-	remote net.Addr
+	remote, local net.Addr
 }
+
+func (c fakeConn) LocalAddr() net.Addr { return c.local }
 
 func (c fakeConn) RemoteAddr() net.Addr { return c.remote }

@@ -2,6 +2,7 @@ package security_test
 
 import (
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
@@ -55,5 +56,27 @@ func check(t *testing.T, l net.Listener, want uint32) {
 	uid, found, err := security.TCPPeerOwner(c)
 	if err != nil || !found || uid != want {
 		t.Fatalf("owner of %s: uid %d, found %v, %v; want uid %d", c.RemoteAddr(), uid, found, err, want)
+	}
+	// As the agent of the peer's host looks it up: by the peer's own
+	// address first, many lookups on one netlink socket.
+	d, err := security.OpenSockDiag()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	peer, local := c.RemoteAddr().(*net.TCPAddr).AddrPort(), c.LocalAddr().(*net.TCPAddr).AddrPort()
+	for range 3 {
+		uid, found, err := d.Owner(peer, local)
+		if err != nil || !found || uid != want {
+			t.Fatalf("owner of the socket %s -> %s: uid %d, found %v, %v; want uid %d", peer, local, uid, found, err, want)
+		}
+		// This process's own end is found too, as this process's.
+		if uid, found, err := d.Owner(local, peer); err != nil || !found || uid != uint32(os.Geteuid()) {
+			t.Fatalf("owner of the socket %s -> %s: uid %d, found %v, %v", local, peer, uid, found, err)
+		}
+		// A port no socket has is no one's.
+		if _, found, err := d.Owner(netip.AddrPortFrom(peer.Addr(), 1), local); err != nil || found {
+			t.Fatalf("a socket that is not there: found %v, %v", found, err)
+		}
 	}
 }

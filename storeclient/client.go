@@ -36,6 +36,14 @@ const (
 	MaxMessageBytes       = 16 << 20
 )
 
+// MaxTorchConns bounds the connections to a job's TCPStore that one
+// CheckTorchConns call, and so one CheckTorchConns command, asks about.
+const MaxTorchConns = 1024
+
+// MaxTorchConnReason bounds an agent's word on why it refuses such a
+// connection.
+const MaxTorchConnReason = 256
+
 // Client is a connection to a store.
 type Client struct {
 	musterv1.AgentsClient

@@ -44,15 +44,17 @@ func callerFrom(ctx context.Context) caller {
 // probe, grpc_health_probe) carry no token.
 var (
 	agentMethods = map[string]bool{
-		musterv1.Agents_Register_FullMethodName:      true,
-		musterv1.Agents_Watch_FullMethodName:         true,
-		musterv1.Agents_PortsReserved_FullMethodName: true,
-		musterv1.Agents_ReportLoss_FullMethodName:    true,
-		musterv1.Agents_Renew_FullMethodName:         true,
-		musterv1.Agents_Leave_FullMethodName:         true,
-		musterv1.Agents_ReportHealth_FullMethodName:  true,
-		musterv1.Agents_Publish_FullMethodName:       true,
-		musterv1.Agents_PushLogs_FullMethodName:      true,
+		musterv1.Agents_Register_FullMethodName:          true,
+		musterv1.Agents_Watch_FullMethodName:             true,
+		musterv1.Agents_PortsReserved_FullMethodName:     true,
+		musterv1.Agents_ReportLoss_FullMethodName:        true,
+		musterv1.Agents_Renew_FullMethodName:             true,
+		musterv1.Agents_Leave_FullMethodName:             true,
+		musterv1.Agents_ReportHealth_FullMethodName:      true,
+		musterv1.Agents_Publish_FullMethodName:           true,
+		musterv1.Agents_PushLogs_FullMethodName:          true,
+		musterv1.Agents_CheckTorchConns_FullMethodName:   true,
+		musterv1.Agents_TorchConnsChecked_FullMethodName: true,
 	}
 	launcherMethods = map[string]bool{
 		musterv1.Jobs_Submit_FullMethodName:    true,

@@ -117,6 +117,7 @@ type Server struct {
 	uid     uint32 // the store's own user
 	token   []byte // "Bearer " + the cluster token; nil without one
 	logs    logRelays
+	torch   torchChecks
 
 	errc      chan error
 	closeOnce sync.Once

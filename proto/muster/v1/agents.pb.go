@@ -24,7 +24,7 @@ var File_muster_v1_agents_proto protoreflect.FileDescriptor
 
 const file_muster_v1_agents_proto_rawDesc = "" +
 	"\n" +
-	"\x16muster/v1/agents.proto\x12\tmuster.v1\x1a\x15muster/v1/types.proto2\xbe\x05\n" +
+	"\x16muster/v1/agents.proto\x12\tmuster.v1\x1a\x15muster/v1/types.proto2\xf8\x06\n" +
 	"\x06Agents\x12C\n" +
 	"\bRegister\x12\x1a.muster.v1.RegisterRequest\x1a\x1b.muster.v1.RegisterResponse\x12;\n" +
 	"\x05Watch\x12\x17.muster.v1.WatchRequest\x1a\x17.muster.v1.AgentCommand0\x01\x12R\n" +
@@ -36,29 +36,35 @@ const file_muster_v1_agents_proto_rawDesc = "" +
 	"\aPublish\x12\x19.muster.v1.PublishRequest\x1a\x1a.muster.v1.PublishResponse\x12A\n" +
 	"\tReadStdin\x12\x1b.muster.v1.ReadStdinRequest\x1a\x15.muster.v1.StdinChunk0\x01\x12E\n" +
 	"\bPushLogs\x12\x1a.muster.v1.PushLogsRequest\x1a\x1b.muster.v1.PushLogsResponse(\x01\x12O\n" +
-	"\fReportHealth\x12\x1e.muster.v1.ReportHealthRequest\x1a\x1f.muster.v1.ReportHealthResponseB5Z3github.com/musterhq/muster/proto/muster/v1;musterv1b\x06proto3"
+	"\fReportHealth\x12\x1e.muster.v1.ReportHealthRequest\x1a\x1f.muster.v1.ReportHealthResponse\x12X\n" +
+	"\x0fCheckTorchConns\x12!.muster.v1.CheckTorchConnsRequest\x1a\".muster.v1.CheckTorchConnsResponse\x12^\n" +
+	"\x11TorchConnsChecked\x12#.muster.v1.TorchConnsCheckedRequest\x1a$.muster.v1.TorchConnsCheckedResponseB5Z3github.com/musterhq/muster/proto/muster/v1;musterv1b\x06proto3"
 
 var file_muster_v1_agents_proto_goTypes = []any{
-	(*RegisterRequest)(nil),       // 0: muster.v1.RegisterRequest
-	(*WatchRequest)(nil),          // 1: muster.v1.WatchRequest
-	(*PortsReservedRequest)(nil),  // 2: muster.v1.PortsReservedRequest
-	(*RenewRequest)(nil),          // 3: muster.v1.RenewRequest
-	(*ReportLossRequest)(nil),     // 4: muster.v1.ReportLossRequest
-	(*LeaveRequest)(nil),          // 5: muster.v1.LeaveRequest
-	(*PublishRequest)(nil),        // 6: muster.v1.PublishRequest
-	(*ReadStdinRequest)(nil),      // 7: muster.v1.ReadStdinRequest
-	(*PushLogsRequest)(nil),       // 8: muster.v1.PushLogsRequest
-	(*ReportHealthRequest)(nil),   // 9: muster.v1.ReportHealthRequest
-	(*RegisterResponse)(nil),      // 10: muster.v1.RegisterResponse
-	(*AgentCommand)(nil),          // 11: muster.v1.AgentCommand
-	(*PortsReservedResponse)(nil), // 12: muster.v1.PortsReservedResponse
-	(*RenewResponse)(nil),         // 13: muster.v1.RenewResponse
-	(*ReportLossResponse)(nil),    // 14: muster.v1.ReportLossResponse
-	(*LeaveResponse)(nil),         // 15: muster.v1.LeaveResponse
-	(*PublishResponse)(nil),       // 16: muster.v1.PublishResponse
-	(*StdinChunk)(nil),            // 17: muster.v1.StdinChunk
-	(*PushLogsResponse)(nil),      // 18: muster.v1.PushLogsResponse
-	(*ReportHealthResponse)(nil),  // 19: muster.v1.ReportHealthResponse
+	(*RegisterRequest)(nil),           // 0: muster.v1.RegisterRequest
+	(*WatchRequest)(nil),              // 1: muster.v1.WatchRequest
+	(*PortsReservedRequest)(nil),      // 2: muster.v1.PortsReservedRequest
+	(*RenewRequest)(nil),              // 3: muster.v1.RenewRequest
+	(*ReportLossRequest)(nil),         // 4: muster.v1.ReportLossRequest
+	(*LeaveRequest)(nil),              // 5: muster.v1.LeaveRequest
+	(*PublishRequest)(nil),            // 6: muster.v1.PublishRequest
+	(*ReadStdinRequest)(nil),          // 7: muster.v1.ReadStdinRequest
+	(*PushLogsRequest)(nil),           // 8: muster.v1.PushLogsRequest
+	(*ReportHealthRequest)(nil),       // 9: muster.v1.ReportHealthRequest
+	(*CheckTorchConnsRequest)(nil),    // 10: muster.v1.CheckTorchConnsRequest
+	(*TorchConnsCheckedRequest)(nil),  // 11: muster.v1.TorchConnsCheckedRequest
+	(*RegisterResponse)(nil),          // 12: muster.v1.RegisterResponse
+	(*AgentCommand)(nil),              // 13: muster.v1.AgentCommand
+	(*PortsReservedResponse)(nil),     // 14: muster.v1.PortsReservedResponse
+	(*RenewResponse)(nil),             // 15: muster.v1.RenewResponse
+	(*ReportLossResponse)(nil),        // 16: muster.v1.ReportLossResponse
+	(*LeaveResponse)(nil),             // 17: muster.v1.LeaveResponse
+	(*PublishResponse)(nil),           // 18: muster.v1.PublishResponse
+	(*StdinChunk)(nil),                // 19: muster.v1.StdinChunk
+	(*PushLogsResponse)(nil),          // 20: muster.v1.PushLogsResponse
+	(*ReportHealthResponse)(nil),      // 21: muster.v1.ReportHealthResponse
+	(*CheckTorchConnsResponse)(nil),   // 22: muster.v1.CheckTorchConnsResponse
+	(*TorchConnsCheckedResponse)(nil), // 23: muster.v1.TorchConnsCheckedResponse
 }
 var file_muster_v1_agents_proto_depIdxs = []int32{
 	0,  // 0: muster.v1.Agents.Register:input_type -> muster.v1.RegisterRequest
@@ -71,18 +77,22 @@ var file_muster_v1_agents_proto_depIdxs = []int32{
 	7,  // 7: muster.v1.Agents.ReadStdin:input_type -> muster.v1.ReadStdinRequest
 	8,  // 8: muster.v1.Agents.PushLogs:input_type -> muster.v1.PushLogsRequest
 	9,  // 9: muster.v1.Agents.ReportHealth:input_type -> muster.v1.ReportHealthRequest
-	10, // 10: muster.v1.Agents.Register:output_type -> muster.v1.RegisterResponse
-	11, // 11: muster.v1.Agents.Watch:output_type -> muster.v1.AgentCommand
-	12, // 12: muster.v1.Agents.PortsReserved:output_type -> muster.v1.PortsReservedResponse
-	13, // 13: muster.v1.Agents.Renew:output_type -> muster.v1.RenewResponse
-	14, // 14: muster.v1.Agents.ReportLoss:output_type -> muster.v1.ReportLossResponse
-	15, // 15: muster.v1.Agents.Leave:output_type -> muster.v1.LeaveResponse
-	16, // 16: muster.v1.Agents.Publish:output_type -> muster.v1.PublishResponse
-	17, // 17: muster.v1.Agents.ReadStdin:output_type -> muster.v1.StdinChunk
-	18, // 18: muster.v1.Agents.PushLogs:output_type -> muster.v1.PushLogsResponse
-	19, // 19: muster.v1.Agents.ReportHealth:output_type -> muster.v1.ReportHealthResponse
-	10, // [10:20] is the sub-list for method output_type
-	0,  // [0:10] is the sub-list for method input_type
+	10, // 10: muster.v1.Agents.CheckTorchConns:input_type -> muster.v1.CheckTorchConnsRequest
+	11, // 11: muster.v1.Agents.TorchConnsChecked:input_type -> muster.v1.TorchConnsCheckedRequest
+	12, // 12: muster.v1.Agents.Register:output_type -> muster.v1.RegisterResponse
+	13, // 13: muster.v1.Agents.Watch:output_type -> muster.v1.AgentCommand
+	14, // 14: muster.v1.Agents.PortsReserved:output_type -> muster.v1.PortsReservedResponse
+	15, // 15: muster.v1.Agents.Renew:output_type -> muster.v1.RenewResponse
+	16, // 16: muster.v1.Agents.ReportLoss:output_type -> muster.v1.ReportLossResponse
+	17, // 17: muster.v1.Agents.Leave:output_type -> muster.v1.LeaveResponse
+	18, // 18: muster.v1.Agents.Publish:output_type -> muster.v1.PublishResponse
+	19, // 19: muster.v1.Agents.ReadStdin:output_type -> muster.v1.StdinChunk
+	20, // 20: muster.v1.Agents.PushLogs:output_type -> muster.v1.PushLogsResponse
+	21, // 21: muster.v1.Agents.ReportHealth:output_type -> muster.v1.ReportHealthResponse
+	22, // 22: muster.v1.Agents.CheckTorchConns:output_type -> muster.v1.CheckTorchConnsResponse
+	23, // 23: muster.v1.Agents.TorchConnsChecked:output_type -> muster.v1.TorchConnsCheckedResponse
+	12, // [12:24] is the sub-list for method output_type
+	0,  // [0:12] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

@@ -19,16 +19,18 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Agents_Register_FullMethodName      = "/muster.v1.Agents/Register"
-	Agents_Watch_FullMethodName         = "/muster.v1.Agents/Watch"
-	Agents_PortsReserved_FullMethodName = "/muster.v1.Agents/PortsReserved"
-	Agents_Renew_FullMethodName         = "/muster.v1.Agents/Renew"
-	Agents_ReportLoss_FullMethodName    = "/muster.v1.Agents/ReportLoss"
-	Agents_Leave_FullMethodName         = "/muster.v1.Agents/Leave"
-	Agents_Publish_FullMethodName       = "/muster.v1.Agents/Publish"
-	Agents_ReadStdin_FullMethodName     = "/muster.v1.Agents/ReadStdin"
-	Agents_PushLogs_FullMethodName      = "/muster.v1.Agents/PushLogs"
-	Agents_ReportHealth_FullMethodName  = "/muster.v1.Agents/ReportHealth"
+	Agents_Register_FullMethodName          = "/muster.v1.Agents/Register"
+	Agents_Watch_FullMethodName             = "/muster.v1.Agents/Watch"
+	Agents_PortsReserved_FullMethodName     = "/muster.v1.Agents/PortsReserved"
+	Agents_Renew_FullMethodName             = "/muster.v1.Agents/Renew"
+	Agents_ReportLoss_FullMethodName        = "/muster.v1.Agents/ReportLoss"
+	Agents_Leave_FullMethodName             = "/muster.v1.Agents/Leave"
+	Agents_Publish_FullMethodName           = "/muster.v1.Agents/Publish"
+	Agents_ReadStdin_FullMethodName         = "/muster.v1.Agents/ReadStdin"
+	Agents_PushLogs_FullMethodName          = "/muster.v1.Agents/PushLogs"
+	Agents_ReportHealth_FullMethodName      = "/muster.v1.Agents/ReportHealth"
+	Agents_CheckTorchConns_FullMethodName   = "/muster.v1.Agents/CheckTorchConns"
+	Agents_TorchConnsChecked_FullMethodName = "/muster.v1.Agents/TorchConnsChecked"
 )
 
 // AgentsClient is the client API for Agents service.
@@ -63,6 +65,14 @@ type AgentsClient interface {
 	// ReportHealth carries a node's health check, made before it starts a
 	// round's workers: a node that fails it is left out of the job's rounds.
 	ReportHealth(ctx context.Context, in *ReportHealthRequest, opts ...grpc.CallOption) (*ReportHealthResponse, error)
+	// CheckTorchConns asks who made connections to a job's TCPStore from the
+	// job's other nodes: the agent that serves the store calls it before it
+	// admits one. The store relays the question to the agent of the node
+	// each connection comes from (a CheckTorchConns command), which looks up
+	// the owner of the connection's socket there, and returns the answers.
+	CheckTorchConns(ctx context.Context, in *CheckTorchConnsRequest, opts ...grpc.CallOption) (*CheckTorchConnsResponse, error)
+	// TorchConnsChecked answers a CheckTorchConns command.
+	TorchConnsChecked(ctx context.Context, in *TorchConnsCheckedRequest, opts ...grpc.CallOption) (*TorchConnsCheckedResponse, error)
 }
 
 type agentsClient struct {
@@ -194,6 +204,26 @@ func (c *agentsClient) ReportHealth(ctx context.Context, in *ReportHealthRequest
 	return out, nil
 }
 
+func (c *agentsClient) CheckTorchConns(ctx context.Context, in *CheckTorchConnsRequest, opts ...grpc.CallOption) (*CheckTorchConnsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckTorchConnsResponse)
+	err := c.cc.Invoke(ctx, Agents_CheckTorchConns_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentsClient) TorchConnsChecked(ctx context.Context, in *TorchConnsCheckedRequest, opts ...grpc.CallOption) (*TorchConnsCheckedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TorchConnsCheckedResponse)
+	err := c.cc.Invoke(ctx, Agents_TorchConnsChecked_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentsServer is the server API for Agents service.
 // All implementations must embed UnimplementedAgentsServer
 // for forward compatibility.
@@ -226,6 +256,14 @@ type AgentsServer interface {
 	// ReportHealth carries a node's health check, made before it starts a
 	// round's workers: a node that fails it is left out of the job's rounds.
 	ReportHealth(context.Context, *ReportHealthRequest) (*ReportHealthResponse, error)
+	// CheckTorchConns asks who made connections to a job's TCPStore from the
+	// job's other nodes: the agent that serves the store calls it before it
+	// admits one. The store relays the question to the agent of the node
+	// each connection comes from (a CheckTorchConns command), which looks up
+	// the owner of the connection's socket there, and returns the answers.
+	CheckTorchConns(context.Context, *CheckTorchConnsRequest) (*CheckTorchConnsResponse, error)
+	// TorchConnsChecked answers a CheckTorchConns command.
+	TorchConnsChecked(context.Context, *TorchConnsCheckedRequest) (*TorchConnsCheckedResponse, error)
 	mustEmbedUnimplementedAgentsServer()
 }
 
@@ -265,6 +303,12 @@ func (UnimplementedAgentsServer) PushLogs(grpc.ClientStreamingServer[PushLogsReq
 }
 func (UnimplementedAgentsServer) ReportHealth(context.Context, *ReportHealthRequest) (*ReportHealthResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReportHealth not implemented")
+}
+func (UnimplementedAgentsServer) CheckTorchConns(context.Context, *CheckTorchConnsRequest) (*CheckTorchConnsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckTorchConns not implemented")
+}
+func (UnimplementedAgentsServer) TorchConnsChecked(context.Context, *TorchConnsCheckedRequest) (*TorchConnsCheckedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TorchConnsChecked not implemented")
 }
 func (UnimplementedAgentsServer) mustEmbedUnimplementedAgentsServer() {}
 func (UnimplementedAgentsServer) testEmbeddedByValue()                {}
@@ -442,6 +486,42 @@ func _Agents_ReportHealth_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Agents_CheckTorchConns_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckTorchConnsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentsServer).CheckTorchConns(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Agents_CheckTorchConns_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentsServer).CheckTorchConns(ctx, req.(*CheckTorchConnsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Agents_TorchConnsChecked_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TorchConnsCheckedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentsServer).TorchConnsChecked(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Agents_TorchConnsChecked_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentsServer).TorchConnsChecked(ctx, req.(*TorchConnsCheckedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Agents_ServiceDesc is the grpc.ServiceDesc for Agents service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -476,6 +556,14 @@ var Agents_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReportHealth",
 			Handler:    _Agents_ReportHealth_Handler,
+		},
+		{
+			MethodName: "CheckTorchConns",
+			Handler:    _Agents_CheckTorchConns_Handler,
+		},
+		{
+			MethodName: "TorchConnsChecked",
+			Handler:    _Agents_TorchConnsChecked_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1075,6 +1075,7 @@ type AgentCommand struct {
 	//	*AgentCommand_SendLogs
 	//	*AgentCommand_Signal
 	//	*AgentCommand_CollectHangClues
+	//	*AgentCommand_CheckTorchConns
 	Command       isAgentCommand_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1189,6 +1190,15 @@ func (x *AgentCommand) GetCollectHangClues() *CollectHangClues {
 	return nil
 }
 
+func (x *AgentCommand) GetCheckTorchConns() *CheckTorchConns {
+	if x != nil {
+		if x, ok := x.Command.(*AgentCommand_CheckTorchConns); ok {
+			return x.CheckTorchConns
+		}
+	}
+	return nil
+}
+
 type isAgentCommand_Command interface {
 	isAgentCommand_Command()
 }
@@ -1225,6 +1235,10 @@ type AgentCommand_CollectHangClues struct {
 	CollectHangClues *CollectHangClues `protobuf:"bytes,301,opt,name=collect_hang_clues,json=collectHangClues,proto3,oneof"`
 }
 
+type AgentCommand_CheckTorchConns struct {
+	CheckTorchConns *CheckTorchConns `protobuf:"bytes,320,opt,name=check_torch_conns,json=checkTorchConns,proto3,oneof"`
+}
+
 func (*AgentCommand_ReservePorts) isAgentCommand_Command() {}
 
 func (*AgentCommand_Start) isAgentCommand_Command() {}
@@ -1240,6 +1254,8 @@ func (*AgentCommand_SendLogs) isAgentCommand_Command() {}
 func (*AgentCommand_Signal) isAgentCommand_Command() {}
 
 func (*AgentCommand_CollectHangClues) isAgentCommand_Command() {}
+
+func (*AgentCommand_CheckTorchConns) isAgentCommand_Command() {}
 
 // CollectHangClues asks an agent for its clues to a hang of one of its jobs
 // (HangClues, published as a job event), because another node of the round
@@ -1762,6 +1778,391 @@ func (x *ProbePeer) GetAddr() string {
 	return ""
 }
 
+// TorchConn is a TCP connection to a job's TCPStore, by its two ends as the
+// store's node sees them: client (IP:PORT) is the connecting socket's
+// address, server (IP:PORT) the store's.
+type TorchConn struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Client        string                 `protobuf:"bytes,1,opt,name=client,proto3" json:"client,omitempty"`
+	Server        string                 `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TorchConn) Reset() {
+	*x = TorchConn{}
+	mi := &file_muster_v1_types_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TorchConn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TorchConn) ProtoMessage() {}
+
+func (x *TorchConn) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TorchConn.ProtoReflect.Descriptor instead.
+func (*TorchConn) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *TorchConn) GetClient() string {
+	if x != nil {
+		return x.Client
+	}
+	return ""
+}
+
+func (x *TorchConn) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+// TorchConnVerdict says whether a connection to a job's TCPStore comes from
+// a process of the job's user, and when it does not, why.
+type TorchConnVerdict struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Allowed       bool                   `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TorchConnVerdict) Reset() {
+	*x = TorchConnVerdict{}
+	mi := &file_muster_v1_types_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TorchConnVerdict) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TorchConnVerdict) ProtoMessage() {}
+
+func (x *TorchConnVerdict) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TorchConnVerdict.ProtoReflect.Descriptor instead.
+func (*TorchConnVerdict) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *TorchConnVerdict) GetAllowed() bool {
+	if x != nil {
+		return x.Allowed
+	}
+	return false
+}
+
+func (x *TorchConnVerdict) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// CheckTorchConns asks the agent of one of a job's nodes who owns the
+// sockets there that made conns: it answers with TorchConnsChecked, a
+// verdict for each connection, in order.
+type CheckTorchConns struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	JobId         string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Conns         []*TorchConn           `protobuf:"bytes,3,rep,name=conns,proto3" json:"conns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckTorchConns) Reset() {
+	*x = CheckTorchConns{}
+	mi := &file_muster_v1_types_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckTorchConns) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckTorchConns) ProtoMessage() {}
+
+func (x *CheckTorchConns) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckTorchConns.ProtoReflect.Descriptor instead.
+func (*CheckTorchConns) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *CheckTorchConns) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *CheckTorchConns) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *CheckTorchConns) GetConns() []*TorchConn {
+	if x != nil {
+		return x.Conns
+	}
+	return nil
+}
+
+// CheckTorchConnsRequest comes from the agent that serves the job's
+// TCPStore in round_id (its node rank 0), for connections from the
+// round's other nodes.
+type CheckTorchConnsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	JobId         string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	RoundId       string                 `protobuf:"bytes,3,opt,name=round_id,json=roundId,proto3" json:"round_id,omitempty"`
+	Conns         []*TorchConn           `protobuf:"bytes,4,rep,name=conns,proto3" json:"conns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckTorchConnsRequest) Reset() {
+	*x = CheckTorchConnsRequest{}
+	mi := &file_muster_v1_types_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckTorchConnsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckTorchConnsRequest) ProtoMessage() {}
+
+func (x *CheckTorchConnsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckTorchConnsRequest.ProtoReflect.Descriptor instead.
+func (*CheckTorchConnsRequest) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *CheckTorchConnsRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *CheckTorchConnsRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *CheckTorchConnsRequest) GetRoundId() string {
+	if x != nil {
+		return x.RoundId
+	}
+	return ""
+}
+
+func (x *CheckTorchConnsRequest) GetConns() []*TorchConn {
+	if x != nil {
+		return x.Conns
+	}
+	return nil
+}
+
+// CheckTorchConnsResponse has a verdict for each connection asked about,
+// in order.
+type CheckTorchConnsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Verdicts      []*TorchConnVerdict    `protobuf:"bytes,1,rep,name=verdicts,proto3" json:"verdicts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckTorchConnsResponse) Reset() {
+	*x = CheckTorchConnsResponse{}
+	mi := &file_muster_v1_types_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckTorchConnsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckTorchConnsResponse) ProtoMessage() {}
+
+func (x *CheckTorchConnsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckTorchConnsResponse.ProtoReflect.Descriptor instead.
+func (*CheckTorchConnsResponse) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *CheckTorchConnsResponse) GetVerdicts() []*TorchConnVerdict {
+	if x != nil {
+		return x.Verdicts
+	}
+	return nil
+}
+
+type TorchConnsCheckedRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Verdicts      []*TorchConnVerdict    `protobuf:"bytes,3,rep,name=verdicts,proto3" json:"verdicts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TorchConnsCheckedRequest) Reset() {
+	*x = TorchConnsCheckedRequest{}
+	mi := &file_muster_v1_types_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TorchConnsCheckedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TorchConnsCheckedRequest) ProtoMessage() {}
+
+func (x *TorchConnsCheckedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TorchConnsCheckedRequest.ProtoReflect.Descriptor instead.
+func (*TorchConnsCheckedRequest) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *TorchConnsCheckedRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *TorchConnsCheckedRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *TorchConnsCheckedRequest) GetVerdicts() []*TorchConnVerdict {
+	if x != nil {
+		return x.Verdicts
+	}
+	return nil
+}
+
+type TorchConnsCheckedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TorchConnsCheckedResponse) Reset() {
+	*x = TorchConnsCheckedResponse{}
+	mi := &file_muster_v1_types_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TorchConnsCheckedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TorchConnsCheckedResponse) ProtoMessage() {}
+
+func (x *TorchConnsCheckedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TorchConnsCheckedResponse.ProtoReflect.Descriptor instead.
+func (*TorchConnsCheckedResponse) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{24}
+}
+
 // ReleaseStore tells the agent that served a job's TCPStore that no round
 // needs it any more: the job ended, or its node rank 0 moved elsewhere.
 type ReleaseStore struct {
@@ -1773,7 +2174,7 @@ type ReleaseStore struct {
 
 func (x *ReleaseStore) Reset() {
 	*x = ReleaseStore{}
-	mi := &file_muster_v1_types_proto_msgTypes[18]
+	mi := &file_muster_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1785,7 +2186,7 @@ func (x *ReleaseStore) String() string {
 func (*ReleaseStore) ProtoMessage() {}
 
 func (x *ReleaseStore) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[18]
+	mi := &file_muster_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1798,7 +2199,7 @@ func (x *ReleaseStore) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseStore.ProtoReflect.Descriptor instead.
 func (*ReleaseStore) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{18}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReleaseStore) GetJobId() string {
@@ -1822,7 +2223,7 @@ type ReservePorts struct {
 
 func (x *ReservePorts) Reset() {
 	*x = ReservePorts{}
-	mi := &file_muster_v1_types_proto_msgTypes[19]
+	mi := &file_muster_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +2235,7 @@ func (x *ReservePorts) String() string {
 func (*ReservePorts) ProtoMessage() {}
 
 func (x *ReservePorts) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[19]
+	mi := &file_muster_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +2248,7 @@ func (x *ReservePorts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservePorts.ProtoReflect.Descriptor instead.
 func (*ReservePorts) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{19}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReservePorts) GetRoundId() string {
@@ -1890,7 +2291,7 @@ type PortsReservedRequest struct {
 
 func (x *PortsReservedRequest) Reset() {
 	*x = PortsReservedRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[20]
+	mi := &file_muster_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1902,7 +2303,7 @@ func (x *PortsReservedRequest) String() string {
 func (*PortsReservedRequest) ProtoMessage() {}
 
 func (x *PortsReservedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[20]
+	mi := &file_muster_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1915,7 +2316,7 @@ func (x *PortsReservedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortsReservedRequest.ProtoReflect.Descriptor instead.
 func (*PortsReservedRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{20}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PortsReservedRequest) GetSession() string {
@@ -1954,7 +2355,7 @@ type PortsReservedResponse struct {
 
 func (x *PortsReservedResponse) Reset() {
 	*x = PortsReservedResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[21]
+	mi := &file_muster_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1966,7 +2367,7 @@ func (x *PortsReservedResponse) String() string {
 func (*PortsReservedResponse) ProtoMessage() {}
 
 func (x *PortsReservedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[21]
+	mi := &file_muster_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1979,7 +2380,7 @@ func (x *PortsReservedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortsReservedResponse.ProtoReflect.Descriptor instead.
 func (*PortsReservedResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{21}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 // ReportLossRequest is an agent's word that gossip found another node lost.
@@ -1995,7 +2396,7 @@ type ReportLossRequest struct {
 
 func (x *ReportLossRequest) Reset() {
 	*x = ReportLossRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[22]
+	mi := &file_muster_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2007,7 +2408,7 @@ func (x *ReportLossRequest) String() string {
 func (*ReportLossRequest) ProtoMessage() {}
 
 func (x *ReportLossRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[22]
+	mi := &file_muster_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2020,7 +2421,7 @@ func (x *ReportLossRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportLossRequest.ProtoReflect.Descriptor instead.
 func (*ReportLossRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{22}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReportLossRequest) GetSession() string {
@@ -2045,7 +2446,7 @@ type ReportLossResponse struct {
 
 func (x *ReportLossResponse) Reset() {
 	*x = ReportLossResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[23]
+	mi := &file_muster_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2057,7 +2458,7 @@ func (x *ReportLossResponse) String() string {
 func (*ReportLossResponse) ProtoMessage() {}
 
 func (x *ReportLossResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[23]
+	mi := &file_muster_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2070,7 +2471,7 @@ func (x *ReportLossResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportLossResponse.ProtoReflect.Descriptor instead.
 func (*ReportLossResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{23}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 // LeaveRequest is an agent's word that it is shutting down: its node takes
@@ -2086,7 +2487,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[24]
+	mi := &file_muster_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2098,7 +2499,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[24]
+	mi := &file_muster_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2111,7 +2512,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{24}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *LeaveRequest) GetSession() string {
@@ -2136,7 +2537,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[25]
+	mi := &file_muster_v1_types_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2148,7 +2549,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[25]
+	mi := &file_muster_v1_types_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2161,7 +2562,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{32}
 }
 
 // JobSpec is what a launcher asks for. The command, environment and
@@ -2253,7 +2654,7 @@ type JobSpec struct {
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_muster_v1_types_proto_msgTypes[26]
+	mi := &file_muster_v1_types_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2265,7 +2666,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[26]
+	mi := &file_muster_v1_types_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2278,7 +2679,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *JobSpec) GetArgv() [][]byte {
@@ -2532,7 +2933,7 @@ type NodeHealth struct {
 
 func (x *NodeHealth) Reset() {
 	*x = NodeHealth{}
-	mi := &file_muster_v1_types_proto_msgTypes[27]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2544,7 +2945,7 @@ func (x *NodeHealth) String() string {
 func (*NodeHealth) ProtoMessage() {}
 
 func (x *NodeHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[27]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2557,7 +2958,7 @@ func (x *NodeHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHealth.ProtoReflect.Descriptor instead.
 func (*NodeHealth) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *NodeHealth) GetOk() bool {
@@ -2607,7 +3008,7 @@ type ReportHealthRequest struct {
 
 func (x *ReportHealthRequest) Reset() {
 	*x = ReportHealthRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[28]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2619,7 +3020,7 @@ func (x *ReportHealthRequest) String() string {
 func (*ReportHealthRequest) ProtoMessage() {}
 
 func (x *ReportHealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[28]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2632,7 +3033,7 @@ func (x *ReportHealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportHealthRequest.ProtoReflect.Descriptor instead.
 func (*ReportHealthRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReportHealthRequest) GetSession() string {
@@ -2671,7 +3072,7 @@ type ReportHealthResponse struct {
 
 func (x *ReportHealthResponse) Reset() {
 	*x = ReportHealthResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[29]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2683,7 +3084,7 @@ func (x *ReportHealthResponse) String() string {
 func (*ReportHealthResponse) ProtoMessage() {}
 
 func (x *ReportHealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[29]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2696,7 +3097,7 @@ func (x *ReportHealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportHealthResponse.ProtoReflect.Descriptor instead.
 func (*ReportHealthResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 type SubmitRequest struct {
@@ -2708,7 +3109,7 @@ type SubmitRequest struct {
 
 func (x *SubmitRequest) Reset() {
 	*x = SubmitRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[30]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2720,7 +3121,7 @@ func (x *SubmitRequest) String() string {
 func (*SubmitRequest) ProtoMessage() {}
 
 func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[30]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2733,7 +3134,7 @@ func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitRequest.ProtoReflect.Descriptor instead.
 func (*SubmitRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SubmitRequest) GetSpec() *JobSpec {
@@ -2754,7 +3155,7 @@ type SubmitResponse struct {
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[31]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2766,7 +3167,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[31]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2779,7 +3180,7 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SubmitResponse) GetJobId() string {
@@ -2839,7 +3240,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_muster_v1_types_proto_msgTypes[32]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2851,7 +3252,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[32]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2864,7 +3265,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{32}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Assignment) GetJobId() string {
@@ -3031,7 +3432,7 @@ type Identity struct {
 
 func (x *Identity) Reset() {
 	*x = Identity{}
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3043,7 +3444,7 @@ func (x *Identity) String() string {
 func (*Identity) ProtoMessage() {}
 
 func (x *Identity) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3056,7 +3457,7 @@ func (x *Identity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Identity.ProtoReflect.Descriptor instead.
 func (*Identity) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Identity) GetUid() uint32 {
@@ -3105,7 +3506,7 @@ type StopJob struct {
 
 func (x *StopJob) Reset() {
 	*x = StopJob{}
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3117,7 +3518,7 @@ func (x *StopJob) String() string {
 func (*StopJob) ProtoMessage() {}
 
 func (x *StopJob) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3130,7 +3531,7 @@ func (x *StopJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopJob.ProtoReflect.Descriptor instead.
 func (*StopJob) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StopJob) GetJobId() string {
@@ -3180,7 +3581,7 @@ type SignalJob struct {
 
 func (x *SignalJob) Reset() {
 	*x = SignalJob{}
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3192,7 +3593,7 @@ func (x *SignalJob) String() string {
 func (*SignalJob) ProtoMessage() {}
 
 func (x *SignalJob) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3205,7 +3606,7 @@ func (x *SignalJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalJob.ProtoReflect.Descriptor instead.
 func (*SignalJob) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SignalJob) GetJobId() string {
@@ -3238,7 +3639,7 @@ type SignalRequest struct {
 
 func (x *SignalRequest) Reset() {
 	*x = SignalRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3250,7 +3651,7 @@ func (x *SignalRequest) String() string {
 func (*SignalRequest) ProtoMessage() {}
 
 func (x *SignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3263,7 +3664,7 @@ func (x *SignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
 func (*SignalRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SignalRequest) GetJobId() string {
@@ -3299,7 +3700,7 @@ type SignalResponse struct {
 
 func (x *SignalResponse) Reset() {
 	*x = SignalResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3311,7 +3712,7 @@ func (x *SignalResponse) String() string {
 func (*SignalResponse) ProtoMessage() {}
 
 func (x *SignalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3324,7 +3725,7 @@ func (x *SignalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalResponse.ProtoReflect.Descriptor instead.
 func (*SignalResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SignalResponse) GetNodes() int32 {
@@ -3353,7 +3754,7 @@ type WorkerStarted struct {
 
 func (x *WorkerStarted) Reset() {
 	*x = WorkerStarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3365,7 +3766,7 @@ func (x *WorkerStarted) String() string {
 func (*WorkerStarted) ProtoMessage() {}
 
 func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3378,7 +3779,7 @@ func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStarted.ProtoReflect.Descriptor instead.
 func (*WorkerStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *WorkerStarted) GetRank() int32 {
@@ -3425,7 +3826,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3437,7 +3838,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3450,7 +3851,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Output) GetRank() int32 {
@@ -3522,7 +3923,7 @@ type WorkerExited struct {
 
 func (x *WorkerExited) Reset() {
 	*x = WorkerExited{}
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3534,7 +3935,7 @@ func (x *WorkerExited) String() string {
 func (*WorkerExited) ProtoMessage() {}
 
 func (x *WorkerExited) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3547,7 +3948,7 @@ func (x *WorkerExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerExited.ProtoReflect.Descriptor instead.
 func (*WorkerExited) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *WorkerExited) GetRank() int32 {
@@ -3687,7 +4088,7 @@ type WorkerHang struct {
 
 func (x *WorkerHang) Reset() {
 	*x = WorkerHang{}
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3699,7 +4100,7 @@ func (x *WorkerHang) String() string {
 func (*WorkerHang) ProtoMessage() {}
 
 func (x *WorkerHang) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3712,7 +4113,7 @@ func (x *WorkerHang) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerHang.ProtoReflect.Descriptor instead.
 func (*WorkerHang) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *WorkerHang) GetSilentMs() int64 {
@@ -3802,7 +4203,7 @@ type HangVerdict struct {
 
 func (x *HangVerdict) Reset() {
 	*x = HangVerdict{}
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3814,7 +4215,7 @@ func (x *HangVerdict) String() string {
 func (*HangVerdict) ProtoMessage() {}
 
 func (x *HangVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3827,7 +4228,7 @@ func (x *HangVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HangVerdict.ProtoReflect.Descriptor instead.
 func (*HangVerdict) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *HangVerdict) GetEvidence() HangEvidence {
@@ -3920,7 +4321,7 @@ type Collective struct {
 
 func (x *Collective) Reset() {
 	*x = Collective{}
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3932,7 +4333,7 @@ func (x *Collective) String() string {
 func (*Collective) ProtoMessage() {}
 
 func (x *Collective) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3945,7 +4346,7 @@ func (x *Collective) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Collective.ProtoReflect.Descriptor instead.
 func (*Collective) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Collective) GetProcessGroup() string {
@@ -4004,7 +4405,7 @@ type HangClues struct {
 
 func (x *HangClues) Reset() {
 	*x = HangClues{}
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4016,7 +4417,7 @@ func (x *HangClues) String() string {
 func (*HangClues) ProtoMessage() {}
 
 func (x *HangClues) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4029,7 +4430,7 @@ func (x *HangClues) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HangClues.ProtoReflect.Descriptor instead.
 func (*HangClues) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *HangClues) GetRoundId() string {
@@ -4078,7 +4479,7 @@ type RankClues struct {
 
 func (x *RankClues) Reset() {
 	*x = RankClues{}
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4090,7 +4491,7 @@ func (x *RankClues) String() string {
 func (*RankClues) ProtoMessage() {}
 
 func (x *RankClues) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4103,7 +4504,7 @@ func (x *RankClues) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RankClues.ProtoReflect.Descriptor instead.
 func (*RankClues) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RankClues) GetRank() int32 {
@@ -4187,7 +4588,7 @@ type RasAnswer struct {
 
 func (x *RasAnswer) Reset() {
 	*x = RasAnswer{}
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4199,7 +4600,7 @@ func (x *RasAnswer) String() string {
 func (*RasAnswer) ProtoMessage() {}
 
 func (x *RasAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4212,7 +4613,7 @@ func (x *RasAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RasAnswer.ProtoReflect.Descriptor instead.
 func (*RasAnswer) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RasAnswer) GetAsked() bool {
@@ -4271,7 +4672,7 @@ type RasCulprit struct {
 
 func (x *RasCulprit) Reset() {
 	*x = RasCulprit{}
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4283,7 +4684,7 @@ func (x *RasCulprit) String() string {
 func (*RasCulprit) ProtoMessage() {}
 
 func (x *RasCulprit) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4296,7 +4697,7 @@ func (x *RasCulprit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RasCulprit.ProtoReflect.Descriptor instead.
 func (*RasCulprit) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RasCulprit) GetRank() int32 {
@@ -4393,7 +4794,7 @@ type NodeLoss struct {
 
 func (x *NodeLoss) Reset() {
 	*x = NodeLoss{}
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4405,7 +4806,7 @@ func (x *NodeLoss) String() string {
 func (*NodeLoss) ProtoMessage() {}
 
 func (x *NodeLoss) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4418,7 +4819,7 @@ func (x *NodeLoss) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoss.ProtoReflect.Descriptor instead.
 func (*NodeLoss) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *NodeLoss) GetNode() string {
@@ -4498,7 +4899,7 @@ type JobFinished struct {
 
 func (x *JobFinished) Reset() {
 	*x = JobFinished{}
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4510,7 +4911,7 @@ func (x *JobFinished) String() string {
 func (*JobFinished) ProtoMessage() {}
 
 func (x *JobFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4523,7 +4924,7 @@ func (x *JobFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFinished.ProtoReflect.Descriptor instead.
 func (*JobFinished) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *JobFinished) GetState() JobState {
@@ -4587,7 +4988,7 @@ type OutputLost struct {
 
 func (x *OutputLost) Reset() {
 	*x = OutputLost{}
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4599,7 +5000,7 @@ func (x *OutputLost) String() string {
 func (*OutputLost) ProtoMessage() {}
 
 func (x *OutputLost) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4612,7 +5013,7 @@ func (x *OutputLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLost.ProtoReflect.Descriptor instead.
 func (*OutputLost) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *OutputLost) GetEvents() uint64 {
@@ -4654,7 +5055,7 @@ type WaitingForNodes struct {
 
 func (x *WaitingForNodes) Reset() {
 	*x = WaitingForNodes{}
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4666,7 +5067,7 @@ func (x *WaitingForNodes) String() string {
 func (*WaitingForNodes) ProtoMessage() {}
 
 func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4679,7 +5080,7 @@ func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitingForNodes.ProtoReflect.Descriptor instead.
 func (*WaitingForNodes) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *WaitingForNodes) GetRound() int32 {
@@ -4760,7 +5161,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4772,7 +5173,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4785,7 +5186,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -5028,7 +5429,7 @@ type RoundStarted struct {
 
 func (x *RoundStarted) Reset() {
 	*x = RoundStarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5040,7 +5441,7 @@ func (x *RoundStarted) String() string {
 func (*RoundStarted) ProtoMessage() {}
 
 func (x *RoundStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5053,7 +5454,7 @@ func (x *RoundStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundStarted.ProtoReflect.Descriptor instead.
 func (*RoundStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RoundStarted) GetRound() int32 {
@@ -5139,7 +5540,7 @@ type RoundRestarting struct {
 
 func (x *RoundRestarting) Reset() {
 	*x = RoundRestarting{}
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5151,7 +5552,7 @@ func (x *RoundRestarting) String() string {
 func (*RoundRestarting) ProtoMessage() {}
 
 func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5164,7 +5565,7 @@ func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundRestarting.ProtoReflect.Descriptor instead.
 func (*RoundRestarting) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RoundRestarting) GetRound() int32 {
@@ -5221,7 +5622,7 @@ type StoreRestarted struct {
 
 func (x *StoreRestarted) Reset() {
 	*x = StoreRestarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[55]
+	mi := &file_muster_v1_types_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5233,7 +5634,7 @@ func (x *StoreRestarted) String() string {
 func (*StoreRestarted) ProtoMessage() {}
 
 func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[55]
+	mi := &file_muster_v1_types_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5246,7 +5647,7 @@ func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreRestarted.ProtoReflect.Descriptor instead.
 func (*StoreRestarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *StoreRestarted) GetStoreId() string {
@@ -5272,7 +5673,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[56]
+	mi := &file_muster_v1_types_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5284,7 +5685,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[56]
+	mi := &file_muster_v1_types_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5297,7 +5698,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *PublishRequest) GetSession() string {
@@ -5332,7 +5733,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[57]
+	mi := &file_muster_v1_types_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5344,7 +5745,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[57]
+	mi := &file_muster_v1_types_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5357,7 +5758,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{57}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *PublishResponse) GetAckedSeq() uint64 {
@@ -5386,7 +5787,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[58]
+	mi := &file_muster_v1_types_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5398,7 +5799,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[58]
+	mi := &file_muster_v1_types_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5411,7 +5812,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{58}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -5463,7 +5864,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[59]
+	mi := &file_muster_v1_types_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5475,7 +5876,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[59]
+	mi := &file_muster_v1_types_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5488,7 +5889,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{59}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *CancelRequest) GetJobId() string {
@@ -5530,7 +5931,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[60]
+	mi := &file_muster_v1_types_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5542,7 +5943,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[60]
+	mi := &file_muster_v1_types_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5555,7 +5956,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{60}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *CancelResponse) GetEnded() JobState {
@@ -5573,7 +5974,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[61]
+	mi := &file_muster_v1_types_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5585,7 +5986,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[61]
+	mi := &file_muster_v1_types_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5598,7 +5999,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{61}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{68}
 }
 
 type NodeStatus struct {
@@ -5624,7 +6025,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[62]
+	mi := &file_muster_v1_types_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5636,7 +6037,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[62]
+	mi := &file_muster_v1_types_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5649,7 +6050,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{62}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *NodeStatus) GetNode() *Node {
@@ -5710,7 +6111,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[63]
+	mi := &file_muster_v1_types_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5722,7 +6123,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[63]
+	mi := &file_muster_v1_types_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5735,7 +6136,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{63}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeStatus {
@@ -5753,7 +6154,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[64]
+	mi := &file_muster_v1_types_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5765,7 +6166,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[64]
+	mi := &file_muster_v1_types_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5778,7 +6179,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{64}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{71}
 }
 
 type JobStatus struct {
@@ -5818,7 +6219,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[65]
+	mi := &file_muster_v1_types_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5830,7 +6231,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[65]
+	mi := &file_muster_v1_types_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5843,7 +6244,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{65}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *JobStatus) GetJobId() string {
@@ -5964,7 +6365,7 @@ type JobRound struct {
 
 func (x *JobRound) Reset() {
 	*x = JobRound{}
-	mi := &file_muster_v1_types_proto_msgTypes[66]
+	mi := &file_muster_v1_types_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5976,7 +6377,7 @@ func (x *JobRound) String() string {
 func (*JobRound) ProtoMessage() {}
 
 func (x *JobRound) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[66]
+	mi := &file_muster_v1_types_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5989,7 +6390,7 @@ func (x *JobRound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRound.ProtoReflect.Descriptor instead.
 func (*JobRound) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{66}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *JobRound) GetNumber() int32 {
@@ -6022,7 +6423,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[67]
+	mi := &file_muster_v1_types_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6034,7 +6435,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[67]
+	mi := &file_muster_v1_types_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6047,7 +6448,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{67}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *GetJobRequest) GetJobId() string {
@@ -6072,7 +6473,7 @@ type HistoryCommand struct {
 
 func (x *HistoryCommand) Reset() {
 	*x = HistoryCommand{}
-	mi := &file_muster_v1_types_proto_msgTypes[68]
+	mi := &file_muster_v1_types_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6084,7 +6485,7 @@ func (x *HistoryCommand) String() string {
 func (*HistoryCommand) ProtoMessage() {}
 
 func (x *HistoryCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[68]
+	mi := &file_muster_v1_types_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6097,7 +6498,7 @@ func (x *HistoryCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryCommand.ProtoReflect.Descriptor instead.
 func (*HistoryCommand) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{68}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *HistoryCommand) GetCommand() isHistoryCommand_Command {
@@ -6152,7 +6553,7 @@ type HistoryExpire struct {
 
 func (x *HistoryExpire) Reset() {
 	*x = HistoryExpire{}
-	mi := &file_muster_v1_types_proto_msgTypes[69]
+	mi := &file_muster_v1_types_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6164,7 +6565,7 @@ func (x *HistoryExpire) String() string {
 func (*HistoryExpire) ProtoMessage() {}
 
 func (x *HistoryExpire) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[69]
+	mi := &file_muster_v1_types_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6177,7 +6578,7 @@ func (x *HistoryExpire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryExpire.ProtoReflect.Descriptor instead.
 func (*HistoryExpire) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{69}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *HistoryExpire) GetEndedBeforeUnixMs() int64 {
@@ -6196,7 +6597,7 @@ type WatchJobsRequest struct {
 
 func (x *WatchJobsRequest) Reset() {
 	*x = WatchJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[70]
+	mi := &file_muster_v1_types_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6208,7 +6609,7 @@ func (x *WatchJobsRequest) String() string {
 func (*WatchJobsRequest) ProtoMessage() {}
 
 func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[70]
+	mi := &file_muster_v1_types_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6221,7 +6622,7 @@ func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobsRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{70}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{77}
 }
 
 type ListJobsResponse struct {
@@ -6233,7 +6634,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[71]
+	mi := &file_muster_v1_types_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6245,7 +6646,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[71]
+	mi := &file_muster_v1_types_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6258,7 +6659,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{71}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobStatus {
@@ -6279,7 +6680,7 @@ type StdinChunk struct {
 
 func (x *StdinChunk) Reset() {
 	*x = StdinChunk{}
-	mi := &file_muster_v1_types_proto_msgTypes[72]
+	mi := &file_muster_v1_types_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6291,7 +6692,7 @@ func (x *StdinChunk) String() string {
 func (*StdinChunk) ProtoMessage() {}
 
 func (x *StdinChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[72]
+	mi := &file_muster_v1_types_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6304,7 +6705,7 @@ func (x *StdinChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdinChunk.ProtoReflect.Descriptor instead.
 func (*StdinChunk) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{72}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *StdinChunk) GetJobId() string {
@@ -6329,7 +6730,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[73]
+	mi := &file_muster_v1_types_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6341,7 +6742,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[73]
+	mi := &file_muster_v1_types_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6354,7 +6755,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{73}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{80}
 }
 
 type ReadStdinRequest struct {
@@ -6367,7 +6768,7 @@ type ReadStdinRequest struct {
 
 func (x *ReadStdinRequest) Reset() {
 	*x = ReadStdinRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[74]
+	mi := &file_muster_v1_types_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6379,7 +6780,7 @@ func (x *ReadStdinRequest) String() string {
 func (*ReadStdinRequest) ProtoMessage() {}
 
 func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[74]
+	mi := &file_muster_v1_types_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6392,7 +6793,7 @@ func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStdinRequest.ProtoReflect.Descriptor instead.
 func (*ReadStdinRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{74}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ReadStdinRequest) GetSession() string {
@@ -6423,7 +6824,7 @@ type KVSetRequest struct {
 
 func (x *KVSetRequest) Reset() {
 	*x = KVSetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[75]
+	mi := &file_muster_v1_types_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6435,7 +6836,7 @@ func (x *KVSetRequest) String() string {
 func (*KVSetRequest) ProtoMessage() {}
 
 func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[75]
+	mi := &file_muster_v1_types_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6448,7 +6849,7 @@ func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetRequest.ProtoReflect.Descriptor instead.
 func (*KVSetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{75}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *KVSetRequest) GetScope() string {
@@ -6481,7 +6882,7 @@ type KVSetResponse struct {
 
 func (x *KVSetResponse) Reset() {
 	*x = KVSetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[76]
+	mi := &file_muster_v1_types_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6493,7 +6894,7 @@ func (x *KVSetResponse) String() string {
 func (*KVSetResponse) ProtoMessage() {}
 
 func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[76]
+	mi := &file_muster_v1_types_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6506,7 +6907,7 @@ func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetResponse.ProtoReflect.Descriptor instead.
 func (*KVSetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{76}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *KVSetResponse) GetVersion() uint64 {
@@ -6528,7 +6929,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[77]
+	mi := &file_muster_v1_types_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6540,7 +6941,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[77]
+	mi := &file_muster_v1_types_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6553,7 +6954,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{77}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *KVGetRequest) GetScope() string {
@@ -6594,7 +6995,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[78]
+	mi := &file_muster_v1_types_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6606,7 +7007,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[78]
+	mi := &file_muster_v1_types_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6619,7 +7020,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{78}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *KVGetResponse) GetValue() []byte {
@@ -6650,7 +7051,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[79]
+	mi := &file_muster_v1_types_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6662,7 +7063,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[79]
+	mi := &file_muster_v1_types_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6675,7 +7076,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{79}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *BarrierRequest) GetScope() string {
@@ -6721,7 +7122,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[80]
+	mi := &file_muster_v1_types_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6733,7 +7134,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[80]
+	mi := &file_muster_v1_types_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6746,7 +7147,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{80}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{87}
 }
 
 var File_muster_v1_types_proto protoreflect.FileDescriptor
@@ -6803,7 +7204,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x06exited\x18\x02 \x01(\v2\x17.muster.v1.WorkerExitedR\x06exited\x12\x14\n" +
 	"\x05acked\x18\x03 \x01(\bR\x05acked\"(\n" +
 	"\fWatchRequest\x12\x18\n" +
-	"\asession\x18\x01 \x01(\tR\asession\"\xdd\x03\n" +
+	"\asession\x18\x01 \x01(\tR\asession\"\xa8\x04\n" +
 	"\fAgentCommand\x12>\n" +
 	"\rreserve_ports\x18\x01 \x01(\v2\x17.muster.v1.ReservePortsH\x00R\freservePorts\x12-\n" +
 	"\x05start\x18\x02 \x01(\v2\x15.muster.v1.AssignmentH\x00R\x05start\x12(\n" +
@@ -6813,7 +7214,8 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"probe_peer\x18\x05 \x01(\v2\x14.muster.v1.ProbePeerH\x00R\tprobePeer\x123\n" +
 	"\tsend_logs\x18\x84\x02 \x01(\v2\x13.muster.v1.SendLogsH\x00R\bsendLogs\x12/\n" +
 	"\x06signal\x18\xac\x02 \x01(\v2\x14.muster.v1.SignalJobH\x00R\x06signal\x12L\n" +
-	"\x12collect_hang_clues\x18\xad\x02 \x01(\v2\x1b.muster.v1.CollectHangCluesH\x00R\x10collectHangCluesB\t\n" +
+	"\x12collect_hang_clues\x18\xad\x02 \x01(\v2\x1b.muster.v1.CollectHangCluesH\x00R\x10collectHangClues\x12I\n" +
+	"\x11check_torch_conns\x18\xc0\x02 \x01(\v2\x1a.muster.v1.CheckTorchConnsH\x00R\x0fcheckTorchConnsB\t\n" +
 	"\acommand\"D\n" +
 	"\x10CollectHangClues\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x19\n" +
@@ -6854,7 +7256,31 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x04note\x18\x03 \x01(\tR\x04note\"3\n" +
 	"\tProbePeer\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
-	"\x04addr\x18\x02 \x01(\tR\x04addr\"%\n" +
+	"\x04addr\x18\x02 \x01(\tR\x04addr\";\n" +
+	"\tTorchConn\x12\x16\n" +
+	"\x06client\x18\x01 \x01(\tR\x06client\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\"D\n" +
+	"\x10TorchConnVerdict\x12\x18\n" +
+	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"s\n" +
+	"\x0fCheckTorchConns\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12*\n" +
+	"\x05conns\x18\x03 \x03(\v2\x14.muster.v1.TorchConnR\x05conns\"\x90\x01\n" +
+	"\x16CheckTorchConnsRequest\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x19\n" +
+	"\bround_id\x18\x03 \x01(\tR\aroundId\x12*\n" +
+	"\x05conns\x18\x04 \x03(\v2\x14.muster.v1.TorchConnR\x05conns\"R\n" +
+	"\x17CheckTorchConnsResponse\x127\n" +
+	"\bverdicts\x18\x01 \x03(\v2\x1b.muster.v1.TorchConnVerdictR\bverdicts\"\x8c\x01\n" +
+	"\x18TorchConnsCheckedRequest\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x127\n" +
+	"\bverdicts\x18\x03 \x03(\v2\x1b.muster.v1.TorchConnVerdictR\bverdicts\"\x1b\n" +
+	"\x19TorchConnsCheckedResponse\"%\n" +
 	"\fReleaseStore\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"w\n" +
 	"\fReservePorts\x12\x19\n" +
@@ -7320,165 +7746,177 @@ func file_muster_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 81)
+var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
 var file_muster_v1_types_proto_goTypes = []any{
-	(RestartOn)(0),                // 0: muster.v1.RestartOn
-	(JobState)(0),                 // 1: muster.v1.JobState
-	(Stream)(0),                   // 2: muster.v1.Stream
-	(ExitCause)(0),                // 3: muster.v1.ExitCause
-	(HangEvidence)(0),             // 4: muster.v1.HangEvidence
-	(LossSignal)(0),               // 5: muster.v1.LossSignal
-	(*GPU)(nil),                   // 6: muster.v1.GPU
-	(*Node)(nil),                  // 7: muster.v1.Node
-	(*RegisterRequest)(nil),       // 8: muster.v1.RegisterRequest
-	(*RegisterResponse)(nil),      // 9: muster.v1.RegisterResponse
-	(*RenewRequest)(nil),          // 10: muster.v1.RenewRequest
-	(*RenewResponse)(nil),         // 11: muster.v1.RenewResponse
-	(*RunningJob)(nil),            // 12: muster.v1.RunningJob
-	(*RankState)(nil),             // 13: muster.v1.RankState
-	(*WatchRequest)(nil),          // 14: muster.v1.WatchRequest
-	(*AgentCommand)(nil),          // 15: muster.v1.AgentCommand
-	(*CollectHangClues)(nil),      // 16: muster.v1.CollectHangClues
-	(*SendLogs)(nil),              // 17: muster.v1.SendLogs
-	(*LogRecord)(nil),             // 18: muster.v1.LogRecord
-	(*PushLogsRequest)(nil),       // 19: muster.v1.PushLogsRequest
-	(*PushLogsResponse)(nil),      // 20: muster.v1.PushLogsResponse
-	(*LogsRequest)(nil),           // 21: muster.v1.LogsRequest
-	(*LogsResponse)(nil),          // 22: muster.v1.LogsResponse
-	(*ProbePeer)(nil),             // 23: muster.v1.ProbePeer
-	(*ReleaseStore)(nil),          // 24: muster.v1.ReleaseStore
-	(*ReservePorts)(nil),          // 25: muster.v1.ReservePorts
-	(*PortsReservedRequest)(nil),  // 26: muster.v1.PortsReservedRequest
-	(*PortsReservedResponse)(nil), // 27: muster.v1.PortsReservedResponse
-	(*ReportLossRequest)(nil),     // 28: muster.v1.ReportLossRequest
-	(*ReportLossResponse)(nil),    // 29: muster.v1.ReportLossResponse
-	(*LeaveRequest)(nil),          // 30: muster.v1.LeaveRequest
-	(*LeaveResponse)(nil),         // 31: muster.v1.LeaveResponse
-	(*JobSpec)(nil),               // 32: muster.v1.JobSpec
-	(*NodeHealth)(nil),            // 33: muster.v1.NodeHealth
-	(*ReportHealthRequest)(nil),   // 34: muster.v1.ReportHealthRequest
-	(*ReportHealthResponse)(nil),  // 35: muster.v1.ReportHealthResponse
-	(*SubmitRequest)(nil),         // 36: muster.v1.SubmitRequest
-	(*SubmitResponse)(nil),        // 37: muster.v1.SubmitResponse
-	(*Assignment)(nil),            // 38: muster.v1.Assignment
-	(*Identity)(nil),              // 39: muster.v1.Identity
-	(*StopJob)(nil),               // 40: muster.v1.StopJob
-	(*SignalJob)(nil),             // 41: muster.v1.SignalJob
-	(*SignalRequest)(nil),         // 42: muster.v1.SignalRequest
-	(*SignalResponse)(nil),        // 43: muster.v1.SignalResponse
-	(*WorkerStarted)(nil),         // 44: muster.v1.WorkerStarted
-	(*Output)(nil),                // 45: muster.v1.Output
-	(*WorkerExited)(nil),          // 46: muster.v1.WorkerExited
-	(*WorkerHang)(nil),            // 47: muster.v1.WorkerHang
-	(*HangVerdict)(nil),           // 48: muster.v1.HangVerdict
-	(*Collective)(nil),            // 49: muster.v1.Collective
-	(*HangClues)(nil),             // 50: muster.v1.HangClues
-	(*RankClues)(nil),             // 51: muster.v1.RankClues
-	(*RasAnswer)(nil),             // 52: muster.v1.RasAnswer
-	(*RasCulprit)(nil),            // 53: muster.v1.RasCulprit
-	(*NodeLoss)(nil),              // 54: muster.v1.NodeLoss
-	(*JobFinished)(nil),           // 55: muster.v1.JobFinished
-	(*OutputLost)(nil),            // 56: muster.v1.OutputLost
-	(*WaitingForNodes)(nil),       // 57: muster.v1.WaitingForNodes
-	(*JobEvent)(nil),              // 58: muster.v1.JobEvent
-	(*RoundStarted)(nil),          // 59: muster.v1.RoundStarted
-	(*RoundRestarting)(nil),       // 60: muster.v1.RoundRestarting
-	(*StoreRestarted)(nil),        // 61: muster.v1.StoreRestarted
-	(*PublishRequest)(nil),        // 62: muster.v1.PublishRequest
-	(*PublishResponse)(nil),       // 63: muster.v1.PublishResponse
-	(*WatchJobRequest)(nil),       // 64: muster.v1.WatchJobRequest
-	(*CancelRequest)(nil),         // 65: muster.v1.CancelRequest
-	(*CancelResponse)(nil),        // 66: muster.v1.CancelResponse
-	(*ListNodesRequest)(nil),      // 67: muster.v1.ListNodesRequest
-	(*NodeStatus)(nil),            // 68: muster.v1.NodeStatus
-	(*ListNodesResponse)(nil),     // 69: muster.v1.ListNodesResponse
-	(*ListJobsRequest)(nil),       // 70: muster.v1.ListJobsRequest
-	(*JobStatus)(nil),             // 71: muster.v1.JobStatus
-	(*JobRound)(nil),              // 72: muster.v1.JobRound
-	(*GetJobRequest)(nil),         // 73: muster.v1.GetJobRequest
-	(*HistoryCommand)(nil),        // 74: muster.v1.HistoryCommand
-	(*HistoryExpire)(nil),         // 75: muster.v1.HistoryExpire
-	(*WatchJobsRequest)(nil),      // 76: muster.v1.WatchJobsRequest
-	(*ListJobsResponse)(nil),      // 77: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),            // 78: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),    // 79: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),      // 80: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),          // 81: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),         // 82: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),          // 83: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),         // 84: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),        // 85: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),       // 86: muster.v1.BarrierResponse
+	(RestartOn)(0),                    // 0: muster.v1.RestartOn
+	(JobState)(0),                     // 1: muster.v1.JobState
+	(Stream)(0),                       // 2: muster.v1.Stream
+	(ExitCause)(0),                    // 3: muster.v1.ExitCause
+	(HangEvidence)(0),                 // 4: muster.v1.HangEvidence
+	(LossSignal)(0),                   // 5: muster.v1.LossSignal
+	(*GPU)(nil),                       // 6: muster.v1.GPU
+	(*Node)(nil),                      // 7: muster.v1.Node
+	(*RegisterRequest)(nil),           // 8: muster.v1.RegisterRequest
+	(*RegisterResponse)(nil),          // 9: muster.v1.RegisterResponse
+	(*RenewRequest)(nil),              // 10: muster.v1.RenewRequest
+	(*RenewResponse)(nil),             // 11: muster.v1.RenewResponse
+	(*RunningJob)(nil),                // 12: muster.v1.RunningJob
+	(*RankState)(nil),                 // 13: muster.v1.RankState
+	(*WatchRequest)(nil),              // 14: muster.v1.WatchRequest
+	(*AgentCommand)(nil),              // 15: muster.v1.AgentCommand
+	(*CollectHangClues)(nil),          // 16: muster.v1.CollectHangClues
+	(*SendLogs)(nil),                  // 17: muster.v1.SendLogs
+	(*LogRecord)(nil),                 // 18: muster.v1.LogRecord
+	(*PushLogsRequest)(nil),           // 19: muster.v1.PushLogsRequest
+	(*PushLogsResponse)(nil),          // 20: muster.v1.PushLogsResponse
+	(*LogsRequest)(nil),               // 21: muster.v1.LogsRequest
+	(*LogsResponse)(nil),              // 22: muster.v1.LogsResponse
+	(*ProbePeer)(nil),                 // 23: muster.v1.ProbePeer
+	(*TorchConn)(nil),                 // 24: muster.v1.TorchConn
+	(*TorchConnVerdict)(nil),          // 25: muster.v1.TorchConnVerdict
+	(*CheckTorchConns)(nil),           // 26: muster.v1.CheckTorchConns
+	(*CheckTorchConnsRequest)(nil),    // 27: muster.v1.CheckTorchConnsRequest
+	(*CheckTorchConnsResponse)(nil),   // 28: muster.v1.CheckTorchConnsResponse
+	(*TorchConnsCheckedRequest)(nil),  // 29: muster.v1.TorchConnsCheckedRequest
+	(*TorchConnsCheckedResponse)(nil), // 30: muster.v1.TorchConnsCheckedResponse
+	(*ReleaseStore)(nil),              // 31: muster.v1.ReleaseStore
+	(*ReservePorts)(nil),              // 32: muster.v1.ReservePorts
+	(*PortsReservedRequest)(nil),      // 33: muster.v1.PortsReservedRequest
+	(*PortsReservedResponse)(nil),     // 34: muster.v1.PortsReservedResponse
+	(*ReportLossRequest)(nil),         // 35: muster.v1.ReportLossRequest
+	(*ReportLossResponse)(nil),        // 36: muster.v1.ReportLossResponse
+	(*LeaveRequest)(nil),              // 37: muster.v1.LeaveRequest
+	(*LeaveResponse)(nil),             // 38: muster.v1.LeaveResponse
+	(*JobSpec)(nil),                   // 39: muster.v1.JobSpec
+	(*NodeHealth)(nil),                // 40: muster.v1.NodeHealth
+	(*ReportHealthRequest)(nil),       // 41: muster.v1.ReportHealthRequest
+	(*ReportHealthResponse)(nil),      // 42: muster.v1.ReportHealthResponse
+	(*SubmitRequest)(nil),             // 43: muster.v1.SubmitRequest
+	(*SubmitResponse)(nil),            // 44: muster.v1.SubmitResponse
+	(*Assignment)(nil),                // 45: muster.v1.Assignment
+	(*Identity)(nil),                  // 46: muster.v1.Identity
+	(*StopJob)(nil),                   // 47: muster.v1.StopJob
+	(*SignalJob)(nil),                 // 48: muster.v1.SignalJob
+	(*SignalRequest)(nil),             // 49: muster.v1.SignalRequest
+	(*SignalResponse)(nil),            // 50: muster.v1.SignalResponse
+	(*WorkerStarted)(nil),             // 51: muster.v1.WorkerStarted
+	(*Output)(nil),                    // 52: muster.v1.Output
+	(*WorkerExited)(nil),              // 53: muster.v1.WorkerExited
+	(*WorkerHang)(nil),                // 54: muster.v1.WorkerHang
+	(*HangVerdict)(nil),               // 55: muster.v1.HangVerdict
+	(*Collective)(nil),                // 56: muster.v1.Collective
+	(*HangClues)(nil),                 // 57: muster.v1.HangClues
+	(*RankClues)(nil),                 // 58: muster.v1.RankClues
+	(*RasAnswer)(nil),                 // 59: muster.v1.RasAnswer
+	(*RasCulprit)(nil),                // 60: muster.v1.RasCulprit
+	(*NodeLoss)(nil),                  // 61: muster.v1.NodeLoss
+	(*JobFinished)(nil),               // 62: muster.v1.JobFinished
+	(*OutputLost)(nil),                // 63: muster.v1.OutputLost
+	(*WaitingForNodes)(nil),           // 64: muster.v1.WaitingForNodes
+	(*JobEvent)(nil),                  // 65: muster.v1.JobEvent
+	(*RoundStarted)(nil),              // 66: muster.v1.RoundStarted
+	(*RoundRestarting)(nil),           // 67: muster.v1.RoundRestarting
+	(*StoreRestarted)(nil),            // 68: muster.v1.StoreRestarted
+	(*PublishRequest)(nil),            // 69: muster.v1.PublishRequest
+	(*PublishResponse)(nil),           // 70: muster.v1.PublishResponse
+	(*WatchJobRequest)(nil),           // 71: muster.v1.WatchJobRequest
+	(*CancelRequest)(nil),             // 72: muster.v1.CancelRequest
+	(*CancelResponse)(nil),            // 73: muster.v1.CancelResponse
+	(*ListNodesRequest)(nil),          // 74: muster.v1.ListNodesRequest
+	(*NodeStatus)(nil),                // 75: muster.v1.NodeStatus
+	(*ListNodesResponse)(nil),         // 76: muster.v1.ListNodesResponse
+	(*ListJobsRequest)(nil),           // 77: muster.v1.ListJobsRequest
+	(*JobStatus)(nil),                 // 78: muster.v1.JobStatus
+	(*JobRound)(nil),                  // 79: muster.v1.JobRound
+	(*GetJobRequest)(nil),             // 80: muster.v1.GetJobRequest
+	(*HistoryCommand)(nil),            // 81: muster.v1.HistoryCommand
+	(*HistoryExpire)(nil),             // 82: muster.v1.HistoryExpire
+	(*WatchJobsRequest)(nil),          // 83: muster.v1.WatchJobsRequest
+	(*ListJobsResponse)(nil),          // 84: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),                // 85: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),        // 86: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),          // 87: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),              // 88: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),             // 89: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),              // 90: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),             // 91: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),            // 92: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),           // 93: muster.v1.BarrierResponse
 }
 var file_muster_v1_types_proto_depIdxs = []int32{
 	6,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
 	7,  // 1: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
 	12, // 2: muster.v1.RegisterRequest.jobs:type_name -> muster.v1.RunningJob
-	32, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
-	39, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
+	39, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
+	46, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
 	13, // 5: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
-	46, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
-	25, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
-	38, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
-	40, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
-	24, // 10: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
+	53, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
+	32, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
+	45, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
+	47, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
+	31, // 10: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
 	23, // 11: muster.v1.AgentCommand.probe_peer:type_name -> muster.v1.ProbePeer
 	17, // 12: muster.v1.AgentCommand.send_logs:type_name -> muster.v1.SendLogs
-	41, // 13: muster.v1.AgentCommand.signal:type_name -> muster.v1.SignalJob
+	48, // 13: muster.v1.AgentCommand.signal:type_name -> muster.v1.SignalJob
 	16, // 14: muster.v1.AgentCommand.collect_hang_clues:type_name -> muster.v1.CollectHangClues
-	2,  // 15: muster.v1.LogRecord.stream:type_name -> muster.v1.Stream
-	18, // 16: muster.v1.PushLogsRequest.records:type_name -> muster.v1.LogRecord
-	18, // 17: muster.v1.LogsResponse.records:type_name -> muster.v1.LogRecord
-	54, // 18: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
-	0,  // 19: muster.v1.JobSpec.restart_on:type_name -> muster.v1.RestartOn
-	33, // 20: muster.v1.ReportHealthRequest.health:type_name -> muster.v1.NodeHealth
-	32, // 21: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
-	32, // 22: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
-	39, // 23: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
-	2,  // 24: muster.v1.Output.stream:type_name -> muster.v1.Stream
-	54, // 25: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
-	3,  // 26: muster.v1.WorkerExited.cause:type_name -> muster.v1.ExitCause
-	47, // 27: muster.v1.WorkerExited.hang:type_name -> muster.v1.WorkerHang
-	48, // 28: muster.v1.WorkerHang.verdict:type_name -> muster.v1.HangVerdict
-	4,  // 29: muster.v1.HangVerdict.evidence:type_name -> muster.v1.HangEvidence
-	49, // 30: muster.v1.HangVerdict.collective:type_name -> muster.v1.Collective
-	51, // 31: muster.v1.HangClues.ranks:type_name -> muster.v1.RankClues
-	52, // 32: muster.v1.HangClues.ras:type_name -> muster.v1.RasAnswer
-	49, // 33: muster.v1.RankClues.recorder:type_name -> muster.v1.Collective
-	53, // 34: muster.v1.RasAnswer.culprits:type_name -> muster.v1.RasCulprit
-	5,  // 35: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
-	1,  // 36: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
-	46, // 37: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
-	1,  // 38: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
-	44, // 39: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
-	45, // 40: muster.v1.JobEvent.output:type_name -> muster.v1.Output
-	46, // 41: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
-	55, // 42: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
-	56, // 43: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
-	57, // 44: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
-	61, // 45: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
-	60, // 46: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
-	59, // 47: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
-	54, // 48: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
-	50, // 49: muster.v1.JobEvent.hang_clues:type_name -> muster.v1.HangClues
-	58, // 50: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
-	1,  // 51: muster.v1.CancelResponse.ended:type_name -> muster.v1.JobState
-	7,  // 52: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
-	33, // 53: muster.v1.NodeStatus.health:type_name -> muster.v1.NodeHealth
-	68, // 54: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
-	32, // 55: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
-	1,  // 56: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
-	39, // 57: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	46, // 58: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
-	72, // 59: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
-	71, // 60: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
-	75, // 61: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
-	71, // 62: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	63, // [63:63] is the sub-list for method output_type
-	63, // [63:63] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	26, // 15: muster.v1.AgentCommand.check_torch_conns:type_name -> muster.v1.CheckTorchConns
+	2,  // 16: muster.v1.LogRecord.stream:type_name -> muster.v1.Stream
+	18, // 17: muster.v1.PushLogsRequest.records:type_name -> muster.v1.LogRecord
+	18, // 18: muster.v1.LogsResponse.records:type_name -> muster.v1.LogRecord
+	24, // 19: muster.v1.CheckTorchConns.conns:type_name -> muster.v1.TorchConn
+	24, // 20: muster.v1.CheckTorchConnsRequest.conns:type_name -> muster.v1.TorchConn
+	25, // 21: muster.v1.CheckTorchConnsResponse.verdicts:type_name -> muster.v1.TorchConnVerdict
+	25, // 22: muster.v1.TorchConnsCheckedRequest.verdicts:type_name -> muster.v1.TorchConnVerdict
+	61, // 23: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
+	0,  // 24: muster.v1.JobSpec.restart_on:type_name -> muster.v1.RestartOn
+	40, // 25: muster.v1.ReportHealthRequest.health:type_name -> muster.v1.NodeHealth
+	39, // 26: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
+	39, // 27: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
+	46, // 28: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
+	2,  // 29: muster.v1.Output.stream:type_name -> muster.v1.Stream
+	61, // 30: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
+	3,  // 31: muster.v1.WorkerExited.cause:type_name -> muster.v1.ExitCause
+	54, // 32: muster.v1.WorkerExited.hang:type_name -> muster.v1.WorkerHang
+	55, // 33: muster.v1.WorkerHang.verdict:type_name -> muster.v1.HangVerdict
+	4,  // 34: muster.v1.HangVerdict.evidence:type_name -> muster.v1.HangEvidence
+	56, // 35: muster.v1.HangVerdict.collective:type_name -> muster.v1.Collective
+	58, // 36: muster.v1.HangClues.ranks:type_name -> muster.v1.RankClues
+	59, // 37: muster.v1.HangClues.ras:type_name -> muster.v1.RasAnswer
+	56, // 38: muster.v1.RankClues.recorder:type_name -> muster.v1.Collective
+	60, // 39: muster.v1.RasAnswer.culprits:type_name -> muster.v1.RasCulprit
+	5,  // 40: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
+	1,  // 41: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
+	53, // 42: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
+	1,  // 43: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
+	51, // 44: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
+	52, // 45: muster.v1.JobEvent.output:type_name -> muster.v1.Output
+	53, // 46: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
+	62, // 47: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
+	63, // 48: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
+	64, // 49: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
+	68, // 50: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
+	67, // 51: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
+	66, // 52: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
+	61, // 53: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
+	57, // 54: muster.v1.JobEvent.hang_clues:type_name -> muster.v1.HangClues
+	65, // 55: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
+	1,  // 56: muster.v1.CancelResponse.ended:type_name -> muster.v1.JobState
+	7,  // 57: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
+	40, // 58: muster.v1.NodeStatus.health:type_name -> muster.v1.NodeHealth
+	75, // 59: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
+	39, // 60: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
+	1,  // 61: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
+	46, // 62: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
+	53, // 63: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
+	79, // 64: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
+	78, // 65: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
+	82, // 66: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
+	78, // 67: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	68, // [68:68] is the sub-list for method output_type
+	68, // [68:68] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_types_proto_init() }
@@ -7495,11 +7933,12 @@ func file_muster_v1_types_proto_init() {
 		(*AgentCommand_SendLogs)(nil),
 		(*AgentCommand_Signal)(nil),
 		(*AgentCommand_CollectHangClues)(nil),
+		(*AgentCommand_CheckTorchConns)(nil),
 	}
 	file_muster_v1_types_proto_msgTypes[11].OneofWrappers = []any{}
 	file_muster_v1_types_proto_msgTypes[15].OneofWrappers = []any{}
-	file_muster_v1_types_proto_msgTypes[26].OneofWrappers = []any{}
-	file_muster_v1_types_proto_msgTypes[52].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[33].OneofWrappers = []any{}
+	file_muster_v1_types_proto_msgTypes[59].OneofWrappers = []any{
 		(*JobEvent_State)(nil),
 		(*JobEvent_Started)(nil),
 		(*JobEvent_Output)(nil),
@@ -7513,7 +7952,7 @@ func file_muster_v1_types_proto_init() {
 		(*JobEvent_NodeLost)(nil),
 		(*JobEvent_HangClues)(nil),
 	}
-	file_muster_v1_types_proto_msgTypes[68].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[75].OneofWrappers = []any{
 		(*HistoryCommand_Finished)(nil),
 		(*HistoryCommand_Expire)(nil),
 	}
@@ -7523,7 +7962,7 @@ func file_muster_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_types_proto_rawDesc), len(file_muster_v1_types_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   81,
+			NumMessages:   88,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
