@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
-	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -24,11 +23,10 @@ import (
 const (
 	readHeaderTimeout = 5 * time.Second
 	writeTimeout      = 30 * time.Second
-	maxHeaderBytes    = 16 << 10
-	shutdownTimeout   = 2 * time.Second
-	// maxConns bounds the connections served at once; more wait to be
-	// accepted.
-	maxConns = 64
+	// idleTimeout frees a kept-alive connection no request came on.
+	idleTimeout     = 30 * time.Second
+	maxHeaderBytes  = 16 << 10
+	shutdownTimeout = 2 * time.Second
 )
 
 // ServerConfig configures a Server.
@@ -85,14 +83,14 @@ func Start(cfg ServerConfig) (*Server, error) {
 		}
 		mux.ServeHTTP(w, r)
 	})
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: readHeaderTimeout, WriteTimeout: writeTimeout,
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: readHeaderTimeout, WriteTimeout: writeTimeout, IdleTimeout: idleTimeout,
 		MaxHeaderBytes: maxHeaderBytes, ErrorLog: zap.NewStdLog(cfg.Logger), Protocols: new(http.Protocols)}
 	// HTTP/1 for Prometheus and curl; HTTP/2 without TLS for gRPC probes.
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetUnencryptedHTTP2(true)
 	s := &Server{log: cfg.Logger, lis: lis, http: srv, errc: make(chan error, 1)}
 	go func() {
-		if err := srv.Serve(netutil.LimitListener(lis, maxConns)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(limitSources(lis)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.errc <- err
 		}
 		close(s.errc)
