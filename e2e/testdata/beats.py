@@ -14,8 +14,9 @@
 # written to, dumps FR_FIXTURES/hang4_rank<rank>.pkl as its flight recorder.
 import os
 import signal
-import threading
 import time
+
+import dumppipe
 
 rank = int(os.environ["RANK"])
 local = int(os.environ["LOCAL_RANK"])
@@ -31,28 +32,15 @@ last_beaten = f"{stem}last"
 ours = range(first, first + nproc)
 
 
-def flight_recorder():
-    stem = os.environ.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE")
-    fixtures = os.environ.get("FR_FIXTURES")
-    if not stem or not fixtures:
-        return
-    pipe = f"{stem}{rank}.pipe"
-    os.mkfifo(pipe, 0o600)
-    fd = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
-    while True:
-        try:
-            if os.read(fd, 128):
-                break
-        except BlockingIOError:
-            pass
-        time.sleep(0.05)
-    with open(f"{fixtures}/hang4_rank{rank}.pkl", "rb") as src:
+def dump_fixture(path):
+    with open(f"{os.environ['FR_FIXTURES']}/hang4_rank{rank}.pkl", "rb") as src:
         dump = src.read()
-    with open(os.environ["TORCH_FR_DUMP_TEMP_FILE"] + str(rank), "wb") as f:
+    with open(path, "wb") as f:
         f.write(dump)
 
 
-threading.Thread(target=flight_recorder, daemon=True).start()
+if os.environ.get("FR_FIXTURES"):
+    dumppipe.serve(rank, dump_fixture)
 
 
 def touch(ranks):

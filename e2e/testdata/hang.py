@@ -8,26 +8,14 @@ import pathlib
 import threading
 import time
 
+import dumppipe
+
 rank = int(os.environ["RANK"])
 heartbeat = pathlib.Path(os.environ["MUSTER_HEARTBEAT_FILE"])
 
 
-def flight_recorder():
-    stem = os.environ.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE")
-    if not stem:
-        return
-    pipe = f"{stem}{rank}.pipe"
-    os.mkfifo(pipe, 0o666)
-    fd = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
-    while True:
-        try:
-            if os.read(fd, 128):
-                break
-        except BlockingIOError:
-            pass
-        time.sleep(0.05)
-    dump = os.environ.get("TORCH_FR_DUMP_TEMP_FILE", "/tmp/nccl_trace_rank_") + str(rank)
-    with open(dump, "w") as f:
+def dump_text(path):
+    with open(path, "w") as f:
         f.write(f"flight recorder of rank {rank}\n")
 
 
@@ -39,7 +27,7 @@ def stuck_in_all_reduce():
     threading.Event().wait()
 
 
-threading.Thread(target=flight_recorder, daemon=True).start()
+dumppipe.serve(rank, dump_text)
 threading.Thread(target=helper_thread_waits, daemon=True).start()
 print("ready", flush=True)
 step = 0
