@@ -19,10 +19,11 @@ import (
 // A job with a hang timeout has each of its workers on this node watched:
 // a worker that gives no heartbeat for the timeout (the first-heartbeat
 // timeout before its first one) is hung. A heartbeat is any change of its
-// heartbeat file (touch), or with hang_on_silence any output. The file is
-// read for changes only, never for its times: a heartbeat counts from when
-// the watch saw it, on the agent's monotonic clock, so that neither a clock
-// step nor coarse file times make a worker hung early.
+// heartbeat file (touch), or with hang_on_silence any output. For the
+// timeout a heartbeat counts from when the watch saw it, on the agent's
+// monotonic clock, so that neither a clock step nor coarse file times make
+// a worker hung early; the file's own time (mtime) only orders the workers'
+// last heartbeats for the verdict on who hung (clues.go).
 const (
 	// dumpWait bounds the wait for PyTorch to dump its flight recorders
 	// once asked: its heartbeat monitor reads the pipe about once a second
