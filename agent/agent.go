@@ -448,7 +448,7 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 				st = exitStatus{signal: int(syscall.SIGTERM)}
 			}
 			for _, pl := range unplannedWorkers(asg) {
-				sup.exited(pl, st, nil, "")
+				sup.exited(pl, st, nil, "", time.Time{})
 			}
 		} else {
 			sup.run(ctx, js)

@@ -192,7 +192,7 @@ func (js *jobStart) input() envprop.Input {
 		MPI:        spec.GetMpi() == jobspec.MPICH,
 		OpenMPI:    spec.GetMpi() == jobspec.OpenMPI,
 		NodeName:   a.cfg.Name, RoundID: asg.GetRoundId(),
-		RASAddr: js.rasAddr,
+		RASAddr: js.rasAddr, ErrorDir: js.files.dir,
 	}
 	if spec.GetHangTimeoutMs() > 0 {
 		in.Hang = &envprop.Hang{Dir: js.files.dir, TraceDir: js.files.logDir}
@@ -237,8 +237,14 @@ func (js *jobStart) planWorkers() error {
 	}
 	for l := 0; l < int(js.asg.GetNproc()); l++ {
 		in.LocalRank = l
-		js.plans = append(js.plans, workerPlan{rank: in.Rank(), localRank: l, gpus: in.LocalGPUs(), spec: workerSpec{
-			argv: argv, env: envprop.Build(in), dir: js.workdir, cred: js.cred, stdin: js.files.feed.reader(l)}})
+		env := envprop.Build(in)
+		pl := workerPlan{rank: in.Rank(), localRank: l, gpus: in.LocalGPUs(), spec: workerSpec{
+			argv: argv, env: env, dir: js.workdir, cred: js.cred, stdin: js.files.feed.reader(l)}}
+		// Only the agent's own path is read: another one may be anything.
+		if file, _ := envprop.Lookup(env, envprop.TorchelasticErrorFile); file == envprop.ErrorFilePath(js.files.dir, pl.rank) {
+			pl.errorFile = file
+		}
+		js.plans = append(js.plans, pl)
 	}
 	js.workers = make([]*worker, len(js.plans))
 	for i, pl := range js.plans {

@@ -22,6 +22,7 @@ import (
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/ranklog"
 	"github.com/musterhq/muster/supervise"
+	"github.com/musterhq/muster/torcherror"
 )
 
 // cutAfter bounds reading a worker's pipes once every process of the job has
@@ -69,6 +70,9 @@ type workerPlan struct {
 	// gpus are the worker's share of the node's GPUs, those an XID error
 	// of which it is reported to die of.
 	gpus []int
+	// errorFile is its TORCHELASTIC_ERROR_FILE when the agent chose it
+	// (read after a failure); "" when the user chose another.
+	errorFile string
 }
 
 func newSupervisor(log *zap.Logger, job, node string, killTimeout time.Duration, pub *jobPublisher) *Supervisor {
@@ -284,7 +288,7 @@ func (s *Supervisor) run(ctx context.Context, js *jobStart) {
 	arrive := func(w *worker) {
 		if w.pending.Add(-1) == 0 {
 			// Its output is all read: its log file is as complete as it gets.
-			s.exited(w.plan, w.status, w.errTail.get(), w.incomplete())
+			s.exited(w.plan, w.status, w.errTail.get(), w.incomplete(), w.started)
 			reported.Done()
 		}
 	}
@@ -413,7 +417,7 @@ func execError(argv0, path string, err error) exitStatus {
 // exited reports a worker's end, and why its --log-dir file misses output
 // if it does; a failure stops the rest of the job here at once, before the
 // store tells every node.
-func (s *Supervisor) exited(pl workerPlan, st exitStatus, stderrTail []string, logIncomplete string) {
+func (s *Supervisor) exited(pl workerPlan, st exitStatus, stderrTail []string, logIncomplete string, started time.Time) {
 	s.mu.Lock()
 	// A rank that called MPI_Abort failed by itself, though the stop it
 	// asked for killed it.
@@ -429,6 +433,9 @@ func (s *Supervisor) exited(pl workerPlan, st exitStatus, stderrTail []string, l
 		LogIncomplete: logIncomplete, Hang: hang}
 	if st.facts != nil {
 		failure.Explain(ev, *st.facts)
+	}
+	if st.failed() && pl.errorFile != "" {
+		ev.PythonError = s.pythonError(pl, started)
 	}
 	s.log.Info("worker exited", zap.String("job", s.job), zap.Int("rank", pl.rank), zap.Int("exit-code", st.code),
 		zap.Int("signal", st.signal), zap.Bool("stopped", stopped), zap.String("error", st.err), zap.String("log-incomplete", logIncomplete),
@@ -446,6 +453,28 @@ func (s *Supervisor) exited(pl workerPlan, st exitStatus, stderrTail []string, l
 	if failure.Failed(ev) {
 		s.Stop(s.killAt)
 	}
+}
+
+// pythonError is the exception a failed worker's @record wrote to its
+// error file since it started, if it wrote one.
+func (s *Supervisor) pythonError(pl workerPlan, started time.Time) *musterv1.PythonError {
+	// Opened as the job's user, who owns its directory.
+	f, err := openFileAs(pl.spec.cred, pl.errorFile, torcherror.OpenFlags, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // it raised nothing through @record
+	}
+	var e *torcherror.Error
+	if err == nil {
+		e, err = torcherror.Read(f, started)
+		f.Close()
+	}
+	if err != nil {
+		s.log.Info("error file not read", zap.String("job", s.job), zap.Int("rank", pl.rank), zap.Error(err))
+	}
+	if e == nil {
+		return nil
+	}
+	return &musterv1.PythonError{Type: e.Type, Message: e.Message, Frames: e.Frames}
 }
 
 // rankStates reports the job's workers on this node, ranks first to

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -284,5 +285,26 @@ func TestAgentUsageErrors(t *testing.T) {
 		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), tt.want) {
 			t.Errorf("agent %s: %v, output %q; want exit 2 and %q", strings.Join(tt.args, " "), err, out, tt.want)
 		}
+	}
+}
+
+// A failed Python rank's exception, as torch.distributed.elastic's @record
+// writes it to TORCHELASTIC_ERROR_FILE, is in the summary and the events'
+// end, as torchrun shows it.
+func TestPythonErrorInTheSummary(t *testing.T) {
+	t.Parallel()
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found")
+	}
+	events := filepath.Join(t.TempDir(), "events")
+	r := runLauncher(t, "run", "--nproc", "2", "--events", events, "-x", "FAIL_RANK=1", "--", python, "testdata/record.py")
+	want := regexp.MustCompile(`rank 1 \(node \S+, local rank 1\) exited with code 1: ValueError: batch 41 has 3 columns, want 4, ` +
+		`raised at File "\S+record.py", line \d+, in load: raise ValueError\(f"batch \{batch\} has 3 columns, want 4"\)`)
+	if r.code != 1 || !want.MatchString(r.stderr) {
+		t.Fatalf("exit %d, want 1 and the exception in the summary; stderr:\n%s", r.code, r.stderr)
+	}
+	if e := readFile(t, events); !strings.Contains(e, `"pythonError":{"type":"ValueError","message":"batch 41 has 3 columns, want 4","frames":[`) {
+		t.Errorf("the events' end lacks the exception:\n%s", e)
 	}
 }

@@ -77,6 +77,11 @@ type Input struct {
 	NodeName string
 	RoundID  string
 
+	// ErrorDir, when set, holds each rank's TORCHELASTIC_ERROR_FILE
+	// (ErrorFilePath), where PyTorch's @record writes a failed rank's
+	// exception: the job's private directory on the node.
+	ErrorDir string
+
 	// RASAddr, when set, is the job's own NCCL RAS address on this node
 	// (host:port), so that two jobs' RAS services never answer for each
 	// other; set unless the user set NCCL_RAS_ADDR or NCCL_RAS_ENABLE.
@@ -95,6 +100,11 @@ type Hang struct {
 	// TraceDir, when set, is where PyTorch dumps each rank's NCCL flight
 	// recorder (the job's --log-dir); PyTorch's default otherwise.
 	TraceDir string
+}
+
+// ErrorFilePath is rank's error file in dir, for PyTorch's @record.
+func ErrorFilePath(dir string, rank int) string {
+	return dir + "/error-" + strconv.Itoa(rank) + ".json"
 }
 
 // RASAddr is where a worker's NCCL answers RAS clients by env: its
@@ -330,6 +340,9 @@ func Build(in Input) []string {
 		if kv[1] != "" {
 			defaults[kv[0]] = kv[1]
 		}
+	}
+	if in.ErrorDir != "" {
+		defaults[TorchelasticErrorFile] = ErrorFilePath(in.ErrorDir, rank)
 	}
 	if in.RASAddr != "" && !isSet(env, in.User, NCCLRASAddr) && !rasOff(env, in.User) {
 		defaults[NCCLRASAddr] = in.RASAddr

@@ -19,6 +19,7 @@ const (
 	TorchelasticRestartCount = "TORCHELASTIC_RESTART_COUNT"
 	TorchelasticMaxRestarts  = "TORCHELASTIC_MAX_RESTARTS"
 	TorchelasticAgentStore   = "TORCHELASTIC_USE_AGENT_STORE"
+	TorchelasticErrorFile    = "TORCHELASTIC_ERROR_FILE"
 	TorchNCCLAsyncErrors     = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
 
 	// Open MPI's, which many tools read without MPI

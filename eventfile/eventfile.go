@@ -143,6 +143,9 @@ type Ended struct {
 	FailedNode string `json:"failedNode"`
 	// Hang is who hung, when a hang failed the job; null otherwise.
 	Hang *listing.Hang `json:"hang"`
+	// PythonError is what the failed rank's Python raised (@record); null
+	// otherwise.
+	PythonError *listing.PythonError `json:"pythonError"`
 }
 
 // OutputLost is output dropped before the launcher read it.
@@ -263,7 +266,7 @@ func Line(ev *musterv1.JobEvent, now func() time.Time) any {
 			ExitCode: f.GetExitCode(), Summary: f.GetSummary()}
 		if x := f.GetFailure(); x != nil {
 			rank := x.GetRank()
-			out.FailedRank, out.FailedNode, out.Hang = &rank, x.GetNode(), listing.HangOf(x)
+			out.FailedRank, out.FailedNode, out.Hang, out.PythonError = &rank, x.GetNode(), listing.HangOf(x), listing.PythonErrorOf(x)
 		}
 		return out
 	case *musterv1.JobEvent_Lost:

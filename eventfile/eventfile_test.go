@@ -45,7 +45,7 @@ func TestLine(t *testing.T) {
 		{"ended", &musterv1.JobEvent{JobId: "j-1", Event: &musterv1.JobEvent_Finished{Finished: &musterv1.JobFinished{
 			State: musterv1.JobState_JOB_STATE_FAILED, ExitCode: 3, Summary: "rank 1 exited with code 3",
 			Failure: &musterv1.WorkerExited{Rank: 1, Node: "a", ExitCode: 3}}}},
-			`{"type":"ended","time":"2026-01-02T03:04:05.123456Z","job":"j-1","state":"failed","exitCode":3,"summary":"rank 1 exited with code 3","failedRank":1,"failedNode":"a","hang":null}`},
+			`{"type":"ended","time":"2026-01-02T03:04:05.123456Z","job":"j-1","state":"failed","exitCode":3,"summary":"rank 1 exited with code 3","failedRank":1,"failedNode":"a","hang":null,"pythonError":null}`},
 		{"ended for a hang", &musterv1.JobEvent{JobId: "j-1", Event: &musterv1.JobEvent_Finished{Finished: &musterv1.JobFinished{
 			State: musterv1.JobState_JOB_STATE_FAILED, ExitCode: 134, Summary: "rank 2 hung",
 			Failure: &musterv1.WorkerExited{Rank: 2, Node: "b", Signal: 6, Hang: &musterv1.WorkerHang{SilentMs: 10_040, TimeoutMs: 10_000,
@@ -53,9 +53,9 @@ func TestLine(t *testing.T) {
 					Culprits: []int32{2}, Launched: 20, Collective: &musterv1.Collective{Communicator: "5974ff3706582d81", Op: "AllReduce", Seq: 21}}}}}}},
 			`{"type":"ended","time":"2026-01-02T03:04:05.123456Z","job":"j-1","state":"failed","exitCode":134,"summary":"rank 2 hung","failedRank":2,"failedNode":"b",` +
 				`"hang":{"evidence":"nccl_ras","culprits":[2],"cannotTell":false,"silent":[],"resolutionMs":0,"waiting":[0,1,3],"waitingCount":3,` +
-				`"collective":{"op":"AllReduce","seq":21,"processGroup":"","processGroupName":"","communicator":"5974ff3706582d81"},"silentMs":10040,"timeoutMs":10000,"flightRecorder":""}}`},
+				`"collective":{"op":"AllReduce","seq":21,"processGroup":"","processGroupName":"","communicator":"5974ff3706582d81"},"silentMs":10040,"timeoutMs":10000,"flightRecorder":""},"pythonError":null}`},
 		{"succeeded", &musterv1.JobEvent{JobId: "j-1", Event: &musterv1.JobEvent_Finished{Finished: &musterv1.JobFinished{State: musterv1.JobState_JOB_STATE_SUCCEEDED}}},
-			`{"type":"ended","time":"2026-01-02T03:04:05.123456Z","job":"j-1","state":"succeeded","exitCode":0,"summary":"","failedRank":null,"failedNode":"","hang":null}`},
+			`{"type":"ended","time":"2026-01-02T03:04:05.123456Z","job":"j-1","state":"succeeded","exitCode":0,"summary":"","failedRank":null,"failedNode":"","hang":null,"pythonError":null}`},
 		{"output is not written", &musterv1.JobEvent{JobId: "j-1", Event: &musterv1.JobEvent_Output{Output: &musterv1.Output{Data: []byte("x\n")}}}, ""},
 		{"state is not written", &musterv1.JobEvent{JobId: "j-1", Event: &musterv1.JobEvent_State{State: musterv1.JobState_JOB_STATE_RUNNING}}, ""},
 	} {

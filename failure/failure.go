@@ -60,7 +60,23 @@ func Describe(spec *musterv1.JobSpec, ex *musterv1.WorkerExited) string {
 	case ex.GetSignal() != 0:
 		return fmt.Sprintf("%s was killed by signal %d (%s)", who, ex.GetSignal(), unix.SignalName(unix.Signal(ex.GetSignal()))) + because(ex)
 	}
-	return fmt.Sprintf("%s exited with code %d", who, ex.GetExitCode()) + because(ex)
+	return fmt.Sprintf("%s exited with code %d", who, ex.GetExitCode()) + because(ex) + raised(ex.GetPythonError())
+}
+
+// raised says what a worker's Python raised, as @record wrote it: ":
+// ValueError: bad batch, raised at File "train.py", line 41, in step".
+func raised(e *musterv1.PythonError) string {
+	if e == nil {
+		return ""
+	}
+	s := ": " + e.GetType()
+	if m := e.GetMessage(); m != "" {
+		s += ": " + m
+	}
+	if f := e.GetFrames(); len(f) > 0 {
+		s += ", raised at " + f[len(f)-1]
+	}
+	return s
 }
 
 // because says what the kernel or a GPU told of a worker's end beyond its

@@ -46,6 +46,11 @@ func TestDescribe(t *testing.T) {
 	}{
 		{"exit code", "", &musterv1.WorkerExited{Rank: 5, Node: "b", LocalRank: 1, ExitCode: 2},
 			"rank 5 (node b, local rank 1) exited with code 2"},
+		{"a Python exception by @record", "", &musterv1.WorkerExited{Rank: 1, Node: "a", LocalRank: 1, ExitCode: 1, PythonError: &musterv1.PythonError{
+			Type: "ValueError", Message: "bad batch", Frames: []string{`File "train.py", line 9, in main: step()`, `File "train.py", line 3, in step: raise ValueError("bad batch")`}}},
+			`rank 1 (node a, local rank 1) exited with code 1: ValueError: bad batch, raised at File "train.py", line 3, in step: raise ValueError("bad batch")`},
+		{"an exception without a message or frames", "", &musterv1.WorkerExited{Rank: 0, Node: "a", ExitCode: 1, PythonError: &musterv1.PythonError{Type: "KeyboardInterrupt"}},
+			"rank 0 (node a, local rank 0) exited with code 1: KeyboardInterrupt"},
 		{"signal", "", &musterv1.WorkerExited{Rank: 0, Node: "a", Signal: 9},
 			"rank 0 (node a, local rank 0) was killed by signal 9 (SIGKILL)"},
 		{"error", "", &musterv1.WorkerExited{Rank: 2, Node: "a", LocalRank: 2, Error: "called MPI_Abort with exit code 7"},

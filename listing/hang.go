@@ -39,6 +39,25 @@ type Collective struct {
 	Communicator     string `json:"communicator" yaml:"communicator"`
 }
 
+// PythonError is the exception a failed rank's Python raised, as
+// torch.distributed.elastic's @record wrote it.
+type PythonError struct {
+	Type    string `json:"type" yaml:"type"`
+	Message string `json:"message" yaml:"message"`
+	// Frames are its traceback's last frames, innermost last.
+	Frames []string `json:"frames" yaml:"frames"`
+}
+
+// PythonErrorOf is a failed worker's Python exception in the schema; nil
+// when it wrote none.
+func PythonErrorOf(ex *musterv1.WorkerExited) *PythonError {
+	e := ex.GetPythonError()
+	if e == nil {
+		return nil
+	}
+	return &PythonError{Type: e.GetType(), Message: e.GetMessage(), Frames: append([]string{}, e.GetFrames()...)}
+}
+
 // HangOf is a failed worker's hang in the schema; nil when it did not hang.
 func HangOf(ex *musterv1.WorkerExited) *Hang {
 	h := ex.GetHang()

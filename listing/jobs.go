@@ -51,6 +51,9 @@ type Job struct {
 	Summary string `json:"summary" yaml:"summary"`
 	// Hang is who hung, for a job that failed for a hang; null otherwise.
 	Hang *Hang `json:"hang" yaml:"hang"`
+	// PythonError is what the failed rank's Python raised, when its
+	// @record wrote it; null otherwise.
+	PythonError *PythonError `json:"pythonError" yaml:"pythonError"`
 }
 
 // Jobs turns the store's answer into the schema.
@@ -69,7 +72,8 @@ func JobOf(j *musterv1.JobStatus) Job {
 		Command: []string{}, Nodes: append([]string{}, j.GetNodes()...), NNodes: spec.GetNnodes(),
 		NProcPerNode: spec.GetNproc(), GPUsPerNode: spec.GetGpus(), Rounds: j.GetRounds(), Restarts: j.GetRestarts(),
 		MaxRestarts: spec.GetMaxRestarts(), SubmitTime: Time(j.GetSubmittedUnixMs()), StartTime: Time(j.GetStartedUnixMs()),
-		EndTime: Time(j.GetEndedUnixMs()), Summary: strings.ReplaceAll(j.GetSummary(), "\n", " "), Hang: HangOf(j.GetFailure())}
+		EndTime: Time(j.GetEndedUnixMs()), Summary: strings.ReplaceAll(j.GetSummary(), "\n", " "), Hang: HangOf(j.GetFailure()),
+		PythonError: PythonErrorOf(j.GetFailure())}
 	if j.GetState().Ended() {
 		code := j.GetExitCode()
 		out.ExitCode = &code

@@ -234,6 +234,9 @@ func (s *Store) checkEventLocked(j *job, n *node, ev *musterv1.JobEvent) error {
 		if err := checkHang(j, e.Exited.GetHang()); err != nil {
 			return err
 		}
+		if err := checkPythonError(j, e.Exited.GetPythonError()); err != nil {
+			return err
+		}
 	case *musterv1.JobEvent_Lost:
 		return nil // output the agent had to drop while no store took it
 	case *musterv1.JobEvent_HangClues:
@@ -247,6 +250,18 @@ func (s *Store) checkEventLocked(j *job, n *node, ev *musterv1.JobEvent) error {
 	}
 	if nodeOf(rank, j.round.nproc) != nodeRank || rank < 0 {
 		return fmt.Errorf("job %s: node %s published for rank %d, not one of its own", j.id, n.info.GetName(), rank)
+	}
+	return nil
+}
+
+// checkPythonError accepts a worker's Python exception as its agent may
+// tell it: a few short lines.
+func checkPythonError(j *job, e *musterv1.PythonError) error {
+	if e == nil {
+		return nil
+	}
+	if len(e.GetType()) > 256 || len(e.GetMessage()) > 4<<10 || len(e.GetFrames()) > 8 || totalLen(e.GetFrames()) > 8<<10 {
+		return fmt.Errorf("job %s: a Python exception too large", j.id)
 	}
 	return nil
 }

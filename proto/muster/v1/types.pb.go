@@ -3916,7 +3916,11 @@ type WorkerExited struct {
 	Gpu int32 `protobuf:"varint,283,opt,name=gpu,proto3" json:"gpu,omitempty"`
 	// hang, when set, says that its agent found the worker hung and stopped
 	// it: how long it gave no heartbeat, and what was dumped.
-	Hang          *WorkerHang `protobuf:"bytes,300,opt,name=hang,proto3" json:"hang,omitempty"`
+	Hang *WorkerHang `protobuf:"bytes,300,opt,name=hang,proto3" json:"hang,omitempty"`
+	// python_error, when set, is the exception the failed worker's Python
+	// wrote to its TORCHELASTIC_ERROR_FILE (torch.distributed.elastic's
+	// @record) before it exited.
+	PythonError   *PythonError `protobuf:"bytes,500,opt,name=python_error,json=pythonError,proto3" json:"python_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4056,6 +4060,77 @@ func (x *WorkerExited) GetHang() *WorkerHang {
 	return nil
 }
 
+func (x *WorkerExited) GetPythonError() *PythonError {
+	if x != nil {
+		return x.PythonError
+	}
+	return nil
+}
+
+// PythonError is a worker's Python exception, as @record wrote it.
+type PythonError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// type is the exception's class ("ValueError"), message its text.
+	Type    string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// frames are its traceback's last frames, innermost last: "File
+	// "train.py", line 41, in step: loss = model(batch)".
+	Frames        []string `protobuf:"bytes,3,rep,name=frames,proto3" json:"frames,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PythonError) Reset() {
+	*x = PythonError{}
+	mi := &file_muster_v1_types_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PythonError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PythonError) ProtoMessage() {}
+
+func (x *PythonError) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PythonError.ProtoReflect.Descriptor instead.
+func (*PythonError) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *PythonError) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *PythonError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *PythonError) GetFrames() []string {
+	if x != nil {
+		return x.Frames
+	}
+	return nil
+}
+
 // WorkerHang is a worker its agent found hung: no heartbeat for longer than
 // the job's hang timeout. Its agent dumped what it could (the Python stacks
 // of every thread through SIGABRT and PYTHONFAULTHANDLER; PyTorch's NCCL
@@ -4088,7 +4163,7 @@ type WorkerHang struct {
 
 func (x *WorkerHang) Reset() {
 	*x = WorkerHang{}
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4100,7 +4175,7 @@ func (x *WorkerHang) String() string {
 func (*WorkerHang) ProtoMessage() {}
 
 func (x *WorkerHang) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4113,7 +4188,7 @@ func (x *WorkerHang) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerHang.ProtoReflect.Descriptor instead.
 func (*WorkerHang) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *WorkerHang) GetSilentMs() int64 {
@@ -4203,7 +4278,7 @@ type HangVerdict struct {
 
 func (x *HangVerdict) Reset() {
 	*x = HangVerdict{}
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4215,7 +4290,7 @@ func (x *HangVerdict) String() string {
 func (*HangVerdict) ProtoMessage() {}
 
 func (x *HangVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4228,7 +4303,7 @@ func (x *HangVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HangVerdict.ProtoReflect.Descriptor instead.
 func (*HangVerdict) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *HangVerdict) GetEvidence() HangEvidence {
@@ -4321,7 +4396,7 @@ type Collective struct {
 
 func (x *Collective) Reset() {
 	*x = Collective{}
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4333,7 +4408,7 @@ func (x *Collective) String() string {
 func (*Collective) ProtoMessage() {}
 
 func (x *Collective) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4346,7 +4421,7 @@ func (x *Collective) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Collective.ProtoReflect.Descriptor instead.
 func (*Collective) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Collective) GetProcessGroup() string {
@@ -4405,7 +4480,7 @@ type HangClues struct {
 
 func (x *HangClues) Reset() {
 	*x = HangClues{}
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4417,7 +4492,7 @@ func (x *HangClues) String() string {
 func (*HangClues) ProtoMessage() {}
 
 func (x *HangClues) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4430,7 +4505,7 @@ func (x *HangClues) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HangClues.ProtoReflect.Descriptor instead.
 func (*HangClues) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *HangClues) GetRoundId() string {
@@ -4479,7 +4554,7 @@ type RankClues struct {
 
 func (x *RankClues) Reset() {
 	*x = RankClues{}
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4491,7 +4566,7 @@ func (x *RankClues) String() string {
 func (*RankClues) ProtoMessage() {}
 
 func (x *RankClues) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4504,7 +4579,7 @@ func (x *RankClues) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RankClues.ProtoReflect.Descriptor instead.
 func (*RankClues) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RankClues) GetRank() int32 {
@@ -4588,7 +4663,7 @@ type RasAnswer struct {
 
 func (x *RasAnswer) Reset() {
 	*x = RasAnswer{}
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4600,7 +4675,7 @@ func (x *RasAnswer) String() string {
 func (*RasAnswer) ProtoMessage() {}
 
 func (x *RasAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4613,7 +4688,7 @@ func (x *RasAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RasAnswer.ProtoReflect.Descriptor instead.
 func (*RasAnswer) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RasAnswer) GetAsked() bool {
@@ -4672,7 +4747,7 @@ type RasCulprit struct {
 
 func (x *RasCulprit) Reset() {
 	*x = RasCulprit{}
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4684,7 +4759,7 @@ func (x *RasCulprit) String() string {
 func (*RasCulprit) ProtoMessage() {}
 
 func (x *RasCulprit) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4697,7 +4772,7 @@ func (x *RasCulprit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RasCulprit.ProtoReflect.Descriptor instead.
 func (*RasCulprit) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RasCulprit) GetRank() int32 {
@@ -4794,7 +4869,7 @@ type NodeLoss struct {
 
 func (x *NodeLoss) Reset() {
 	*x = NodeLoss{}
-	mi := &file_muster_v1_types_proto_msgTypes[55]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4806,7 +4881,7 @@ func (x *NodeLoss) String() string {
 func (*NodeLoss) ProtoMessage() {}
 
 func (x *NodeLoss) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[55]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4819,7 +4894,7 @@ func (x *NodeLoss) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoss.ProtoReflect.Descriptor instead.
 func (*NodeLoss) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *NodeLoss) GetNode() string {
@@ -4899,7 +4974,7 @@ type JobFinished struct {
 
 func (x *JobFinished) Reset() {
 	*x = JobFinished{}
-	mi := &file_muster_v1_types_proto_msgTypes[56]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4911,7 +4986,7 @@ func (x *JobFinished) String() string {
 func (*JobFinished) ProtoMessage() {}
 
 func (x *JobFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[56]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4924,7 +4999,7 @@ func (x *JobFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFinished.ProtoReflect.Descriptor instead.
 func (*JobFinished) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *JobFinished) GetState() JobState {
@@ -4988,7 +5063,7 @@ type OutputLost struct {
 
 func (x *OutputLost) Reset() {
 	*x = OutputLost{}
-	mi := &file_muster_v1_types_proto_msgTypes[57]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5000,7 +5075,7 @@ func (x *OutputLost) String() string {
 func (*OutputLost) ProtoMessage() {}
 
 func (x *OutputLost) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[57]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5013,7 +5088,7 @@ func (x *OutputLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLost.ProtoReflect.Descriptor instead.
 func (*OutputLost) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{57}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *OutputLost) GetEvents() uint64 {
@@ -5055,7 +5130,7 @@ type WaitingForNodes struct {
 
 func (x *WaitingForNodes) Reset() {
 	*x = WaitingForNodes{}
-	mi := &file_muster_v1_types_proto_msgTypes[58]
+	mi := &file_muster_v1_types_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5067,7 +5142,7 @@ func (x *WaitingForNodes) String() string {
 func (*WaitingForNodes) ProtoMessage() {}
 
 func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[58]
+	mi := &file_muster_v1_types_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5080,7 +5155,7 @@ func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitingForNodes.ProtoReflect.Descriptor instead.
 func (*WaitingForNodes) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{58}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *WaitingForNodes) GetRound() int32 {
@@ -5161,7 +5236,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_muster_v1_types_proto_msgTypes[59]
+	mi := &file_muster_v1_types_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5173,7 +5248,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[59]
+	mi := &file_muster_v1_types_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5186,7 +5261,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{59}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -5429,7 +5504,7 @@ type RoundStarted struct {
 
 func (x *RoundStarted) Reset() {
 	*x = RoundStarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[60]
+	mi := &file_muster_v1_types_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5441,7 +5516,7 @@ func (x *RoundStarted) String() string {
 func (*RoundStarted) ProtoMessage() {}
 
 func (x *RoundStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[60]
+	mi := &file_muster_v1_types_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5454,7 +5529,7 @@ func (x *RoundStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundStarted.ProtoReflect.Descriptor instead.
 func (*RoundStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{60}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RoundStarted) GetRound() int32 {
@@ -5540,7 +5615,7 @@ type RoundRestarting struct {
 
 func (x *RoundRestarting) Reset() {
 	*x = RoundRestarting{}
-	mi := &file_muster_v1_types_proto_msgTypes[61]
+	mi := &file_muster_v1_types_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5552,7 +5627,7 @@ func (x *RoundRestarting) String() string {
 func (*RoundRestarting) ProtoMessage() {}
 
 func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[61]
+	mi := &file_muster_v1_types_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5565,7 +5640,7 @@ func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundRestarting.ProtoReflect.Descriptor instead.
 func (*RoundRestarting) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{61}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RoundRestarting) GetRound() int32 {
@@ -5622,7 +5697,7 @@ type StoreRestarted struct {
 
 func (x *StoreRestarted) Reset() {
 	*x = StoreRestarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[62]
+	mi := &file_muster_v1_types_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5634,7 +5709,7 @@ func (x *StoreRestarted) String() string {
 func (*StoreRestarted) ProtoMessage() {}
 
 func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[62]
+	mi := &file_muster_v1_types_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5647,7 +5722,7 @@ func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreRestarted.ProtoReflect.Descriptor instead.
 func (*StoreRestarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{62}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *StoreRestarted) GetStoreId() string {
@@ -5673,7 +5748,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[63]
+	mi := &file_muster_v1_types_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5685,7 +5760,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[63]
+	mi := &file_muster_v1_types_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5698,7 +5773,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{63}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *PublishRequest) GetSession() string {
@@ -5733,7 +5808,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[64]
+	mi := &file_muster_v1_types_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5745,7 +5820,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[64]
+	mi := &file_muster_v1_types_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5758,7 +5833,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{64}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *PublishResponse) GetAckedSeq() uint64 {
@@ -5787,7 +5862,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[65]
+	mi := &file_muster_v1_types_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5799,7 +5874,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[65]
+	mi := &file_muster_v1_types_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5812,7 +5887,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{65}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -5864,7 +5939,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[66]
+	mi := &file_muster_v1_types_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5876,7 +5951,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[66]
+	mi := &file_muster_v1_types_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5889,7 +5964,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{66}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *CancelRequest) GetJobId() string {
@@ -5931,7 +6006,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[67]
+	mi := &file_muster_v1_types_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5943,7 +6018,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[67]
+	mi := &file_muster_v1_types_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5956,7 +6031,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{67}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CancelResponse) GetEnded() JobState {
@@ -5974,7 +6049,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[68]
+	mi := &file_muster_v1_types_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5986,7 +6061,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[68]
+	mi := &file_muster_v1_types_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5999,7 +6074,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{68}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{69}
 }
 
 type NodeStatus struct {
@@ -6025,7 +6100,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[69]
+	mi := &file_muster_v1_types_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6037,7 +6112,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[69]
+	mi := &file_muster_v1_types_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6050,7 +6125,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{69}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *NodeStatus) GetNode() *Node {
@@ -6111,7 +6186,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[70]
+	mi := &file_muster_v1_types_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6123,7 +6198,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[70]
+	mi := &file_muster_v1_types_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6136,7 +6211,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{70}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeStatus {
@@ -6154,7 +6229,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[71]
+	mi := &file_muster_v1_types_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6166,7 +6241,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[71]
+	mi := &file_muster_v1_types_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6179,7 +6254,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{71}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{72}
 }
 
 type JobStatus struct {
@@ -6219,7 +6294,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[72]
+	mi := &file_muster_v1_types_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6231,7 +6306,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[72]
+	mi := &file_muster_v1_types_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6244,7 +6319,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{72}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *JobStatus) GetJobId() string {
@@ -6365,7 +6440,7 @@ type JobRound struct {
 
 func (x *JobRound) Reset() {
 	*x = JobRound{}
-	mi := &file_muster_v1_types_proto_msgTypes[73]
+	mi := &file_muster_v1_types_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6377,7 +6452,7 @@ func (x *JobRound) String() string {
 func (*JobRound) ProtoMessage() {}
 
 func (x *JobRound) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[73]
+	mi := &file_muster_v1_types_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6390,7 +6465,7 @@ func (x *JobRound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRound.ProtoReflect.Descriptor instead.
 func (*JobRound) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{73}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *JobRound) GetNumber() int32 {
@@ -6423,7 +6498,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[74]
+	mi := &file_muster_v1_types_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6435,7 +6510,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[74]
+	mi := &file_muster_v1_types_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6448,7 +6523,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{74}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *GetJobRequest) GetJobId() string {
@@ -6473,7 +6548,7 @@ type HistoryCommand struct {
 
 func (x *HistoryCommand) Reset() {
 	*x = HistoryCommand{}
-	mi := &file_muster_v1_types_proto_msgTypes[75]
+	mi := &file_muster_v1_types_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6485,7 +6560,7 @@ func (x *HistoryCommand) String() string {
 func (*HistoryCommand) ProtoMessage() {}
 
 func (x *HistoryCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[75]
+	mi := &file_muster_v1_types_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6498,7 +6573,7 @@ func (x *HistoryCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryCommand.ProtoReflect.Descriptor instead.
 func (*HistoryCommand) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{75}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *HistoryCommand) GetCommand() isHistoryCommand_Command {
@@ -6553,7 +6628,7 @@ type HistoryExpire struct {
 
 func (x *HistoryExpire) Reset() {
 	*x = HistoryExpire{}
-	mi := &file_muster_v1_types_proto_msgTypes[76]
+	mi := &file_muster_v1_types_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6565,7 +6640,7 @@ func (x *HistoryExpire) String() string {
 func (*HistoryExpire) ProtoMessage() {}
 
 func (x *HistoryExpire) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[76]
+	mi := &file_muster_v1_types_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6578,7 +6653,7 @@ func (x *HistoryExpire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryExpire.ProtoReflect.Descriptor instead.
 func (*HistoryExpire) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{76}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *HistoryExpire) GetEndedBeforeUnixMs() int64 {
@@ -6597,7 +6672,7 @@ type WatchJobsRequest struct {
 
 func (x *WatchJobsRequest) Reset() {
 	*x = WatchJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[77]
+	mi := &file_muster_v1_types_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6609,7 +6684,7 @@ func (x *WatchJobsRequest) String() string {
 func (*WatchJobsRequest) ProtoMessage() {}
 
 func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[77]
+	mi := &file_muster_v1_types_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6622,7 +6697,7 @@ func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobsRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{77}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{78}
 }
 
 type ListJobsResponse struct {
@@ -6634,7 +6709,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[78]
+	mi := &file_muster_v1_types_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6646,7 +6721,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[78]
+	mi := &file_muster_v1_types_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6659,7 +6734,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{78}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobStatus {
@@ -6680,7 +6755,7 @@ type StdinChunk struct {
 
 func (x *StdinChunk) Reset() {
 	*x = StdinChunk{}
-	mi := &file_muster_v1_types_proto_msgTypes[79]
+	mi := &file_muster_v1_types_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6692,7 +6767,7 @@ func (x *StdinChunk) String() string {
 func (*StdinChunk) ProtoMessage() {}
 
 func (x *StdinChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[79]
+	mi := &file_muster_v1_types_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6705,7 +6780,7 @@ func (x *StdinChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdinChunk.ProtoReflect.Descriptor instead.
 func (*StdinChunk) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{79}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *StdinChunk) GetJobId() string {
@@ -6730,7 +6805,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[80]
+	mi := &file_muster_v1_types_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6742,7 +6817,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[80]
+	mi := &file_muster_v1_types_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6755,7 +6830,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{80}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{81}
 }
 
 type ReadStdinRequest struct {
@@ -6768,7 +6843,7 @@ type ReadStdinRequest struct {
 
 func (x *ReadStdinRequest) Reset() {
 	*x = ReadStdinRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[81]
+	mi := &file_muster_v1_types_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6780,7 +6855,7 @@ func (x *ReadStdinRequest) String() string {
 func (*ReadStdinRequest) ProtoMessage() {}
 
 func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[81]
+	mi := &file_muster_v1_types_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6793,7 +6868,7 @@ func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStdinRequest.ProtoReflect.Descriptor instead.
 func (*ReadStdinRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{81}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ReadStdinRequest) GetSession() string {
@@ -6824,7 +6899,7 @@ type KVSetRequest struct {
 
 func (x *KVSetRequest) Reset() {
 	*x = KVSetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[82]
+	mi := &file_muster_v1_types_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6836,7 +6911,7 @@ func (x *KVSetRequest) String() string {
 func (*KVSetRequest) ProtoMessage() {}
 
 func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[82]
+	mi := &file_muster_v1_types_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6849,7 +6924,7 @@ func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetRequest.ProtoReflect.Descriptor instead.
 func (*KVSetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{82}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *KVSetRequest) GetScope() string {
@@ -6882,7 +6957,7 @@ type KVSetResponse struct {
 
 func (x *KVSetResponse) Reset() {
 	*x = KVSetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[83]
+	mi := &file_muster_v1_types_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6894,7 +6969,7 @@ func (x *KVSetResponse) String() string {
 func (*KVSetResponse) ProtoMessage() {}
 
 func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[83]
+	mi := &file_muster_v1_types_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6907,7 +6982,7 @@ func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetResponse.ProtoReflect.Descriptor instead.
 func (*KVSetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{83}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *KVSetResponse) GetVersion() uint64 {
@@ -6929,7 +7004,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[84]
+	mi := &file_muster_v1_types_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6941,7 +7016,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[84]
+	mi := &file_muster_v1_types_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6954,7 +7029,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{84}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *KVGetRequest) GetScope() string {
@@ -6995,7 +7070,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[85]
+	mi := &file_muster_v1_types_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7007,7 +7082,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[85]
+	mi := &file_muster_v1_types_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7020,7 +7095,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{85}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *KVGetResponse) GetValue() []byte {
@@ -7051,7 +7126,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[86]
+	mi := &file_muster_v1_types_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7063,7 +7138,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[86]
+	mi := &file_muster_v1_types_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7076,7 +7151,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{86}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *BarrierRequest) GetScope() string {
@@ -7122,7 +7197,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[87]
+	mi := &file_muster_v1_types_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7134,7 +7209,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[87]
+	mi := &file_muster_v1_types_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7147,7 +7222,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{87}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{88}
 }
 
 var File_muster_v1_types_proto protoreflect.FileDescriptor
@@ -7428,7 +7503,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12)\n" +
 	"\x06stream\x18\x02 \x01(\x0e2\x11.muster.v1.StreamR\x06stream\x12\x12\n" +
 	"\x04data\x18\x05 \x01(\fR\x04data\x12\x16\n" +
-	"\x06paused\x18\x06 \x01(\bR\x06pausedJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"\xe8\x03\n" +
+	"\x06paused\x18\x06 \x01(\bR\x06pausedJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"\xa4\x04\n" +
 	"\fWorkerExited\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x1d\n" +
 	"\n" +
@@ -7447,8 +7522,13 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x12memory_limit_bytes\x18\x99\x02 \x01(\x03R\x10memoryLimitBytes\x12\x11\n" +
 	"\x03xid\x18\x9a\x02 \x01(\x05R\x03xid\x12\x11\n" +
 	"\x03gpu\x18\x9b\x02 \x01(\x05R\x03gpu\x12*\n" +
-	"\x04hang\x18\xac\x02 \x01(\v2\x15.muster.v1.WorkerHangR\x04hangJ\x04\b\t\x10\n" +
-	"\"\x9e\x02\n" +
+	"\x04hang\x18\xac\x02 \x01(\v2\x15.muster.v1.WorkerHangR\x04hang\x12:\n" +
+	"\fpython_error\x18\xf4\x03 \x01(\v2\x16.muster.v1.PythonErrorR\vpythonErrorJ\x04\b\t\x10\n" +
+	"\"S\n" +
+	"\vPythonError\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
+	"\x06frames\x18\x03 \x03(\tR\x06frames\"\x9e\x02\n" +
 	"\n" +
 	"WorkerHang\x12\x1b\n" +
 	"\tsilent_ms\x18\x01 \x01(\x03R\bsilentMs\x12\x1d\n" +
@@ -7746,7 +7826,7 @@ func file_muster_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
+var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 89)
 var file_muster_v1_types_proto_goTypes = []any{
 	(RestartOn)(0),                    // 0: muster.v1.RestartOn
 	(JobState)(0),                     // 1: muster.v1.JobState
@@ -7802,46 +7882,47 @@ var file_muster_v1_types_proto_goTypes = []any{
 	(*WorkerStarted)(nil),             // 51: muster.v1.WorkerStarted
 	(*Output)(nil),                    // 52: muster.v1.Output
 	(*WorkerExited)(nil),              // 53: muster.v1.WorkerExited
-	(*WorkerHang)(nil),                // 54: muster.v1.WorkerHang
-	(*HangVerdict)(nil),               // 55: muster.v1.HangVerdict
-	(*Collective)(nil),                // 56: muster.v1.Collective
-	(*HangClues)(nil),                 // 57: muster.v1.HangClues
-	(*RankClues)(nil),                 // 58: muster.v1.RankClues
-	(*RasAnswer)(nil),                 // 59: muster.v1.RasAnswer
-	(*RasCulprit)(nil),                // 60: muster.v1.RasCulprit
-	(*NodeLoss)(nil),                  // 61: muster.v1.NodeLoss
-	(*JobFinished)(nil),               // 62: muster.v1.JobFinished
-	(*OutputLost)(nil),                // 63: muster.v1.OutputLost
-	(*WaitingForNodes)(nil),           // 64: muster.v1.WaitingForNodes
-	(*JobEvent)(nil),                  // 65: muster.v1.JobEvent
-	(*RoundStarted)(nil),              // 66: muster.v1.RoundStarted
-	(*RoundRestarting)(nil),           // 67: muster.v1.RoundRestarting
-	(*StoreRestarted)(nil),            // 68: muster.v1.StoreRestarted
-	(*PublishRequest)(nil),            // 69: muster.v1.PublishRequest
-	(*PublishResponse)(nil),           // 70: muster.v1.PublishResponse
-	(*WatchJobRequest)(nil),           // 71: muster.v1.WatchJobRequest
-	(*CancelRequest)(nil),             // 72: muster.v1.CancelRequest
-	(*CancelResponse)(nil),            // 73: muster.v1.CancelResponse
-	(*ListNodesRequest)(nil),          // 74: muster.v1.ListNodesRequest
-	(*NodeStatus)(nil),                // 75: muster.v1.NodeStatus
-	(*ListNodesResponse)(nil),         // 76: muster.v1.ListNodesResponse
-	(*ListJobsRequest)(nil),           // 77: muster.v1.ListJobsRequest
-	(*JobStatus)(nil),                 // 78: muster.v1.JobStatus
-	(*JobRound)(nil),                  // 79: muster.v1.JobRound
-	(*GetJobRequest)(nil),             // 80: muster.v1.GetJobRequest
-	(*HistoryCommand)(nil),            // 81: muster.v1.HistoryCommand
-	(*HistoryExpire)(nil),             // 82: muster.v1.HistoryExpire
-	(*WatchJobsRequest)(nil),          // 83: muster.v1.WatchJobsRequest
-	(*ListJobsResponse)(nil),          // 84: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),                // 85: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),        // 86: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),          // 87: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),              // 88: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),             // 89: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),              // 90: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),             // 91: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),            // 92: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),           // 93: muster.v1.BarrierResponse
+	(*PythonError)(nil),               // 54: muster.v1.PythonError
+	(*WorkerHang)(nil),                // 55: muster.v1.WorkerHang
+	(*HangVerdict)(nil),               // 56: muster.v1.HangVerdict
+	(*Collective)(nil),                // 57: muster.v1.Collective
+	(*HangClues)(nil),                 // 58: muster.v1.HangClues
+	(*RankClues)(nil),                 // 59: muster.v1.RankClues
+	(*RasAnswer)(nil),                 // 60: muster.v1.RasAnswer
+	(*RasCulprit)(nil),                // 61: muster.v1.RasCulprit
+	(*NodeLoss)(nil),                  // 62: muster.v1.NodeLoss
+	(*JobFinished)(nil),               // 63: muster.v1.JobFinished
+	(*OutputLost)(nil),                // 64: muster.v1.OutputLost
+	(*WaitingForNodes)(nil),           // 65: muster.v1.WaitingForNodes
+	(*JobEvent)(nil),                  // 66: muster.v1.JobEvent
+	(*RoundStarted)(nil),              // 67: muster.v1.RoundStarted
+	(*RoundRestarting)(nil),           // 68: muster.v1.RoundRestarting
+	(*StoreRestarted)(nil),            // 69: muster.v1.StoreRestarted
+	(*PublishRequest)(nil),            // 70: muster.v1.PublishRequest
+	(*PublishResponse)(nil),           // 71: muster.v1.PublishResponse
+	(*WatchJobRequest)(nil),           // 72: muster.v1.WatchJobRequest
+	(*CancelRequest)(nil),             // 73: muster.v1.CancelRequest
+	(*CancelResponse)(nil),            // 74: muster.v1.CancelResponse
+	(*ListNodesRequest)(nil),          // 75: muster.v1.ListNodesRequest
+	(*NodeStatus)(nil),                // 76: muster.v1.NodeStatus
+	(*ListNodesResponse)(nil),         // 77: muster.v1.ListNodesResponse
+	(*ListJobsRequest)(nil),           // 78: muster.v1.ListJobsRequest
+	(*JobStatus)(nil),                 // 79: muster.v1.JobStatus
+	(*JobRound)(nil),                  // 80: muster.v1.JobRound
+	(*GetJobRequest)(nil),             // 81: muster.v1.GetJobRequest
+	(*HistoryCommand)(nil),            // 82: muster.v1.HistoryCommand
+	(*HistoryExpire)(nil),             // 83: muster.v1.HistoryExpire
+	(*WatchJobsRequest)(nil),          // 84: muster.v1.WatchJobsRequest
+	(*ListJobsResponse)(nil),          // 85: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),                // 86: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),        // 87: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),          // 88: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),              // 89: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),             // 90: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),              // 91: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),             // 92: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),            // 93: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),           // 94: muster.v1.BarrierResponse
 }
 var file_muster_v1_types_proto_depIdxs = []int32{
 	6,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
@@ -7867,56 +7948,57 @@ var file_muster_v1_types_proto_depIdxs = []int32{
 	24, // 20: muster.v1.CheckTorchConnsRequest.conns:type_name -> muster.v1.TorchConn
 	25, // 21: muster.v1.CheckTorchConnsResponse.verdicts:type_name -> muster.v1.TorchConnVerdict
 	25, // 22: muster.v1.TorchConnsCheckedRequest.verdicts:type_name -> muster.v1.TorchConnVerdict
-	61, // 23: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
+	62, // 23: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
 	0,  // 24: muster.v1.JobSpec.restart_on:type_name -> muster.v1.RestartOn
 	40, // 25: muster.v1.ReportHealthRequest.health:type_name -> muster.v1.NodeHealth
 	39, // 26: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
 	39, // 27: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
 	46, // 28: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
 	2,  // 29: muster.v1.Output.stream:type_name -> muster.v1.Stream
-	61, // 30: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
+	62, // 30: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
 	3,  // 31: muster.v1.WorkerExited.cause:type_name -> muster.v1.ExitCause
-	54, // 32: muster.v1.WorkerExited.hang:type_name -> muster.v1.WorkerHang
-	55, // 33: muster.v1.WorkerHang.verdict:type_name -> muster.v1.HangVerdict
-	4,  // 34: muster.v1.HangVerdict.evidence:type_name -> muster.v1.HangEvidence
-	56, // 35: muster.v1.HangVerdict.collective:type_name -> muster.v1.Collective
-	58, // 36: muster.v1.HangClues.ranks:type_name -> muster.v1.RankClues
-	59, // 37: muster.v1.HangClues.ras:type_name -> muster.v1.RasAnswer
-	56, // 38: muster.v1.RankClues.recorder:type_name -> muster.v1.Collective
-	60, // 39: muster.v1.RasAnswer.culprits:type_name -> muster.v1.RasCulprit
-	5,  // 40: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
-	1,  // 41: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
-	53, // 42: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
-	1,  // 43: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
-	51, // 44: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
-	52, // 45: muster.v1.JobEvent.output:type_name -> muster.v1.Output
-	53, // 46: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
-	62, // 47: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
-	63, // 48: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
-	64, // 49: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
-	68, // 50: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
-	67, // 51: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
-	66, // 52: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
-	61, // 53: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
-	57, // 54: muster.v1.JobEvent.hang_clues:type_name -> muster.v1.HangClues
-	65, // 55: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
-	1,  // 56: muster.v1.CancelResponse.ended:type_name -> muster.v1.JobState
-	7,  // 57: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
-	40, // 58: muster.v1.NodeStatus.health:type_name -> muster.v1.NodeHealth
-	75, // 59: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
-	39, // 60: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
-	1,  // 61: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
-	46, // 62: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	53, // 63: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
-	79, // 64: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
-	78, // 65: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
-	82, // 66: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
-	78, // 67: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	68, // [68:68] is the sub-list for method output_type
-	68, // [68:68] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	55, // 32: muster.v1.WorkerExited.hang:type_name -> muster.v1.WorkerHang
+	54, // 33: muster.v1.WorkerExited.python_error:type_name -> muster.v1.PythonError
+	56, // 34: muster.v1.WorkerHang.verdict:type_name -> muster.v1.HangVerdict
+	4,  // 35: muster.v1.HangVerdict.evidence:type_name -> muster.v1.HangEvidence
+	57, // 36: muster.v1.HangVerdict.collective:type_name -> muster.v1.Collective
+	59, // 37: muster.v1.HangClues.ranks:type_name -> muster.v1.RankClues
+	60, // 38: muster.v1.HangClues.ras:type_name -> muster.v1.RasAnswer
+	57, // 39: muster.v1.RankClues.recorder:type_name -> muster.v1.Collective
+	61, // 40: muster.v1.RasAnswer.culprits:type_name -> muster.v1.RasCulprit
+	5,  // 41: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
+	1,  // 42: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
+	53, // 43: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
+	1,  // 44: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
+	51, // 45: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
+	52, // 46: muster.v1.JobEvent.output:type_name -> muster.v1.Output
+	53, // 47: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
+	63, // 48: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
+	64, // 49: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
+	65, // 50: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
+	69, // 51: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
+	68, // 52: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
+	67, // 53: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
+	62, // 54: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
+	58, // 55: muster.v1.JobEvent.hang_clues:type_name -> muster.v1.HangClues
+	66, // 56: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
+	1,  // 57: muster.v1.CancelResponse.ended:type_name -> muster.v1.JobState
+	7,  // 58: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
+	40, // 59: muster.v1.NodeStatus.health:type_name -> muster.v1.NodeHealth
+	76, // 60: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
+	39, // 61: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
+	1,  // 62: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
+	46, // 63: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
+	53, // 64: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
+	80, // 65: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
+	79, // 66: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
+	83, // 67: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
+	79, // 68: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	69, // [69:69] is the sub-list for method output_type
+	69, // [69:69] is the sub-list for method input_type
+	69, // [69:69] is the sub-list for extension type_name
+	69, // [69:69] is the sub-list for extension extendee
+	0,  // [0:69] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_types_proto_init() }
@@ -7938,7 +8020,7 @@ func file_muster_v1_types_proto_init() {
 	file_muster_v1_types_proto_msgTypes[11].OneofWrappers = []any{}
 	file_muster_v1_types_proto_msgTypes[15].OneofWrappers = []any{}
 	file_muster_v1_types_proto_msgTypes[33].OneofWrappers = []any{}
-	file_muster_v1_types_proto_msgTypes[59].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[60].OneofWrappers = []any{
 		(*JobEvent_State)(nil),
 		(*JobEvent_Started)(nil),
 		(*JobEvent_Output)(nil),
@@ -7952,7 +8034,7 @@ func file_muster_v1_types_proto_init() {
 		(*JobEvent_NodeLost)(nil),
 		(*JobEvent_HangClues)(nil),
 	}
-	file_muster_v1_types_proto_msgTypes[75].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[76].OneofWrappers = []any{
 		(*HistoryCommand_Finished)(nil),
 		(*HistoryCommand_Expire)(nil),
 	}
@@ -7962,7 +8044,7 @@ func file_muster_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_types_proto_rawDesc), len(file_muster_v1_types_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   88,
+			NumMessages:   89,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
