@@ -436,6 +436,38 @@ func TestKubernetesIndexedJob(t *testing.T) {
 	if kt := killTimeout(t, r, env); time.Duration(grace)*time.Second <= kt {
 		t.Errorf("terminationGracePeriodSeconds %d, want more than the kill timeout %v", grace, kt)
 	}
+
+	// Each pod's own line, with the manifest's environment and the index
+	// Kubernetes gives it, must plan a node of the whole job.
+	completions, _ := spec["completions"].(int)
+	for index := range completions {
+		vars := []string{"PATH=" + os.Getenv("PATH"), "JOB_COMPLETION_INDEX=" + fmt.Sprint(index)}
+		for name, value := range env {
+			if name == "MUSTER_TOKEN" {
+				value = "0123456789abcdef-kubernetes" // the Secret's
+			}
+			vars = append(vars, name+"="+value)
+		}
+		args := append([]string{"run", "--dry-run"}, words[slices.Index(words, "run")+1:]...)
+		cmd := exec.Command(agentBin, args...)
+		cmd.Env = vars
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Errorf("pod %d: agent %s: %v\n%s", index, strings.Join(args, " "), err, out)
+			continue
+		}
+		for _, want := range []string{
+			"platform: kubernetes-indexed-job",
+			fmt.Sprintf("nodes: %d ", completions),
+			fmt.Sprintf("node rank: %d (JOB_COMPLETION_INDEX)", index),
+			"rendezvous: " + env["MUSTER_RDZV"],
+			"per node: " + fmt.Sprint(gpus) + " GPUs",
+		} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("pod %d: agent run --dry-run does not say %q:\n%s", index, want, out)
+			}
+		}
+	}
 }
 
 // The Slurm batch script is valid bash and starts one agent per node with
