@@ -192,6 +192,10 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout, healthTi
 		ncfg.Agent.GPUError = err.Error()
 		log.Info("no gpus", zap.Error(err))
 	}
+	// Only a node that should have GPUs is unready without them.
+	if file := gpu.DeviceFile("/dev"); file != "" {
+		ncfg.GPUsExpected = file + " exists"
+	}
 	n, err := node.Start(ctx, ncfg)
 	if err != nil {
 		return err
