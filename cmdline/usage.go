@@ -84,11 +84,13 @@ func (f aliased) String() string {
 	return short.String()
 }
 
-// Run runs app with args (os.Args) and returns its exit code. Every error is
+// Run runs app with args (os.Args) and returns its exit code. Flags may
+// follow a command's arguments (see interspersed). Every error is
 // printed once, as one line "NAME: message"; a command line that does not
 // parse says what is wrong and where to look, with exit code 2. app gets
 // --version: the version and commit of this build.
 func Run(app *cli.App, args []string) int {
+	args = interspersed(app, args)
 	prepare(app, args)
 	err := app.Run(args)
 	if err == nil {

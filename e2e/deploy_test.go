@@ -6,11 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,21 +53,126 @@ func readUnit(t *testing.T, path string) map[string][]string {
 }
 
 // The unit is one for every node: notify, restarted on failure, its
-// flags from the environment file, and nothing that hides the GPUs.
+// flags from the environment file, its cgroup subtree delegated for the
+// workers' memory cgroups, and nothing that hides the GPUs.
 func TestSystemdUnit(t *testing.T) {
 	u := readUnit(t, "../deploy/systemd/muster-agent.service")
 	for k, want := range map[string]string{"Type": "notify", "Restart": "on-failure", "EnvironmentFile": "/etc/muster/agent.env",
 		"ExecStart": "/usr/local/bin/agent", "KillMode": "mixed", "LimitMEMLOCK": "infinity",
-		"StateDirectory": "muster"} {
+		"StateDirectory": "muster", "Delegate": "yes"} {
 		if got := strings.Join(u[k], " "); got != want {
 			t.Errorf("%s=%q, want %q", k, got, want)
 		}
+	}
+	// The agent says READY before it waits for its store; a start that
+	// could never time out would hide an agent that never says it.
+	if v := strings.Join(u["TimeoutStartSec"], " "); v == "infinity" || v == "0" {
+		t.Errorf("TimeoutStartSec=%s: systemctl start would wait for ever on an agent that never starts", v)
 	}
 	for _, k := range []string{"PrivateDevices", "DevicePolicy", "DeviceAllow", "NoNewPrivileges", "PrivateNetwork",
 		"RestrictAddressFamilies", "CapabilityBoundingSet", "ProtectSystem"} {
 		if v, ok := u[k]; ok {
 			t.Errorf("%s=%v would keep workers from their GPUs, network or users", k, v)
 		}
+	}
+}
+
+// systemd itself accepts the unit, its agent the one the tests built:
+// no unknown key, no bad value.
+func TestSystemdUnitVerify(t *testing.T) {
+	if _, err := exec.LookPath("systemd-analyze"); err != nil {
+		t.Skip("systemd-analyze is not installed: the unit is not checked by systemd")
+	}
+	data, err := os.ReadFile("../deploy/systemd/muster-agent.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := filepath.Join(t.TempDir(), "muster-agent.service")
+	if err := os.WriteFile(unit, bytes.ReplaceAll(data, []byte("/usr/local/bin/agent"), []byte(agentBin)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("systemd-analyze", "verify", unit).CombinedOutput()
+	// verify warns of unknown keys and still exits 0; it also speaks of
+	// the machine's other units, which are not this test's.
+	var ours []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "muster-agent.service") {
+			ours = append(ours, l)
+		}
+	}
+	if err != nil || len(ours) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, strings.Join(ours, "\n"))
+	}
+}
+
+// Under systemd (NOTIFY_SOCKET) the agent says READY=1 while it still waits
+// for a head that is down: `systemctl enable --now` must not hang with it.
+func TestAgentNotifiesReadyWhileItsHeadIsDown(t *testing.T) {
+	t.Parallel()
+	dir, err := os.MkdirTemp("", "muster-e2e-notify-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	down := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	cmd := exec.Command(agentBin, "--join", down, "--bind", "127.0.0.1:0")
+	cmd.Env = agentEnv("NOTIFY_SOCKET=" + sock)
+	var errb lockedBuffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopAtCleanup(t, cmd, "the agent", errb.String)
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	buf := make([]byte, 4096)
+	for {
+		n, err := conn.Read(buf)
+		if err != nil {
+			t.Fatalf("no READY=1 from an agent whose head %s is down: %v; log:\n%s", down, err, errb.String())
+		}
+		if msg := string(buf[:n]); strings.Contains(msg, "READY=1") {
+			if !strings.Contains(msg, "STATUS=") {
+				t.Errorf("READY without a STATUS line: %q", msg)
+			}
+			return
+		}
+	}
+}
+
+// SIGHUP stops the agent as SIGTERM does: its workers get SIGTERM and
+// their grace, and the agent exits 0 rather than dying of the signal.
+func TestAgentStopsGracefullyOnSIGHUP(t *testing.T) {
+	t.Parallel()
+	ap := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--kill-timeout", "10s"})
+	dir := t.TempDir()
+	cmd := exec.Command(launcherBin, "run", "--cluster", ap.addr, "--", "sh", "-c",
+		`trap 'touch `+dir+`/term; exit 0' TERM; echo started; while :; do sleep 0.1; done`)
+	var out lockedBuffer
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	eventually(t, "the worker to start", func() bool { return strings.Contains(out.String(), "started") })
+	ap.cmd.Process.Signal(syscall.SIGHUP)
+	exited := make(chan struct{})
+	go func() { ap.cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the agent did not stop on SIGHUP; log:\n%s", ap.log())
+	}
+	if st := ap.cmd.ProcessState; !st.Exited() || st.ExitCode() != 0 {
+		t.Errorf("the agent ended with %v on SIGHUP, want exit 0 after a graceful stop; log:\n%s", st, ap.log())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "term")); err != nil {
+		t.Errorf("the worker got no SIGTERM: %v", err)
 	}
 }
 
@@ -435,6 +544,38 @@ func TestKubernetesIndexedJob(t *testing.T) {
 	grace, _ := at(pod, "terminationGracePeriodSeconds").(int)
 	if kt := killTimeout(t, r, env); time.Duration(grace)*time.Second <= kt {
 		t.Errorf("terminationGracePeriodSeconds %d, want more than the kill timeout %v", grace, kt)
+	}
+
+	// Each pod's own line, with the manifest's environment and the index
+	// Kubernetes gives it, must plan a node of the whole job.
+	completions, _ := spec["completions"].(int)
+	for index := range completions {
+		vars := []string{"PATH=" + os.Getenv("PATH"), "JOB_COMPLETION_INDEX=" + fmt.Sprint(index)}
+		for name, value := range env {
+			if name == "MUSTER_TOKEN" {
+				value = "0123456789abcdef-kubernetes" // the Secret's
+			}
+			vars = append(vars, name+"="+value)
+		}
+		args := append([]string{"run", "--dry-run"}, words[slices.Index(words, "run")+1:]...)
+		cmd := exec.Command(agentBin, args...)
+		cmd.Env = vars
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Errorf("pod %d: agent %s: %v\n%s", index, strings.Join(args, " "), err, out)
+			continue
+		}
+		for _, want := range []string{
+			"platform: kubernetes-indexed-job",
+			fmt.Sprintf("nodes: %d ", completions),
+			fmt.Sprintf("node rank: %d (JOB_COMPLETION_INDEX)", index),
+			"rendezvous: " + env["MUSTER_RDZV"],
+			"per node: " + fmt.Sprint(gpus) + " GPUs",
+		} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("pod %d: agent run --dry-run does not say %q:\n%s", index, want, out)
+			}
+		}
 	}
 }
 

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -180,4 +182,51 @@ func TestNetnsMetrics(t *testing.T) {
 	if code, _ := curlIn(t, b, "http://"+bMetrics+"/healthz"); code != 200 {
 		t.Errorf("/healthz of b without its store: %d, want 200", code)
 	}
+}
+
+// httpGet gets url: its status code and body.
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// An agent on a node without GPUs, or without NVIDIA's library, that was
+// not asked for GPUs is ready: the daemon, and agent run --gpus 0 running a
+// CPU job. Only a node that expected GPUs is unready without them.
+func TestReadyzWithoutGPUs(t *testing.T) {
+	t.Parallel()
+	if files, _ := filepath.Glob("/dev/nvidia[0-9]*"); len(files) > 0 {
+		t.Skipf("%s: this node has GPUs, so its daemon expects them", files[0])
+	}
+	t.Run("daemon", func(t *testing.T) {
+		t.Parallel()
+		addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+		startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--metrics-addr", addr})
+		if code, body := httpGet(t, "http://"+addr+"/readyz"); code != http.StatusOK {
+			t.Errorf("/readyz: %d %s", code, body)
+		}
+	})
+	t.Run("agent run --gpus 0", func(t *testing.T) {
+		t.Parallel()
+		addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+		cmd := exec.Command(agentBin, "run", "--rdzv", "127.0.0.1:"+strconv.Itoa(freePort(t)), "--nnodes", "1", "--gpus", "0",
+			"--metrics-addr", addr, "--kill-timeout", "1s", "--", "sh", "-c", "echo started; exec sleep 60")
+		cmd.Env = agentEnv("TMPDIR=" + t.TempDir())
+		var out, errb lockedBuffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		stopAtCleanup(t, cmd, "agent run", errb.String)
+		eventually(t, "the CPU job to start", func() bool { return strings.Contains(out.String(), "started") })
+		if code, body := httpGet(t, "http://"+addr+"/readyz"); code != http.StatusOK {
+			t.Errorf("/readyz: %d %s", code, body)
+		}
+	})
 }

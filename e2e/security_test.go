@@ -284,3 +284,35 @@ func TestAgentListensOnHostNamesAndEveryAddress(t *testing.T) {
 		t.Fatalf("0.0.0.0 with a token and no TLS: %v\n%s", err, out)
 	}
 }
+
+// launcher certs into a new directory leaves the certificates readable by
+// every user, whose workers read the CA through MUSTER_TLS_CA, and the keys
+// by their owner alone.
+func TestCertsReadableByOtherUsers(t *testing.T) {
+	t.Parallel()
+	needOtherUser(t)
+	base, err := os.MkdirTemp("", "muster-e2e-certs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(base, 0o755)
+	t.Cleanup(func() { os.RemoveAll(base) })
+	dir := filepath.Join(base, "etc", "muster")
+	if r := runLauncher(t, "certs", "--dir", dir, "127.0.0.1"); r.code != 0 {
+		t.Fatalf("certs: %s", r.stderr)
+	}
+	for _, tc := range []struct {
+		file     string
+		readable bool
+	}{
+		{"ca.pem", true},
+		{"store.pem", true},
+		{"ca-key.pem", false},
+		{"store-key.pem", false},
+	} {
+		out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "cat", filepath.Join(dir, tc.file)).CombinedOutput()
+		if got := err == nil; got != tc.readable {
+			t.Errorf("%s read by uid 65534: %v, want readable %v: %s", tc.file, err, tc.readable, out)
+		}
+	}
+}

@@ -72,11 +72,14 @@ type Config struct {
 	// MetricsAddr serves the node's metrics and probes there, when set.
 	MetricsAddr string
 	// GPUDevices is this node's GPUs; GPUError says why none were found.
-	GPUDevices []gpu.Device
-	GPUError   string
-	Environ    []string
-	Stdout     io.Writer
-	Stderr     io.Writer
+	// GPUsExpected says why it should have some, "" on a CPU node (see
+	// node.Config).
+	GPUDevices   []gpu.Device
+	GPUError     string
+	GPUsExpected string
+	Environ      []string
+	Stdout       io.Writer
+	Stderr       io.Writer
 	// Signals delivers SIGTERM, SIGINT and SIGHUP: the first stops the job
 	// gracefully, the second at once; and the signals of Forward.
 	Signals <-chan os.Signal

@@ -110,7 +110,8 @@ func runHost(ctx context.Context, p *Plan, role Role, dir string) (int, error) {
 	sec := security.Security{Token: p.Token, CertFile: files.Cert, KeyFile: files.Key, CAFile: files.CA}
 	rank := max(p.NodeRank, 0)
 	n, err := node.Start(ctx, node.Config{Logger: p.Logger, Listen: net.JoinHostPort("", strconv.Itoa(p.RdzvPort)),
-		Gossip: &node.Gossip{NodeTimeout: p.NodeTimeout}, Security: sec, Agent: p.agentConfig(role.Addr, rank), MetricsAddr: p.MetricsAddr})
+		Gossip: &node.Gossip{NodeTimeout: p.NodeTimeout}, Security: sec, Agent: p.agentConfig(role.Addr, rank), MetricsAddr: p.MetricsAddr,
+		GPUsExpected: p.GPUsExpected})
 	if err != nil {
 		return 1, err
 	}
@@ -187,7 +188,7 @@ func runJoiner(ctx context.Context, p *Plan, dir string) (int, error) {
 	sec := security.Security{Token: p.Token, CAFile: ca}
 	n, err := node.Start(ctx, node.Config{Logger: p.Logger, Join: p.Endpoint(), Security: sec,
 		Gossip: &node.Gossip{Join: []string{p.RdzvHost}, NodeTimeout: p.NodeTimeout}, Agent: p.agentConfig("", p.NodeRank),
-		MetricsAddr: p.MetricsAddr})
+		MetricsAddr: p.MetricsAddr, GPUsExpected: p.GPUsExpected})
 	if err != nil && strings.Contains(err.Error(), "certificate signed by unknown authority") {
 		return 1, fmt.Errorf("the rendezvous host %s holds another cluster token than this node: give every node the same MUSTER_TOKEN", p.Endpoint())
 	}

@@ -5,6 +5,7 @@ package gpu
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -112,6 +113,17 @@ func Parse(list string) ([]Device, error) {
 		devs = append(devs, Device{Index: i, Name: "declared"})
 	}
 	return devs, nil
+}
+
+// DeviceFile names the first NVIDIA GPU device file (nvidia0, nvidia1...)
+// in dev, or "" when there is none: a node that has one has a GPU to
+// offer, whatever NVML says.
+func DeviceFile(dev string) string {
+	files, _ := filepath.Glob(filepath.Join(dev, "nvidia[0-9]*"))
+	if len(files) == 0 {
+		return ""
+	}
+	return files[0]
 }
 
 // FromEnvironment is Discover restricted by this process's CUDA_VISIBLE_DEVICES.

@@ -1,6 +1,8 @@
 package gpu
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -113,4 +115,31 @@ func FuzzFilter(f *testing.F) {
 			seen[d.Index] = true
 		}
 	})
+}
+
+// A GPU's device file says the node has one; the driver's control files
+// alone (nvidiactl, nvidia-uvm) do not.
+func TestDeviceFile(t *testing.T) {
+	for _, tc := range []struct {
+		files []string
+		want  string
+	}{
+		{nil, ""},
+		{[]string{"null", "nvidiactl", "nvidia-uvm", "nvidia-modeset"}, ""},
+		{[]string{"nvidiactl", "nvidia3", "nvidia1"}, "nvidia1"},
+	} {
+		dev := t.TempDir()
+		for _, f := range tc.files {
+			if err := os.WriteFile(filepath.Join(dev, f), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := tc.want
+		if want != "" {
+			want = filepath.Join(dev, want)
+		}
+		if got := DeviceFile(dev); got != want {
+			t.Errorf("DeviceFile with %q = %q, want %q", tc.files, got, want)
+		}
+	}
 }

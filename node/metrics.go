@@ -74,7 +74,8 @@ func (n *Node) MetricsAddr() string {
 
 // Ready says why the node cannot take jobs, or nil when it can: its agent
 // is registered with a store, its gossip member (if any) has joined
-// another, and its GPUs were seen (found through NVML or declared).
+// another, and its GPUs were seen (found through NVML or declared) when it
+// expected any: a CPU node without NVIDIA's library is ready.
 func (n *Node) Ready() error {
 	if n.metrics != nil && !n.metrics.started.Load() {
 		return errors.New("starting: the node has yet to join the cluster and register with its store")
@@ -85,8 +86,12 @@ func (n *Node) Ready() error {
 	if n.gossip != nil && n.gossipPeers > 0 && n.gossip.NumAlive() < 2 {
 		return errors.New("gossip: no other member of the cluster is alive")
 	}
-	if e := n.agent.GPUError(); e != "" {
-		return fmt.Errorf("no GPUs seen: %s", e)
+	if n.gpus == 0 && n.gpusWhy != "" {
+		why := n.agent.GPUError()
+		if why == "" {
+			why = "none found"
+		}
+		return fmt.Errorf("no GPUs seen, though %s: %s", n.gpusWhy, why)
 	}
 	return nil
 }

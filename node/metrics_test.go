@@ -124,7 +124,7 @@ func TestMetricsAndProbes(t *testing.T) {
 	worker := startNode(t, node.Config{Gossip: &node.Gossip{Join: []string{head.Gossip().Addr()}}, MetricsAddr: "127.0.0.1:0",
 		Agent: agent.Config{Name: "n1", Rank: -1, GPUs: gpus}})
 	noGPUs := startNode(t, node.Config{Gossip: &node.Gossip{Join: []string{head.Gossip().Addr()}}, MetricsAddr: "127.0.0.1:0",
-		Agent: agent.Config{Name: "n2", Rank: -1, GPUError: "nvml: library not found"}})
+		Agent: agent.Config{Name: "n2", Rank: -1, GPUError: "nvml: library not found"}, GPUsExpected: "/dev/nvidia0 exists"})
 
 	c := rendezvoustest.NewClient(t, head.Store(), security.Security{Token: testToken})
 	argv := func(script string) [][]byte { return [][]byte{[]byte("sh"), []byte("-c"), []byte(script)} }
@@ -191,7 +191,7 @@ func TestMetricsAndProbes(t *testing.T) {
 		}
 	}
 	code, body := get(t, "http://"+noGPUs.MetricsAddr()+"/readyz")
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, "no GPUs seen: nvml: library not found") {
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "no GPUs seen, though /dev/nvidia0 exists: nvml: library not found") {
 		t.Errorf("/readyz of a node without GPUs: %d %q, want 503 naming the GPUs", code, body)
 	}
 
@@ -283,5 +283,38 @@ func TestMetricsAndProbes(t *testing.T) {
 		if err != nil || resp.GetStatus() != tc.want {
 			t.Errorf("gRPC health of %s: %v, %v; want %v", tc.addr, resp.GetStatus(), err, tc.want)
 		}
+	}
+}
+
+// A node is unready for want of GPUs only when it expected some: a CPU
+// node without NVIDIA's library is ready.
+func TestReadyWithoutGPUs(t *testing.T) {
+	t.Parallel()
+	declared := []gpu.Device{{Index: 0, Name: "declared"}}
+	for _, tc := range []struct {
+		name     string
+		gpus     []gpu.Device
+		gpuError string
+		expected string
+		code     int
+		body     string
+	}{
+		{"cpu node without nvml", nil, "nvml: ERROR_LIBRARY_NOT_FOUND", "", http.StatusOK, "ok"},
+		{"cpu node, nvml finds none", nil, "", "", http.StatusOK, "ok"},
+		{"gpus asked, nvml missing", nil, "nvml: ERROR_LIBRARY_NOT_FOUND", "8 GPUs per node were asked for", http.StatusServiceUnavailable,
+			"no GPUs seen, though 8 GPUs per node were asked for: nvml: ERROR_LIBRARY_NOT_FOUND"},
+		{"device files, none found", nil, "", "/dev/nvidia0 exists", http.StatusServiceUnavailable,
+			"no GPUs seen, though /dev/nvidia0 exists: none found"},
+		{"gpus declared", declared, "", "/dev/nvidia0 exists", http.StatusOK, "ok"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			n := startNode(t, node.Config{Listen: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", GPUsExpected: tc.expected,
+				Agent: agent.Config{Name: "n0", Rank: -1, GPUs: tc.gpus, GPUError: tc.gpuError}})
+			code, body := get(t, "http://"+n.MetricsAddr()+"/readyz")
+			if code != tc.code || !strings.Contains(body, tc.body) {
+				t.Errorf("/readyz: %d %q, want %d %q", code, body, tc.code, tc.body)
+			}
+		})
 	}
 }

@@ -52,6 +52,10 @@ type Config struct {
 	History jobhistory.Config
 	// Agent is this node's agent; Start fills in how it reaches the store.
 	Agent agent.Config
+	// GPUsExpected says why the node should offer GPUs ("--gpus 8",
+	// "/dev/nvidia0 exists"), "" on a CPU node: only a node that expected
+	// GPUs and found none is not ready.
+	GPUsExpected string
 	// MetricsAddr, when set, serves the node's metrics and probes on this
 	// TCP HOST:PORT (package metrics): the store's too when it hosts it.
 	MetricsAddr string
@@ -66,6 +70,7 @@ type Node struct {
 	gossip     *cluster.Cluster // nil without gossip
 	gossipDone chan struct{}    // closed when watchGossip ends
 	gpus       int              // GPUs the node offers
+	gpusWhy    string           // Config.GPUsExpected
 	errc       chan error       // see Err
 	// warnedStores are the other store hosts watchGossip warned of (stores.go).
 	warnedStores map[string]bool
@@ -82,7 +87,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	n := &Node{log: cfg.Logger, gpus: len(cfg.Agent.GPUs), errc: make(chan error, 1)}
+	n := &Node{log: cfg.Logger, gpus: len(cfg.Agent.GPUs), gpusWhy: cfg.GPUsExpected, errc: make(chan error, 1)}
 	acfg := cfg.Agent
 	acfg.Logger = cfg.Logger
 	if acfg.Name == "" {

@@ -68,7 +68,8 @@ func GenerateCerts(dir string, hosts []string, valid time.Duration) (CertFiles, 
 	if err != nil {
 		return CertFiles{}, err
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	// Not private: ca.pem in it is for every user; the key files are 0600.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return CertFiles{}, fmt.Errorf("certs: %w", err)
 	}
 	if err := os.WriteFile(caKeyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {

@@ -100,7 +100,7 @@ func main() {
 			history := jobhistory.Config{Dir: dataDir, MaxJobs: int(historyJobs.Int32()), MaxAge: historyAge.Value()}
 			return runAgent(c, nodeRank.Int32(), killTimeout.Value(), nodeTimeout.Value(), healthTimeout.Value(), kept, history)
 		},
-		Commands: []*cli.Command{runCommand()},
+		Commands: []*cli.Command{cmdline.RunsCommand(runCommand())},
 	}
 	os.Exit(cmdline.Run(app, os.Args))
 }
@@ -178,7 +178,9 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout, healthTi
 	}
 	sec := security.Security{Token: explicit, CertFile: c.String("tls-cert"), KeyFile: c.String("tls-key"), CAFile: c.String("tls-ca")}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	// SIGHUP (a closed terminal) stops the node gracefully too, as SIGTERM
+	// does: by default it would kill the agent without stopping its jobs.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	ncfg := node.Config{Logger: log, Listen: listen, Join: storeAddr, Gossip: gossip, Security: sec, TokenFile: tokenFile,
 		Socket: c.String("socket"), SocketRequired: c.IsSet("socket"), SocketUsers: os.Geteuid() == 0, MetricsAddr: c.String("metrics-addr"), History: history}
@@ -192,14 +194,20 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout, healthTi
 		ncfg.Agent.GPUError = err.Error()
 		log.Info("no gpus", zap.Error(err))
 	}
+	// Only a node that should have GPUs is unready without them.
+	if file := gpu.DeviceFile("/dev"); file != "" {
+		ncfg.GPUsExpected = file + " exists"
+	}
+	// Under systemd (Type=notify) the unit is started once the agent has read
+	// its configuration: a node waits for its store as long as the head is
+	// down, and `systemctl start` must not wait with it. /readyz tells when
+	// it takes jobs; the unit's status line says so too.
+	sdNotify(log, daemon.SdNotifyReady+"\nSTATUS=joining the cluster: finding and registering with its store")
 	n, err := node.Start(ctx, ncfg)
 	if err != nil {
 		return err
 	}
-	// Under systemd (Type=notify) the unit is started once jobs can be taken.
-	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
-		log.Warn("sd_notify failed", zap.Error(err))
-	}
+	sdNotify(log, "STATUS=registered with the store: taking jobs")
 	// A lost store does not end the agent: it keeps this node's jobs
 	// running and registers again (agent/session.go). The store it hosts
 	// failing does: no node or launcher could reach it any more.
@@ -229,4 +237,11 @@ func gossipConfig(c *cli.Context, listen string) *node.Gossip {
 		return nil
 	}
 	return g
+}
+
+// sdNotify tells systemd, when it started the agent, of its state.
+func sdNotify(log *zap.Logger, state string) {
+	if _, err := daemon.SdNotify(false, state); err != nil {
+		log.Warn("sd_notify failed", zap.Error(err))
+	}
 }

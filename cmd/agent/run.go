@@ -163,6 +163,16 @@ func run(c *cli.Context, f runFlags) error {
 	} else if plan.GPUDevices, err = gpu.FromEnvironment(); err != nil {
 		plan.GPUError = err.Error()
 	}
+	// A GPU count, given or the platform's, says whether this node must
+	// have GPUs to be ready; without one, its NVIDIA device files do.
+	switch {
+	case plan.GPUs > 0:
+		plan.GPUsExpected = fmt.Sprintf("%d GPUs per node were asked for", plan.GPUs)
+	case !f.gpus.IsSet() && plan.From["GPUsPerNode"] == "":
+		if file := gpu.DeviceFile("/dev"); file != "" {
+			plan.GPUsExpected = file + " exists"
+		}
+	}
 	if !f.gpus.IsSet() && !f.nproc.IsSet() && plan.GPUs == 0 {
 		// Neither flags nor the platform say: every GPU the node has.
 		plan.GPUs = len(plan.GPUDevices)

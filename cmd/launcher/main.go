@@ -17,7 +17,7 @@ func main() {
 		Name:  "launcher",
 		Usage: "start distributed GPU jobs",
 		Commands: []*cli.Command{
-			runCommand(),
+			cmdline.RunsCommand(runCommand()),
 			benchCommand(),
 			hostlistCommand(),
 			hostfileCommand(),
