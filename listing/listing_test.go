@@ -58,6 +58,10 @@ func testNodes() []*musterv1.NodeStatus {
 			BusyGpus: []int32{1}, Jobs: []string{"j-1"}, Gossip: "alive"},
 		{Node: &musterv1.Node{Name: "b", Addr: "10.0.0.2", Rank: 3}, Gossip: "alive", Leaving: true},
 		{Node: &musterv1.Node{Name: "c", Addr: "10.0.0.3", Rank: -1}, Gossip: "alive", NotRegistered: true},
+		{Node: &musterv1.Node{Name: "d", Addr: "10.0.0.4", Rank: -1}, Gossip: "alive", Schedule: musterv1.NodeSchedule_NODE_SCHEDULE_CORDONED},
+		{Node: &musterv1.Node{Name: "e", Addr: "10.0.0.5", Rank: -1}, Gossip: "alive", Jobs: []string{"j-2"},
+			Schedule: musterv1.NodeSchedule_NODE_SCHEDULE_DRAINED},
+		{Node: &musterv1.Node{Name: "f", Rank: -1}, NotRegistered: true, Schedule: musterv1.NodeSchedule_NODE_SCHEDULE_DRAINED},
 	}
 }
 
@@ -86,14 +90,14 @@ func TestNodesSerialized(t *testing.T) {
 			}
 			v := decode(t, f, b.Bytes())
 			items, _ := v["items"].([]any)
-			if v["apiVersion"] != "muster/v1" || v["kind"] != "NodeList" || len(items) != 3 {
+			if v["apiVersion"] != "muster/v1" || v["kind"] != "NodeList" || len(items) != 6 {
 				t.Fatalf("%s: %v", f, v)
 			}
 			a := items[0].(map[string]any)
 			// YAML and JSON read numbers differently; compare as text.
 			for k, want := range map[string]string{"kind": "Node", "name": "a", "address": "10.0.0.1", "rank": "<nil>",
 				"gossip": "alive", "registered": "true", "leaving": "false", "gpus": "2", "freeGpus": "1", "busyGpus": "[1]",
-				"cpus": "8", "version": "v1", "jobs": "[j-1]", "gpuError": ""} {
+				"cpus": "8", "version": "v1", "jobs": "[j-1]", "gpuError": "", "schedule": "schedulable"} {
 				if got := fmtAny(a[k]); got != want {
 					t.Errorf("%s: a's %s = %s, want %s", f, k, got, want)
 				}
@@ -105,6 +109,11 @@ func TestNodesSerialized(t *testing.T) {
 			b3 := items[1].(map[string]any)
 			if fmtAny(b3["rank"]) != "3" || b3["leaving"] != true || fmtAny(b3["jobs"]) != "[]" || fmtAny(b3["gpuDevices"]) != "[]" {
 				t.Errorf("%s: b %v", f, b3)
+			}
+			for i, want := range []string{"cordoned", "draining", "drained"} {
+				if got := fmtAny(items[3+i].(map[string]any)["schedule"]); got != want {
+					t.Errorf("%s: item %d's schedule %s, want %s", f, 3+i, got, want)
+				}
 			}
 			if items[2].(map[string]any)["registered"] != false {
 				t.Errorf("%s: c %v", f, items[2])
@@ -139,11 +148,17 @@ func TestNodesTable(t *testing.T) {
 a     10.0.0.1  -     alive                 2     1     j-1   -
 b     10.0.0.2  3     alive,leaving         0     0     -     -
 c     10.0.0.3  -     alive,not-registered  0     0     -     -
+d     10.0.0.4  -     alive,cordoned        0     0     -     -
+e     10.0.0.5  -     alive,draining        0     0     j-2   -
+f               -     -,drained             0     0     -     -
 `},
 		{Wide, `NODE  ADDR      RANK  STATE                 GPUS  FREE  JOBS  HEALTH  BUSY  CPUS  VERSION  GPU-NAMES
 a     10.0.0.1  -     alive                 2     1     j-1   -       1     8     v1       H100,H100
 b     10.0.0.2  3     alive,leaving         0     0     -     -       -     -     -        -
 c     10.0.0.3  -     alive,not-registered  0     0     -     -       -     -     -        -
+d     10.0.0.4  -     alive,cordoned        0     0     -     -       -     -     -        -
+e     10.0.0.5  -     alive,draining        0     0     j-2   -       -     -     -        -
+f               -     -,drained             0     0     -     -       -     -     -        -
 `},
 	} {
 		var b bytes.Buffer
@@ -338,5 +353,26 @@ func TestHostsSerialized(t *testing.T) {
 	WriteHosts(&b, Table, Hosts(hosts))
 	if want := "HOST  SLOTS\nn1    8\nn2    4\nn3    -\n"; b.String() != want {
 		t.Errorf("table %q, want %q", b.String(), want)
+	}
+}
+
+// What `launcher nodes cordon|drain|uncordon` prints for a node.
+func TestDescribeSchedule(t *testing.T) {
+	tests := []struct {
+		verb string
+		resp *musterv1.SetNodeScheduleResponse
+		want string
+	}{
+		{"cordon", &musterv1.SetNodeScheduleResponse{Jobs: []string{"j-1"}}, "node b cordoned"},
+		{"drain", &musterv1.SetNodeScheduleResponse{}, "node b drained"},
+		{"drain", &musterv1.SetNodeScheduleResponse{Jobs: []string{"j-1", "j-2"}},
+			"node b draining: 2 job(s) run there still (j-1, j-2); their next rounds form elsewhere"},
+		{"uncordon", &musterv1.SetNodeScheduleResponse{Previous: musterv1.NodeSchedule_NODE_SCHEDULE_DRAINED}, "node b uncordoned"},
+		{"uncordon", &musterv1.SetNodeScheduleResponse{}, "node b was neither cordoned nor drained"},
+	}
+	for _, tt := range tests {
+		if got := DescribeSchedule("b", tt.verb, tt.resp); got != tt.want {
+			t.Errorf("%s %v: %q, want %q", tt.verb, tt.resp, got, tt.want)
+		}
 	}
 }

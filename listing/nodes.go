@@ -32,7 +32,11 @@ type Node struct {
 	// Registered is false for a member gossip knows and the store does not.
 	Registered bool `json:"registered" yaml:"registered"`
 	// Leaving marks a node whose agent shuts down: no round takes it.
-	Leaving    bool    `json:"leaving" yaml:"leaving"`
+	Leaving bool `json:"leaving" yaml:"leaving"`
+	// Schedule is what the operator allows (launcher nodes cordon|drain|
+	// uncordon): schedulable, cordoned, draining (drained, jobs still
+	// running on it) or drained.
+	Schedule   string  `json:"schedule" yaml:"schedule"`
 	Version    string  `json:"version" yaml:"version"`
 	CPUs       int32   `json:"cpus" yaml:"cpus"`
 	GPUs       int     `json:"gpus" yaml:"gpus"`
@@ -76,7 +80,8 @@ func Nodes(nodes []*musterv1.NodeStatus) NodeList {
 			Gossip: n.GetGossip(), Registered: !n.GetNotRegistered(), Leaving: n.GetLeaving(),
 			Version: info.GetVersion(), CPUs: info.GetCpus(), GPUs: len(info.GetGpus()),
 			FreeGPUs: len(info.GetGpus()) - len(n.GetBusyGpus()), BusyGPUs: append([]int32{}, n.GetBusyGpus()...),
-			GPUDevices: []GPU{}, GPUError: info.GetGpuError(), Jobs: append([]string{}, n.GetJobs()...)}
+			GPUDevices: []GPU{}, GPUError: info.GetGpuError(), Jobs: append([]string{}, n.GetJobs()...),
+			Schedule: scheduleName(n.GetSchedule(), len(n.GetJobs()))}
 		if h := n.GetHealth(); h != nil {
 			checked := time.UnixMilli(h.GetCheckedUnixMs())
 			item.Health = &Health{OK: h.GetOk(), Check: h.GetCheck(), Reason: h.GetReason(), Job: h.GetJobId(),
@@ -93,9 +98,46 @@ func Nodes(nodes []*musterv1.NodeStatus) NodeList {
 	return l
 }
 
+// The operator's schedules of a node, as listed.
+const (
+	Schedulable = "schedulable"
+	Cordoned    = "cordoned"
+	Draining    = "draining"
+	Drained     = "drained"
+)
+
+// scheduleName names a node's schedule; a drained node with jobs still
+// running on it is draining.
+func scheduleName(s musterv1.NodeSchedule, jobs int) string {
+	switch {
+	case s == musterv1.NodeSchedule_NODE_SCHEDULE_CORDONED:
+		return Cordoned
+	case s == musterv1.NodeSchedule_NODE_SCHEDULE_DRAINED && jobs > 0:
+		return Draining
+	case s == musterv1.NodeSchedule_NODE_SCHEDULE_DRAINED:
+		return Drained
+	}
+	return Schedulable
+}
+
+// DescribeSchedule is the line `launcher nodes cordon|drain|uncordon`
+// prints for a node: verb is the command's name.
+func DescribeSchedule(node, verb string, resp *musterv1.SetNodeScheduleResponse) string {
+	jobs := resp.GetJobs()
+	switch {
+	case verb == "drain" && len(jobs) > 0:
+		return fmt.Sprintf("node %s draining: %d job(s) run there still (%s); their next rounds form elsewhere",
+			node, len(jobs), strings.Join(jobs, ", "))
+	case verb == "uncordon" && resp.GetPrevious() == musterv1.NodeSchedule_NODE_SCHEDULE_UNSPECIFIED:
+		return fmt.Sprintf("node %s was neither cordoned nor drained", node)
+	}
+	return fmt.Sprintf("node %s %sed", node, verb)
+}
+
 // State is a node's STATE cell: its gossip state ("-" on a store without
 // gossip), marked "leaving" while its agent shuts down, and
-// "not-registered" for a member gossip knows that the store does not.
+// "not-registered" for a member gossip knows that the store does not; then
+// "cordoned", "draining" or "drained" when the operator set so.
 func (n Node) State() string {
 	state := orDash(n.Gossip)
 	switch {
@@ -103,6 +145,9 @@ func (n Node) State() string {
 		state += ",leaving"
 	case !n.Registered && state == "alive":
 		state += ",not-registered"
+	}
+	if n.Schedule != "" && n.Schedule != Schedulable {
+		state += "," + n.Schedule
 	}
 	return state
 }

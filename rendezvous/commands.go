@@ -227,6 +227,8 @@ func (s *Store) applyLocked(c Command) (Result, error) {
 		}
 	case *FireTimer:
 		s.fireLocked(c)
+	case *SetNodeSchedule:
+		err = s.setScheduleLocked(c)
 	default:
 		err = fmt.Errorf("command %T: not one the store knows", c)
 	}

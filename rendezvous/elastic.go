@@ -29,7 +29,7 @@ func (s *Store) lastCallLocked(j *job) bool {
 	r := j.round
 	d := time.Duration(j.spec.LastCallMs) * time.Millisecond
 	if d <= 0 {
-		picked, _ := s.pickLocked(j.placementOf())
+		picked, _ := s.pickLocked(s.placementOf(j))
 		s.formLocked(j, picked)
 		return true
 	}
@@ -47,7 +47,7 @@ func (s *Store) lastCallPassedLocked(j *job) {
 		return
 	}
 	r.lastCall = nil
-	if picked, _ := s.pickLocked(j.placementOf()); len(picked) >= leastNodes(j.spec) {
+	if picked, _ := s.pickLocked(s.placementOf(j)); len(picked) >= leastNodes(j.spec) {
 		s.log.Info("round's last call", zap.String("job", j.id), zap.Int("nodes", len(picked)))
 		s.formLocked(j, picked)
 	}
@@ -99,7 +99,7 @@ func (s *Store) growLocked(n *node) {
 		}
 		r := j.round
 		if r.state != roundRunning || r.restart || int32(len(r.nodes)) >= j.spec.Nnodes ||
-			!j.placementOf().candidate(n) || !ready(n, j.spec) {
+			!s.placementOf(j).candidate(n) || !ready(n, j.spec) {
 			continue
 		}
 		s.restartLocked(j, fmt.Sprintf("node %s joined: the job grows from %d nodes (at most %d)", n.info.GetName(),

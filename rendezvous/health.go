@@ -53,7 +53,7 @@ func (s *Store) recordHealthLocked(c *RecordHealth) error {
 // unhealthyLocked leaves n out of j's rounds, and starts the round it
 // failed in again without it.
 func (s *Store) unhealthyLocked(j *job, n *node, roundID string, h *musterv1.NodeHealth) {
-	p := j.placementOf()
+	p := s.placementOf(j)
 	if p.unhealthy == nil {
 		p.unhealthy = map[string]*musterv1.NodeHealth{}
 	}

@@ -75,7 +75,7 @@ func (s *Store) submitLocked(c *SubmitJob) (string, error) {
 		return "", fmt.Errorf("store is closing")
 	}
 	spec := c.Spec
-	place := newPlacement(spec)
+	place := newPlacement(spec, s.schedule, nil)
 	if spec.WaitTimeoutMs <= 0 && s.countReadyLocked(place) < leastNodes(spec) {
 		picked, unusable := s.pickLocked(place)
 		return "", formError(place, len(s.nodes), picked, unusable)
@@ -92,6 +92,7 @@ func (s *Store) submitLocked(c *SubmitJob) (string, error) {
 		token:     c.Token,
 		submitted: c.At,
 	}
+	place.ranOn = &j.ranOn
 	if spec.GetStdinAll() || spec.StdinRank != nil {
 		// Its readers are known once the first round has its nodes.
 		j.stdin = newStdinRelay(nil)

@@ -67,13 +67,16 @@ const (
 	NodeLeaving      = "leaving"      // its agent said it shuts down
 	NodeSuspect      = "suspect"      // its death was said, not yet taken as its loss
 	NodeDisconnected = "disconnected" // its stream broke; it keeps its jobs for the session grace
+	NodeDraining     = "draining"     // drained by the operator, its jobs still running
+	NodeDrained      = "drained"      // drained by the operator, no job left
+	NodeCordoned     = "cordoned"     // cordoned by the operator
 	NodeBusy         = "busy"         // it runs jobs
 	NodeIdle         = "idle"
 )
 
 // NodeStates lists every node state Stats counts, so that a state with no
 // node reads 0 rather than missing.
-var NodeStates = []string{NodeIdle, NodeBusy, NodeDisconnected, NodeSuspect, NodeLeaving}
+var NodeStates = []string{NodeIdle, NodeBusy, NodeDisconnected, NodeSuspect, NodeLeaving, NodeCordoned, NodeDraining, NodeDrained}
 
 // NodeGPUs is a registered node's GPUs.
 type NodeGPUs struct {
@@ -101,7 +104,7 @@ func (s *Store) Stats() Stats {
 	s.mu.Lock()
 	st.GPUs = make([]NodeGPUs, 0, len(s.nodes))
 	for _, n := range s.nodes {
-		st.Nodes[nodeState(n)]++
+		st.Nodes[nodeState(n, s.schedule[n.info.GetName()])]++
 		total := len(n.info.GetGpus())
 		st.GPUs = append(st.GPUs, NodeGPUs{Name: n.info.GetName(), Total: total, Free: total - len(n.busy)})
 	}
@@ -112,7 +115,7 @@ func (s *Store) Stats() Stats {
 	return st
 }
 
-func nodeState(n *node) string {
+func nodeState(n *node, sched musterv1.NodeSchedule) string {
 	switch {
 	case n.leaving:
 		return NodeLeaving
@@ -120,6 +123,12 @@ func nodeState(n *node) string {
 		return NodeSuspect
 	case !n.connected:
 		return NodeDisconnected
+	case sched == musterv1.NodeSchedule_NODE_SCHEDULE_DRAINED && len(n.jobs) > 0:
+		return NodeDraining
+	case sched == musterv1.NodeSchedule_NODE_SCHEDULE_DRAINED:
+		return NodeDrained
+	case sched == musterv1.NodeSchedule_NODE_SCHEDULE_CORDONED:
+		return NodeCordoned
 	case len(n.jobs) > 0:
 		return NodeBusy
 	}

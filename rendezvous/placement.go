@@ -18,10 +18,14 @@ type placement struct {
 	// unhealthy are the nodes, by name, that failed a health check for the
 	// job: its rounds leave them out (health.go).
 	unhealthy map[string]*musterv1.NodeHealth
+	// schedule is the store's cordons and drains (schedule.go), and ranOn
+	// the nodes the job's rounds ran on, which a cordon does not bar it from.
+	schedule map[string]musterv1.NodeSchedule
+	ranOn    *[]string
 }
 
-func newPlacement(spec *musterv1.JobSpec) *placement {
-	p := &placement{spec: spec, listed: map[string]bool{}, exclude: map[string]bool{}}
+func newPlacement(spec *musterv1.JobSpec, schedule map[string]musterv1.NodeSchedule, ranOn *[]string) *placement {
+	p := &placement{spec: spec, listed: map[string]bool{}, exclude: map[string]bool{}, schedule: schedule, ranOn: ranOn}
 	for _, h := range spec.GetHosts() {
 		p.listed[h] = true
 	}
@@ -33,9 +37,9 @@ func newPlacement(spec *musterv1.JobSpec) *placement {
 
 // placementOf is j's placement, built on first use: a job a restarted store
 // took over gets one too.
-func (j *job) placementOf() *placement {
+func (s *Store) placementOf(j *job) *placement {
 	if j.place == nil {
-		j.place = newPlacement(j.spec)
+		j.place = newPlacement(j.spec, s.schedule, &j.ranOn)
 	}
 	return j.place
 }
@@ -46,7 +50,7 @@ func (p *placement) excluded(n *node) bool {
 
 // candidate says whether a round of the job may take n at all.
 func (p *placement) candidate(n *node) bool {
-	if p.excluded(n) || n.leaving {
+	if p.excluded(n) || n.leaving || p.barred(n) != "" {
 		return false
 	}
 	return len(p.listed) == 0 || p.listed[n.info.GetName()] || p.listed[n.info.GetAddr()]
@@ -79,6 +83,8 @@ func (s *Store) pickLocked(p *placement) (picked []*node, unusable []string) {
 			unusable = append(unusable, "node "+n.info.GetName()+" is excluded")
 		case n.leaving:
 			unusable = append(unusable, "node "+n.info.GetName()+" is leaving")
+		case p.barred(n) != "":
+			unusable = append(unusable, p.barred(n))
 		case ready(n, p.spec):
 			picked = append(picked, n)
 		default:

@@ -205,7 +205,7 @@ func (s *Store) tryFormLocked(j *job) {
 		return
 	}
 	// Counting is cheap; ordering the nodes is done only when it pays.
-	place := j.placementOf()
+	place := s.placementOf(j)
 	count := s.countReadyLocked(place)
 	if count >= int(spec.Nnodes) {
 		picked, _ := s.pickLocked(place)
@@ -262,6 +262,10 @@ func formError(p *placement, registered int, picked []*node, unusable []string) 
 			Wanted: spec.Nnodes, Ready: int32(len(picked)), ReadyNodes: firstNames(picked, progressNames), Unusable: unusable}))
 	case spec.Gpus > 0 && len(unusable) > 0:
 		return fmt.Errorf("--gpus %d: %s", spec.Gpus, strings.Join(unusable, "; "))
+	case len(unusable) > 0:
+		// Nodes that are there but may not be taken: cordoned, leaving.
+		return fmt.Errorf("--nnodes %d: %s", spec.Nnodes, progress.DescribeWaiting(&musterv1.WaitingForNodes{
+			Wanted: spec.Nnodes, Ready: int32(len(picked)), ReadyNodes: firstNames(picked, progressNames), Unusable: unusable}))
 	}
 	return fmt.Errorf("--nnodes %d: only %d node(s) registered with enough free GPUs", spec.Nnodes, len(picked))
 }
@@ -373,7 +377,7 @@ func (s *Store) progressLocked(j *job) {
 		}
 		return
 	}
-	picked, unusable := s.pickLocked(j.placementOf())
+	picked, unusable := s.pickLocked(s.placementOf(j))
 	p := &musterv1.WaitingForNodes{Round: r.number, Wanted: j.spec.Nnodes, Ready: int32(len(picked)),
 		ReadyNodes: firstNames(picked, progressNames), TimeoutMs: j.spec.WaitTimeoutMs, Least: j.spec.MinNodes}
 	p.Unusable = unusable[:min(len(unusable), progressNames)]
@@ -398,7 +402,7 @@ func (s *Store) waitExpiredLocked(j *job, r *round, d time.Duration) {
 	if r.state != roundWaiting {
 		return
 	}
-	picked, unusable := s.pickLocked(j.placementOf())
+	picked, unusable := s.pickLocked(s.placementOf(j))
 	reason := fmt.Sprintf("waited %s for nodes: %s", d, progress.DescribeWaiting(&musterv1.WaitingForNodes{
 		Wanted: j.spec.Nnodes, Ready: int32(len(picked)), ReadyNodes: firstNames(picked, progressNames), Unusable: unusable,
 		Least: j.spec.MinNodes}))

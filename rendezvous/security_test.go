@@ -219,3 +219,47 @@ func TestSocketUsersRunAsThemselves(t *testing.T) {
 		t.Fatalf("a user cancelling their own job: %v", err)
 	}
 }
+
+// Cordoning, draining and uncordoning a node is the cluster operator's
+// alone: a local user on the agent's shared socket and a worker with its
+// job's credential are refused, through the real server, and the node's
+// schedule stays as the operator set it.
+func TestNodeScheduleIsTheOperators(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to connect as another user")
+	}
+	path := filepath.Join(sharedDir(t), "agent.sock")
+	s := rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.Socket, c.SocketUsers = path, true })
+	op := rendezvoustest.NewClient(t, s, security.Security{})
+	a := newTestAgent(t, op, "solo", "127.0.0.1", -1, 0)
+	worker := rendezvoustest.NewClient(t, s, security.Security{JobToken: runningJob(t, op, a).JobToken})
+	nobody := rendezvoustest.NewClientAs(t, path, 65534, 65534, nil)
+	ctx := context.Background()
+	cordon := &musterv1.SetNodeScheduleRequest{Node: "solo", Schedule: musterv1.NodeSchedule_NODE_SCHEDULE_CORDONED}
+	drain := &musterv1.SetNodeScheduleRequest{Node: "solo", Schedule: musterv1.NodeSchedule_NODE_SCHEDULE_DRAINED}
+	tests := []struct {
+		name   string
+		client *storeclient.Client
+		req    *musterv1.SetNodeScheduleRequest
+		want   codes.Code
+	}{
+		{"another local user", nobody, cordon, codes.PermissionDenied},
+		{"a job's credential", worker, cordon, codes.PermissionDenied},
+		{"the operator", op, drain, codes.OK},
+		{"another local user, uncordon", nobody, &musterv1.SetNodeScheduleRequest{Node: "solo"}, codes.PermissionDenied},
+		{"the operator, an unknown node", op, &musterv1.SetNodeScheduleRequest{Node: "nope", Schedule: musterv1.NodeSchedule_NODE_SCHEDULE_CORDONED}, codes.NotFound},
+		{"the operator, an unknown schedule", op, &musterv1.SetNodeScheduleRequest{Node: "solo", Schedule: 99}, codes.InvalidArgument},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.client.SetNodeSchedule(ctx, tt.req)
+			if status.Code(err) != tt.want {
+				t.Fatalf("set node schedule: %v; want %s", err, tt.want)
+			}
+		})
+	}
+	nodes, err := op.ListNodes(ctx, &musterv1.ListNodesRequest{})
+	if err != nil || len(nodes.GetNodes()) != 1 || nodes.GetNodes()[0].GetSchedule() != musterv1.NodeSchedule_NODE_SCHEDULE_DRAINED {
+		t.Fatalf("nodes %v, %v; want solo drained, as the operator set it", nodes.GetNodes(), err)
+	}
+}

@@ -106,6 +106,9 @@ type Store struct {
 	done     chan struct{} // closed by Close: ends watchSilence
 	// departed are the nodes that left or died, by name (leave.go).
 	departed map[string]*departure
+	// schedule is the operator's cordons and drains, by node name
+	// (schedule.go); a node without one takes every round.
+	schedule map[string]musterv1.NodeSchedule
 	// forgotten are jobs of an earlier incarnation the store told their
 	// launcher it does not hold: a late report of one is refused.
 	forgotten map[string]bool
@@ -181,7 +184,7 @@ func NewStore(cfg StoreConfig) *Store {
 	}
 	s := &Store{cfg: cfg, log: cfg.Logger, kv: kv.NewMemory(), id: newID("st-"), nodes: map[string]*node{},
 		byName: map[string]*node{}, jobs: map[string]*job{}, rounds: map[string]*round{},
-		liveness: map[string]Liveness{}, departed: map[string]*departure{}, forgotten: map[string]bool{},
+		liveness: map[string]Liveness{}, departed: map[string]*departure{}, schedule: map[string]musterv1.NodeSchedule{}, forgotten: map[string]bool{},
 		jobsChanged: make(chan struct{}),
 		began:       time.Now(), now: time.Now, done: make(chan struct{})}
 	if cfg.NodeTimeout > 0 {
@@ -321,7 +324,7 @@ func (s *Store) Nodes() []*musterv1.NodeStatus {
 	defer s.mu.Unlock()
 	var out []*musterv1.NodeStatus
 	for _, n := range sortedNodes(s.nodes) {
-		st := &musterv1.NodeStatus{Node: n.info, Leaving: n.leaving, Health: n.health}
+		st := &musterv1.NodeStatus{Node: n.info, Leaving: n.leaving, Health: n.health, Schedule: s.schedule[n.info.GetName()]}
 		for g := range n.busy {
 			st.BusyGpus = append(st.BusyGpus, g)
 		}
@@ -333,6 +336,10 @@ func (s *Store) Nodes() []*musterv1.NodeStatus {
 	}
 	s.pruneDepartedLocked()
 	gossipOnly := s.gossipOnlyLocked()
+	for _, st := range gossipOnly {
+		st.Schedule = s.schedule[st.Node.Name]
+	}
+	gossipOnly = append(gossipOnly, s.scheduledOnlyLocked(append(out, gossipOnly...))...)
 	slices.SortFunc(gossipOnly, func(a, b *musterv1.NodeStatus) int { return naturalCompare(a.Node.Name, b.Node.Name) })
 	return append(out, gossipOnly...)
 }

@@ -67,6 +67,11 @@ var (
 		musterv1.Jobs_Logs_FullMethodName:      true,
 		musterv1.Jobs_GetJob_FullMethodName:    true,
 	}
+	// operatorMethods change what the cluster does for everyone: the cluster
+	// operator's alone, never another local user's.
+	operatorMethods = map[string]bool{
+		musterv1.Jobs_SetNodeSchedule_FullMethodName: true,
+	}
 	workerMethods = map[string]bool{
 		musterv1.KV_KVSet_FullMethodName:   true,
 		musterv1.KV_KVGet_FullMethodName:   true,
@@ -117,6 +122,8 @@ func authorize(method string, c caller) error {
 		return status.Error(codes.PermissionDenied, "the job's KV and barriers need its job credential (MUSTER_JOB_TOKEN, which every worker gets)")
 	case agentMethods[method] && !c.operator:
 		return status.Error(codes.PermissionDenied, "only the cluster operator's agents may register and take jobs")
+	case operatorMethods[method] && !c.operator:
+		return status.Error(codes.PermissionDenied, "only the cluster operator may cordon, drain or uncordon a node")
 	case launcherMethods[method] && !c.operator && c.user == nil:
 		return status.Error(codes.PermissionDenied, "a job credential reaches only its job's KV and barriers")
 	}

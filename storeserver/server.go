@@ -477,6 +477,19 @@ func (s *Server) Signal(ctx context.Context, req *musterv1.SignalRequest) (*must
 	return &musterv1.SignalResponse{Nodes: int32(nodes), Coalesced: coalesced}, nil
 }
 
+// SetNodeSchedule cordons, drains or uncordons a node; authorize lets only
+// the operator call it.
+func (s *Server) SetNodeSchedule(_ context.Context, req *musterv1.SetNodeScheduleRequest) (*musterv1.SetNodeScheduleResponse, error) {
+	if _, known := musterv1.NodeSchedule_name[int32(req.GetSchedule())]; !known {
+		return nil, status.Errorf(codes.InvalidArgument, "node schedule %d: not one this store knows", req.GetSchedule())
+	}
+	prev, jobs, err := s.store.SetSchedule(req.GetNode(), req.GetSchedule())
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return &musterv1.SetNodeScheduleResponse{Previous: prev, Jobs: jobs}, nil
+}
+
 func (s *Server) ListNodes(context.Context, *musterv1.ListNodesRequest) (*musterv1.ListNodesResponse, error) {
 	return &musterv1.ListNodesResponse{Nodes: s.store.Nodes()}, nil
 }

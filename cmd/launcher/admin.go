@@ -65,19 +65,56 @@ func clusterActionWithin(timeout time.Duration, fn func(ctx context.Context, c *
 
 func nodesCommand() *cli.Command {
 	return &cli.Command{
-		Name:        "nodes",
-		Usage:       "list the cluster's nodes: gossip state (alive, dead, left; leaving, not-registered), GPUs total and free, jobs, last health check (needs --cluster)",
+		Name: "nodes",
+		Usage: "list the cluster's nodes: gossip state (alive, dead, left; leaving, not-registered; cordoned, draining, drained), " +
+			"GPUs total and free, jobs, last health check (needs --cluster)",
 		Description: "Asks the store given by --cluster HOST:PORT (or MUSTER_CLUSTER); the embedded default has no cluster to list.",
 		ArgsUsage:   " ",
 		Flags:       append(clusterFlags(true), outputFlag(string(listing.Table), "print a table, a wide one, or a NodeList")),
 		Before:      checkOutput,
 		Action: clusterAction(func(ctx context.Context, c *cli.Context, cl *storeclient.Client) error {
+			if c.NArg() > 0 {
+				return cmdline.Usagef(c, "unknown nodes command %q: list the nodes, or cordon, drain or uncordon NODE", c.Args().First())
+			}
 			f, _ := outputFormat(c)
 			resp, err := cl.ListNodes(ctx, &musterv1.ListNodesRequest{})
 			if err != nil {
 				return err
 			}
 			return listing.WriteNodes(c.App.Writer, f, listing.Nodes(resp.GetNodes()))
+		}),
+		Subcommands: []*cli.Command{
+			scheduleCommand("cordon", musterv1.NodeSchedule_NODE_SCHEDULE_CORDONED,
+				"take no new job's round on NODE; the jobs running there go on, and may restart there"),
+			scheduleCommand("drain", musterv1.NodeSchedule_NODE_SCHEDULE_DRAINED,
+				"take no round on NODE: the jobs running there go on, and their next rounds form elsewhere; nothing is stopped"),
+			scheduleCommand("uncordon", musterv1.NodeSchedule_NODE_SCHEDULE_UNSPECIFIED,
+				"let NODE take rounds again, after cordon or drain"),
+		},
+	}
+}
+
+// scheduleCommand is `launcher nodes cordon|drain|uncordon NODE...`: the
+// cluster operator's alone.
+func scheduleCommand(name string, sched musterv1.NodeSchedule, usage string) *cli.Command {
+	return &cli.Command{
+		Name:        name,
+		Usage:       usage + " (the cluster operator's; needs --cluster)",
+		Description: "Asks the store given by --cluster HOST:PORT (or MUSTER_CLUSTER). The store keeps it by node name until uncordon, whatever the node's agent does.",
+		ArgsUsage:   "NODE...",
+		Flags:       clusterFlags(true),
+		Action: clusterAction(func(ctx context.Context, c *cli.Context, cl *storeclient.Client) error {
+			if c.NArg() == 0 {
+				return cmdline.Usagef(c, "name at least one node (launcher nodes lists them)")
+			}
+			for _, node := range c.Args().Slice() {
+				resp, err := cl.SetNodeSchedule(ctx, &musterv1.SetNodeScheduleRequest{Node: node, Schedule: sched})
+				if err != nil {
+					return fmt.Errorf("%s: %s", node, storeclient.ErrorMessage(err))
+				}
+				fmt.Fprintln(c.App.Writer, listing.DescribeSchedule(node, name, resp))
+			}
+			return nil
 		}),
 	}
 }

@@ -24,7 +24,7 @@ var File_muster_v1_jobs_proto protoreflect.FileDescriptor
 
 const file_muster_v1_jobs_proto_rawDesc = "" +
 	"\n" +
-	"\x14muster/v1/jobs.proto\x12\tmuster.v1\x1a\x15muster/v1/types.proto2\x8c\x05\n" +
+	"\x14muster/v1/jobs.proto\x12\tmuster.v1\x1a\x15muster/v1/types.proto2\xe6\x05\n" +
 	"\x04Jobs\x12=\n" +
 	"\x06Submit\x12\x18.muster.v1.SubmitRequest\x1a\x19.muster.v1.SubmitResponse\x12=\n" +
 	"\bWatchJob\x12\x1a.muster.v1.WatchJobRequest\x1a\x13.muster.v1.JobEvent0\x01\x12=\n" +
@@ -36,28 +36,31 @@ const file_muster_v1_jobs_proto_rawDesc = "" +
 	"\x06GetJob\x12\x18.muster.v1.GetJobRequest\x1a\x14.muster.v1.JobStatus\x12D\n" +
 	"\n" +
 	"WriteStdin\x12\x15.muster.v1.StdinChunk\x1a\x1d.muster.v1.WriteStdinResponse(\x01\x129\n" +
-	"\x04Logs\x12\x16.muster.v1.LogsRequest\x1a\x17.muster.v1.LogsResponse0\x01B5Z3github.com/musterhq/muster/proto/muster/v1;musterv1b\x06proto3"
+	"\x04Logs\x12\x16.muster.v1.LogsRequest\x1a\x17.muster.v1.LogsResponse0\x01\x12X\n" +
+	"\x0fSetNodeSchedule\x12!.muster.v1.SetNodeScheduleRequest\x1a\".muster.v1.SetNodeScheduleResponseB5Z3github.com/musterhq/muster/proto/muster/v1;musterv1b\x06proto3"
 
 var file_muster_v1_jobs_proto_goTypes = []any{
-	(*SubmitRequest)(nil),      // 0: muster.v1.SubmitRequest
-	(*WatchJobRequest)(nil),    // 1: muster.v1.WatchJobRequest
-	(*CancelRequest)(nil),      // 2: muster.v1.CancelRequest
-	(*SignalRequest)(nil),      // 3: muster.v1.SignalRequest
-	(*ListNodesRequest)(nil),   // 4: muster.v1.ListNodesRequest
-	(*ListJobsRequest)(nil),    // 5: muster.v1.ListJobsRequest
-	(*WatchJobsRequest)(nil),   // 6: muster.v1.WatchJobsRequest
-	(*GetJobRequest)(nil),      // 7: muster.v1.GetJobRequest
-	(*StdinChunk)(nil),         // 8: muster.v1.StdinChunk
-	(*LogsRequest)(nil),        // 9: muster.v1.LogsRequest
-	(*SubmitResponse)(nil),     // 10: muster.v1.SubmitResponse
-	(*JobEvent)(nil),           // 11: muster.v1.JobEvent
-	(*CancelResponse)(nil),     // 12: muster.v1.CancelResponse
-	(*SignalResponse)(nil),     // 13: muster.v1.SignalResponse
-	(*ListNodesResponse)(nil),  // 14: muster.v1.ListNodesResponse
-	(*ListJobsResponse)(nil),   // 15: muster.v1.ListJobsResponse
-	(*JobStatus)(nil),          // 16: muster.v1.JobStatus
-	(*WriteStdinResponse)(nil), // 17: muster.v1.WriteStdinResponse
-	(*LogsResponse)(nil),       // 18: muster.v1.LogsResponse
+	(*SubmitRequest)(nil),           // 0: muster.v1.SubmitRequest
+	(*WatchJobRequest)(nil),         // 1: muster.v1.WatchJobRequest
+	(*CancelRequest)(nil),           // 2: muster.v1.CancelRequest
+	(*SignalRequest)(nil),           // 3: muster.v1.SignalRequest
+	(*ListNodesRequest)(nil),        // 4: muster.v1.ListNodesRequest
+	(*ListJobsRequest)(nil),         // 5: muster.v1.ListJobsRequest
+	(*WatchJobsRequest)(nil),        // 6: muster.v1.WatchJobsRequest
+	(*GetJobRequest)(nil),           // 7: muster.v1.GetJobRequest
+	(*StdinChunk)(nil),              // 8: muster.v1.StdinChunk
+	(*LogsRequest)(nil),             // 9: muster.v1.LogsRequest
+	(*SetNodeScheduleRequest)(nil),  // 10: muster.v1.SetNodeScheduleRequest
+	(*SubmitResponse)(nil),          // 11: muster.v1.SubmitResponse
+	(*JobEvent)(nil),                // 12: muster.v1.JobEvent
+	(*CancelResponse)(nil),          // 13: muster.v1.CancelResponse
+	(*SignalResponse)(nil),          // 14: muster.v1.SignalResponse
+	(*ListNodesResponse)(nil),       // 15: muster.v1.ListNodesResponse
+	(*ListJobsResponse)(nil),        // 16: muster.v1.ListJobsResponse
+	(*JobStatus)(nil),               // 17: muster.v1.JobStatus
+	(*WriteStdinResponse)(nil),      // 18: muster.v1.WriteStdinResponse
+	(*LogsResponse)(nil),            // 19: muster.v1.LogsResponse
+	(*SetNodeScheduleResponse)(nil), // 20: muster.v1.SetNodeScheduleResponse
 }
 var file_muster_v1_jobs_proto_depIdxs = []int32{
 	0,  // 0: muster.v1.Jobs.Submit:input_type -> muster.v1.SubmitRequest
@@ -70,18 +73,20 @@ var file_muster_v1_jobs_proto_depIdxs = []int32{
 	7,  // 7: muster.v1.Jobs.GetJob:input_type -> muster.v1.GetJobRequest
 	8,  // 8: muster.v1.Jobs.WriteStdin:input_type -> muster.v1.StdinChunk
 	9,  // 9: muster.v1.Jobs.Logs:input_type -> muster.v1.LogsRequest
-	10, // 10: muster.v1.Jobs.Submit:output_type -> muster.v1.SubmitResponse
-	11, // 11: muster.v1.Jobs.WatchJob:output_type -> muster.v1.JobEvent
-	12, // 12: muster.v1.Jobs.Cancel:output_type -> muster.v1.CancelResponse
-	13, // 13: muster.v1.Jobs.Signal:output_type -> muster.v1.SignalResponse
-	14, // 14: muster.v1.Jobs.ListNodes:output_type -> muster.v1.ListNodesResponse
-	15, // 15: muster.v1.Jobs.ListJobs:output_type -> muster.v1.ListJobsResponse
-	16, // 16: muster.v1.Jobs.WatchJobs:output_type -> muster.v1.JobStatus
-	16, // 17: muster.v1.Jobs.GetJob:output_type -> muster.v1.JobStatus
-	17, // 18: muster.v1.Jobs.WriteStdin:output_type -> muster.v1.WriteStdinResponse
-	18, // 19: muster.v1.Jobs.Logs:output_type -> muster.v1.LogsResponse
-	10, // [10:20] is the sub-list for method output_type
-	0,  // [0:10] is the sub-list for method input_type
+	10, // 10: muster.v1.Jobs.SetNodeSchedule:input_type -> muster.v1.SetNodeScheduleRequest
+	11, // 11: muster.v1.Jobs.Submit:output_type -> muster.v1.SubmitResponse
+	12, // 12: muster.v1.Jobs.WatchJob:output_type -> muster.v1.JobEvent
+	13, // 13: muster.v1.Jobs.Cancel:output_type -> muster.v1.CancelResponse
+	14, // 14: muster.v1.Jobs.Signal:output_type -> muster.v1.SignalResponse
+	15, // 15: muster.v1.Jobs.ListNodes:output_type -> muster.v1.ListNodesResponse
+	16, // 16: muster.v1.Jobs.ListJobs:output_type -> muster.v1.ListJobsResponse
+	17, // 17: muster.v1.Jobs.WatchJobs:output_type -> muster.v1.JobStatus
+	17, // 18: muster.v1.Jobs.GetJob:output_type -> muster.v1.JobStatus
+	18, // 19: muster.v1.Jobs.WriteStdin:output_type -> muster.v1.WriteStdinResponse
+	19, // 20: muster.v1.Jobs.Logs:output_type -> muster.v1.LogsResponse
+	20, // 21: muster.v1.Jobs.SetNodeSchedule:output_type -> muster.v1.SetNodeScheduleResponse
+	11, // [11:22] is the sub-list for method output_type
+	0,  // [0:11] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

@@ -19,16 +19,17 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Jobs_Submit_FullMethodName     = "/muster.v1.Jobs/Submit"
-	Jobs_WatchJob_FullMethodName   = "/muster.v1.Jobs/WatchJob"
-	Jobs_Cancel_FullMethodName     = "/muster.v1.Jobs/Cancel"
-	Jobs_Signal_FullMethodName     = "/muster.v1.Jobs/Signal"
-	Jobs_ListNodes_FullMethodName  = "/muster.v1.Jobs/ListNodes"
-	Jobs_ListJobs_FullMethodName   = "/muster.v1.Jobs/ListJobs"
-	Jobs_WatchJobs_FullMethodName  = "/muster.v1.Jobs/WatchJobs"
-	Jobs_GetJob_FullMethodName     = "/muster.v1.Jobs/GetJob"
-	Jobs_WriteStdin_FullMethodName = "/muster.v1.Jobs/WriteStdin"
-	Jobs_Logs_FullMethodName       = "/muster.v1.Jobs/Logs"
+	Jobs_Submit_FullMethodName          = "/muster.v1.Jobs/Submit"
+	Jobs_WatchJob_FullMethodName        = "/muster.v1.Jobs/WatchJob"
+	Jobs_Cancel_FullMethodName          = "/muster.v1.Jobs/Cancel"
+	Jobs_Signal_FullMethodName          = "/muster.v1.Jobs/Signal"
+	Jobs_ListNodes_FullMethodName       = "/muster.v1.Jobs/ListNodes"
+	Jobs_ListJobs_FullMethodName        = "/muster.v1.Jobs/ListJobs"
+	Jobs_WatchJobs_FullMethodName       = "/muster.v1.Jobs/WatchJobs"
+	Jobs_GetJob_FullMethodName          = "/muster.v1.Jobs/GetJob"
+	Jobs_WriteStdin_FullMethodName      = "/muster.v1.Jobs/WriteStdin"
+	Jobs_Logs_FullMethodName            = "/muster.v1.Jobs/Logs"
+	Jobs_SetNodeSchedule_FullMethodName = "/muster.v1.Jobs/SetNodeSchedule"
 )
 
 // JobsClient is the client API for Jobs service.
@@ -60,6 +61,9 @@ type JobsClient interface {
 	// Logs streams a job's ranks' output as its nodes kept it: whole, or with
 	// follow, on until the job ends.
 	Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogsResponse], error)
+	// SetNodeSchedule cordons, drains or uncordons a node: the cluster
+	// operator's alone.
+	SetNodeSchedule(ctx context.Context, in *SetNodeScheduleRequest, opts ...grpc.CallOption) (*SetNodeScheduleResponse, error)
 }
 
 type jobsClient struct {
@@ -200,6 +204,16 @@ func (c *jobsClient) Logs(ctx context.Context, in *LogsRequest, opts ...grpc.Cal
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Jobs_LogsClient = grpc.ServerStreamingClient[LogsResponse]
 
+func (c *jobsClient) SetNodeSchedule(ctx context.Context, in *SetNodeScheduleRequest, opts ...grpc.CallOption) (*SetNodeScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetNodeScheduleResponse)
+	err := c.cc.Invoke(ctx, Jobs_SetNodeSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JobsServer is the server API for Jobs service.
 // All implementations must embed UnimplementedJobsServer
 // for forward compatibility.
@@ -229,6 +243,9 @@ type JobsServer interface {
 	// Logs streams a job's ranks' output as its nodes kept it: whole, or with
 	// follow, on until the job ends.
 	Logs(*LogsRequest, grpc.ServerStreamingServer[LogsResponse]) error
+	// SetNodeSchedule cordons, drains or uncordons a node: the cluster
+	// operator's alone.
+	SetNodeSchedule(context.Context, *SetNodeScheduleRequest) (*SetNodeScheduleResponse, error)
 	mustEmbedUnimplementedJobsServer()
 }
 
@@ -268,6 +285,9 @@ func (UnimplementedJobsServer) WriteStdin(grpc.ClientStreamingServer[StdinChunk,
 }
 func (UnimplementedJobsServer) Logs(*LogsRequest, grpc.ServerStreamingServer[LogsResponse]) error {
 	return status.Error(codes.Unimplemented, "method Logs not implemented")
+}
+func (UnimplementedJobsServer) SetNodeSchedule(context.Context, *SetNodeScheduleRequest) (*SetNodeScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetNodeSchedule not implemented")
 }
 func (UnimplementedJobsServer) mustEmbedUnimplementedJobsServer() {}
 func (UnimplementedJobsServer) testEmbeddedByValue()              {}
@@ -438,6 +458,24 @@ func _Jobs_Logs_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Jobs_LogsServer = grpc.ServerStreamingServer[LogsResponse]
 
+func _Jobs_SetNodeSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetNodeScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobsServer).SetNodeSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Jobs_SetNodeSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobsServer).SetNodeSchedule(ctx, req.(*SetNodeScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Jobs_ServiceDesc is the grpc.ServiceDesc for Jobs service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -468,6 +506,10 @@ var Jobs_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetJob",
 			Handler:    _Jobs_GetJob_Handler,
+		},
+		{
+			MethodName: "SetNodeSchedule",
+			Handler:    _Jobs_SetNodeSchedule_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

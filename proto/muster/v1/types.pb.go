@@ -400,6 +400,62 @@ func (LossSignal) EnumDescriptor() ([]byte, []int) {
 	return file_muster_v1_types_proto_rawDescGZIP(), []int{5}
 }
 
+// NodeSchedule is which rounds may take a node, as the operator set it
+// (launcher nodes cordon|drain|uncordon).
+type NodeSchedule int32
+
+const (
+	// NODE_SCHEDULE_UNSPECIFIED: every round may take it.
+	NodeSchedule_NODE_SCHEDULE_UNSPECIFIED NodeSchedule = 0
+	// NODE_SCHEDULE_CORDONED: only rounds of jobs that already ran on it;
+	// their restarts may come back, new jobs go elsewhere.
+	NodeSchedule_NODE_SCHEDULE_CORDONED NodeSchedule = 1
+	// NODE_SCHEDULE_DRAINED: no round; the jobs running on it finish their
+	// round there, and their next rounds form elsewhere.
+	NodeSchedule_NODE_SCHEDULE_DRAINED NodeSchedule = 2
+)
+
+// Enum value maps for NodeSchedule.
+var (
+	NodeSchedule_name = map[int32]string{
+		0: "NODE_SCHEDULE_UNSPECIFIED",
+		1: "NODE_SCHEDULE_CORDONED",
+		2: "NODE_SCHEDULE_DRAINED",
+	}
+	NodeSchedule_value = map[string]int32{
+		"NODE_SCHEDULE_UNSPECIFIED": 0,
+		"NODE_SCHEDULE_CORDONED":    1,
+		"NODE_SCHEDULE_DRAINED":     2,
+	}
+)
+
+func (x NodeSchedule) Enum() *NodeSchedule {
+	p := new(NodeSchedule)
+	*p = x
+	return p
+}
+
+func (x NodeSchedule) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NodeSchedule) Descriptor() protoreflect.EnumDescriptor {
+	return file_muster_v1_types_proto_enumTypes[6].Descriptor()
+}
+
+func (NodeSchedule) Type() protoreflect.EnumType {
+	return &file_muster_v1_types_proto_enumTypes[6]
+}
+
+func (x NodeSchedule) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NodeSchedule.Descriptor instead.
+func (NodeSchedule) EnumDescriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{6}
+}
+
 type GPU struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Index         int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
@@ -6093,7 +6149,9 @@ type NodeStatus struct {
 	// takes it.
 	Leaving bool `protobuf:"varint,6,opt,name=leaving,proto3" json:"leaving,omitempty"`
 	// health is the node's last health check, unset before its first.
-	Health        *NodeHealth `protobuf:"bytes,320,opt,name=health,proto3" json:"health,omitempty"`
+	Health *NodeHealth `protobuf:"bytes,320,opt,name=health,proto3" json:"health,omitempty"`
+	// schedule is what the operator allows rounds to do with the node.
+	Schedule      NodeSchedule `protobuf:"varint,400,opt,name=schedule,proto3,enum=muster.v1.NodeSchedule" json:"schedule,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6177,6 +6235,120 @@ func (x *NodeStatus) GetHealth() *NodeHealth {
 	return nil
 }
 
+func (x *NodeStatus) GetSchedule() NodeSchedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return NodeSchedule_NODE_SCHEDULE_UNSPECIFIED
+}
+
+type SetNodeScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node is the node's name.
+	Node          string       `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Schedule      NodeSchedule `protobuf:"varint,2,opt,name=schedule,proto3,enum=muster.v1.NodeSchedule" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetNodeScheduleRequest) Reset() {
+	*x = SetNodeScheduleRequest{}
+	mi := &file_muster_v1_types_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetNodeScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetNodeScheduleRequest) ProtoMessage() {}
+
+func (x *SetNodeScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetNodeScheduleRequest.ProtoReflect.Descriptor instead.
+func (*SetNodeScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *SetNodeScheduleRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *SetNodeScheduleRequest) GetSchedule() NodeSchedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return NodeSchedule_NODE_SCHEDULE_UNSPECIFIED
+}
+
+type SetNodeScheduleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// previous is the node's schedule before the request.
+	Previous NodeSchedule `protobuf:"varint,1,opt,name=previous,proto3,enum=muster.v1.NodeSchedule" json:"previous,omitempty"`
+	// jobs are the jobs running on the node.
+	Jobs          []string `protobuf:"bytes,2,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetNodeScheduleResponse) Reset() {
+	*x = SetNodeScheduleResponse{}
+	mi := &file_muster_v1_types_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetNodeScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetNodeScheduleResponse) ProtoMessage() {}
+
+func (x *SetNodeScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetNodeScheduleResponse.ProtoReflect.Descriptor instead.
+func (*SetNodeScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *SetNodeScheduleResponse) GetPrevious() NodeSchedule {
+	if x != nil {
+		return x.Previous
+	}
+	return NodeSchedule_NODE_SCHEDULE_UNSPECIFIED
+}
+
+func (x *SetNodeScheduleResponse) GetJobs() []string {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
 type ListNodesResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Nodes         []*NodeStatus          `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
@@ -6186,7 +6358,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[71]
+	mi := &file_muster_v1_types_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6198,7 +6370,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[71]
+	mi := &file_muster_v1_types_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6211,7 +6383,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{71}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeStatus {
@@ -6229,7 +6401,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[72]
+	mi := &file_muster_v1_types_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6241,7 +6413,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[72]
+	mi := &file_muster_v1_types_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6254,7 +6426,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{72}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{74}
 }
 
 type JobStatus struct {
@@ -6294,7 +6466,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[73]
+	mi := &file_muster_v1_types_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6306,7 +6478,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[73]
+	mi := &file_muster_v1_types_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6319,7 +6491,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{73}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *JobStatus) GetJobId() string {
@@ -6440,7 +6612,7 @@ type JobRound struct {
 
 func (x *JobRound) Reset() {
 	*x = JobRound{}
-	mi := &file_muster_v1_types_proto_msgTypes[74]
+	mi := &file_muster_v1_types_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6452,7 +6624,7 @@ func (x *JobRound) String() string {
 func (*JobRound) ProtoMessage() {}
 
 func (x *JobRound) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[74]
+	mi := &file_muster_v1_types_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6465,7 +6637,7 @@ func (x *JobRound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRound.ProtoReflect.Descriptor instead.
 func (*JobRound) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{74}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *JobRound) GetNumber() int32 {
@@ -6498,7 +6670,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[75]
+	mi := &file_muster_v1_types_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6510,7 +6682,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[75]
+	mi := &file_muster_v1_types_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6523,7 +6695,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{75}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GetJobRequest) GetJobId() string {
@@ -6548,7 +6720,7 @@ type HistoryCommand struct {
 
 func (x *HistoryCommand) Reset() {
 	*x = HistoryCommand{}
-	mi := &file_muster_v1_types_proto_msgTypes[76]
+	mi := &file_muster_v1_types_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6560,7 +6732,7 @@ func (x *HistoryCommand) String() string {
 func (*HistoryCommand) ProtoMessage() {}
 
 func (x *HistoryCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[76]
+	mi := &file_muster_v1_types_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6573,7 +6745,7 @@ func (x *HistoryCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryCommand.ProtoReflect.Descriptor instead.
 func (*HistoryCommand) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{76}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *HistoryCommand) GetCommand() isHistoryCommand_Command {
@@ -6628,7 +6800,7 @@ type HistoryExpire struct {
 
 func (x *HistoryExpire) Reset() {
 	*x = HistoryExpire{}
-	mi := &file_muster_v1_types_proto_msgTypes[77]
+	mi := &file_muster_v1_types_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6640,7 +6812,7 @@ func (x *HistoryExpire) String() string {
 func (*HistoryExpire) ProtoMessage() {}
 
 func (x *HistoryExpire) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[77]
+	mi := &file_muster_v1_types_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6653,7 +6825,7 @@ func (x *HistoryExpire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryExpire.ProtoReflect.Descriptor instead.
 func (*HistoryExpire) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{77}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *HistoryExpire) GetEndedBeforeUnixMs() int64 {
@@ -6672,7 +6844,7 @@ type WatchJobsRequest struct {
 
 func (x *WatchJobsRequest) Reset() {
 	*x = WatchJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[78]
+	mi := &file_muster_v1_types_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6684,7 +6856,7 @@ func (x *WatchJobsRequest) String() string {
 func (*WatchJobsRequest) ProtoMessage() {}
 
 func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[78]
+	mi := &file_muster_v1_types_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6697,7 +6869,7 @@ func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobsRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{78}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{80}
 }
 
 type ListJobsResponse struct {
@@ -6709,7 +6881,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[79]
+	mi := &file_muster_v1_types_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6721,7 +6893,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[79]
+	mi := &file_muster_v1_types_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6734,7 +6906,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{79}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobStatus {
@@ -6755,7 +6927,7 @@ type StdinChunk struct {
 
 func (x *StdinChunk) Reset() {
 	*x = StdinChunk{}
-	mi := &file_muster_v1_types_proto_msgTypes[80]
+	mi := &file_muster_v1_types_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6767,7 +6939,7 @@ func (x *StdinChunk) String() string {
 func (*StdinChunk) ProtoMessage() {}
 
 func (x *StdinChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[80]
+	mi := &file_muster_v1_types_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6780,7 +6952,7 @@ func (x *StdinChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdinChunk.ProtoReflect.Descriptor instead.
 func (*StdinChunk) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{80}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *StdinChunk) GetJobId() string {
@@ -6805,7 +6977,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[81]
+	mi := &file_muster_v1_types_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6817,7 +6989,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[81]
+	mi := &file_muster_v1_types_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6830,7 +7002,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{81}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{83}
 }
 
 type ReadStdinRequest struct {
@@ -6843,7 +7015,7 @@ type ReadStdinRequest struct {
 
 func (x *ReadStdinRequest) Reset() {
 	*x = ReadStdinRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[82]
+	mi := &file_muster_v1_types_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6855,7 +7027,7 @@ func (x *ReadStdinRequest) String() string {
 func (*ReadStdinRequest) ProtoMessage() {}
 
 func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[82]
+	mi := &file_muster_v1_types_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6868,7 +7040,7 @@ func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStdinRequest.ProtoReflect.Descriptor instead.
 func (*ReadStdinRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{82}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ReadStdinRequest) GetSession() string {
@@ -6899,7 +7071,7 @@ type KVSetRequest struct {
 
 func (x *KVSetRequest) Reset() {
 	*x = KVSetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[83]
+	mi := &file_muster_v1_types_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6911,7 +7083,7 @@ func (x *KVSetRequest) String() string {
 func (*KVSetRequest) ProtoMessage() {}
 
 func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[83]
+	mi := &file_muster_v1_types_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6924,7 +7096,7 @@ func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetRequest.ProtoReflect.Descriptor instead.
 func (*KVSetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{83}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *KVSetRequest) GetScope() string {
@@ -6957,7 +7129,7 @@ type KVSetResponse struct {
 
 func (x *KVSetResponse) Reset() {
 	*x = KVSetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[84]
+	mi := &file_muster_v1_types_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6969,7 +7141,7 @@ func (x *KVSetResponse) String() string {
 func (*KVSetResponse) ProtoMessage() {}
 
 func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[84]
+	mi := &file_muster_v1_types_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6982,7 +7154,7 @@ func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetResponse.ProtoReflect.Descriptor instead.
 func (*KVSetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{84}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *KVSetResponse) GetVersion() uint64 {
@@ -7004,7 +7176,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[85]
+	mi := &file_muster_v1_types_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7016,7 +7188,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[85]
+	mi := &file_muster_v1_types_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7029,7 +7201,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{85}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *KVGetRequest) GetScope() string {
@@ -7070,7 +7242,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[86]
+	mi := &file_muster_v1_types_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7082,7 +7254,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[86]
+	mi := &file_muster_v1_types_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7095,7 +7267,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{86}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *KVGetResponse) GetValue() []byte {
@@ -7126,7 +7298,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[87]
+	mi := &file_muster_v1_types_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7138,7 +7310,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[87]
+	mi := &file_muster_v1_types_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7151,7 +7323,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{87}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *BarrierRequest) GetScope() string {
@@ -7197,7 +7369,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[88]
+	mi := &file_muster_v1_types_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7209,7 +7381,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[88]
+	mi := &file_muster_v1_types_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7222,7 +7394,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{88}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{90}
 }
 
 var File_muster_v1_types_proto protoreflect.FileDescriptor
@@ -7693,7 +7865,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\texit_code\x18\x04 \x01(\x05R\bexitCode\";\n" +
 	"\x0eCancelResponse\x12)\n" +
 	"\x05ended\x18\x01 \x01(\x0e2\x13.muster.v1.JobStateR\x05ended\"\x12\n" +
-	"\x10ListNodesRequest\"\xeb\x01\n" +
+	"\x10ListNodesRequest\"\xa1\x02\n" +
 	"\n" +
 	"NodeStatus\x12#\n" +
 	"\x04node\x18\x01 \x01(\v2\x0f.muster.v1.NodeR\x04node\x12\x1b\n" +
@@ -7702,7 +7874,14 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x06gossip\x18\x04 \x01(\tR\x06gossip\x12%\n" +
 	"\x0enot_registered\x18\x05 \x01(\bR\rnotRegistered\x12\x18\n" +
 	"\aleaving\x18\x06 \x01(\bR\aleaving\x12.\n" +
-	"\x06health\x18\xc0\x02 \x01(\v2\x15.muster.v1.NodeHealthR\x06health\"@\n" +
+	"\x06health\x18\xc0\x02 \x01(\v2\x15.muster.v1.NodeHealthR\x06health\x124\n" +
+	"\bschedule\x18\x90\x03 \x01(\x0e2\x17.muster.v1.NodeScheduleR\bschedule\"a\n" +
+	"\x16SetNodeScheduleRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x123\n" +
+	"\bschedule\x18\x02 \x01(\x0e2\x17.muster.v1.NodeScheduleR\bschedule\"b\n" +
+	"\x17SetNodeScheduleResponse\x123\n" +
+	"\bprevious\x18\x01 \x01(\x0e2\x17.muster.v1.NodeScheduleR\bprevious\x12\x12\n" +
+	"\x04jobs\x18\x02 \x03(\tR\x04jobs\"@\n" +
 	"\x11ListNodesResponse\x12+\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x15.muster.v1.NodeStatusR\x05nodes\"\x11\n" +
 	"\x0fListJobsRequest\"\xa5\x04\n" +
@@ -7811,7 +7990,11 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x10LOSS_SIGNAL_LEFT\x10\b\x12\x1d\n" +
 	"\x19LOSS_SIGNAL_STORE_CLOSING\x10\t\x12\x16\n" +
 	"\x12LOSS_SIGNAL_SILENT\x10\n" +
-	"B5Z3github.com/musterhq/muster/proto/muster/v1;musterv1b\x06proto3"
+	"*d\n" +
+	"\fNodeSchedule\x12\x1d\n" +
+	"\x19NODE_SCHEDULE_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16NODE_SCHEDULE_CORDONED\x10\x01\x12\x19\n" +
+	"\x15NODE_SCHEDULE_DRAINED\x10\x02B5Z3github.com/musterhq/muster/proto/muster/v1;musterv1b\x06proto3"
 
 var (
 	file_muster_v1_types_proto_rawDescOnce sync.Once
@@ -7825,8 +8008,8 @@ func file_muster_v1_types_proto_rawDescGZIP() []byte {
 	return file_muster_v1_types_proto_rawDescData
 }
 
-var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 89)
+var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 91)
 var file_muster_v1_types_proto_goTypes = []any{
 	(RestartOn)(0),                    // 0: muster.v1.RestartOn
 	(JobState)(0),                     // 1: muster.v1.JobState
@@ -7834,171 +8017,177 @@ var file_muster_v1_types_proto_goTypes = []any{
 	(ExitCause)(0),                    // 3: muster.v1.ExitCause
 	(HangEvidence)(0),                 // 4: muster.v1.HangEvidence
 	(LossSignal)(0),                   // 5: muster.v1.LossSignal
-	(*GPU)(nil),                       // 6: muster.v1.GPU
-	(*Node)(nil),                      // 7: muster.v1.Node
-	(*RegisterRequest)(nil),           // 8: muster.v1.RegisterRequest
-	(*RegisterResponse)(nil),          // 9: muster.v1.RegisterResponse
-	(*RenewRequest)(nil),              // 10: muster.v1.RenewRequest
-	(*RenewResponse)(nil),             // 11: muster.v1.RenewResponse
-	(*RunningJob)(nil),                // 12: muster.v1.RunningJob
-	(*RankState)(nil),                 // 13: muster.v1.RankState
-	(*WatchRequest)(nil),              // 14: muster.v1.WatchRequest
-	(*AgentCommand)(nil),              // 15: muster.v1.AgentCommand
-	(*CollectHangClues)(nil),          // 16: muster.v1.CollectHangClues
-	(*SendLogs)(nil),                  // 17: muster.v1.SendLogs
-	(*LogRecord)(nil),                 // 18: muster.v1.LogRecord
-	(*PushLogsRequest)(nil),           // 19: muster.v1.PushLogsRequest
-	(*PushLogsResponse)(nil),          // 20: muster.v1.PushLogsResponse
-	(*LogsRequest)(nil),               // 21: muster.v1.LogsRequest
-	(*LogsResponse)(nil),              // 22: muster.v1.LogsResponse
-	(*ProbePeer)(nil),                 // 23: muster.v1.ProbePeer
-	(*TorchConn)(nil),                 // 24: muster.v1.TorchConn
-	(*TorchConnVerdict)(nil),          // 25: muster.v1.TorchConnVerdict
-	(*CheckTorchConns)(nil),           // 26: muster.v1.CheckTorchConns
-	(*CheckTorchConnsRequest)(nil),    // 27: muster.v1.CheckTorchConnsRequest
-	(*CheckTorchConnsResponse)(nil),   // 28: muster.v1.CheckTorchConnsResponse
-	(*TorchConnsCheckedRequest)(nil),  // 29: muster.v1.TorchConnsCheckedRequest
-	(*TorchConnsCheckedResponse)(nil), // 30: muster.v1.TorchConnsCheckedResponse
-	(*ReleaseStore)(nil),              // 31: muster.v1.ReleaseStore
-	(*ReservePorts)(nil),              // 32: muster.v1.ReservePorts
-	(*PortsReservedRequest)(nil),      // 33: muster.v1.PortsReservedRequest
-	(*PortsReservedResponse)(nil),     // 34: muster.v1.PortsReservedResponse
-	(*ReportLossRequest)(nil),         // 35: muster.v1.ReportLossRequest
-	(*ReportLossResponse)(nil),        // 36: muster.v1.ReportLossResponse
-	(*LeaveRequest)(nil),              // 37: muster.v1.LeaveRequest
-	(*LeaveResponse)(nil),             // 38: muster.v1.LeaveResponse
-	(*JobSpec)(nil),                   // 39: muster.v1.JobSpec
-	(*NodeHealth)(nil),                // 40: muster.v1.NodeHealth
-	(*ReportHealthRequest)(nil),       // 41: muster.v1.ReportHealthRequest
-	(*ReportHealthResponse)(nil),      // 42: muster.v1.ReportHealthResponse
-	(*SubmitRequest)(nil),             // 43: muster.v1.SubmitRequest
-	(*SubmitResponse)(nil),            // 44: muster.v1.SubmitResponse
-	(*Assignment)(nil),                // 45: muster.v1.Assignment
-	(*Identity)(nil),                  // 46: muster.v1.Identity
-	(*StopJob)(nil),                   // 47: muster.v1.StopJob
-	(*SignalJob)(nil),                 // 48: muster.v1.SignalJob
-	(*SignalRequest)(nil),             // 49: muster.v1.SignalRequest
-	(*SignalResponse)(nil),            // 50: muster.v1.SignalResponse
-	(*WorkerStarted)(nil),             // 51: muster.v1.WorkerStarted
-	(*Output)(nil),                    // 52: muster.v1.Output
-	(*WorkerExited)(nil),              // 53: muster.v1.WorkerExited
-	(*PythonError)(nil),               // 54: muster.v1.PythonError
-	(*WorkerHang)(nil),                // 55: muster.v1.WorkerHang
-	(*HangVerdict)(nil),               // 56: muster.v1.HangVerdict
-	(*Collective)(nil),                // 57: muster.v1.Collective
-	(*HangClues)(nil),                 // 58: muster.v1.HangClues
-	(*RankClues)(nil),                 // 59: muster.v1.RankClues
-	(*RasAnswer)(nil),                 // 60: muster.v1.RasAnswer
-	(*RasCulprit)(nil),                // 61: muster.v1.RasCulprit
-	(*NodeLoss)(nil),                  // 62: muster.v1.NodeLoss
-	(*JobFinished)(nil),               // 63: muster.v1.JobFinished
-	(*OutputLost)(nil),                // 64: muster.v1.OutputLost
-	(*WaitingForNodes)(nil),           // 65: muster.v1.WaitingForNodes
-	(*JobEvent)(nil),                  // 66: muster.v1.JobEvent
-	(*RoundStarted)(nil),              // 67: muster.v1.RoundStarted
-	(*RoundRestarting)(nil),           // 68: muster.v1.RoundRestarting
-	(*StoreRestarted)(nil),            // 69: muster.v1.StoreRestarted
-	(*PublishRequest)(nil),            // 70: muster.v1.PublishRequest
-	(*PublishResponse)(nil),           // 71: muster.v1.PublishResponse
-	(*WatchJobRequest)(nil),           // 72: muster.v1.WatchJobRequest
-	(*CancelRequest)(nil),             // 73: muster.v1.CancelRequest
-	(*CancelResponse)(nil),            // 74: muster.v1.CancelResponse
-	(*ListNodesRequest)(nil),          // 75: muster.v1.ListNodesRequest
-	(*NodeStatus)(nil),                // 76: muster.v1.NodeStatus
-	(*ListNodesResponse)(nil),         // 77: muster.v1.ListNodesResponse
-	(*ListJobsRequest)(nil),           // 78: muster.v1.ListJobsRequest
-	(*JobStatus)(nil),                 // 79: muster.v1.JobStatus
-	(*JobRound)(nil),                  // 80: muster.v1.JobRound
-	(*GetJobRequest)(nil),             // 81: muster.v1.GetJobRequest
-	(*HistoryCommand)(nil),            // 82: muster.v1.HistoryCommand
-	(*HistoryExpire)(nil),             // 83: muster.v1.HistoryExpire
-	(*WatchJobsRequest)(nil),          // 84: muster.v1.WatchJobsRequest
-	(*ListJobsResponse)(nil),          // 85: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),                // 86: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),        // 87: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),          // 88: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),              // 89: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),             // 90: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),              // 91: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),             // 92: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),            // 93: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),           // 94: muster.v1.BarrierResponse
+	(NodeSchedule)(0),                 // 6: muster.v1.NodeSchedule
+	(*GPU)(nil),                       // 7: muster.v1.GPU
+	(*Node)(nil),                      // 8: muster.v1.Node
+	(*RegisterRequest)(nil),           // 9: muster.v1.RegisterRequest
+	(*RegisterResponse)(nil),          // 10: muster.v1.RegisterResponse
+	(*RenewRequest)(nil),              // 11: muster.v1.RenewRequest
+	(*RenewResponse)(nil),             // 12: muster.v1.RenewResponse
+	(*RunningJob)(nil),                // 13: muster.v1.RunningJob
+	(*RankState)(nil),                 // 14: muster.v1.RankState
+	(*WatchRequest)(nil),              // 15: muster.v1.WatchRequest
+	(*AgentCommand)(nil),              // 16: muster.v1.AgentCommand
+	(*CollectHangClues)(nil),          // 17: muster.v1.CollectHangClues
+	(*SendLogs)(nil),                  // 18: muster.v1.SendLogs
+	(*LogRecord)(nil),                 // 19: muster.v1.LogRecord
+	(*PushLogsRequest)(nil),           // 20: muster.v1.PushLogsRequest
+	(*PushLogsResponse)(nil),          // 21: muster.v1.PushLogsResponse
+	(*LogsRequest)(nil),               // 22: muster.v1.LogsRequest
+	(*LogsResponse)(nil),              // 23: muster.v1.LogsResponse
+	(*ProbePeer)(nil),                 // 24: muster.v1.ProbePeer
+	(*TorchConn)(nil),                 // 25: muster.v1.TorchConn
+	(*TorchConnVerdict)(nil),          // 26: muster.v1.TorchConnVerdict
+	(*CheckTorchConns)(nil),           // 27: muster.v1.CheckTorchConns
+	(*CheckTorchConnsRequest)(nil),    // 28: muster.v1.CheckTorchConnsRequest
+	(*CheckTorchConnsResponse)(nil),   // 29: muster.v1.CheckTorchConnsResponse
+	(*TorchConnsCheckedRequest)(nil),  // 30: muster.v1.TorchConnsCheckedRequest
+	(*TorchConnsCheckedResponse)(nil), // 31: muster.v1.TorchConnsCheckedResponse
+	(*ReleaseStore)(nil),              // 32: muster.v1.ReleaseStore
+	(*ReservePorts)(nil),              // 33: muster.v1.ReservePorts
+	(*PortsReservedRequest)(nil),      // 34: muster.v1.PortsReservedRequest
+	(*PortsReservedResponse)(nil),     // 35: muster.v1.PortsReservedResponse
+	(*ReportLossRequest)(nil),         // 36: muster.v1.ReportLossRequest
+	(*ReportLossResponse)(nil),        // 37: muster.v1.ReportLossResponse
+	(*LeaveRequest)(nil),              // 38: muster.v1.LeaveRequest
+	(*LeaveResponse)(nil),             // 39: muster.v1.LeaveResponse
+	(*JobSpec)(nil),                   // 40: muster.v1.JobSpec
+	(*NodeHealth)(nil),                // 41: muster.v1.NodeHealth
+	(*ReportHealthRequest)(nil),       // 42: muster.v1.ReportHealthRequest
+	(*ReportHealthResponse)(nil),      // 43: muster.v1.ReportHealthResponse
+	(*SubmitRequest)(nil),             // 44: muster.v1.SubmitRequest
+	(*SubmitResponse)(nil),            // 45: muster.v1.SubmitResponse
+	(*Assignment)(nil),                // 46: muster.v1.Assignment
+	(*Identity)(nil),                  // 47: muster.v1.Identity
+	(*StopJob)(nil),                   // 48: muster.v1.StopJob
+	(*SignalJob)(nil),                 // 49: muster.v1.SignalJob
+	(*SignalRequest)(nil),             // 50: muster.v1.SignalRequest
+	(*SignalResponse)(nil),            // 51: muster.v1.SignalResponse
+	(*WorkerStarted)(nil),             // 52: muster.v1.WorkerStarted
+	(*Output)(nil),                    // 53: muster.v1.Output
+	(*WorkerExited)(nil),              // 54: muster.v1.WorkerExited
+	(*PythonError)(nil),               // 55: muster.v1.PythonError
+	(*WorkerHang)(nil),                // 56: muster.v1.WorkerHang
+	(*HangVerdict)(nil),               // 57: muster.v1.HangVerdict
+	(*Collective)(nil),                // 58: muster.v1.Collective
+	(*HangClues)(nil),                 // 59: muster.v1.HangClues
+	(*RankClues)(nil),                 // 60: muster.v1.RankClues
+	(*RasAnswer)(nil),                 // 61: muster.v1.RasAnswer
+	(*RasCulprit)(nil),                // 62: muster.v1.RasCulprit
+	(*NodeLoss)(nil),                  // 63: muster.v1.NodeLoss
+	(*JobFinished)(nil),               // 64: muster.v1.JobFinished
+	(*OutputLost)(nil),                // 65: muster.v1.OutputLost
+	(*WaitingForNodes)(nil),           // 66: muster.v1.WaitingForNodes
+	(*JobEvent)(nil),                  // 67: muster.v1.JobEvent
+	(*RoundStarted)(nil),              // 68: muster.v1.RoundStarted
+	(*RoundRestarting)(nil),           // 69: muster.v1.RoundRestarting
+	(*StoreRestarted)(nil),            // 70: muster.v1.StoreRestarted
+	(*PublishRequest)(nil),            // 71: muster.v1.PublishRequest
+	(*PublishResponse)(nil),           // 72: muster.v1.PublishResponse
+	(*WatchJobRequest)(nil),           // 73: muster.v1.WatchJobRequest
+	(*CancelRequest)(nil),             // 74: muster.v1.CancelRequest
+	(*CancelResponse)(nil),            // 75: muster.v1.CancelResponse
+	(*ListNodesRequest)(nil),          // 76: muster.v1.ListNodesRequest
+	(*NodeStatus)(nil),                // 77: muster.v1.NodeStatus
+	(*SetNodeScheduleRequest)(nil),    // 78: muster.v1.SetNodeScheduleRequest
+	(*SetNodeScheduleResponse)(nil),   // 79: muster.v1.SetNodeScheduleResponse
+	(*ListNodesResponse)(nil),         // 80: muster.v1.ListNodesResponse
+	(*ListJobsRequest)(nil),           // 81: muster.v1.ListJobsRequest
+	(*JobStatus)(nil),                 // 82: muster.v1.JobStatus
+	(*JobRound)(nil),                  // 83: muster.v1.JobRound
+	(*GetJobRequest)(nil),             // 84: muster.v1.GetJobRequest
+	(*HistoryCommand)(nil),            // 85: muster.v1.HistoryCommand
+	(*HistoryExpire)(nil),             // 86: muster.v1.HistoryExpire
+	(*WatchJobsRequest)(nil),          // 87: muster.v1.WatchJobsRequest
+	(*ListJobsResponse)(nil),          // 88: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),                // 89: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),        // 90: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),          // 91: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),              // 92: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),             // 93: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),              // 94: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),             // 95: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),            // 96: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),           // 97: muster.v1.BarrierResponse
 }
 var file_muster_v1_types_proto_depIdxs = []int32{
-	6,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
-	7,  // 1: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
-	12, // 2: muster.v1.RegisterRequest.jobs:type_name -> muster.v1.RunningJob
-	39, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
-	46, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
-	13, // 5: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
-	53, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
-	32, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
-	45, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
-	47, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
-	31, // 10: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
-	23, // 11: muster.v1.AgentCommand.probe_peer:type_name -> muster.v1.ProbePeer
-	17, // 12: muster.v1.AgentCommand.send_logs:type_name -> muster.v1.SendLogs
-	48, // 13: muster.v1.AgentCommand.signal:type_name -> muster.v1.SignalJob
-	16, // 14: muster.v1.AgentCommand.collect_hang_clues:type_name -> muster.v1.CollectHangClues
-	26, // 15: muster.v1.AgentCommand.check_torch_conns:type_name -> muster.v1.CheckTorchConns
+	7,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
+	8,  // 1: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
+	13, // 2: muster.v1.RegisterRequest.jobs:type_name -> muster.v1.RunningJob
+	40, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
+	47, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
+	14, // 5: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
+	54, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
+	33, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
+	46, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
+	48, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
+	32, // 10: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
+	24, // 11: muster.v1.AgentCommand.probe_peer:type_name -> muster.v1.ProbePeer
+	18, // 12: muster.v1.AgentCommand.send_logs:type_name -> muster.v1.SendLogs
+	49, // 13: muster.v1.AgentCommand.signal:type_name -> muster.v1.SignalJob
+	17, // 14: muster.v1.AgentCommand.collect_hang_clues:type_name -> muster.v1.CollectHangClues
+	27, // 15: muster.v1.AgentCommand.check_torch_conns:type_name -> muster.v1.CheckTorchConns
 	2,  // 16: muster.v1.LogRecord.stream:type_name -> muster.v1.Stream
-	18, // 17: muster.v1.PushLogsRequest.records:type_name -> muster.v1.LogRecord
-	18, // 18: muster.v1.LogsResponse.records:type_name -> muster.v1.LogRecord
-	24, // 19: muster.v1.CheckTorchConns.conns:type_name -> muster.v1.TorchConn
-	24, // 20: muster.v1.CheckTorchConnsRequest.conns:type_name -> muster.v1.TorchConn
-	25, // 21: muster.v1.CheckTorchConnsResponse.verdicts:type_name -> muster.v1.TorchConnVerdict
-	25, // 22: muster.v1.TorchConnsCheckedRequest.verdicts:type_name -> muster.v1.TorchConnVerdict
-	62, // 23: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
+	19, // 17: muster.v1.PushLogsRequest.records:type_name -> muster.v1.LogRecord
+	19, // 18: muster.v1.LogsResponse.records:type_name -> muster.v1.LogRecord
+	25, // 19: muster.v1.CheckTorchConns.conns:type_name -> muster.v1.TorchConn
+	25, // 20: muster.v1.CheckTorchConnsRequest.conns:type_name -> muster.v1.TorchConn
+	26, // 21: muster.v1.CheckTorchConnsResponse.verdicts:type_name -> muster.v1.TorchConnVerdict
+	26, // 22: muster.v1.TorchConnsCheckedRequest.verdicts:type_name -> muster.v1.TorchConnVerdict
+	63, // 23: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
 	0,  // 24: muster.v1.JobSpec.restart_on:type_name -> muster.v1.RestartOn
-	40, // 25: muster.v1.ReportHealthRequest.health:type_name -> muster.v1.NodeHealth
-	39, // 26: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
-	39, // 27: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
-	46, // 28: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
+	41, // 25: muster.v1.ReportHealthRequest.health:type_name -> muster.v1.NodeHealth
+	40, // 26: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
+	40, // 27: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
+	47, // 28: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
 	2,  // 29: muster.v1.Output.stream:type_name -> muster.v1.Stream
-	62, // 30: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
+	63, // 30: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
 	3,  // 31: muster.v1.WorkerExited.cause:type_name -> muster.v1.ExitCause
-	55, // 32: muster.v1.WorkerExited.hang:type_name -> muster.v1.WorkerHang
-	54, // 33: muster.v1.WorkerExited.python_error:type_name -> muster.v1.PythonError
-	56, // 34: muster.v1.WorkerHang.verdict:type_name -> muster.v1.HangVerdict
+	56, // 32: muster.v1.WorkerExited.hang:type_name -> muster.v1.WorkerHang
+	55, // 33: muster.v1.WorkerExited.python_error:type_name -> muster.v1.PythonError
+	57, // 34: muster.v1.WorkerHang.verdict:type_name -> muster.v1.HangVerdict
 	4,  // 35: muster.v1.HangVerdict.evidence:type_name -> muster.v1.HangEvidence
-	57, // 36: muster.v1.HangVerdict.collective:type_name -> muster.v1.Collective
-	59, // 37: muster.v1.HangClues.ranks:type_name -> muster.v1.RankClues
-	60, // 38: muster.v1.HangClues.ras:type_name -> muster.v1.RasAnswer
-	57, // 39: muster.v1.RankClues.recorder:type_name -> muster.v1.Collective
-	61, // 40: muster.v1.RasAnswer.culprits:type_name -> muster.v1.RasCulprit
+	58, // 36: muster.v1.HangVerdict.collective:type_name -> muster.v1.Collective
+	60, // 37: muster.v1.HangClues.ranks:type_name -> muster.v1.RankClues
+	61, // 38: muster.v1.HangClues.ras:type_name -> muster.v1.RasAnswer
+	58, // 39: muster.v1.RankClues.recorder:type_name -> muster.v1.Collective
+	62, // 40: muster.v1.RasAnswer.culprits:type_name -> muster.v1.RasCulprit
 	5,  // 41: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
 	1,  // 42: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
-	53, // 43: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
+	54, // 43: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
 	1,  // 44: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
-	51, // 45: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
-	52, // 46: muster.v1.JobEvent.output:type_name -> muster.v1.Output
-	53, // 47: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
-	63, // 48: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
-	64, // 49: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
-	65, // 50: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
-	69, // 51: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
-	68, // 52: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
-	67, // 53: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
-	62, // 54: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
-	58, // 55: muster.v1.JobEvent.hang_clues:type_name -> muster.v1.HangClues
-	66, // 56: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
+	52, // 45: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
+	53, // 46: muster.v1.JobEvent.output:type_name -> muster.v1.Output
+	54, // 47: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
+	64, // 48: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
+	65, // 49: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
+	66, // 50: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
+	70, // 51: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
+	69, // 52: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
+	68, // 53: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
+	63, // 54: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
+	59, // 55: muster.v1.JobEvent.hang_clues:type_name -> muster.v1.HangClues
+	67, // 56: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
 	1,  // 57: muster.v1.CancelResponse.ended:type_name -> muster.v1.JobState
-	7,  // 58: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
-	40, // 59: muster.v1.NodeStatus.health:type_name -> muster.v1.NodeHealth
-	76, // 60: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
-	39, // 61: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
-	1,  // 62: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
-	46, // 63: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	53, // 64: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
-	80, // 65: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
-	79, // 66: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
-	83, // 67: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
-	79, // 68: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	69, // [69:69] is the sub-list for method output_type
-	69, // [69:69] is the sub-list for method input_type
-	69, // [69:69] is the sub-list for extension type_name
-	69, // [69:69] is the sub-list for extension extendee
-	0,  // [0:69] is the sub-list for field type_name
+	8,  // 58: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
+	41, // 59: muster.v1.NodeStatus.health:type_name -> muster.v1.NodeHealth
+	6,  // 60: muster.v1.NodeStatus.schedule:type_name -> muster.v1.NodeSchedule
+	6,  // 61: muster.v1.SetNodeScheduleRequest.schedule:type_name -> muster.v1.NodeSchedule
+	6,  // 62: muster.v1.SetNodeScheduleResponse.previous:type_name -> muster.v1.NodeSchedule
+	77, // 63: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
+	40, // 64: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
+	1,  // 65: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
+	47, // 66: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
+	54, // 67: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
+	83, // 68: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
+	82, // 69: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
+	86, // 70: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
+	82, // 71: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	72, // [72:72] is the sub-list for method output_type
+	72, // [72:72] is the sub-list for method input_type
+	72, // [72:72] is the sub-list for extension type_name
+	72, // [72:72] is the sub-list for extension extendee
+	0,  // [0:72] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_types_proto_init() }
@@ -8034,7 +8223,7 @@ func file_muster_v1_types_proto_init() {
 		(*JobEvent_NodeLost)(nil),
 		(*JobEvent_HangClues)(nil),
 	}
-	file_muster_v1_types_proto_msgTypes[76].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[78].OneofWrappers = []any{
 		(*HistoryCommand_Finished)(nil),
 		(*HistoryCommand_Expire)(nil),
 	}
@@ -8043,8 +8232,8 @@ func file_muster_v1_types_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_types_proto_rawDesc), len(file_muster_v1_types_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   89,
+			NumEnums:      7,
+			NumMessages:   91,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
