@@ -56,6 +56,12 @@ func TestFlagsDocExamples(t *testing.T) {
 		t.Fatalf("the job is not listed: %s", r.stdout)
 	}
 	job := jobs.Items[i].ID
+	var nodes struct{ Items []struct{ Name string } }
+	r = runLauncher(t, "nodes", "--cluster", ap.addr, "-o", "json")
+	if err := json.Unmarshal([]byte(r.stdout), &nodes); r.code != 0 || err != nil || len(nodes.Items) != 1 {
+		t.Fatalf("nodes -o json: exit %d (%v): %s%s", r.code, err, r.stdout, r.stderr)
+	}
+	node := nodes.Items[0].Name
 	hosts := filepath.Join(t.TempDir(), "hosts.txt")
 	if err := os.WriteFile(hosts, []byte("node01 slots=4\nnode02 slots=4\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -83,6 +89,8 @@ func TestFlagsDocExamples(t *testing.T) {
 				w = ap.addr
 			case "JOB", "JOB...":
 				w = job
+			case "NODE", "NODE...":
+				w = node
 			case "hosts.txt":
 				w = hosts
 			case "python", "./cpu_job":
