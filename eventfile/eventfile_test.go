@@ -3,6 +3,7 @@ package eventfile
 import (
 	"bufio"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -172,6 +173,15 @@ func TestOpenRefusesWhatAnotherUserPlanted(t *testing.T) {
 		{"FIFO of another user", func(p string) { plant(p, func(p string) error { return syscall.Mkfifo(p, 0o666) }) }, "is a FIFO nobody reads"},
 		{"link of another user", func(p string) { plant(p, func(p string) error { return os.Symlink(secret, p) }) }, "is a symbolic link of uid 65533, not uid 0 or root"},
 		{"file of another user", func(p string) { plant(p, func(p string) error { return os.WriteFile(p, nil, 0o666) }) }, "belongs to uid 65533, not uid 0"},
+		{"socket of another user", func(p string) {
+			plant(p, func(p string) error {
+				l, err := net.Listen("unix", p)
+				if err == nil {
+					t.Cleanup(func() { l.Close() })
+				}
+				return err
+			})
+		}, "is a socket, not a regular file"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			name := filepath.Join(dir, strings.ReplaceAll(tt.name, " ", "-"))

@@ -45,8 +45,14 @@ func OpenOutput(path string, perm os.FileMode, uid int) (*os.File, error) {
 		flag |= unix.O_NOFOLLOW
 	}
 	fd, err := unix.Open(path, flag|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, uint32(perm.Perm()))
-	if errors.Is(err, unix.ENXIO) {
-		err = errors.New("is a FIFO nobody reads")
+	if err != nil && unix.Stat(path, &st) == nil {
+		// ENXIO: no reader on a FIFO, or a socket, which open never takes.
+		switch typ := st.Mode & unix.S_IFMT; {
+		case typ == unix.S_IFIFO && errors.Is(err, unix.ENXIO):
+			err = errors.New("is a FIFO nobody reads")
+		case typ != unix.S_IFREG && typ != unix.S_IFIFO && typ != unix.S_IFCHR:
+			err = fmt.Errorf("is a %s, not a regular file", kind(st.Mode))
+		}
 	}
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
