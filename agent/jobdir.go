@@ -12,6 +12,8 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"github.com/musterhq/muster/ownfile"
 )
 
 // A job's directory on a node (its hostfile) is TempDir/muster-JOBID.NODERANK
@@ -92,18 +94,8 @@ func enterable(dir string) error {
 // directory of this user (or root) that no one else may write to, unless,
 // for a parent, it is root's and sticky, as /tmp is.
 func checkOwnDir(dir string, parent bool) error {
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return fmt.Errorf("job directories: %w", err)
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	switch {
-	case !fi.IsDir():
-		return fmt.Errorf("job directories: %s is not a directory", dir)
-	case !ok || (int(st.Uid) != os.Geteuid() && st.Uid != 0):
-		return fmt.Errorf("job directories: %s belongs to uid %d, not this agent's user", dir, st.Uid)
-	case fi.Mode().Perm()&0o022 != 0 && !(parent && st.Uid == 0 && fi.Mode()&os.ModeSticky != 0):
-		return fmt.Errorf("job directories: other users may write to %s (mode %o); give a directory only this agent's user may change", dir, fi.Mode().Perm())
+	if err := ownfile.CheckDir(dir, os.Geteuid(), 0o022, parent); err != nil {
+		return fmt.Errorf("job directories: %w; give a directory only this agent's user may change", err)
 	}
 	return nil
 }
@@ -179,17 +171,10 @@ func removeStaleJobDirs(log *zap.Logger, tempDir string) {
 // file without following a link and without waiting (a FIFO opens at once),
 // and takes only a regular file of the agent's own user as a lock.
 func jobDirLocked(path string) (bool, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	f, err := ownfile.Open(path, os.Geteuid())
 	if err != nil {
 		return false, err
 	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return false, err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() {
-		return false, errors.New("not the agent's lock file")
-	}
-	return unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil, nil
+	defer f.Close()
+	return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/musterhq/muster/hostfile"
 	"github.com/musterhq/muster/jobspec"
 	"github.com/musterhq/muster/ncclnet"
+	"github.com/musterhq/muster/ownfile"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/supervise"
 )
@@ -100,9 +101,10 @@ func (js *jobStart) check() error {
 	js.cred = cred
 	if dir := string(spec.GetLogDir()); dir != "" {
 		// Each job's logs go to a directory of their own: two jobs never
-		// write over each other's files.
+		// write over each other's files. Another user's link or directory
+		// on the way would lead them elsewhere.
 		js.files.logDir = filepath.Join(dir, asg.GetJobId())
-		if err := asUser(cred, func() error { return os.MkdirAll(js.files.logDir, 0o755) }); err != nil {
+		if err := asUser(cred, func() error { return ownfile.MkdirAll(js.files.logDir, 0o755, credUID(cred)) }); err != nil {
 			// The error names the directory, which may be any bytes.
 			return errors.New(validText("--log-dir: " + err.Error()))
 		}

@@ -5,6 +5,8 @@ import (
 	"os"
 	"sync"
 	"syscall"
+
+	"github.com/musterhq/muster/ownfile"
 )
 
 // A failure summary keeps the last lines of the failed rank's stderr.
@@ -62,9 +64,15 @@ type logFile struct {
 
 // openLogFile opens a rank's file as the job's user (cred; nil for the
 // agent's own), appending: a restart's round writes after the last one's,
-// and nothing is ever truncated. It never follows a link.
+// and nothing is ever truncated. It never follows a link or waits on a FIFO,
+// and takes only the user's own regular file.
 func openLogFile(path string, cred *syscall.Credential) (*logFile, error) {
-	f, err := openFileAs(cred, path, os.O_CREATE|os.O_APPEND|os.O_WRONLY|syscall.O_NOFOLLOW, 0o644)
+	var f *os.File
+	err := asUser(cred, func() error {
+		var err error
+		f, err = ownfile.OpenAppend(path, 0o644, credUID(cred))
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

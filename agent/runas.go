@@ -84,6 +84,14 @@ func asUser(cred *syscall.Credential, fn func() error) error {
 	return <-errc
 }
 
+// credUID is the uid a job with cred runs as.
+func credUID(cred *syscall.Credential) int {
+	if cred == nil {
+		return os.Geteuid()
+	}
+	return int(cred.Uid)
+}
+
 // openFileAs opens a file as cred's user would.
 func openFileAs(cred *syscall.Credential, path string, flag int, perm os.FileMode) (*os.File, error) {
 	var f *os.File

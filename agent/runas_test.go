@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,8 +36,8 @@ func userCluster(t *testing.T) (nobody *storeclient.Client, agentTmp string) {
 	sock := filepath.Join(dir, "agent.sock")
 	store := rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.Socket, c.SocketUsers = sock, true })
 	tmp := filepath.Join(dir, "tmp")
-	os.Mkdir(tmp, 0o1777)
-	os.Chmod(tmp, 0o1777)
+	os.Mkdir(tmp, os.ModeSticky|0o777)
+	os.Chmod(tmp, os.ModeSticky|0o777)
 	a, err := agent.Start(context.Background(), agent.Config{
 		Logger: zaptest.NewLogger(t), StoreAddr: store.Addr(), Security: rendezvoustest.Security(store),
 		Name: "node-0", Addr: "127.0.0.1", Rank: -1, TempDir: filepath.Join(dir, "jobs"),
@@ -108,5 +109,22 @@ func TestAnotherUserCannotWriteWhereTheyCannot(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(private); len(entries) != 0 {
 		t.Fatalf("files were made in root's directory for another user: %v", entries)
+	}
+}
+
+// A job's logs never go where a link another user planted leads: the agent
+// refuses the link rather than follow it.
+func TestLogDirFollowsNoOtherUsersLink(t *testing.T) {
+	nobody, tmp := userCluster(t)
+	theirs := filepath.Join(tmp, "theirs")
+	asHostile(t, fmt.Sprintf("mkdir -m 777 %s && ln -s %s %s/logs", theirs, theirs, tmp))
+	logs := filepath.Join(tmp, "logs")
+	_, fin := runAs(t, nobody, &musterv1.JobSpec{Argv: args("true"), Nnodes: 1, LogDir: []byte(logs), Workdir: []byte("/")})
+	want := "--log-dir: " + logs + " is a symbolic link of uid 65533, not uid 65534 or root"
+	if fin.State != musterv1.JobState_JOB_STATE_FAILED || !strings.Contains(fin.Summary, want) {
+		t.Fatalf("job ended %v: %q; want a failure saying %q", fin.State, fin.Summary, want)
+	}
+	if entries, _ := os.ReadDir(theirs); len(entries) != 0 {
+		t.Fatalf("the job's logs went to the other user's directory: %v", entries)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/musterhq/muster/failure"
 	"github.com/musterhq/muster/listing"
+	"github.com/musterhq/muster/ownfile"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
@@ -172,9 +173,11 @@ type Writer struct {
 	now  func() time.Time
 }
 
-// Open opens name for appending, creating it (0644) if need be.
+// Open opens name for appending, creating it (0644) if need be. Another
+// user may have put something at name first (a FIFO, a link, their own
+// file): it opens nothing of theirs, and never waits for a FIFO's reader.
 func Open(name string) (*Writer, error) {
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := ownfile.OpenOutput(name, 0o644, os.Geteuid())
 	if err != nil {
 		return nil, fmt.Errorf("--events: %w", err)
 	}

@@ -3,10 +3,12 @@ package eventfile
 import (
 	"bufio"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -139,5 +141,97 @@ func TestOpenNamesTheFlag(t *testing.T) {
 	_, err := Open(filepath.Join(t.TempDir(), "no", "such", "dir", "f"))
 	if err == nil || !strings.HasPrefix(err.Error(), "--events: ") {
 		t.Fatalf("%v", err)
+	}
+}
+
+// Root's launcher opens nothing another user put at the --events path first,
+// and never waits in open() on a FIFO nobody reads.
+func TestOpenRefusesWhatAnotherUserPlanted(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the other user's files are made as another uid")
+	}
+	const hostile = 65533
+	dir := t.TempDir()
+	os.Chmod(dir, os.ModeSticky|0o777) // as /tmp
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(secret, nil, 0o600)
+	plant := func(path string, make func(string) error) {
+		if err := make(path); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Lchown(path, hostile, hostile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct {
+		name  string
+		setup func(path string)
+		want  string // "" when it opens
+	}{
+		{"new file", func(string) {}, ""},
+		{"a device of root's", func(p string) { os.Symlink("/dev/null", p) }, ""},
+		{"FIFO of another user", func(p string) { plant(p, func(p string) error { return syscall.Mkfifo(p, 0o666) }) }, "is a FIFO nobody reads"},
+		{"link of another user", func(p string) { plant(p, func(p string) error { return os.Symlink(secret, p) }) }, "is a symbolic link of uid 65533, not uid 0 or root"},
+		{"file of another user", func(p string) { plant(p, func(p string) error { return os.WriteFile(p, nil, 0o666) }) }, "belongs to uid 65533, not uid 0"},
+		{"socket of another user", func(p string) {
+			plant(p, func(p string) error {
+				l, err := net.Listen("unix", p)
+				if err == nil {
+					t.Cleanup(func() { l.Close() })
+				}
+				return err
+			})
+		}, "is a socket, not a regular file"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			name := filepath.Join(dir, strings.ReplaceAll(tt.name, " ", "-"))
+			tt.setup(name)
+			done := make(chan error, 1)
+			go func() {
+				w, err := Open(name)
+				if err == nil {
+					w.Close()
+				}
+				done <- err
+			}()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Open is still waiting in open()")
+			}
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.HasPrefix(err.Error(), "--events: open "+name+": ") || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want --events naming %s and saying %q", err, name, tt.want)
+			}
+		})
+	}
+}
+
+// A FIFO of the user's own that a reader holds open is theirs to give.
+func TestOpenOwnFIFOWithReader(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "events")
+	if err := syscall.Mkfifo(name, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	w, err := Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Submitted("j-1", &musterv1.JobSpec{Nnodes: 1})
+	w.Close()
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil || !strings.Contains(line, `"type":"submitted"`) {
+		t.Fatalf("read %q, %v", line, err)
 	}
 }

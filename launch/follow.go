@@ -110,23 +110,60 @@ type follower struct {
 	logsTold   bool // where --log-dir writes was said
 	ran        bool // the job started workers, as far as its events told
 	badLogs    int  // ranks whose --log-dir file is incomplete
+
+	stdinCtx context.Context // ends when the launcher stops following
+	stdin    *stdinSent      // nil when no rank reads stdin
+}
+
+// forwardStdin sends the launcher's stdin to the job's stdin ranks, if any.
+func (f *follower) forwardStdin() {
+	if !wantsStdin(f.opts.Spec) {
+		return
+	}
+	in := f.opts.Stdin
+	if in == nil {
+		in = eofReader{}
+	}
+	sent := &stdinSent{done: make(chan struct{})}
+	f.stdin = sent
+	ctx, job := f.stdinCtx, f.job
+	go func() {
+		defer close(sent.done)
+		if err := sendStdin(ctx, f.c, job, in, sent); err != nil && ctx.Err() == nil {
+			f.log.Info("stdin not delivered", zap.String("job", job), zap.Error(err))
+		}
+	}()
+}
+
+// stdinUnread says whether the job's stdin ranks can be given the launcher's
+// stdin again: nothing of it was read (as from /dev/null, which gives only
+// its end) and no read is under way, which could take what comes next.
+func (f *follower) stdinUnread(ctx context.Context) bool {
+	if f.stdin == nil {
+		return true
+	}
+	select {
+	case <-f.stdin.done:
+	default:
+		if !f.stdin.end.Load() {
+			return false
+		}
+		// Only the lost job's stream is left to close.
+		select {
+		case <-f.stdin.done:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return !f.stdin.read.Load()
 }
 
 func (f *follower) run(ctx context.Context) (int, error) {
 	defer f.p.Close()
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if wantsStdin(f.opts.Spec) {
-		in := f.opts.Stdin
-		if in == nil {
-			in = eofReader{}
-		}
-		go func() {
-			if err := sendStdin(wctx, f.c, f.job, in); err != nil && wctx.Err() == nil {
-				f.log.Info("stdin not delivered", zap.String("job", f.job), zap.Error(err))
-			}
-		}()
-	}
+	f.stdinCtx = wctx
+	f.forwardStdin()
 	reattach := f.opts.Reattach
 	if reattach <= 0 {
 		reattach = reattachFor
@@ -436,7 +473,7 @@ func (f *follower) submitAgain(ctx context.Context, cause error) error {
 	switch {
 	case f.ran:
 		return fmt.Errorf("%s: it was lost with its nodes; its workers' end is unknown (%s)", lost, storeclient.ErrorMessage(cause))
-	case wantsStdin(f.opts.Spec):
+	case !f.stdinUnread(ctx):
 		return fmt.Errorf("%s; it had not started, but stdin already read went with it: submit it again", lost)
 	}
 	sub, err := f.c.Submit(ctx, &musterv1.SubmitRequest{Spec: f.opts.Spec})
@@ -446,6 +483,8 @@ func (f *follower) submitAgain(ctx context.Context, cause error) error {
 	f.flush(ctx)
 	fmt.Fprintf(f.opts.Stderr, "muster: %s restarted before job %s started; submitted it again as job %s\n", f.storeName(), f.job, sub.GetJobId())
 	f.job, f.storeID, f.next, f.waited = sub.GetJobId(), sub.GetStoreId(), 0, false
+	// Only stdin's end was read: the new job's ranks get it again.
+	f.forwardStdin()
 	if f.opts.Events != nil {
 		f.opts.Events.Submitted(f.job, f.opts.Spec)
 	}

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -100,12 +102,15 @@ func TestLauncherSubmitsAgainAJobTheRestartedStoreLost(t *testing.T) {
 	tests := []struct {
 		name    string
 		nnodes  int32
-		started bool // the job's workers ran before the store went
+		started bool   // the job's workers ran before the store went
+		stdin   string // "devnull", "data" for rank 0's stdin; "" for none
 		code    int
 		want    string // on stderr, or in the error
 	}{
-		{"waiting for nodes", 2, false, 0, "restarted before job j-"},
-		{"running", 1, true, 1, "no agent reports the job: it was lost with its nodes"},
+		{"waiting for nodes", 2, false, "", 0, "restarted before job j-"},
+		{"waiting for nodes, stdin from /dev/null", 2, false, "devnull", 0, "restarted before job j-"},
+		{"waiting for nodes, stdin read", 2, false, "data", 1, "it had not started, but stdin already read went with it: submit it again"},
+		{"running", 1, true, "", 1, "no agent reports the job: it was lost with its nodes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,7 +121,26 @@ func TestLauncherSubmitsAgainAJobTheRestartedStoreLost(t *testing.T) {
 			dir := t.TempDir()
 			script := fmt.Sprintf(`echo "rank $RANK of $WORLD_SIZE"; touch %s/started; sleep 30`, dir)
 			if !tt.started {
-				script = `echo "rank $RANK of $WORLD_SIZE"`
+				// A rank reading stdin ends only once stdin's end reaches it.
+				script = `cat >/dev/null; echo "rank $RANK of $WORLD_SIZE"`
+			}
+			spec := &musterv1.JobSpec{Argv: [][]byte{[]byte("sh"), []byte("-c"), []byte(script)}, Nnodes: tt.nnodes, Nproc: 1,
+				WaitTimeoutMs: time.Minute.Milliseconds(), KillTimeoutMs: 1000}
+			var stdin io.Reader
+			read := make(chan struct{})
+			switch tt.stdin {
+			case "devnull":
+				f, err := os.Open(os.DevNull)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				stdin, spec.StdinRank = f, new(int32)
+				close(read)
+			case "data":
+				stdin, spec.StdinRank = &signalReader{r: strings.NewReader("data\n"), read: read}, new(int32)
+			default:
+				close(read)
 			}
 			var stdout, stderr syncBuffer
 			type result struct {
@@ -126,9 +150,7 @@ func TestLauncherSubmitsAgainAJobTheRestartedStoreLost(t *testing.T) {
 			done := make(chan result, 1)
 			go func() {
 				code, err := Run(context.Background(), zaptest.NewLogger(t), tc.Client, Options{
-					Spec: &musterv1.JobSpec{Argv: [][]byte{[]byte("sh"), []byte("-c"), []byte(script)}, Nnodes: tt.nnodes, Nproc: 1,
-						WaitTimeoutMs: time.Minute.Milliseconds(), KillTimeoutMs: 1000},
-					Stdout: &stdout, Stderr: &stderr, Store: tc.Store.Addr(), Reattach: time.Minute,
+					Spec: spec, Stdin: stdin, Stdout: &stdout, Stderr: &stderr, Store: tc.Store.Addr(), Reattach: time.Minute,
 				})
 				done <- result{code, err}
 			}()
@@ -143,6 +165,7 @@ func TestLauncherSubmitsAgainAJobTheRestartedStoreLost(t *testing.T) {
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
+			<-read // what stdin gave went to the first job
 			addr := tc.Store.Addr()
 			tc.Store.Close()
 			if tt.started {
@@ -150,7 +173,7 @@ func TestLauncherSubmitsAgainAJobTheRestartedStoreLost(t *testing.T) {
 				tc.Agents[0].Close(0)
 			}
 			rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.ListenAddr = addr; c.SessionGrace = time.Second })
-			if !tt.started {
+			if !tt.started && tt.code == 0 {
 				deadline := time.Now().Add(20 * time.Second)
 				for !strings.Contains(stderr.String(), "submitted it again") {
 					if time.Now().After(deadline) {
@@ -173,9 +196,22 @@ func TestLauncherSubmitsAgainAJobTheRestartedStoreLost(t *testing.T) {
 			if r.code != tt.code || !strings.Contains(got, tt.want) {
 				t.Fatalf("exit %d, %v, want %d and %q; stderr:\n%s", r.code, r.err, tt.code, tt.want, stderr.String())
 			}
-			if !tt.started && !strings.Contains(stdout.String(), "rank 1 of 2") {
+			if !tt.started && tt.code == 0 && !strings.Contains(stdout.String(), "rank 0 of 2") {
 				t.Errorf("the job submitted again did not run; stdout:\n%s", stdout.String())
 			}
 		})
 	}
+}
+
+// signalReader closes read once r has been read from.
+type signalReader struct {
+	r    io.Reader
+	read chan struct{}
+	once sync.Once
+}
+
+func (s *signalReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	s.once.Do(func() { close(s.read) })
+	return n, err
 }

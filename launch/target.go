@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/musterhq/muster/ownfile"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/security"
 )
@@ -110,8 +111,9 @@ func (t Target) Prepare(spec *musterv1.JobSpec, waitTimeout time.Duration, worke
 	}
 	if dir := string(spec.LogDir); dir != "" {
 		// This machine's agent writes there: a directory it cannot make
-		// is the flag's fault, not a rank's.
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		// is the flag's fault, not a rank's. Another user's link or
+		// directory on the way would lead the logs to them.
+		if err := ownfile.MkdirAll(dir, 0o755, os.Geteuid()); err != nil {
 			return usagef("--log-dir: %v", err)
 		}
 	}

@@ -151,3 +151,26 @@ func TestClusterSecurity(t *testing.T) {
 		})
 	}
 }
+
+// Root's embedded launcher makes --log-dir where root chose, never where a
+// link another user planted in a shared directory leads.
+func TestTargetPrepareLogDirPlantedLink(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the other user's link is made as another uid")
+	}
+	const hostile = 65533
+	shared := t.TempDir()
+	os.Chmod(shared, os.ModeSticky|0o777) // as /tmp
+	theirs := t.TempDir()
+	os.Chown(theirs, hostile, hostile)
+	logs := filepath.Join(shared, "logs")
+	if err := os.Symlink(theirs, logs); err != nil {
+		t.Fatal(err)
+	}
+	os.Lchown(logs, hostile, hostile)
+	err := Target{}.Prepare(&musterv1.JobSpec{Nnodes: 1, LogDir: []byte(logs)}, time.Minute, false)
+	var u *UsageError
+	if !errors.As(err, &u) || err.Error() != "--log-dir: "+logs+" is a symbolic link of uid 65533, not uid 0 or root" {
+		t.Fatalf("error %v, want a usage error naming --log-dir and the link", err)
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
 
+	"github.com/musterhq/muster/hostfile"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
@@ -162,7 +164,7 @@ func (t *JobTable) Row(j Job) {
 		return *s
 	}
 	if !t.wide {
-		fmt.Fprintf(t.tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", j.ID, j.State, exit, user, orDash(strings.Join(j.Nodes, ",")),
+		fmt.Fprintf(t.tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", j.ID, j.State, exit, user, orDash(nodesCell(j.Nodes, nodesCellWidth)),
 			cell(j.StartTime), cell(j.EndTime), j.Rounds, command, orDash(j.Summary))
 		return
 	}
@@ -171,7 +173,36 @@ func (t *JobTable) Row(j Job) {
 		restarts = fmt.Sprintf("%d/%d", j.Restarts, j.MaxRestarts)
 	}
 	fmt.Fprintf(t.tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, orDash(j.Name), j.State, exit, user,
-		orDash(strings.Join(j.Nodes, ",")), j.Rounds, restarts, cell(j.SubmitTime), cell(j.StartTime), cell(j.EndTime), command, orDash(j.Summary))
+		orDash(hostfile.Compress(j.Nodes)), j.Rounds, restarts, cell(j.SubmitTime), cell(j.StartTime), cell(j.EndTime), command, orDash(j.Summary))
+}
+
+// nodesCellWidth bounds the table's NODES cell: one cell wider than that
+// would pad every row of the table to it.
+const nodesCellWidth = 32
+
+// nodesCell is a job's nodes as a Slurm hostlist (node[01-40]) when that
+// fits in width, else as many of them as fit and how many more
+// ("a,b + 38 more"); -o wide, json and yaml and `launcher jobs JOB` name
+// them all. The first is named whatever its length.
+func nodesCell(nodes []string, width int) string {
+	if all := hostfile.Compress(nodes); utf8.RuneCountInString(all) <= width {
+		return all
+	}
+	more := func(n int) string {
+		if n == 0 {
+			return ""
+		}
+		return fmt.Sprintf(" + %d more", n)
+	}
+	cell := nodes[0]
+	for i := 1; i < len(nodes); i++ {
+		next := cell + "," + nodes[i]
+		if utf8.RuneCountInString(next+more(len(nodes)-i-1)) > width {
+			return cell + more(len(nodes)-i)
+		}
+		cell = next
+	}
+	return cell
 }
 
 // Flush writes the rows so far.

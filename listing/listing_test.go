@@ -3,6 +3,7 @@ package listing
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -259,6 +260,59 @@ j-2  -      failed   3     ann         -      1       0         2023-11-14T22:13
 	var b bytes.Buffer
 	if err := WriteJobs(&b, Table, Jobs(nil)); err != nil || b.String() != "JOB  STATE  EXIT  USER  NODES  STARTED  ENDED  ROUNDS  COMMAND  SUMMARY\n" {
 		t.Errorf("no jobs: %q, %v", b.String(), err)
+	}
+}
+
+// A job of many nodes keeps the jobs table narrow: its NODES cell is a
+// hostlist, or as many names as fit and how many more, never every name.
+func TestJobsTableNodesCell(t *testing.T) {
+	names := func(format string, n int) []string {
+		var out []string
+		for i := range n {
+			out = append(out, fmt.Sprintf(format, i+1))
+		}
+		return out
+	}
+	// apart are names no hostlist joins: aa-gpu, ba-gpu, ...
+	apart := func(n int) []string {
+		var out []string
+		for i := range n {
+			out = append(out, string(rune('a'+i%26))+string(rune('a'+i/26))+"-gpu")
+		}
+		return out
+	}
+	tests := []struct {
+		name  string
+		nodes []string
+		want  string
+	}{
+		{"none", nil, "-"},
+		{"two", []string{"a", "b"}, "a,b"},
+		{"forty numbered", names("node%02d", 40), "node[01-40]"},
+		{"numbered and not", append(names("gpu%d", 3), "cpu-7", "gpu9"), "gpu[1-3],cpu-7,gpu9"},
+		{"forty numbered, long", names("host-%d.cluster.example", 40), "host-[1-40].cluster.example"},
+		{"forty named apart", apart(40), "aa-gpu,ba-gpu,ca-gpu + 37 more"},
+		{"short names apart", []string{"ab", "x1y", "cd", "x2y", "ef", "gh", "ij", "kl", "mn", "op", "qr"}, "ab,x1y,cd,x2y,ef,gh,ij + 4 more"},
+		{"one long name", []string{"a-very-long-host-name.rack-42.cluster.example"}, "a-very-long-host-name.rack-42.cluster.example"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b bytes.Buffer
+			st := &musterv1.JobStatus{JobId: "j-1", State: musterv1.JobState_JOB_STATE_RUNNING, Nodes: tt.nodes, Spec: &musterv1.JobSpec{Argv: [][]byte{[]byte("true")}}}
+			short := &musterv1.JobStatus{JobId: "j-2", State: musterv1.JobState_JOB_STATE_RUNNING, Nodes: []string{"a"}, Spec: &musterv1.JobSpec{Argv: [][]byte{[]byte("true")}}}
+			if err := WriteJobs(&b, Table, Jobs([]*musterv1.JobStatus{st, short})); err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(b.String(), "\n")
+			nodes := strings.Index(lines[0], "NODES")
+			got := strings.Fields(lines[1][nodes:strings.Index(lines[0], "STARTED")])
+			if strings.Join(got, " ") != tt.want {
+				t.Errorf("NODES %q, want %q:\n%s", strings.Join(got, " "), tt.want, b.String())
+			}
+			if col := strings.Index(lines[0], "STARTED") - nodes - 2; col > max(32, len(tt.want)) {
+				t.Errorf("NODES is %d wide, every row padded to it:\n%s", col, b.String())
+			}
+		})
 	}
 }
 

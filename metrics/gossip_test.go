@@ -61,6 +61,35 @@ func TestGossipSink(t *testing.T) {
 	}
 }
 
+// memberlist's size.local is no size (it reads a push-pull message's header
+// as a length): it is left out, and size.remote, a true size, kept.
+func TestGossipSinkLeavesOutUntrueSeries(t *testing.T) {
+	tests := []struct {
+		name   string
+		emit   func(*metrics.GossipSink)
+		series string
+		kept   bool
+	}{
+		{"size.local", func(s *metrics.GossipSink) {
+			s.SetGaugeWithLabels([]string{"memberlist", "size", "local"}, 2.2e9, nil)
+		}, "muster_memberlist_size_local", false},
+		{"size.remote", func(s *metrics.GossipSink) {
+			s.AddSampleWithLabels([]string{"memberlist", "size", "remote"}, 900, nil)
+		}, "muster_memberlist_size_remote_bytes_sum 900\n", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sink := metrics.NewGossipSink()
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(sink)
+			tt.emit(sink)
+			if out := gather(t, reg); strings.Contains(out, tt.series) != tt.kept {
+				t.Errorf("%q kept: %v, want %v; scrape:\n%s", tt.series, !tt.kept, tt.kept, out)
+			}
+		})
+	}
+}
+
 // Whatever key and labels memberlist emits, the scrape still parses.
 func FuzzGossipSink(f *testing.F) {
 	f.Add("memberlist.probeNode", "node_state", "alive", float32(3))

@@ -6,6 +6,7 @@ package progress
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
@@ -30,6 +31,9 @@ func DescribeWaiting(w *musterv1.WaitingForNodes) string {
 	}
 	if u := w.GetUnusable(); len(u) > 0 {
 		b.WriteString("; not usable: " + strings.Join(u, "; "))
+	}
+	if held := w.GetHeld(); held != "" {
+		fmt.Fprintf(&b, "; held until %s for %s", time.UnixMilli(w.GetHeldUntilUnixMs()).UTC().Format("15:04:05Z"), held)
 	}
 	return b.String()
 }

@@ -21,6 +21,9 @@ func TestDescribeWaiting(t *testing.T) {
 		{"unusable", &musterv1.WaitingForNodes{Wanted: 1, Unusable: []string{"node g has 0 GPUs", "listed host c is not registered"}},
 			"0 of 1 ready; 1 missing; not usable: node g has 0 GPUs; listed host c is not registered"},
 		{"all ready", &musterv1.WaitingForNodes{Wanted: 1, Ready: 1, ReadyNodes: []string{"a"}}, "1 of 1 ready (a)"},
+		{"all ready, held", &musterv1.WaitingForNodes{Wanted: 2, Ready: 2, ReadyNodes: []string{"a", "c"},
+			Held: "node b's workers to be certainly gone: agent connection closed", HeldUntilUnixMs: 1_700_000_011_000},
+			"2 of 2 ready (a, c); held until 22:13:31Z for node b's workers to be certainly gone: agent connection closed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -30,7 +30,8 @@ type job struct {
 	// fencedUntil is when the workers of nodes its rounds lost are certainly
 	// gone; no round forms before (lease.go).
 	fencedUntil time.Time
-	restarts    int32 // rounds begun after a failure (elastic.go)
+	fencedFor   string // what the fence waits for, for people
+	restarts    int32  // rounds begun after a failure (elastic.go)
 	// storeNode serves the job's TCPStore: its last node rank 0 that was
 	// asked to, until told to release it.
 	storeNode *node
@@ -389,7 +390,8 @@ func (s *Store) nodeLostLocked(j *job, n *node, loss *musterv1.NodeLoss) {
 	if j.finished() || !ofRound {
 		return
 	}
-	if _, live := s.nodes[n.session]; live && !n.leaving && !r.restart && !j.decided() && restartsLeft(j) {
+	_, live := s.nodes[n.session]
+	if live && !n.leaving && !r.restart && !j.decided() && restartsLeft(j) {
 		// The node's agent may still be registered when one of its peers
 		// heard of its loss first: the next round must not take it, and
 		// its removal comes back here. A node that is leaving stays
@@ -397,11 +399,24 @@ func (s *Store) nodeLostLocked(j *job, n *node, loss *musterv1.NodeLoss) {
 		s.removeNodeLocked(n, loss)
 		return
 	}
-	loss = s.fenceLocked(j, n, loss)
-	for l := int32(0); l < r.nproc; l++ {
-		r.exited[globalRank(rank, r.nproc, l)] = true
+	announced := r.left[n]
+	if live && n.leaving {
+		// Its agent left and stops its workers: their exits, which it
+		// delivers before it goes, end the round, with no fence to wait.
+		// Should the agent go first, its removal comes back here.
+		if r.left == nil {
+			r.left = map[*node]bool{}
+		}
+		r.left[n] = true
+	} else {
+		loss = s.fenceLocked(j, n, loss)
+		for l := int32(0); l < r.nproc; l++ {
+			r.exited[globalRank(rank, r.nproc, l)] = true
+		}
 	}
-	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_NodeLost{NodeLost: loss}})
+	if !announced {
+		s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_NodeLost{NodeLost: loss}})
+	}
 	switch {
 	case r.restart:
 		// A node lost while its round stops for a restart fails nothing:

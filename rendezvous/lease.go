@@ -290,6 +290,7 @@ func (s *Store) fenceLocked(j *job, n *node, loss *musterv1.NodeLoss) *musterv1.
 	}
 	if by.After(j.fencedUntil) {
 		j.fencedUntil = by
+		j.fencedFor = fmt.Sprintf("node %s's workers to be certainly gone: %s", n.info.GetName(), failure.Cause(loss))
 	}
 	loss = proto.Clone(loss).(*musterv1.NodeLoss)
 	loss.WorkersGoneByUnixMs = by.UnixMilli()

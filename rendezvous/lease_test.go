@@ -328,3 +328,103 @@ func TestSilenceCountsFromTheStoresReturn(t *testing.T) {
 		})
 	}
 }
+
+// nextWithin is a's next command, failing the test if none comes within d:
+// a round held back longer than that is held for the wrong reason.
+func nextWithin(t *testing.T, a *testAgent, d time.Duration, what string) *musterv1.AgentCommand {
+	t.Helper()
+	got := make(chan *musterv1.AgentCommand, 1)
+	go func() {
+		if cmd, err := a.cmds.Recv(); err == nil {
+			got <- cmd
+		}
+	}()
+	select {
+	case cmd := <-got:
+		return cmd
+	case <-time.After(d):
+		t.Fatalf("no %s within %s", what, d)
+		return nil
+	}
+}
+
+// A node that leaves gracefully costs its job a restart, and no more: once
+// its workers' exits are delivered, they are certainly gone, and the next
+// round forms at once, not after the kill timeout (an hour here) that
+// bounds a lost agent's workers.
+func TestNextRoundAfterALeaveWaitsOnlyForTheExits(t *testing.T) {
+	t.Parallel()
+	s := rendezvoustest.NewStore(t, nil)
+	c := rendezvoustest.NewClient(t, s, security.Security{})
+	var agents []*testAgent
+	for i, name := range []string{"a", "b", "c"} {
+		agents = append(agents, newTestAgent(t, c, name, "10.0.0."+string(rune('1'+i)), int32(i), 0))
+	}
+	sub, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"),
+		Nnodes: 2, Nproc: 2, MaxRestarts: 1, WaitTimeoutMs: 60_000, KillTimeoutMs: time.Hour.Milliseconds()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reservePorts(t, c, agents[0], 1000, 1001)
+	startsOf(t, agents[0], agents[1])
+	evs := watchEvents(t, c, sub.JobId)
+	if _, err := c.Leave(context.Background(), &musterv1.LeaveRequest{Session: agents[1].session, Reason: "SIGTERM"}); err != nil {
+		t.Fatal(err)
+	}
+	nextEvent(t, evs, "node_lost", func(ev *musterv1.JobEvent) bool { return ev.GetNodeLost() != nil })
+	stopsOf(t, agents[0], agents[1])
+	for _, ex := range []struct {
+		a    *testAgent
+		rank int32
+	}{{agents[1], 2}, {agents[1], 3}, {agents[0], 0}, {agents[0], 1}} {
+		if err := ex.a.publish(exited(sub.JobId, ex.rank, 0, 15, true)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res := nextWithin(t, agents[0], 20*time.Second, "request for the next round's ports").GetReservePorts(); res == nil || !strings.HasSuffix(res.GetRoundId(), "-r1") {
+		t.Fatalf("node rank 0 got %v, want the ports of round 1", res)
+	}
+}
+
+// An agent that said it leaves and then went before its workers' exits
+// reached the store leaves only the fence to go by: the next round waits
+// for it and says so, and the node's loss is told once.
+func TestLeftNodeGoneBeforeItsExitsHoldsTheRound(t *testing.T) {
+	t.Parallel()
+	s := rendezvoustest.NewStore(t, nil)
+	c := rendezvoustest.NewClient(t, s, security.Security{})
+	var agents []*testAgent
+	for i, name := range []string{"a", "b", "c"} {
+		agents = append(agents, newTestAgent(t, c, name, "10.0.0."+string(rune('1'+i)), int32(i), 0))
+	}
+	sub, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"),
+		Nnodes: 2, Nproc: 1, MaxRestarts: 1, WaitTimeoutMs: 60_000, KillTimeoutMs: time.Hour.Milliseconds()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reservePorts(t, c, agents[0], 1000, 1001)
+	startsOf(t, agents[0], agents[1])
+	evs := watchEvents(t, c, sub.JobId)
+	if _, err := c.Leave(context.Background(), &musterv1.LeaveRequest{Session: agents[1].session, Reason: "SIGTERM"}); err != nil {
+		t.Fatal(err)
+	}
+	stopsOf(t, agents[0], agents[1])
+	agents[1].cancel() // its agent goes, its workers' exits unsent
+	if err := agents[0].publish(exited(sub.JobId, 0, 0, 15, true)); err != nil {
+		t.Fatal(err)
+	}
+	var lost int
+	w := nextEvent(t, evs, "held progress", func(ev *musterv1.JobEvent) bool {
+		if ev.GetNodeLost() != nil {
+			lost++
+		}
+		return ev.GetWaiting().GetHeld() != ""
+	}).GetWaiting()
+	if lost != 1 {
+		t.Errorf("node b's loss told %d times, want once", lost)
+	}
+	if want := "node b's workers to be certainly gone: it left the cluster (watch stream ended)"; w.GetHeld() != want ||
+		time.Until(time.UnixMilli(w.GetHeldUntilUnixMs())) < 50*time.Minute {
+		t.Fatalf("held for %q until %v; want %q, the kill timeout from now", w.GetHeld(), time.UnixMilli(w.GetHeldUntilUnixMs()), want)
+	}
+}

@@ -113,6 +113,9 @@ type round struct {
 	nproc     int32
 	worldSize int32
 	exited    map[int32]bool // ranks accounted for
+	// left are its nodes whose agents said they leave, lost already: their
+	// workers' exits are awaited from them, not assumed (leave.go).
+	left map[*node]bool
 	// restart says the job's next round begins when this one ends.
 	restart bool
 	// lastCall, while an elastic round waits with enough nodes for its
@@ -381,6 +384,10 @@ func (s *Store) progressLocked(j *job) {
 	p := &musterv1.WaitingForNodes{Round: r.number, Wanted: j.spec.Nnodes, Ready: int32(len(picked)),
 		ReadyNodes: firstNames(picked, progressNames), TimeoutMs: j.spec.WaitTimeoutMs, Least: j.spec.MinNodes}
 	p.Unusable = unusable[:min(len(unusable), progressNames)]
+	if j.fencedUntil.After(time.Now()) {
+		// Its nodes may all be ready: say why it does not form.
+		p.Held, p.HeldUntilUnixMs = j.fencedFor, j.fencedUntil.UnixMilli()
+	}
 	if proto.Equal(p, r.progress) {
 		return
 	}

@@ -5179,9 +5179,14 @@ type WaitingForNodes struct {
 	TimeoutMs int64 `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	// least is the fewest nodes an elastic round forms with, after its last
 	// call; 0 when the job is not elastic.
-	Least         int32 `protobuf:"varint,7,opt,name=least,proto3" json:"least,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Least int32 `protobuf:"varint,7,opt,name=least,proto3" json:"least,omitempty"`
+	// held says what a round waits for besides nodes, for people: "node b's
+	// workers to be certainly gone: agent connection closed"; empty when
+	// nothing holds it. held_until_unix_ms is when that wait ends at the latest.
+	Held            string `protobuf:"bytes,8,opt,name=held,proto3" json:"held,omitempty"`
+	HeldUntilUnixMs int64  `protobuf:"varint,9,opt,name=held_until_unix_ms,json=heldUntilUnixMs,proto3" json:"held_until_unix_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *WaitingForNodes) Reset() {
@@ -5259,6 +5264,20 @@ func (x *WaitingForNodes) GetTimeoutMs() int64 {
 func (x *WaitingForNodes) GetLeast() int32 {
 	if x != nil {
 		return x.Least
+	}
+	return 0
+}
+
+func (x *WaitingForNodes) GetHeld() string {
+	if x != nil {
+		return x.Held
+	}
+	return ""
+}
+
+func (x *WaitingForNodes) GetHeldUntilUnixMs() int64 {
+	if x != nil {
+		return x.HeldUntilUnixMs
 	}
 	return 0
 }
@@ -7789,7 +7808,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"OutputLost\x12\x16\n" +
 	"\x06events\x18\x01 \x01(\x04R\x06events\x12\x14\n" +
-	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\xc7\x01\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\x88\x02\n" +
 	"\x0fWaitingForNodes\x12\x14\n" +
 	"\x05round\x18\x01 \x01(\x05R\x05round\x12\x16\n" +
 	"\x06wanted\x18\x02 \x01(\x05R\x06wanted\x12\x14\n" +
@@ -7799,7 +7818,9 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\bunusable\x18\x05 \x03(\tR\bunusable\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\x12\x14\n" +
-	"\x05least\x18\a \x01(\x05R\x05least\"\xec\x05\n" +
+	"\x05least\x18\a \x01(\x05R\x05least\x12\x12\n" +
+	"\x04held\x18\b \x01(\tR\x04held\x12+\n" +
+	"\x12held_until_unix_ms\x18\t \x01(\x03R\x0fheldUntilUnixMs\"\xec\x05\n" +
 	"\bJobEvent\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12+\n" +
