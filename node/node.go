@@ -227,6 +227,9 @@ func (n *Node) startStoreAndAgent(ctx context.Context, cfg Config, acfg agent.Co
 				return err
 			}
 			if err := n.refuseSecondStore(); err != nil {
+				// Left, not dead: the others free its name at once for the node's next
+				// start, whatever address that advertises, and suspect nothing.
+				n.gossip.Leave(gossipLeaveTimeout)
 				n.store.Close()
 				return err
 			}
