@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-sockaddr"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -431,4 +432,31 @@ func (l *lockedWriter) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Len()
+}
+
+// A member advertises an IPv4 address in its 4-byte form however it got it: memberlist
+// compares addresses bytewise, and a node that advertised both forms under one name
+// (restarted with other flags) conflicted with itself until every member restarted.
+func TestAdvertiseIPv4InFourBytes(t *testing.T) {
+	t.Parallel()
+	private, err := sockaddr.GetPrivateIP()
+	if err != nil || private == "" || net.ParseIP(private).To4() == nil {
+		t.Skipf("no private IPv4 address on this machine: %q, %v", private, err)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"bound to every address, none given", Config{BindAddr: "0.0.0.0"}},
+		{"advertise given", Config{BindAddr: "0.0.0.0", AdvertiseAddr: private}},
+		{"bound to one address", Config{BindAddr: private}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Name = "a"
+			c := newMember(t, tc.cfg)
+			if got := c.self.Load().Addr; len(got) != net.IPv4len || !got.Equal(net.ParseIP(private)) {
+				t.Fatalf("advertised %v in %d bytes, want %s in %d", got, len(got), private, net.IPv4len)
+			}
+		})
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/hashicorp/go-sockaddr"
 	"github.com/hashicorp/memberlist"
 	"go.uber.org/zap"
 )
@@ -280,6 +281,15 @@ func (c Config) memberlistConfig() (*memberlist.Config, time.Duration, error) {
 		mc.AdvertiseAddr = c.AdvertiseAddr
 	case bind != nil && !bind.IsUnspecified():
 		mc.AdvertiseAddr = c.BindAddr
+	case mc.BindAddr == "0.0.0.0":
+		// memberlist would pick this private IP itself but advertise it in 16 bytes, and a
+		// given IPv4 address in 4; it compares addresses bytewise, so a node started once
+		// each way would conflict with itself. Given, it is always advertised in 4 bytes.
+		ip, err := sockaddr.GetPrivateIP()
+		if err != nil || ip == "" {
+			return nil, 0, fmt.Errorf("%w: no private IP address found to advertise (%v); set an advertise address", ErrConfig, err)
+		}
+		mc.AdvertiseAddr = ip
 	}
 	mc.AdvertisePort = c.AdvertisePort
 	if mc.AdvertisePort == 0 {

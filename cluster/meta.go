@@ -19,6 +19,7 @@ const (
 	metaFormat    byte = 1
 	flagStore     byte = 1 << 0
 	flagLeaving   byte = 1 << 1
+	flagStarting  byte = 1 << 2
 )
 
 // Meta is what a member tells the others about itself through gossip.
@@ -27,7 +28,10 @@ type Meta struct {
 	GPUsFree  int    // of those, not held by a job
 	GRPCAddr  string // the agent's gRPC address, host:port
 	Store     bool   // the node hosts the rendezvous store (GRPCAddr serves it)
-	Version   string // the agent's build version
+	// StoreStarting says the store is not yet sure to be the cluster's: it may still yield to
+	// another store started at the same time. Agents do not register with it yet.
+	StoreStarting bool
+	Version       string // the agent's build version
 	// NodeTimeout is the member's node timeout, whole milliseconds; 0 when not said. It is
 	// the same on every member, and a member whose value differs is told in the logs.
 	NodeTimeout time.Duration
@@ -76,6 +80,9 @@ func (m Meta) MarshalBinary() ([]byte, error) {
 	if m.leaving {
 		flags |= flagLeaving
 	}
+	if m.StoreStarting {
+		flags |= flagStarting
+	}
 	b = append(b, metaFormat, flags)
 	b = binary.AppendUvarint(b, uint64(m.GPUsTotal))
 	b = binary.AppendUvarint(b, uint64(m.GPUsFree))
@@ -103,7 +110,7 @@ func (m *Meta) UnmarshalBinary(b []byte) error {
 		return fmt.Errorf("%w: unknown format %d", ErrMeta, b[0])
 	}
 	d := decoder{b: b[2:]}
-	out := Meta{Store: b[1]&flagStore != 0, leaving: b[1]&flagLeaving != 0}
+	out := Meta{Store: b[1]&flagStore != 0, StoreStarting: b[1]&flagStarting != 0, leaving: b[1]&flagLeaving != 0}
 	total, free := d.uvarint(maxGPUs), d.uvarint(maxGPUs)
 	out.GRPCAddr = d.str(maxAddrLen)
 	out.Version = d.str(maxVersionLen)

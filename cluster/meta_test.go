@@ -11,6 +11,7 @@ func TestMetaRoundTrip(t *testing.T) {
 	for _, m := range []Meta{
 		{},
 		{GPUsTotal: 8, GPUsFree: 3, GRPCAddr: "10.0.0.7:29400", Store: true, Version: "v0.4.1"},
+		{GRPCAddr: "10.0.0.7:29400", Store: true, StoreStarting: true},
 		{GPUsTotal: maxGPUs, GPUsFree: maxGPUs, GRPCAddr: strings.Repeat("a", maxAddrLen), Version: strings.Repeat("v", maxVersionLen)},
 		{GRPCAddr: "[fe80::1%eth0]:29400", Version: "dev-ü"},
 		{GPUsTotal: 8, Version: "v1", NodeTimeout: 5 * time.Second},

@@ -122,3 +122,27 @@ func TestNetnsOtherStoreMarked(t *testing.T) {
 		})
 	}
 }
+
+// Two stores started at once, each joining the other, do not both give
+// up: the node whose name sorts first hosts the cluster's store, and the
+// other is refused, naming it, as a store started later is.
+func TestNetnsStoresStartedTogether(t *testing.T) {
+	t.Parallel()
+	nw := newNetwork(t, 2)
+	a, b := nw.host("a"), nw.host("b")
+	nw.storeCerts(a, b)
+	sa := nw.startAgent(a, "a", append(nw.storeArgs(a), "--join", b.ip)...)
+	sb := nw.startAgent(b, "b", append(nw.storeArgs(b), "--join", a.ip)...)
+
+	const refused = "this gossip cluster has a store already, hosted by node a"
+	eventually(t, "b refused", func() bool { return strings.Contains(sb.logText(), refused) })
+	var exit *exec.ExitError
+	if err := sb.cmd.Wait(); !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("b: %v, want exit code 1", err)
+	}
+	eventually(t, "a's agent registered with its store", func() bool { return strings.Contains(sa.logText(), "agent registered") })
+	nw.runsOn(a)
+	if strings.Contains(sa.logText(), "has a store already") {
+		t.Fatalf("a refused too")
+	}
+}

@@ -193,7 +193,7 @@ func (n *Node) discoverStore(ctx context.Context, peers []string) (string, error
 	start, said := time.Now(), time.Now()
 	for {
 		for _, m := range n.gossip.Members() {
-			if m.State == cluster.Alive && m.Meta.Store && m.Meta.GRPCAddr != "" {
+			if m.State == cluster.Alive && m.Meta.Store && !m.Meta.StoreStarting && m.Meta.GRPCAddr != "" {
 				n.log.Info("store found through gossip", zap.String("store", m.Meta.GRPCAddr), zap.String("node", m.Name))
 				return m.Meta.GRPCAddr, nil
 			}
@@ -216,9 +216,11 @@ func (n *Node) discoverStore(ctx context.Context, peers []string) (string, error
 	}
 }
 
-// setMeta gossips this node's metadata.
-func (n *Node) setMeta(total, free int, storeAddr string) {
-	m := cluster.Meta{GPUsTotal: total, GPUsFree: free, GRPCAddr: storeAddr, Store: storeAddr != "", Version: version.Short(), NodeTimeout: n.nodeTimeout}
+// setMeta gossips this node's metadata; starting says its store may still
+// yield to another (claimStore).
+func (n *Node) setMeta(total, free int, storeAddr string, starting bool) {
+	m := cluster.Meta{GPUsTotal: total, GPUsFree: free, GRPCAddr: storeAddr, Store: storeAddr != "", StoreStarting: starting,
+		Version: version.Short(), NodeTimeout: n.nodeTimeout}
 	if err := n.gossip.UpdateMeta(m, gossipMetaTimeout); err != nil {
 		n.log.Debug("gossip metadata", zap.Error(err))
 	}
@@ -244,7 +246,7 @@ func (n *Node) gossipFreeGPUs(storeAddr string) {
 		case <-n.gossipDone:
 			return
 		case <-n.agent.GPUsChanged():
-			n.setMeta(n.gpus, n.agent.FreeGPUs(), storeAddr)
+			n.setMeta(n.gpus, n.agent.FreeGPUs(), storeAddr, false)
 		}
 	}
 }
@@ -313,7 +315,7 @@ func (n *Node) followStore() {
 			continue
 		}
 		for _, m := range n.gossip.Members() {
-			if m.State != cluster.Alive || !m.Meta.Store || m.Meta.GRPCAddr == "" || m.Name == n.gossip.Name() {
+			if m.State != cluster.Alive || !m.Meta.Store || m.Meta.StoreStarting || m.Meta.GRPCAddr == "" || m.Name == n.gossip.Name() {
 				continue
 			}
 			if err := n.agent.MoveStore(security.NormalizeAddr(m.Meta.GRPCAddr)); err != nil {

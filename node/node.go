@@ -226,19 +226,24 @@ func (n *Node) startStoreAndAgent(ctx context.Context, cfg Config, acfg agent.Co
 			return err
 		}
 		if n.gossip != nil {
-			n.setMeta(n.gpus, n.gpus, n.store.AdvertiseAddr())
+			n.setMeta(n.gpus, n.gpus, n.store.AdvertiseAddr(), true)
 			if err := n.joinGossip(peers); err != nil {
 				n.store.Close()
 				return err
 			}
-			if err := n.refuseSecondStore(); err != nil {
+			if err := n.claimStore(ctx); err != nil {
+				// Left, not dead: the others free its name at once for the node's next
+				// start, whatever address that advertises, and suspect nothing; a store
+				// this one yielded to stops waiting for it.
+				n.gossip.Leave(gossipLeaveTimeout)
 				n.store.Close()
 				return err
 			}
+			n.setMeta(n.gpus, n.gpus, n.store.AdvertiseAddr(), false)
 		}
 	case cfg.Join != "" || n.gossip != nil:
 		if n.gossip != nil {
-			n.setMeta(n.gpus, n.gpus, "")
+			n.setMeta(n.gpus, n.gpus, "", false)
 			if err := n.joinGossip(peers); err != nil {
 				return err
 			}
