@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -32,7 +33,14 @@ type Embedded struct {
 	Agent *agent.Agent
 	dir   string
 	swept chan struct{} // closed once stale socket directories are removed
+	errc  chan error
+	once  sync.Once
+	err   error // Close's
 }
+
+// sweepWait bounds Close's wait for the removal of stale socket
+// directories: each costs a dial of at most a second.
+const sweepWait = 2 * time.Second
 
 // Config configures the embedded default.
 type Config struct {
@@ -81,8 +89,9 @@ func removeStaleDirs(parent string) {
 }
 
 // Start starts the store on a Unix socket in a private directory and
-// registers a local agent with it.
-func Start(ctx context.Context, cfg Config) (*Embedded, error) {
+// registers a local agent with it. ctx bounds the start only. A failed
+// start undoes what it made.
+func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 	log := cfg.Logger
 	if log == nil {
 		log = zap.NewNop()
@@ -99,50 +108,80 @@ func Start(ctx context.Context, cfg Config) (*Embedded, error) {
 	}
 	// Directories that launchers killed before they could clean up left
 	// behind go while the store and the agent start; Close waits for it.
-	swept := make(chan struct{})
+	e := &Embedded{swept: make(chan struct{}), errc: make(chan error, 1)}
 	go func() {
-		defer close(swept)
+		defer close(e.swept)
 		removeStaleDirs(parent)
 	}()
-	dir, err := privateDir(parent)
-	if err != nil {
-		spare.Close()
-		<-swept
+	spareTaken := false
+	defer func() {
+		if err == nil {
+			return
+		}
+		if e.Store != nil {
+			e.Store.Close()
+		}
+		if e.dir != "" {
+			os.RemoveAll(e.dir)
+		}
+		if !spareTaken {
+			spare.Close()
+		}
+		e.waitSwept()
+	}()
+	if e.dir, err = privateDir(parent); err != nil {
 		return nil, err
 	}
-	store, err := storeserver.Start(ctx, storeserver.Config{Logger: log, Socket: filepath.Join(dir, "store.sock"), InProcess: true})
-	if err != nil {
-		spare.Close()
-		os.RemoveAll(dir)
-		<-swept
+	if e.Store, err = storeserver.Start(ctx, storeserver.Config{Logger: log, Socket: filepath.Join(e.dir, "store.sock"), InProcess: true}); err != nil {
 		return nil, err
 	}
 	acfg := agent.Config{Logger: log, Addr: "127.0.0.1", Rank: -1, Environ: os.Environ(), GPUs: cfg.GPUs, Spare: spare,
-		TempDir: dir, StoreAddr: store.Addr()}
+		TempDir: e.dir, StoreAddr: e.Store.Addr()}
 	acfg.Name, _ = os.Hostname()
 	if acfg.GPUs == nil && cfg.DiscoverGPUs {
 		if acfg.GPUs, err = gpu.FromEnvironment(); err != nil {
 			acfg.GPUError = err.Error()
 		}
 	}
-	a, err := agent.Start(ctx, acfg) // it closes the spare when it fails
-	if err != nil {
-		store.Close()
-		os.RemoveAll(dir)
-		<-swept
+	spareTaken = true // the agent closes it when it fails
+	if e.Agent, err = agent.Start(ctx, acfg); err != nil {
 		return nil, err
 	}
 	go func() {
-		for err := range store.Err() {
+		defer close(e.errc)
+		for err := range e.Store.Err() {
 			log.Error("the store failed", zap.Error(err))
+			select {
+			case e.errc <- err:
+			default:
+			}
 		}
 	}()
-	return &Embedded{Store: store, Agent: a, dir: dir, swept: swept}, nil
+	return e, nil
+}
+
+// Err delivers the store's failure, and is closed once the store is over.
+func (e *Embedded) Err() <-chan error { return e.errc }
+
+// waitSwept waits for the removal of stale socket directories, sweepWait
+// at most.
+func (e *Embedded) waitSwept() {
+	t := time.NewTimer(sweepWait)
+	defer t.Stop()
+	select {
+	case <-e.swept:
+	case <-t.C:
+	}
 }
 
 // Close stops the agent (its workers get grace before SIGKILL), then the
-// store, and removes the socket's directory.
+// store, and removes the socket's directory; again, it does nothing more.
 func (e *Embedded) Close(grace time.Duration) error {
+	e.once.Do(func() { e.err = e.close(grace) })
+	return e.err
+}
+
+func (e *Embedded) close(grace time.Duration) error {
 	err := e.Agent.Close(grace)
 	// Once the agent is gone no one dials the store: its socket's directory
 	// goes while the store closes, a few file system writes off the exit.
@@ -153,7 +192,7 @@ func (e *Embedded) Close(grace time.Duration) error {
 	}()
 	e.Store.Close()
 	<-removed
-	<-e.swept
+	e.waitSwept()
 	if err != nil {
 		return fmt.Errorf("embedded agent: %w", err)
 	}

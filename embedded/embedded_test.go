@@ -67,3 +67,43 @@ func TestStaleSocketDirectoriesAreRemoved(t *testing.T) {
 		}
 	}
 }
+
+// The lifecycle contract: Close twice closes once, and Err is closed once
+// the store is over.
+func TestCloseTwiceAndErr(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	emb, err := Start(context.Background(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := emb.Close(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := emb.Close(0); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	select {
+	case err, open := <-emb.Err():
+		for open {
+			t.Logf("the store's failure: %v", err)
+			err, open = <-emb.Err()
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Err not closed 10 s after Close")
+	}
+}
+
+// A failed start undoes what it made: no socket directory is left.
+func TestFailedStartLeavesNothing(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if emb, err := Start(ctx, Config{}); err == nil {
+		emb.Close(0)
+		t.Skip("a start with a cancelled context succeeded: nothing to undo")
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, socketDirPrefix+"*")); len(left) != 0 {
+		t.Errorf("a failed start left %v", left)
+	}
+}
