@@ -369,16 +369,16 @@ func hostStore(ctx context.Context, log *zap.Logger, cfg *Config, listenAddr, no
 		rcfg.Socket = security.DefaultSocket()
 	}
 	store, err := storeserver.Start(ctx, rcfg)
-	if err == nil || cfg.SocketRequired {
-		return store, err
+	if err != nil && !cfg.SocketRequired {
+		log.Warn("serving no socket for local launchers", zap.String("socket", rcfg.Socket), zap.Error(err))
+		// The listener is still this node's: the store starts on it again.
+		rcfg.Socket = ""
+		store, err = storeserver.Start(ctx, rcfg)
 	}
-	log.Warn("serving no socket for local launchers", zap.String("socket", rcfg.Socket), zap.Error(err))
-	// Start closed the listener; take the same port again.
-	if rcfg.Listener, err = net.Listen("tcp", net.JoinHostPort(lis.Addr().(*net.TCPAddr).IP.String(), port)); err != nil {
-		return nil, fmt.Errorf("store: listen on %s: %w", listenAddr, err)
+	if err != nil {
+		lis.Close()
 	}
-	rcfg.Socket = ""
-	return storeserver.Start(ctx, rcfg)
+	return store, err
 }
 
 // resolveListen turns HOST:PORT into an IP address, resolving a host name

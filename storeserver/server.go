@@ -155,7 +155,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Socket != "" {
 		ul, err := security.ListenUnix(cfg.Socket, cfg.SocketUsers)
 		if err != nil {
-			if lis != nil {
+			// A listener the caller gave stays the caller's.
+			if lis != nil && cfg.Listener == nil {
 				lis.Close()
 			}
 			return nil, fmt.Errorf("store: %w", err)
