@@ -93,10 +93,10 @@ func TestRead(t *testing.T) {
 			allowed: "0-15", threads: 1, cores: 16,
 		},
 		{
-			name:     "container without /sys/bus/pci",
-			root:     container(t),
-			numa:     []string{"0 0-7 [10]"},
-			allowed:  "0-3", threads: 1, cores: 8,
+			name:    "container without /sys/bus/pci",
+			root:    container(t),
+			numa:    []string{"0 0-7 [10]"},
+			allowed: "0-3", threads: 1, cores: 8,
 			wantNote: "GPUs' PCI topology unknown",
 		},
 		{
