@@ -80,3 +80,15 @@ func TestNearestNIC(t *testing.T) {
 		}
 	}
 }
+
+func TestProto(t *testing.T) {
+	p := Read(dgxH100(t, "0-223", "/", "0-223")).Proto()
+	if len(p.GetGpus()) != 8 || len(p.GetNics()) != 9 || len(p.GetNumaNodes()) != 2 || p.GetAllowedCpus() != "0-223" || p.GetThreadsPerCore() != 2 {
+		t.Fatalf("proto %v", p)
+	}
+	g := p.GetGpus()[5]
+	if g.GetPciAddr() != "0000:c3:00.0" || g.GetNumaNode() != 1 || g.GetNearestNic() != "mlx5_5" || g.GetLocalCpus() != dgxNode1 ||
+		g.GetPciPath() != "0000:bd:01.0/0000:be:00.0/0000:bf:00.0/0000:c3:00.0" {
+		t.Errorf("GPU 5: %v", g)
+	}
+}
