@@ -4,6 +4,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,6 +35,7 @@ import (
 	"github.com/musterhq/muster/storeclient"
 	"github.com/musterhq/muster/supervise"
 	"github.com/musterhq/muster/tcpstore"
+	"github.com/musterhq/muster/topology"
 )
 
 // Config configures an Agent.
@@ -53,6 +55,9 @@ type Config struct {
 	// GPUs is what the node offers; GPUError says why it is empty, if it is.
 	GPUs     []gpu.Device
 	GPUError string
+	// TopologyRoot is the root whose sys/ and proc/self/ the node's
+	// topology is read from, once at start; "/" by default.
+	TopologyRoot string
 	// Environ is what workers of jobs that inherit an environment get.
 	Environ []string
 	// TempDir holds each job's directory (its hostfile); only the agent's
@@ -222,7 +227,8 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 		return nil, err
 	}
 	// NumCPU counts the CPUs the process may run on (its affinity mask).
-	node := &musterv1.Node{Name: cfg.Name, Addr: cfg.Addr, Rank: cfg.Rank, GpuError: cfg.GPUError, Cpus: int32(runtime.NumCPU())}
+	node := &musterv1.Node{Name: cfg.Name, Addr: cfg.Addr, Rank: cfg.Rank, GpuError: cfg.GPUError, Cpus: int32(runtime.NumCPU()),
+		Topology: topology.Read(cmp.Or(cfg.TopologyRoot, "/")).Proto()}
 	for _, d := range cfg.GPUs {
 		node.Gpus = append(node.Gpus, &musterv1.GPU{Index: int32(d.Index), Uuid: d.UUID, Name: d.Name, MemoryBytes: d.MemoryBytes})
 	}

@@ -33,8 +33,11 @@ func TestEmbeddedStoreIsASocketOfItsOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.ListNodes(context.Background(), &musterv1.ListNodesRequest{}); err != nil {
+	if resp, err := c.ListNodes(context.Background(), &musterv1.ListNodesRequest{}); err != nil {
 		t.Errorf("own user on the embedded socket: %v", err)
+	} else if n := resp.GetNodes(); len(n) != 1 || n[0].GetNode().GetTopology().GetAllowedCpus() == "" {
+		// The agent reads its node's topology at start and publishes it.
+		t.Errorf("nodes %v: want one, with its topology", n)
 	}
 	c.Close()
 	emb.Close(0)

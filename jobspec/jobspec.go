@@ -30,6 +30,10 @@ const (
 	maxHostBytes = 255
 )
 
+// MaxTopologyBytes bounds the hardware topology an agent publishes with its
+// node (marshalled): a DGX's is about 3 KiB.
+const MaxTopologyBytes = 64 << 10
+
 // RosterInlineNodes is the most nodes a job may have for every node's
 // assignment to carry the roster; beyond it only node rank 0's does.
 const RosterInlineNodes = 64

@@ -28,6 +28,8 @@ type Doctor struct {
 	// a fact; PlatformError why it could not be read.
 	Platform      []string `json:"platform" yaml:"platform"`
 	PlatformError string   `json:"platformError" yaml:"platformError"`
+	// Topology is this node's hardware as an agent here reads it.
+	Topology *Topology `json:"topology" yaml:"topology"`
 }
 
 // Variable is an environment variable and its value.
@@ -76,12 +78,16 @@ func WriteDoctor(w io.Writer, f Format, d Doctor) error {
 		fmt.Fprintf(w, "  %s=%s\n", v.Name, v.Value)
 	}
 	if d.PlatformError != "" {
-		_, err := fmt.Fprintf(w, "\nplatform: %s\n", d.PlatformError)
-		return err
+		fmt.Fprintf(w, "\nplatform: %s\n", d.PlatformError)
+	} else {
+		fmt.Fprintln(w, "\nplatform:")
+		for _, line := range d.Platform {
+			fmt.Fprintf(w, "  %s\n", line)
+		}
 	}
-	fmt.Fprintln(w, "\nplatform:")
-	for _, line := range d.Platform {
-		fmt.Fprintf(w, "  %s\n", line)
+	if d.Topology != nil {
+		fmt.Fprintln(w, "\ntopology (from sysfs):")
+		writeTopology(w, d.Topology)
 	}
 	return nil
 }

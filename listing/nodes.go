@@ -49,6 +49,9 @@ type Node struct {
 	// Health is its last health check, made before a round's workers
 	// start; null before its first.
 	Health *Health `json:"health" yaml:"health"`
+	// Topology is its hardware as its agent read it at start; null from
+	// an agent that reports none.
+	Topology *Topology `json:"topology" yaml:"topology"`
 }
 
 // Health is a node's health check.
@@ -81,7 +84,7 @@ func Nodes(nodes []*musterv1.NodeStatus) NodeList {
 			Version: info.GetVersion(), CPUs: info.GetCpus(), GPUs: len(info.GetGpus()),
 			FreeGPUs: len(info.GetGpus()) - len(n.GetBusyGpus()), BusyGPUs: append([]int32{}, n.GetBusyGpus()...),
 			GPUDevices: []GPU{}, GPUError: info.GetGpuError(), Jobs: append([]string{}, n.GetJobs()...),
-			Schedule: scheduleName(n.GetSchedule(), len(n.GetJobs()))}
+			Schedule: scheduleName(n.GetSchedule(), len(n.GetJobs())), Topology: TopologyOf(info.GetTopology())}
 		if h := n.GetHealth(); h != nil {
 			checked := time.UnixMilli(h.GetCheckedUnixMs())
 			item.Health = &Health{OK: h.GetOk(), Check: h.GetCheck(), Reason: h.GetReason(), Job: h.GetJobId(),

@@ -5,7 +5,6 @@ package ncclnet
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net"
 	"net/netip"
@@ -15,6 +14,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/musterhq/muster/sysfs"
 )
 
 // The NCCL variables that network detection may set.
@@ -582,21 +583,7 @@ func chooseGIDIndex(ports []rdmaPort, prefer []netip.Addr) (int, string) {
 }
 
 // readSmall reads a sysfs attribute, refusing anything longer than a line.
-func readSmall(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxSysfsFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(b) > maxSysfsFile {
-		return nil, fmt.Errorf("read %s: longer than %d bytes", path, maxSysfsFile)
-	}
-	return b, nil
-}
+func readSmall(path string) ([]byte, error) { return sysfs.Read(path, maxSysfsFile) }
 
 // parsePortState parses a port's state file, e.g. "4: ACTIVE".
 func parsePortState(b []byte) (int, string, error) {
@@ -666,17 +653,7 @@ func parseGIDType(b []byte) int {
 
 // validDevName accepts the RDMA device names the kernel makes (mlx5_0,
 // rocep1s0f0, ibp12s0) and nothing that could confuse NCCL's list syntax.
-func validDevName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
-			return false
-		}
-	}
-	return true
-}
+func validDevName(s string) bool { return sysfs.ValidName(s) }
 
 // portLess orders ports by device name with trailing numbers compared as
 // numbers (mlx5_2 before mlx5_10), then by port.

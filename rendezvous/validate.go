@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"regexp"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/musterhq/muster/jobspec"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
@@ -42,6 +44,9 @@ func validateNode(n *musterv1.Node) error {
 	}
 	if len(n.GetGpus()) > jobspec.MaxGPUs {
 		return fmt.Errorf("register: node %s offers %d GPUs, more than %d", n.GetName(), len(n.GetGpus()), jobspec.MaxGPUs)
+	}
+	if t := n.GetTopology(); t != nil && proto.Size(t) > jobspec.MaxTopologyBytes {
+		return fmt.Errorf("register: node %s: topology of %d bytes, more than %d", n.GetName(), proto.Size(t), jobspec.MaxTopologyBytes)
 	}
 	if n.GetCpus() < 0 {
 		return fmt.Errorf("register: node %s reports %d CPUs", n.GetName(), n.GetCpus())

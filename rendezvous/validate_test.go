@@ -18,6 +18,8 @@ func TestValidateNode(t *testing.T) {
 		{&musterv1.Node{Name: "n", Addr: "n.example"}, "not an IP address"},
 		{&musterv1.Node{Name: "n", Addr: "::1", Rank: -2}, "node rank"},
 		{&musterv1.Node{Name: "n", Addr: "::1", Gpus: []*musterv1.GPU{{Index: 0}, {Index: 0}}}, "repeated"},
+		{&musterv1.Node{Name: "n", Addr: "::1", Topology: &musterv1.NodeTopology{AllowedCpus: "0-63"}}, ""},
+		{&musterv1.Node{Name: "n", Addr: "::1", Topology: &musterv1.NodeTopology{Notes: []string{strings.Repeat("x", 1<<16)}}}, "topology of"},
 	}
 	for _, tt := range tests {
 		err := validateNode(tt.node)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -15,12 +16,13 @@ import (
 	"github.com/musterhq/muster/listing"
 	"github.com/musterhq/muster/ncclnet"
 	"github.com/musterhq/muster/platform"
+	"github.com/musterhq/muster/topology"
 )
 
 func doctorCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "doctor",
-		Usage:     "show the NCCL network settings muster would give workers on this node, and why",
+		Usage:     "show the NCCL network settings muster would give workers on this node, and why, and the node's topology",
 		ArgsUsage: " ",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "master", Usage: "the job's master address or host name", EnvVars: []string{"MASTER_ADDR"}},
@@ -96,6 +98,9 @@ func doctor(c *cli.Context) error {
 	} else {
 		d.Platform = append(d.Platform, p.Describe()...)
 	}
+	// The topology is read from the root above sysfs, as an agent here
+	// reads it: sys/ and proc/self/.
+	d.Topology = listing.TopologyOf(topology.Read(filepath.Dir(filepath.Clean(c.String("sysfs")))).Proto())
 	if err := listing.WriteDoctor(c.App.Writer, f, d); err != nil {
 		return cli.Exit("doctor: "+err.Error(), 1)
 	}

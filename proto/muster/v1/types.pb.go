@@ -537,7 +537,10 @@ type Node struct {
 	GpuError string `protobuf:"bytes,6,opt,name=gpu_error,json=gpuError,proto3" json:"gpu_error,omitempty"`
 	// cpus is how many CPUs the agent may run workers on; placement counts
 	// the workers of jobs without GPUs against it. 0: not reported.
-	Cpus          int32 `protobuf:"varint,7,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	Cpus int32 `protobuf:"varint,7,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	// topology is what the agent read of its node's hardware from sysfs when
+	// it started; absent from agents that predate it.
+	Topology      *NodeTopology `protobuf:"bytes,600,opt,name=topology,proto3" json:"topology,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -621,6 +624,366 @@ func (x *Node) GetCpus() int32 {
 	return 0
 }
 
+func (x *Node) GetTopology() *NodeTopology {
+	if x != nil {
+		return x.Topology
+	}
+	return nil
+}
+
+// NodeTopology is a node's GPUs and NICs with where they sit on the PCI
+// tree and NUMA nodes, and the node's CPUs. CPU sets are in the kernel's
+// list format ("0-55,112-167"). The agent bounds it; the store checks its
+// size.
+type NodeTopology struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Gpus      []*TopologyGPU         `protobuf:"bytes,1,rep,name=gpus,proto3" json:"gpus,omitempty"`
+	Nics      []*TopologyNIC         `protobuf:"bytes,2,rep,name=nics,proto3" json:"nics,omitempty"`
+	NumaNodes []*NUMANode            `protobuf:"bytes,3,rep,name=numa_nodes,json=numaNodes,proto3" json:"numa_nodes,omitempty"`
+	// allowed_cpus are the CPUs the agent may run workers on: its affinity
+	// within its cgroup's cpuset.
+	AllowedCpus string `protobuf:"bytes,4,opt,name=allowed_cpus,json=allowedCpus,proto3" json:"allowed_cpus,omitempty"`
+	// threads_per_core is 1 without SMT, 0 when unknown.
+	ThreadsPerCore int32 `protobuf:"varint,5,opt,name=threads_per_core,json=threadsPerCore,proto3" json:"threads_per_core,omitempty"`
+	// notes say what could not be read, e.g. a container that hides
+	// /sys/bus/pci.
+	Notes         []string `protobuf:"bytes,6,rep,name=notes,proto3" json:"notes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeTopology) Reset() {
+	*x = NodeTopology{}
+	mi := &file_muster_v1_types_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeTopology) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeTopology) ProtoMessage() {}
+
+func (x *NodeTopology) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeTopology.ProtoReflect.Descriptor instead.
+func (*NodeTopology) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *NodeTopology) GetGpus() []*TopologyGPU {
+	if x != nil {
+		return x.Gpus
+	}
+	return nil
+}
+
+func (x *NodeTopology) GetNics() []*TopologyNIC {
+	if x != nil {
+		return x.Nics
+	}
+	return nil
+}
+
+func (x *NodeTopology) GetNumaNodes() []*NUMANode {
+	if x != nil {
+		return x.NumaNodes
+	}
+	return nil
+}
+
+func (x *NodeTopology) GetAllowedCpus() string {
+	if x != nil {
+		return x.AllowedCpus
+	}
+	return ""
+}
+
+func (x *NodeTopology) GetThreadsPerCore() int32 {
+	if x != nil {
+		return x.ThreadsPerCore
+	}
+	return 0
+}
+
+func (x *NodeTopology) GetNotes() []string {
+	if x != nil {
+		return x.Notes
+	}
+	return nil
+}
+
+// TopologyGPU is one GPU: index is its vendor's index, PCI bus order (NVML's).
+type TopologyGPU struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Index   int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Vendor  string                 `protobuf:"bytes,2,opt,name=vendor,proto3" json:"vendor,omitempty"`
+	PciAddr string                 `protobuf:"bytes,3,opt,name=pci_addr,json=pciAddr,proto3" json:"pci_addr,omitempty"`
+	// pci_path is the chain of PCI functions from the root bus to it;
+	// pci_switch the switch it hangs under, "" for none.
+	PciPath   string `protobuf:"bytes,4,opt,name=pci_path,json=pciPath,proto3" json:"pci_path,omitempty"`
+	PciSwitch string `protobuf:"bytes,5,opt,name=pci_switch,json=pciSwitch,proto3" json:"pci_switch,omitempty"`
+	// numa_node is -1 when the platform gives none.
+	NumaNode  int32  `protobuf:"varint,6,opt,name=numa_node,json=numaNode,proto3" json:"numa_node,omitempty"`
+	LocalCpus string `protobuf:"bytes,7,opt,name=local_cpus,json=localCpus,proto3" json:"local_cpus,omitempty"`
+	// nearest_nic is the NIC under the same switch, else on the same NUMA
+	// node ("" for none); nearest_by says which: "switch" or "numa".
+	NearestNic    string `protobuf:"bytes,8,opt,name=nearest_nic,json=nearestNic,proto3" json:"nearest_nic,omitempty"`
+	NearestBy     string `protobuf:"bytes,9,opt,name=nearest_by,json=nearestBy,proto3" json:"nearest_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopologyGPU) Reset() {
+	*x = TopologyGPU{}
+	mi := &file_muster_v1_types_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopologyGPU) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopologyGPU) ProtoMessage() {}
+
+func (x *TopologyGPU) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopologyGPU.ProtoReflect.Descriptor instead.
+func (*TopologyGPU) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *TopologyGPU) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *TopologyGPU) GetVendor() string {
+	if x != nil {
+		return x.Vendor
+	}
+	return ""
+}
+
+func (x *TopologyGPU) GetPciAddr() string {
+	if x != nil {
+		return x.PciAddr
+	}
+	return ""
+}
+
+func (x *TopologyGPU) GetPciPath() string {
+	if x != nil {
+		return x.PciPath
+	}
+	return ""
+}
+
+func (x *TopologyGPU) GetPciSwitch() string {
+	if x != nil {
+		return x.PciSwitch
+	}
+	return ""
+}
+
+func (x *TopologyGPU) GetNumaNode() int32 {
+	if x != nil {
+		return x.NumaNode
+	}
+	return 0
+}
+
+func (x *TopologyGPU) GetLocalCpus() string {
+	if x != nil {
+		return x.LocalCpus
+	}
+	return ""
+}
+
+func (x *TopologyGPU) GetNearestNic() string {
+	if x != nil {
+		return x.NearestNic
+	}
+	return ""
+}
+
+func (x *TopologyGPU) GetNearestBy() string {
+	if x != nil {
+		return x.NearestBy
+	}
+	return ""
+}
+
+// TopologyNIC is one NIC with a PCI function: kind is "rdma" or "ethernet".
+type TopologyNIC struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Kind          string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	PciAddr       string                 `protobuf:"bytes,3,opt,name=pci_addr,json=pciAddr,proto3" json:"pci_addr,omitempty"`
+	PciPath       string                 `protobuf:"bytes,4,opt,name=pci_path,json=pciPath,proto3" json:"pci_path,omitempty"`
+	PciSwitch     string                 `protobuf:"bytes,5,opt,name=pci_switch,json=pciSwitch,proto3" json:"pci_switch,omitempty"`
+	NumaNode      int32                  `protobuf:"varint,6,opt,name=numa_node,json=numaNode,proto3" json:"numa_node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopologyNIC) Reset() {
+	*x = TopologyNIC{}
+	mi := &file_muster_v1_types_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopologyNIC) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopologyNIC) ProtoMessage() {}
+
+func (x *TopologyNIC) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopologyNIC.ProtoReflect.Descriptor instead.
+func (*TopologyNIC) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *TopologyNIC) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TopologyNIC) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *TopologyNIC) GetPciAddr() string {
+	if x != nil {
+		return x.PciAddr
+	}
+	return ""
+}
+
+func (x *TopologyNIC) GetPciPath() string {
+	if x != nil {
+		return x.PciPath
+	}
+	return ""
+}
+
+func (x *TopologyNIC) GetPciSwitch() string {
+	if x != nil {
+		return x.PciSwitch
+	}
+	return ""
+}
+
+func (x *TopologyNIC) GetNumaNode() int32 {
+	if x != nil {
+		return x.NumaNode
+	}
+	return 0
+}
+
+// NUMANode is one NUMA node: its CPUs and its distance to each node.
+type NUMANode struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Cpus          string                 `protobuf:"bytes,2,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	Distances     []int32                `protobuf:"varint,3,rep,packed,name=distances,proto3" json:"distances,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NUMANode) Reset() {
+	*x = NUMANode{}
+	mi := &file_muster_v1_types_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NUMANode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NUMANode) ProtoMessage() {}
+
+func (x *NUMANode) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NUMANode.ProtoReflect.Descriptor instead.
+func (*NUMANode) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *NUMANode) GetId() int32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *NUMANode) GetCpus() string {
+	if x != nil {
+		return x.Cpus
+	}
+	return ""
+}
+
+func (x *NUMANode) GetDistances() []int32 {
+	if x != nil {
+		return x.Distances
+	}
+	return nil
+}
+
 type RegisterRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Node  *Node                  `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
@@ -642,7 +1005,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[2]
+	mi := &file_muster_v1_types_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -654,7 +1017,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[2]
+	mi := &file_muster_v1_types_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -667,7 +1030,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{2}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RegisterRequest) GetNode() *Node {
@@ -716,7 +1079,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[3]
+	mi := &file_muster_v1_types_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -728,7 +1091,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[3]
+	mi := &file_muster_v1_types_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -741,7 +1104,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{3}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RegisterResponse) GetSession() string {
@@ -776,7 +1139,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[4]
+	mi := &file_muster_v1_types_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -788,7 +1151,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[4]
+	mi := &file_muster_v1_types_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -801,7 +1164,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{4}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RenewRequest) GetSession() string {
@@ -819,7 +1182,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[5]
+	mi := &file_muster_v1_types_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -831,7 +1194,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[5]
+	mi := &file_muster_v1_types_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -844,7 +1207,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{5}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{9}
 }
 
 // RunningJob is what an agent reports of a job on its node when it
@@ -880,7 +1243,7 @@ type RunningJob struct {
 
 func (x *RunningJob) Reset() {
 	*x = RunningJob{}
-	mi := &file_muster_v1_types_proto_msgTypes[6]
+	mi := &file_muster_v1_types_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -892,7 +1255,7 @@ func (x *RunningJob) String() string {
 func (*RunningJob) ProtoMessage() {}
 
 func (x *RunningJob) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[6]
+	mi := &file_muster_v1_types_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -905,7 +1268,7 @@ func (x *RunningJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunningJob.ProtoReflect.Descriptor instead.
 func (*RunningJob) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{6}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RunningJob) GetJobId() string {
@@ -1026,7 +1389,7 @@ type RankState struct {
 
 func (x *RankState) Reset() {
 	*x = RankState{}
-	mi := &file_muster_v1_types_proto_msgTypes[7]
+	mi := &file_muster_v1_types_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1038,7 +1401,7 @@ func (x *RankState) String() string {
 func (*RankState) ProtoMessage() {}
 
 func (x *RankState) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[7]
+	mi := &file_muster_v1_types_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1051,7 +1414,7 @@ func (x *RankState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RankState.ProtoReflect.Descriptor instead.
 func (*RankState) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{7}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RankState) GetRank() int32 {
@@ -1084,7 +1447,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[8]
+	mi := &file_muster_v1_types_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1096,7 +1459,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[8]
+	mi := &file_muster_v1_types_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1109,7 +1472,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{8}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchRequest) GetSession() string {
@@ -1139,7 +1502,7 @@ type AgentCommand struct {
 
 func (x *AgentCommand) Reset() {
 	*x = AgentCommand{}
-	mi := &file_muster_v1_types_proto_msgTypes[9]
+	mi := &file_muster_v1_types_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1514,7 @@ func (x *AgentCommand) String() string {
 func (*AgentCommand) ProtoMessage() {}
 
 func (x *AgentCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[9]
+	mi := &file_muster_v1_types_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1527,7 @@ func (x *AgentCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentCommand.ProtoReflect.Descriptor instead.
 func (*AgentCommand) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AgentCommand) GetCommand() isAgentCommand_Command {
@@ -1326,7 +1689,7 @@ type CollectHangClues struct {
 
 func (x *CollectHangClues) Reset() {
 	*x = CollectHangClues{}
-	mi := &file_muster_v1_types_proto_msgTypes[10]
+	mi := &file_muster_v1_types_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1338,7 +1701,7 @@ func (x *CollectHangClues) String() string {
 func (*CollectHangClues) ProtoMessage() {}
 
 func (x *CollectHangClues) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[10]
+	mi := &file_muster_v1_types_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1351,7 +1714,7 @@ func (x *CollectHangClues) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectHangClues.ProtoReflect.Descriptor instead.
 func (*CollectHangClues) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{10}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CollectHangClues) GetJobId() string {
@@ -1388,7 +1751,7 @@ type SendLogs struct {
 
 func (x *SendLogs) Reset() {
 	*x = SendLogs{}
-	mi := &file_muster_v1_types_proto_msgTypes[11]
+	mi := &file_muster_v1_types_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1763,7 @@ func (x *SendLogs) String() string {
 func (*SendLogs) ProtoMessage() {}
 
 func (x *SendLogs) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[11]
+	mi := &file_muster_v1_types_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1776,7 @@ func (x *SendLogs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendLogs.ProtoReflect.Descriptor instead.
 func (*SendLogs) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{11}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SendLogs) GetRequestId() string {
@@ -1470,7 +1833,7 @@ type LogRecord struct {
 
 func (x *LogRecord) Reset() {
 	*x = LogRecord{}
-	mi := &file_muster_v1_types_proto_msgTypes[12]
+	mi := &file_muster_v1_types_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1482,7 +1845,7 @@ func (x *LogRecord) String() string {
 func (*LogRecord) ProtoMessage() {}
 
 func (x *LogRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[12]
+	mi := &file_muster_v1_types_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1495,7 +1858,7 @@ func (x *LogRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogRecord.ProtoReflect.Descriptor instead.
 func (*LogRecord) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{12}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *LogRecord) GetRank() int32 {
@@ -1555,7 +1918,7 @@ type PushLogsRequest struct {
 
 func (x *PushLogsRequest) Reset() {
 	*x = PushLogsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[13]
+	mi := &file_muster_v1_types_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1567,7 +1930,7 @@ func (x *PushLogsRequest) String() string {
 func (*PushLogsRequest) ProtoMessage() {}
 
 func (x *PushLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[13]
+	mi := &file_muster_v1_types_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1580,7 +1943,7 @@ func (x *PushLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushLogsRequest.ProtoReflect.Descriptor instead.
 func (*PushLogsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{13}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PushLogsRequest) GetSession() string {
@@ -1619,7 +1982,7 @@ type PushLogsResponse struct {
 
 func (x *PushLogsResponse) Reset() {
 	*x = PushLogsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[14]
+	mi := &file_muster_v1_types_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1631,7 +1994,7 @@ func (x *PushLogsResponse) String() string {
 func (*PushLogsResponse) ProtoMessage() {}
 
 func (x *PushLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[14]
+	mi := &file_muster_v1_types_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1644,7 +2007,7 @@ func (x *PushLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushLogsResponse.ProtoReflect.Descriptor instead.
 func (*PushLogsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{18}
 }
 
 type LogsRequest struct {
@@ -1659,7 +2022,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[15]
+	mi := &file_muster_v1_types_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1671,7 +2034,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[15]
+	mi := &file_muster_v1_types_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1684,7 +2047,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{15}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LogsRequest) GetJobId() string {
@@ -1728,7 +2091,7 @@ type LogsResponse struct {
 
 func (x *LogsResponse) Reset() {
 	*x = LogsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[16]
+	mi := &file_muster_v1_types_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1740,7 +2103,7 @@ func (x *LogsResponse) String() string {
 func (*LogsResponse) ProtoMessage() {}
 
 func (x *LogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[16]
+	mi := &file_muster_v1_types_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1753,7 +2116,7 @@ func (x *LogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsResponse.ProtoReflect.Descriptor instead.
 func (*LogsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{16}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LogsResponse) GetRecords() []*LogRecord {
@@ -1792,7 +2155,7 @@ type ProbePeer struct {
 
 func (x *ProbePeer) Reset() {
 	*x = ProbePeer{}
-	mi := &file_muster_v1_types_proto_msgTypes[17]
+	mi := &file_muster_v1_types_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1804,7 +2167,7 @@ func (x *ProbePeer) String() string {
 func (*ProbePeer) ProtoMessage() {}
 
 func (x *ProbePeer) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[17]
+	mi := &file_muster_v1_types_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1817,7 +2180,7 @@ func (x *ProbePeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbePeer.ProtoReflect.Descriptor instead.
 func (*ProbePeer) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{17}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ProbePeer) GetNode() string {
@@ -1847,7 +2210,7 @@ type TorchConn struct {
 
 func (x *TorchConn) Reset() {
 	*x = TorchConn{}
-	mi := &file_muster_v1_types_proto_msgTypes[18]
+	mi := &file_muster_v1_types_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +2222,7 @@ func (x *TorchConn) String() string {
 func (*TorchConn) ProtoMessage() {}
 
 func (x *TorchConn) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[18]
+	mi := &file_muster_v1_types_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +2235,7 @@ func (x *TorchConn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TorchConn.ProtoReflect.Descriptor instead.
 func (*TorchConn) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{18}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TorchConn) GetClient() string {
@@ -1901,7 +2264,7 @@ type TorchConnVerdict struct {
 
 func (x *TorchConnVerdict) Reset() {
 	*x = TorchConnVerdict{}
-	mi := &file_muster_v1_types_proto_msgTypes[19]
+	mi := &file_muster_v1_types_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1913,7 +2276,7 @@ func (x *TorchConnVerdict) String() string {
 func (*TorchConnVerdict) ProtoMessage() {}
 
 func (x *TorchConnVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[19]
+	mi := &file_muster_v1_types_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1926,7 +2289,7 @@ func (x *TorchConnVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TorchConnVerdict.ProtoReflect.Descriptor instead.
 func (*TorchConnVerdict) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{19}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TorchConnVerdict) GetAllowed() bool {
@@ -1957,7 +2320,7 @@ type CheckTorchConns struct {
 
 func (x *CheckTorchConns) Reset() {
 	*x = CheckTorchConns{}
-	mi := &file_muster_v1_types_proto_msgTypes[20]
+	mi := &file_muster_v1_types_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1969,7 +2332,7 @@ func (x *CheckTorchConns) String() string {
 func (*CheckTorchConns) ProtoMessage() {}
 
 func (x *CheckTorchConns) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[20]
+	mi := &file_muster_v1_types_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1982,7 +2345,7 @@ func (x *CheckTorchConns) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTorchConns.ProtoReflect.Descriptor instead.
 func (*CheckTorchConns) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{20}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CheckTorchConns) GetRequestId() string {
@@ -2021,7 +2384,7 @@ type CheckTorchConnsRequest struct {
 
 func (x *CheckTorchConnsRequest) Reset() {
 	*x = CheckTorchConnsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[21]
+	mi := &file_muster_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2033,7 +2396,7 @@ func (x *CheckTorchConnsRequest) String() string {
 func (*CheckTorchConnsRequest) ProtoMessage() {}
 
 func (x *CheckTorchConnsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[21]
+	mi := &file_muster_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2046,7 +2409,7 @@ func (x *CheckTorchConnsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTorchConnsRequest.ProtoReflect.Descriptor instead.
 func (*CheckTorchConnsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{21}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CheckTorchConnsRequest) GetSession() string {
@@ -2088,7 +2451,7 @@ type CheckTorchConnsResponse struct {
 
 func (x *CheckTorchConnsResponse) Reset() {
 	*x = CheckTorchConnsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[22]
+	mi := &file_muster_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2100,7 +2463,7 @@ func (x *CheckTorchConnsResponse) String() string {
 func (*CheckTorchConnsResponse) ProtoMessage() {}
 
 func (x *CheckTorchConnsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[22]
+	mi := &file_muster_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2113,7 +2476,7 @@ func (x *CheckTorchConnsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTorchConnsResponse.ProtoReflect.Descriptor instead.
 func (*CheckTorchConnsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{22}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CheckTorchConnsResponse) GetVerdicts() []*TorchConnVerdict {
@@ -2134,7 +2497,7 @@ type TorchConnsCheckedRequest struct {
 
 func (x *TorchConnsCheckedRequest) Reset() {
 	*x = TorchConnsCheckedRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[23]
+	mi := &file_muster_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2146,7 +2509,7 @@ func (x *TorchConnsCheckedRequest) String() string {
 func (*TorchConnsCheckedRequest) ProtoMessage() {}
 
 func (x *TorchConnsCheckedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[23]
+	mi := &file_muster_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2159,7 +2522,7 @@ func (x *TorchConnsCheckedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TorchConnsCheckedRequest.ProtoReflect.Descriptor instead.
 func (*TorchConnsCheckedRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{23}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TorchConnsCheckedRequest) GetSession() string {
@@ -2191,7 +2554,7 @@ type TorchConnsCheckedResponse struct {
 
 func (x *TorchConnsCheckedResponse) Reset() {
 	*x = TorchConnsCheckedResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[24]
+	mi := &file_muster_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2203,7 +2566,7 @@ func (x *TorchConnsCheckedResponse) String() string {
 func (*TorchConnsCheckedResponse) ProtoMessage() {}
 
 func (x *TorchConnsCheckedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[24]
+	mi := &file_muster_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2216,7 +2579,7 @@ func (x *TorchConnsCheckedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TorchConnsCheckedResponse.ProtoReflect.Descriptor instead.
 func (*TorchConnsCheckedResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{24}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 // ReleaseStore tells the agent that served a job's TCPStore that no round
@@ -2230,7 +2593,7 @@ type ReleaseStore struct {
 
 func (x *ReleaseStore) Reset() {
 	*x = ReleaseStore{}
-	mi := &file_muster_v1_types_proto_msgTypes[25]
+	mi := &file_muster_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2242,7 +2605,7 @@ func (x *ReleaseStore) String() string {
 func (*ReleaseStore) ProtoMessage() {}
 
 func (x *ReleaseStore) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[25]
+	mi := &file_muster_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2255,7 +2618,7 @@ func (x *ReleaseStore) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseStore.ProtoReflect.Descriptor instead.
 func (*ReleaseStore) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReleaseStore) GetJobId() string {
@@ -2279,7 +2642,7 @@ type ReservePorts struct {
 
 func (x *ReservePorts) Reset() {
 	*x = ReservePorts{}
-	mi := &file_muster_v1_types_proto_msgTypes[26]
+	mi := &file_muster_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2291,7 +2654,7 @@ func (x *ReservePorts) String() string {
 func (*ReservePorts) ProtoMessage() {}
 
 func (x *ReservePorts) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[26]
+	mi := &file_muster_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2304,7 +2667,7 @@ func (x *ReservePorts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservePorts.ProtoReflect.Descriptor instead.
 func (*ReservePorts) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReservePorts) GetRoundId() string {
@@ -2347,7 +2710,7 @@ type PortsReservedRequest struct {
 
 func (x *PortsReservedRequest) Reset() {
 	*x = PortsReservedRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[27]
+	mi := &file_muster_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2359,7 +2722,7 @@ func (x *PortsReservedRequest) String() string {
 func (*PortsReservedRequest) ProtoMessage() {}
 
 func (x *PortsReservedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[27]
+	mi := &file_muster_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2372,7 +2735,7 @@ func (x *PortsReservedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortsReservedRequest.ProtoReflect.Descriptor instead.
 func (*PortsReservedRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PortsReservedRequest) GetSession() string {
@@ -2411,7 +2774,7 @@ type PortsReservedResponse struct {
 
 func (x *PortsReservedResponse) Reset() {
 	*x = PortsReservedResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[28]
+	mi := &file_muster_v1_types_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2423,7 +2786,7 @@ func (x *PortsReservedResponse) String() string {
 func (*PortsReservedResponse) ProtoMessage() {}
 
 func (x *PortsReservedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[28]
+	mi := &file_muster_v1_types_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2436,7 +2799,7 @@ func (x *PortsReservedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortsReservedResponse.ProtoReflect.Descriptor instead.
 func (*PortsReservedResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{32}
 }
 
 // ReportLossRequest is an agent's word that gossip found another node lost.
@@ -2452,7 +2815,7 @@ type ReportLossRequest struct {
 
 func (x *ReportLossRequest) Reset() {
 	*x = ReportLossRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[29]
+	mi := &file_muster_v1_types_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2464,7 +2827,7 @@ func (x *ReportLossRequest) String() string {
 func (*ReportLossRequest) ProtoMessage() {}
 
 func (x *ReportLossRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[29]
+	mi := &file_muster_v1_types_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2477,7 +2840,7 @@ func (x *ReportLossRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportLossRequest.ProtoReflect.Descriptor instead.
 func (*ReportLossRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReportLossRequest) GetSession() string {
@@ -2502,7 +2865,7 @@ type ReportLossResponse struct {
 
 func (x *ReportLossResponse) Reset() {
 	*x = ReportLossResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[30]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2514,7 +2877,7 @@ func (x *ReportLossResponse) String() string {
 func (*ReportLossResponse) ProtoMessage() {}
 
 func (x *ReportLossResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[30]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2527,7 +2890,7 @@ func (x *ReportLossResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportLossResponse.ProtoReflect.Descriptor instead.
 func (*ReportLossResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
 }
 
 // LeaveRequest is an agent's word that it is shutting down: its node takes
@@ -2543,7 +2906,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[31]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2555,7 +2918,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[31]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2568,7 +2931,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *LeaveRequest) GetSession() string {
@@ -2593,7 +2956,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[32]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2605,7 +2968,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[32]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2618,7 +2981,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{32}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 // JobSpec is what a launcher asks for. The command, environment and
@@ -2710,7 +3073,7 @@ type JobSpec struct {
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2722,7 +3085,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2735,7 +3098,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *JobSpec) GetArgv() [][]byte {
@@ -2989,7 +3352,7 @@ type NodeHealth struct {
 
 func (x *NodeHealth) Reset() {
 	*x = NodeHealth{}
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3001,7 +3364,7 @@ func (x *NodeHealth) String() string {
 func (*NodeHealth) ProtoMessage() {}
 
 func (x *NodeHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3014,7 +3377,7 @@ func (x *NodeHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHealth.ProtoReflect.Descriptor instead.
 func (*NodeHealth) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *NodeHealth) GetOk() bool {
@@ -3064,7 +3427,7 @@ type ReportHealthRequest struct {
 
 func (x *ReportHealthRequest) Reset() {
 	*x = ReportHealthRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3076,7 +3439,7 @@ func (x *ReportHealthRequest) String() string {
 func (*ReportHealthRequest) ProtoMessage() {}
 
 func (x *ReportHealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3089,7 +3452,7 @@ func (x *ReportHealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportHealthRequest.ProtoReflect.Descriptor instead.
 func (*ReportHealthRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReportHealthRequest) GetSession() string {
@@ -3128,7 +3491,7 @@ type ReportHealthResponse struct {
 
 func (x *ReportHealthResponse) Reset() {
 	*x = ReportHealthResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3140,7 +3503,7 @@ func (x *ReportHealthResponse) String() string {
 func (*ReportHealthResponse) ProtoMessage() {}
 
 func (x *ReportHealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3153,7 +3516,7 @@ func (x *ReportHealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportHealthResponse.ProtoReflect.Descriptor instead.
 func (*ReportHealthResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
 }
 
 type SubmitRequest struct {
@@ -3165,7 +3528,7 @@ type SubmitRequest struct {
 
 func (x *SubmitRequest) Reset() {
 	*x = SubmitRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3177,7 +3540,7 @@ func (x *SubmitRequest) String() string {
 func (*SubmitRequest) ProtoMessage() {}
 
 func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3190,7 +3553,7 @@ func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitRequest.ProtoReflect.Descriptor instead.
 func (*SubmitRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SubmitRequest) GetSpec() *JobSpec {
@@ -3211,7 +3574,7 @@ type SubmitResponse struct {
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3223,7 +3586,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3236,7 +3599,7 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SubmitResponse) GetJobId() string {
@@ -3296,7 +3659,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3308,7 +3671,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3321,7 +3684,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Assignment) GetJobId() string {
@@ -3488,7 +3851,7 @@ type Identity struct {
 
 func (x *Identity) Reset() {
 	*x = Identity{}
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3500,7 +3863,7 @@ func (x *Identity) String() string {
 func (*Identity) ProtoMessage() {}
 
 func (x *Identity) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3513,7 +3876,7 @@ func (x *Identity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Identity.ProtoReflect.Descriptor instead.
 func (*Identity) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Identity) GetUid() uint32 {
@@ -3562,7 +3925,7 @@ type StopJob struct {
 
 func (x *StopJob) Reset() {
 	*x = StopJob{}
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3574,7 +3937,7 @@ func (x *StopJob) String() string {
 func (*StopJob) ProtoMessage() {}
 
 func (x *StopJob) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3587,7 +3950,7 @@ func (x *StopJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopJob.ProtoReflect.Descriptor instead.
 func (*StopJob) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *StopJob) GetJobId() string {
@@ -3637,7 +4000,7 @@ type SignalJob struct {
 
 func (x *SignalJob) Reset() {
 	*x = SignalJob{}
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3649,7 +4012,7 @@ func (x *SignalJob) String() string {
 func (*SignalJob) ProtoMessage() {}
 
 func (x *SignalJob) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3662,7 +4025,7 @@ func (x *SignalJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalJob.ProtoReflect.Descriptor instead.
 func (*SignalJob) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SignalJob) GetJobId() string {
@@ -3695,7 +4058,7 @@ type SignalRequest struct {
 
 func (x *SignalRequest) Reset() {
 	*x = SignalRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3707,7 +4070,7 @@ func (x *SignalRequest) String() string {
 func (*SignalRequest) ProtoMessage() {}
 
 func (x *SignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3720,7 +4083,7 @@ func (x *SignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
 func (*SignalRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SignalRequest) GetJobId() string {
@@ -3756,7 +4119,7 @@ type SignalResponse struct {
 
 func (x *SignalResponse) Reset() {
 	*x = SignalResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3768,7 +4131,7 @@ func (x *SignalResponse) String() string {
 func (*SignalResponse) ProtoMessage() {}
 
 func (x *SignalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3781,7 +4144,7 @@ func (x *SignalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalResponse.ProtoReflect.Descriptor instead.
 func (*SignalResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SignalResponse) GetNodes() int32 {
@@ -3810,7 +4173,7 @@ type WorkerStarted struct {
 
 func (x *WorkerStarted) Reset() {
 	*x = WorkerStarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3822,7 +4185,7 @@ func (x *WorkerStarted) String() string {
 func (*WorkerStarted) ProtoMessage() {}
 
 func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3835,7 +4198,7 @@ func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStarted.ProtoReflect.Descriptor instead.
 func (*WorkerStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *WorkerStarted) GetRank() int32 {
@@ -3882,7 +4245,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3894,7 +4257,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3907,7 +4270,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Output) GetRank() int32 {
@@ -3983,7 +4346,7 @@ type WorkerExited struct {
 
 func (x *WorkerExited) Reset() {
 	*x = WorkerExited{}
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3995,7 +4358,7 @@ func (x *WorkerExited) String() string {
 func (*WorkerExited) ProtoMessage() {}
 
 func (x *WorkerExited) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4008,7 +4371,7 @@ func (x *WorkerExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerExited.ProtoReflect.Descriptor instead.
 func (*WorkerExited) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *WorkerExited) GetRank() int32 {
@@ -4138,7 +4501,7 @@ type PythonError struct {
 
 func (x *PythonError) Reset() {
 	*x = PythonError{}
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4150,7 +4513,7 @@ func (x *PythonError) String() string {
 func (*PythonError) ProtoMessage() {}
 
 func (x *PythonError) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4163,7 +4526,7 @@ func (x *PythonError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PythonError.ProtoReflect.Descriptor instead.
 func (*PythonError) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PythonError) GetType() string {
@@ -4219,7 +4582,7 @@ type WorkerHang struct {
 
 func (x *WorkerHang) Reset() {
 	*x = WorkerHang{}
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4231,7 +4594,7 @@ func (x *WorkerHang) String() string {
 func (*WorkerHang) ProtoMessage() {}
 
 func (x *WorkerHang) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4244,7 +4607,7 @@ func (x *WorkerHang) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerHang.ProtoReflect.Descriptor instead.
 func (*WorkerHang) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *WorkerHang) GetSilentMs() int64 {
@@ -4334,7 +4697,7 @@ type HangVerdict struct {
 
 func (x *HangVerdict) Reset() {
 	*x = HangVerdict{}
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4346,7 +4709,7 @@ func (x *HangVerdict) String() string {
 func (*HangVerdict) ProtoMessage() {}
 
 func (x *HangVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4359,7 +4722,7 @@ func (x *HangVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HangVerdict.ProtoReflect.Descriptor instead.
 func (*HangVerdict) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *HangVerdict) GetEvidence() HangEvidence {
@@ -4452,7 +4815,7 @@ type Collective struct {
 
 func (x *Collective) Reset() {
 	*x = Collective{}
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4464,7 +4827,7 @@ func (x *Collective) String() string {
 func (*Collective) ProtoMessage() {}
 
 func (x *Collective) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4477,7 +4840,7 @@ func (x *Collective) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Collective.ProtoReflect.Descriptor instead.
 func (*Collective) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Collective) GetProcessGroup() string {
@@ -4536,7 +4899,7 @@ type HangClues struct {
 
 func (x *HangClues) Reset() {
 	*x = HangClues{}
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4548,7 +4911,7 @@ func (x *HangClues) String() string {
 func (*HangClues) ProtoMessage() {}
 
 func (x *HangClues) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4561,7 +4924,7 @@ func (x *HangClues) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HangClues.ProtoReflect.Descriptor instead.
 func (*HangClues) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *HangClues) GetRoundId() string {
@@ -4610,7 +4973,7 @@ type RankClues struct {
 
 func (x *RankClues) Reset() {
 	*x = RankClues{}
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4622,7 +4985,7 @@ func (x *RankClues) String() string {
 func (*RankClues) ProtoMessage() {}
 
 func (x *RankClues) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4635,7 +4998,7 @@ func (x *RankClues) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RankClues.ProtoReflect.Descriptor instead.
 func (*RankClues) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RankClues) GetRank() int32 {
@@ -4719,7 +5082,7 @@ type RasAnswer struct {
 
 func (x *RasAnswer) Reset() {
 	*x = RasAnswer{}
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4731,7 +5094,7 @@ func (x *RasAnswer) String() string {
 func (*RasAnswer) ProtoMessage() {}
 
 func (x *RasAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4744,7 +5107,7 @@ func (x *RasAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RasAnswer.ProtoReflect.Descriptor instead.
 func (*RasAnswer) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RasAnswer) GetAsked() bool {
@@ -4803,7 +5166,7 @@ type RasCulprit struct {
 
 func (x *RasCulprit) Reset() {
 	*x = RasCulprit{}
-	mi := &file_muster_v1_types_proto_msgTypes[55]
+	mi := &file_muster_v1_types_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4815,7 +5178,7 @@ func (x *RasCulprit) String() string {
 func (*RasCulprit) ProtoMessage() {}
 
 func (x *RasCulprit) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[55]
+	mi := &file_muster_v1_types_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4828,7 +5191,7 @@ func (x *RasCulprit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RasCulprit.ProtoReflect.Descriptor instead.
 func (*RasCulprit) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *RasCulprit) GetRank() int32 {
@@ -4925,7 +5288,7 @@ type NodeLoss struct {
 
 func (x *NodeLoss) Reset() {
 	*x = NodeLoss{}
-	mi := &file_muster_v1_types_proto_msgTypes[56]
+	mi := &file_muster_v1_types_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4937,7 +5300,7 @@ func (x *NodeLoss) String() string {
 func (*NodeLoss) ProtoMessage() {}
 
 func (x *NodeLoss) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[56]
+	mi := &file_muster_v1_types_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4950,7 +5313,7 @@ func (x *NodeLoss) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoss.ProtoReflect.Descriptor instead.
 func (*NodeLoss) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *NodeLoss) GetNode() string {
@@ -5030,7 +5393,7 @@ type JobFinished struct {
 
 func (x *JobFinished) Reset() {
 	*x = JobFinished{}
-	mi := &file_muster_v1_types_proto_msgTypes[57]
+	mi := &file_muster_v1_types_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5042,7 +5405,7 @@ func (x *JobFinished) String() string {
 func (*JobFinished) ProtoMessage() {}
 
 func (x *JobFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[57]
+	mi := &file_muster_v1_types_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5055,7 +5418,7 @@ func (x *JobFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFinished.ProtoReflect.Descriptor instead.
 func (*JobFinished) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{57}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *JobFinished) GetState() JobState {
@@ -5119,7 +5482,7 @@ type OutputLost struct {
 
 func (x *OutputLost) Reset() {
 	*x = OutputLost{}
-	mi := &file_muster_v1_types_proto_msgTypes[58]
+	mi := &file_muster_v1_types_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5131,7 +5494,7 @@ func (x *OutputLost) String() string {
 func (*OutputLost) ProtoMessage() {}
 
 func (x *OutputLost) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[58]
+	mi := &file_muster_v1_types_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5144,7 +5507,7 @@ func (x *OutputLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLost.ProtoReflect.Descriptor instead.
 func (*OutputLost) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{58}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *OutputLost) GetEvents() uint64 {
@@ -5191,7 +5554,7 @@ type WaitingForNodes struct {
 
 func (x *WaitingForNodes) Reset() {
 	*x = WaitingForNodes{}
-	mi := &file_muster_v1_types_proto_msgTypes[59]
+	mi := &file_muster_v1_types_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5203,7 +5566,7 @@ func (x *WaitingForNodes) String() string {
 func (*WaitingForNodes) ProtoMessage() {}
 
 func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[59]
+	mi := &file_muster_v1_types_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5216,7 +5579,7 @@ func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitingForNodes.ProtoReflect.Descriptor instead.
 func (*WaitingForNodes) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{59}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *WaitingForNodes) GetRound() int32 {
@@ -5311,7 +5674,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_muster_v1_types_proto_msgTypes[60]
+	mi := &file_muster_v1_types_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5323,7 +5686,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[60]
+	mi := &file_muster_v1_types_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5336,7 +5699,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{60}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -5579,7 +5942,7 @@ type RoundStarted struct {
 
 func (x *RoundStarted) Reset() {
 	*x = RoundStarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[61]
+	mi := &file_muster_v1_types_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5591,7 +5954,7 @@ func (x *RoundStarted) String() string {
 func (*RoundStarted) ProtoMessage() {}
 
 func (x *RoundStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[61]
+	mi := &file_muster_v1_types_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5604,7 +5967,7 @@ func (x *RoundStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundStarted.ProtoReflect.Descriptor instead.
 func (*RoundStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{61}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *RoundStarted) GetRound() int32 {
@@ -5690,7 +6053,7 @@ type RoundRestarting struct {
 
 func (x *RoundRestarting) Reset() {
 	*x = RoundRestarting{}
-	mi := &file_muster_v1_types_proto_msgTypes[62]
+	mi := &file_muster_v1_types_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5702,7 +6065,7 @@ func (x *RoundRestarting) String() string {
 func (*RoundRestarting) ProtoMessage() {}
 
 func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[62]
+	mi := &file_muster_v1_types_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5715,7 +6078,7 @@ func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundRestarting.ProtoReflect.Descriptor instead.
 func (*RoundRestarting) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{62}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RoundRestarting) GetRound() int32 {
@@ -5772,7 +6135,7 @@ type StoreRestarted struct {
 
 func (x *StoreRestarted) Reset() {
 	*x = StoreRestarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[63]
+	mi := &file_muster_v1_types_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5784,7 +6147,7 @@ func (x *StoreRestarted) String() string {
 func (*StoreRestarted) ProtoMessage() {}
 
 func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[63]
+	mi := &file_muster_v1_types_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5797,7 +6160,7 @@ func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreRestarted.ProtoReflect.Descriptor instead.
 func (*StoreRestarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{63}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *StoreRestarted) GetStoreId() string {
@@ -5823,7 +6186,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[64]
+	mi := &file_muster_v1_types_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5835,7 +6198,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[64]
+	mi := &file_muster_v1_types_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5848,7 +6211,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{64}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *PublishRequest) GetSession() string {
@@ -5883,7 +6246,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[65]
+	mi := &file_muster_v1_types_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5895,7 +6258,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[65]
+	mi := &file_muster_v1_types_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5908,7 +6271,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{65}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *PublishResponse) GetAckedSeq() uint64 {
@@ -5937,7 +6300,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[66]
+	mi := &file_muster_v1_types_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5949,7 +6312,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[66]
+	mi := &file_muster_v1_types_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5962,7 +6325,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{66}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -6014,7 +6377,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[67]
+	mi := &file_muster_v1_types_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6026,7 +6389,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[67]
+	mi := &file_muster_v1_types_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6039,7 +6402,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{67}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *CancelRequest) GetJobId() string {
@@ -6081,7 +6444,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[68]
+	mi := &file_muster_v1_types_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6093,7 +6456,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[68]
+	mi := &file_muster_v1_types_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6106,7 +6469,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{68}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *CancelResponse) GetEnded() JobState {
@@ -6124,7 +6487,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[69]
+	mi := &file_muster_v1_types_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6136,7 +6499,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[69]
+	mi := &file_muster_v1_types_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6149,7 +6512,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{69}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{73}
 }
 
 type NodeStatus struct {
@@ -6177,7 +6540,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[70]
+	mi := &file_muster_v1_types_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6189,7 +6552,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[70]
+	mi := &file_muster_v1_types_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6202,7 +6565,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{70}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *NodeStatus) GetNode() *Node {
@@ -6272,7 +6635,7 @@ type SetNodeScheduleRequest struct {
 
 func (x *SetNodeScheduleRequest) Reset() {
 	*x = SetNodeScheduleRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[71]
+	mi := &file_muster_v1_types_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6284,7 +6647,7 @@ func (x *SetNodeScheduleRequest) String() string {
 func (*SetNodeScheduleRequest) ProtoMessage() {}
 
 func (x *SetNodeScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[71]
+	mi := &file_muster_v1_types_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6297,7 +6660,7 @@ func (x *SetNodeScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeScheduleRequest.ProtoReflect.Descriptor instead.
 func (*SetNodeScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{71}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *SetNodeScheduleRequest) GetNode() string {
@@ -6326,7 +6689,7 @@ type SetNodeScheduleResponse struct {
 
 func (x *SetNodeScheduleResponse) Reset() {
 	*x = SetNodeScheduleResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[72]
+	mi := &file_muster_v1_types_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6338,7 +6701,7 @@ func (x *SetNodeScheduleResponse) String() string {
 func (*SetNodeScheduleResponse) ProtoMessage() {}
 
 func (x *SetNodeScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[72]
+	mi := &file_muster_v1_types_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6351,7 +6714,7 @@ func (x *SetNodeScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeScheduleResponse.ProtoReflect.Descriptor instead.
 func (*SetNodeScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{72}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *SetNodeScheduleResponse) GetPrevious() NodeSchedule {
@@ -6377,7 +6740,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[73]
+	mi := &file_muster_v1_types_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6389,7 +6752,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[73]
+	mi := &file_muster_v1_types_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6402,7 +6765,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{73}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeStatus {
@@ -6420,7 +6783,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[74]
+	mi := &file_muster_v1_types_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6432,7 +6795,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[74]
+	mi := &file_muster_v1_types_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6445,7 +6808,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{74}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{78}
 }
 
 type JobStatus struct {
@@ -6485,7 +6848,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[75]
+	mi := &file_muster_v1_types_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6497,7 +6860,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[75]
+	mi := &file_muster_v1_types_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6510,7 +6873,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{75}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *JobStatus) GetJobId() string {
@@ -6631,7 +6994,7 @@ type JobRound struct {
 
 func (x *JobRound) Reset() {
 	*x = JobRound{}
-	mi := &file_muster_v1_types_proto_msgTypes[76]
+	mi := &file_muster_v1_types_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6643,7 +7006,7 @@ func (x *JobRound) String() string {
 func (*JobRound) ProtoMessage() {}
 
 func (x *JobRound) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[76]
+	mi := &file_muster_v1_types_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6656,7 +7019,7 @@ func (x *JobRound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRound.ProtoReflect.Descriptor instead.
 func (*JobRound) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{76}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *JobRound) GetNumber() int32 {
@@ -6689,7 +7052,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[77]
+	mi := &file_muster_v1_types_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6701,7 +7064,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[77]
+	mi := &file_muster_v1_types_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6714,7 +7077,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{77}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *GetJobRequest) GetJobId() string {
@@ -6739,7 +7102,7 @@ type HistoryCommand struct {
 
 func (x *HistoryCommand) Reset() {
 	*x = HistoryCommand{}
-	mi := &file_muster_v1_types_proto_msgTypes[78]
+	mi := &file_muster_v1_types_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6751,7 +7114,7 @@ func (x *HistoryCommand) String() string {
 func (*HistoryCommand) ProtoMessage() {}
 
 func (x *HistoryCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[78]
+	mi := &file_muster_v1_types_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6764,7 +7127,7 @@ func (x *HistoryCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryCommand.ProtoReflect.Descriptor instead.
 func (*HistoryCommand) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{78}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *HistoryCommand) GetCommand() isHistoryCommand_Command {
@@ -6819,7 +7182,7 @@ type HistoryExpire struct {
 
 func (x *HistoryExpire) Reset() {
 	*x = HistoryExpire{}
-	mi := &file_muster_v1_types_proto_msgTypes[79]
+	mi := &file_muster_v1_types_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6831,7 +7194,7 @@ func (x *HistoryExpire) String() string {
 func (*HistoryExpire) ProtoMessage() {}
 
 func (x *HistoryExpire) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[79]
+	mi := &file_muster_v1_types_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6844,7 +7207,7 @@ func (x *HistoryExpire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryExpire.ProtoReflect.Descriptor instead.
 func (*HistoryExpire) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{79}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *HistoryExpire) GetEndedBeforeUnixMs() int64 {
@@ -6863,7 +7226,7 @@ type WatchJobsRequest struct {
 
 func (x *WatchJobsRequest) Reset() {
 	*x = WatchJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[80]
+	mi := &file_muster_v1_types_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6875,7 +7238,7 @@ func (x *WatchJobsRequest) String() string {
 func (*WatchJobsRequest) ProtoMessage() {}
 
 func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[80]
+	mi := &file_muster_v1_types_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6888,7 +7251,7 @@ func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobsRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{80}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{84}
 }
 
 type ListJobsResponse struct {
@@ -6900,7 +7263,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[81]
+	mi := &file_muster_v1_types_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6912,7 +7275,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[81]
+	mi := &file_muster_v1_types_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6925,7 +7288,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{81}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobStatus {
@@ -6946,7 +7309,7 @@ type StdinChunk struct {
 
 func (x *StdinChunk) Reset() {
 	*x = StdinChunk{}
-	mi := &file_muster_v1_types_proto_msgTypes[82]
+	mi := &file_muster_v1_types_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6958,7 +7321,7 @@ func (x *StdinChunk) String() string {
 func (*StdinChunk) ProtoMessage() {}
 
 func (x *StdinChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[82]
+	mi := &file_muster_v1_types_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6971,7 +7334,7 @@ func (x *StdinChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdinChunk.ProtoReflect.Descriptor instead.
 func (*StdinChunk) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{82}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *StdinChunk) GetJobId() string {
@@ -6996,7 +7359,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[83]
+	mi := &file_muster_v1_types_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7008,7 +7371,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[83]
+	mi := &file_muster_v1_types_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7021,7 +7384,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{83}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{87}
 }
 
 type ReadStdinRequest struct {
@@ -7034,7 +7397,7 @@ type ReadStdinRequest struct {
 
 func (x *ReadStdinRequest) Reset() {
 	*x = ReadStdinRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[84]
+	mi := &file_muster_v1_types_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7046,7 +7409,7 @@ func (x *ReadStdinRequest) String() string {
 func (*ReadStdinRequest) ProtoMessage() {}
 
 func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[84]
+	mi := &file_muster_v1_types_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7059,7 +7422,7 @@ func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStdinRequest.ProtoReflect.Descriptor instead.
 func (*ReadStdinRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{84}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *ReadStdinRequest) GetSession() string {
@@ -7090,7 +7453,7 @@ type KVSetRequest struct {
 
 func (x *KVSetRequest) Reset() {
 	*x = KVSetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[85]
+	mi := &file_muster_v1_types_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7102,7 +7465,7 @@ func (x *KVSetRequest) String() string {
 func (*KVSetRequest) ProtoMessage() {}
 
 func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[85]
+	mi := &file_muster_v1_types_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7115,7 +7478,7 @@ func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetRequest.ProtoReflect.Descriptor instead.
 func (*KVSetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{85}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *KVSetRequest) GetScope() string {
@@ -7148,7 +7511,7 @@ type KVSetResponse struct {
 
 func (x *KVSetResponse) Reset() {
 	*x = KVSetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[86]
+	mi := &file_muster_v1_types_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7160,7 +7523,7 @@ func (x *KVSetResponse) String() string {
 func (*KVSetResponse) ProtoMessage() {}
 
 func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[86]
+	mi := &file_muster_v1_types_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7173,7 +7536,7 @@ func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetResponse.ProtoReflect.Descriptor instead.
 func (*KVSetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{86}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *KVSetResponse) GetVersion() uint64 {
@@ -7195,7 +7558,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[87]
+	mi := &file_muster_v1_types_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7207,7 +7570,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[87]
+	mi := &file_muster_v1_types_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7220,7 +7583,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{87}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *KVGetRequest) GetScope() string {
@@ -7261,7 +7624,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[88]
+	mi := &file_muster_v1_types_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7273,7 +7636,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[88]
+	mi := &file_muster_v1_types_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7286,7 +7649,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{88}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *KVGetResponse) GetValue() []byte {
@@ -7317,7 +7680,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[89]
+	mi := &file_muster_v1_types_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7329,7 +7692,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[89]
+	mi := &file_muster_v1_types_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7342,7 +7705,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{89}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *BarrierRequest) GetScope() string {
@@ -7388,7 +7751,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[90]
+	mi := &file_muster_v1_types_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7400,7 +7763,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[90]
+	mi := &file_muster_v1_types_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7413,7 +7776,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{90}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{94}
 }
 
 var File_muster_v1_types_proto protoreflect.FileDescriptor
@@ -7425,7 +7788,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04uuid\x18\x02 \x01(\tR\x04uuid\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12!\n" +
-	"\fmemory_bytes\x18\x04 \x01(\x04R\vmemoryBytes\"\xb1\x01\n" +
+	"\fmemory_bytes\x18\x04 \x01(\x04R\vmemoryBytes\"\xe7\x01\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\"\n" +
@@ -7433,7 +7796,42 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x04rank\x18\x04 \x01(\x05R\x04rank\x12\x18\n" +
 	"\aversion\x18\x05 \x01(\tR\aversion\x12\x1b\n" +
 	"\tgpu_error\x18\x06 \x01(\tR\bgpuError\x12\x12\n" +
-	"\x04cpus\x18\a \x01(\x05R\x04cpus\"\x9f\x01\n" +
+	"\x04cpus\x18\a \x01(\x05R\x04cpus\x124\n" +
+	"\btopology\x18\xd8\x04 \x01(\v2\x17.muster.v1.NodeTopologyR\btopology\"\xfd\x01\n" +
+	"\fNodeTopology\x12*\n" +
+	"\x04gpus\x18\x01 \x03(\v2\x16.muster.v1.TopologyGPUR\x04gpus\x12*\n" +
+	"\x04nics\x18\x02 \x03(\v2\x16.muster.v1.TopologyNICR\x04nics\x122\n" +
+	"\n" +
+	"numa_nodes\x18\x03 \x03(\v2\x13.muster.v1.NUMANodeR\tnumaNodes\x12!\n" +
+	"\fallowed_cpus\x18\x04 \x01(\tR\vallowedCpus\x12(\n" +
+	"\x10threads_per_core\x18\x05 \x01(\x05R\x0ethreadsPerCore\x12\x14\n" +
+	"\x05notes\x18\x06 \x03(\tR\x05notes\"\x8c\x02\n" +
+	"\vTopologyGPU\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x16\n" +
+	"\x06vendor\x18\x02 \x01(\tR\x06vendor\x12\x19\n" +
+	"\bpci_addr\x18\x03 \x01(\tR\apciAddr\x12\x19\n" +
+	"\bpci_path\x18\x04 \x01(\tR\apciPath\x12\x1d\n" +
+	"\n" +
+	"pci_switch\x18\x05 \x01(\tR\tpciSwitch\x12\x1b\n" +
+	"\tnuma_node\x18\x06 \x01(\x05R\bnumaNode\x12\x1d\n" +
+	"\n" +
+	"local_cpus\x18\a \x01(\tR\tlocalCpus\x12\x1f\n" +
+	"\vnearest_nic\x18\b \x01(\tR\n" +
+	"nearestNic\x12\x1d\n" +
+	"\n" +
+	"nearest_by\x18\t \x01(\tR\tnearestBy\"\xa7\x01\n" +
+	"\vTopologyNIC\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x19\n" +
+	"\bpci_addr\x18\x03 \x01(\tR\apciAddr\x12\x19\n" +
+	"\bpci_path\x18\x04 \x01(\tR\apciPath\x12\x1d\n" +
+	"\n" +
+	"pci_switch\x18\x05 \x01(\tR\tpciSwitch\x12\x1b\n" +
+	"\tnuma_node\x18\x06 \x01(\x05R\bnumaNode\"L\n" +
+	"\bNUMANode\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x12\n" +
+	"\x04cpus\x18\x02 \x01(\tR\x04cpus\x12\x1c\n" +
+	"\tdistances\x18\x03 \x03(\x05R\tdistances\"\x9f\x01\n" +
 	"\x0fRegisterRequest\x12#\n" +
 	"\x04node\x18\x01 \x01(\v2\x0f.muster.v1.NodeR\x04node\x12\x19\n" +
 	"\bnode_key\x18\x02 \x01(\tR\anodeKey\x12)\n" +
@@ -8030,7 +8428,7 @@ func file_muster_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 91)
+var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 95)
 var file_muster_v1_types_proto_goTypes = []any{
 	(RestartOn)(0),                    // 0: muster.v1.RestartOn
 	(JobState)(0),                     // 1: muster.v1.JobState
@@ -8041,174 +8439,182 @@ var file_muster_v1_types_proto_goTypes = []any{
 	(NodeSchedule)(0),                 // 6: muster.v1.NodeSchedule
 	(*GPU)(nil),                       // 7: muster.v1.GPU
 	(*Node)(nil),                      // 8: muster.v1.Node
-	(*RegisterRequest)(nil),           // 9: muster.v1.RegisterRequest
-	(*RegisterResponse)(nil),          // 10: muster.v1.RegisterResponse
-	(*RenewRequest)(nil),              // 11: muster.v1.RenewRequest
-	(*RenewResponse)(nil),             // 12: muster.v1.RenewResponse
-	(*RunningJob)(nil),                // 13: muster.v1.RunningJob
-	(*RankState)(nil),                 // 14: muster.v1.RankState
-	(*WatchRequest)(nil),              // 15: muster.v1.WatchRequest
-	(*AgentCommand)(nil),              // 16: muster.v1.AgentCommand
-	(*CollectHangClues)(nil),          // 17: muster.v1.CollectHangClues
-	(*SendLogs)(nil),                  // 18: muster.v1.SendLogs
-	(*LogRecord)(nil),                 // 19: muster.v1.LogRecord
-	(*PushLogsRequest)(nil),           // 20: muster.v1.PushLogsRequest
-	(*PushLogsResponse)(nil),          // 21: muster.v1.PushLogsResponse
-	(*LogsRequest)(nil),               // 22: muster.v1.LogsRequest
-	(*LogsResponse)(nil),              // 23: muster.v1.LogsResponse
-	(*ProbePeer)(nil),                 // 24: muster.v1.ProbePeer
-	(*TorchConn)(nil),                 // 25: muster.v1.TorchConn
-	(*TorchConnVerdict)(nil),          // 26: muster.v1.TorchConnVerdict
-	(*CheckTorchConns)(nil),           // 27: muster.v1.CheckTorchConns
-	(*CheckTorchConnsRequest)(nil),    // 28: muster.v1.CheckTorchConnsRequest
-	(*CheckTorchConnsResponse)(nil),   // 29: muster.v1.CheckTorchConnsResponse
-	(*TorchConnsCheckedRequest)(nil),  // 30: muster.v1.TorchConnsCheckedRequest
-	(*TorchConnsCheckedResponse)(nil), // 31: muster.v1.TorchConnsCheckedResponse
-	(*ReleaseStore)(nil),              // 32: muster.v1.ReleaseStore
-	(*ReservePorts)(nil),              // 33: muster.v1.ReservePorts
-	(*PortsReservedRequest)(nil),      // 34: muster.v1.PortsReservedRequest
-	(*PortsReservedResponse)(nil),     // 35: muster.v1.PortsReservedResponse
-	(*ReportLossRequest)(nil),         // 36: muster.v1.ReportLossRequest
-	(*ReportLossResponse)(nil),        // 37: muster.v1.ReportLossResponse
-	(*LeaveRequest)(nil),              // 38: muster.v1.LeaveRequest
-	(*LeaveResponse)(nil),             // 39: muster.v1.LeaveResponse
-	(*JobSpec)(nil),                   // 40: muster.v1.JobSpec
-	(*NodeHealth)(nil),                // 41: muster.v1.NodeHealth
-	(*ReportHealthRequest)(nil),       // 42: muster.v1.ReportHealthRequest
-	(*ReportHealthResponse)(nil),      // 43: muster.v1.ReportHealthResponse
-	(*SubmitRequest)(nil),             // 44: muster.v1.SubmitRequest
-	(*SubmitResponse)(nil),            // 45: muster.v1.SubmitResponse
-	(*Assignment)(nil),                // 46: muster.v1.Assignment
-	(*Identity)(nil),                  // 47: muster.v1.Identity
-	(*StopJob)(nil),                   // 48: muster.v1.StopJob
-	(*SignalJob)(nil),                 // 49: muster.v1.SignalJob
-	(*SignalRequest)(nil),             // 50: muster.v1.SignalRequest
-	(*SignalResponse)(nil),            // 51: muster.v1.SignalResponse
-	(*WorkerStarted)(nil),             // 52: muster.v1.WorkerStarted
-	(*Output)(nil),                    // 53: muster.v1.Output
-	(*WorkerExited)(nil),              // 54: muster.v1.WorkerExited
-	(*PythonError)(nil),               // 55: muster.v1.PythonError
-	(*WorkerHang)(nil),                // 56: muster.v1.WorkerHang
-	(*HangVerdict)(nil),               // 57: muster.v1.HangVerdict
-	(*Collective)(nil),                // 58: muster.v1.Collective
-	(*HangClues)(nil),                 // 59: muster.v1.HangClues
-	(*RankClues)(nil),                 // 60: muster.v1.RankClues
-	(*RasAnswer)(nil),                 // 61: muster.v1.RasAnswer
-	(*RasCulprit)(nil),                // 62: muster.v1.RasCulprit
-	(*NodeLoss)(nil),                  // 63: muster.v1.NodeLoss
-	(*JobFinished)(nil),               // 64: muster.v1.JobFinished
-	(*OutputLost)(nil),                // 65: muster.v1.OutputLost
-	(*WaitingForNodes)(nil),           // 66: muster.v1.WaitingForNodes
-	(*JobEvent)(nil),                  // 67: muster.v1.JobEvent
-	(*RoundStarted)(nil),              // 68: muster.v1.RoundStarted
-	(*RoundRestarting)(nil),           // 69: muster.v1.RoundRestarting
-	(*StoreRestarted)(nil),            // 70: muster.v1.StoreRestarted
-	(*PublishRequest)(nil),            // 71: muster.v1.PublishRequest
-	(*PublishResponse)(nil),           // 72: muster.v1.PublishResponse
-	(*WatchJobRequest)(nil),           // 73: muster.v1.WatchJobRequest
-	(*CancelRequest)(nil),             // 74: muster.v1.CancelRequest
-	(*CancelResponse)(nil),            // 75: muster.v1.CancelResponse
-	(*ListNodesRequest)(nil),          // 76: muster.v1.ListNodesRequest
-	(*NodeStatus)(nil),                // 77: muster.v1.NodeStatus
-	(*SetNodeScheduleRequest)(nil),    // 78: muster.v1.SetNodeScheduleRequest
-	(*SetNodeScheduleResponse)(nil),   // 79: muster.v1.SetNodeScheduleResponse
-	(*ListNodesResponse)(nil),         // 80: muster.v1.ListNodesResponse
-	(*ListJobsRequest)(nil),           // 81: muster.v1.ListJobsRequest
-	(*JobStatus)(nil),                 // 82: muster.v1.JobStatus
-	(*JobRound)(nil),                  // 83: muster.v1.JobRound
-	(*GetJobRequest)(nil),             // 84: muster.v1.GetJobRequest
-	(*HistoryCommand)(nil),            // 85: muster.v1.HistoryCommand
-	(*HistoryExpire)(nil),             // 86: muster.v1.HistoryExpire
-	(*WatchJobsRequest)(nil),          // 87: muster.v1.WatchJobsRequest
-	(*ListJobsResponse)(nil),          // 88: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),                // 89: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),        // 90: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),          // 91: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),              // 92: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),             // 93: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),              // 94: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),             // 95: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),            // 96: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),           // 97: muster.v1.BarrierResponse
+	(*NodeTopology)(nil),              // 9: muster.v1.NodeTopology
+	(*TopologyGPU)(nil),               // 10: muster.v1.TopologyGPU
+	(*TopologyNIC)(nil),               // 11: muster.v1.TopologyNIC
+	(*NUMANode)(nil),                  // 12: muster.v1.NUMANode
+	(*RegisterRequest)(nil),           // 13: muster.v1.RegisterRequest
+	(*RegisterResponse)(nil),          // 14: muster.v1.RegisterResponse
+	(*RenewRequest)(nil),              // 15: muster.v1.RenewRequest
+	(*RenewResponse)(nil),             // 16: muster.v1.RenewResponse
+	(*RunningJob)(nil),                // 17: muster.v1.RunningJob
+	(*RankState)(nil),                 // 18: muster.v1.RankState
+	(*WatchRequest)(nil),              // 19: muster.v1.WatchRequest
+	(*AgentCommand)(nil),              // 20: muster.v1.AgentCommand
+	(*CollectHangClues)(nil),          // 21: muster.v1.CollectHangClues
+	(*SendLogs)(nil),                  // 22: muster.v1.SendLogs
+	(*LogRecord)(nil),                 // 23: muster.v1.LogRecord
+	(*PushLogsRequest)(nil),           // 24: muster.v1.PushLogsRequest
+	(*PushLogsResponse)(nil),          // 25: muster.v1.PushLogsResponse
+	(*LogsRequest)(nil),               // 26: muster.v1.LogsRequest
+	(*LogsResponse)(nil),              // 27: muster.v1.LogsResponse
+	(*ProbePeer)(nil),                 // 28: muster.v1.ProbePeer
+	(*TorchConn)(nil),                 // 29: muster.v1.TorchConn
+	(*TorchConnVerdict)(nil),          // 30: muster.v1.TorchConnVerdict
+	(*CheckTorchConns)(nil),           // 31: muster.v1.CheckTorchConns
+	(*CheckTorchConnsRequest)(nil),    // 32: muster.v1.CheckTorchConnsRequest
+	(*CheckTorchConnsResponse)(nil),   // 33: muster.v1.CheckTorchConnsResponse
+	(*TorchConnsCheckedRequest)(nil),  // 34: muster.v1.TorchConnsCheckedRequest
+	(*TorchConnsCheckedResponse)(nil), // 35: muster.v1.TorchConnsCheckedResponse
+	(*ReleaseStore)(nil),              // 36: muster.v1.ReleaseStore
+	(*ReservePorts)(nil),              // 37: muster.v1.ReservePorts
+	(*PortsReservedRequest)(nil),      // 38: muster.v1.PortsReservedRequest
+	(*PortsReservedResponse)(nil),     // 39: muster.v1.PortsReservedResponse
+	(*ReportLossRequest)(nil),         // 40: muster.v1.ReportLossRequest
+	(*ReportLossResponse)(nil),        // 41: muster.v1.ReportLossResponse
+	(*LeaveRequest)(nil),              // 42: muster.v1.LeaveRequest
+	(*LeaveResponse)(nil),             // 43: muster.v1.LeaveResponse
+	(*JobSpec)(nil),                   // 44: muster.v1.JobSpec
+	(*NodeHealth)(nil),                // 45: muster.v1.NodeHealth
+	(*ReportHealthRequest)(nil),       // 46: muster.v1.ReportHealthRequest
+	(*ReportHealthResponse)(nil),      // 47: muster.v1.ReportHealthResponse
+	(*SubmitRequest)(nil),             // 48: muster.v1.SubmitRequest
+	(*SubmitResponse)(nil),            // 49: muster.v1.SubmitResponse
+	(*Assignment)(nil),                // 50: muster.v1.Assignment
+	(*Identity)(nil),                  // 51: muster.v1.Identity
+	(*StopJob)(nil),                   // 52: muster.v1.StopJob
+	(*SignalJob)(nil),                 // 53: muster.v1.SignalJob
+	(*SignalRequest)(nil),             // 54: muster.v1.SignalRequest
+	(*SignalResponse)(nil),            // 55: muster.v1.SignalResponse
+	(*WorkerStarted)(nil),             // 56: muster.v1.WorkerStarted
+	(*Output)(nil),                    // 57: muster.v1.Output
+	(*WorkerExited)(nil),              // 58: muster.v1.WorkerExited
+	(*PythonError)(nil),               // 59: muster.v1.PythonError
+	(*WorkerHang)(nil),                // 60: muster.v1.WorkerHang
+	(*HangVerdict)(nil),               // 61: muster.v1.HangVerdict
+	(*Collective)(nil),                // 62: muster.v1.Collective
+	(*HangClues)(nil),                 // 63: muster.v1.HangClues
+	(*RankClues)(nil),                 // 64: muster.v1.RankClues
+	(*RasAnswer)(nil),                 // 65: muster.v1.RasAnswer
+	(*RasCulprit)(nil),                // 66: muster.v1.RasCulprit
+	(*NodeLoss)(nil),                  // 67: muster.v1.NodeLoss
+	(*JobFinished)(nil),               // 68: muster.v1.JobFinished
+	(*OutputLost)(nil),                // 69: muster.v1.OutputLost
+	(*WaitingForNodes)(nil),           // 70: muster.v1.WaitingForNodes
+	(*JobEvent)(nil),                  // 71: muster.v1.JobEvent
+	(*RoundStarted)(nil),              // 72: muster.v1.RoundStarted
+	(*RoundRestarting)(nil),           // 73: muster.v1.RoundRestarting
+	(*StoreRestarted)(nil),            // 74: muster.v1.StoreRestarted
+	(*PublishRequest)(nil),            // 75: muster.v1.PublishRequest
+	(*PublishResponse)(nil),           // 76: muster.v1.PublishResponse
+	(*WatchJobRequest)(nil),           // 77: muster.v1.WatchJobRequest
+	(*CancelRequest)(nil),             // 78: muster.v1.CancelRequest
+	(*CancelResponse)(nil),            // 79: muster.v1.CancelResponse
+	(*ListNodesRequest)(nil),          // 80: muster.v1.ListNodesRequest
+	(*NodeStatus)(nil),                // 81: muster.v1.NodeStatus
+	(*SetNodeScheduleRequest)(nil),    // 82: muster.v1.SetNodeScheduleRequest
+	(*SetNodeScheduleResponse)(nil),   // 83: muster.v1.SetNodeScheduleResponse
+	(*ListNodesResponse)(nil),         // 84: muster.v1.ListNodesResponse
+	(*ListJobsRequest)(nil),           // 85: muster.v1.ListJobsRequest
+	(*JobStatus)(nil),                 // 86: muster.v1.JobStatus
+	(*JobRound)(nil),                  // 87: muster.v1.JobRound
+	(*GetJobRequest)(nil),             // 88: muster.v1.GetJobRequest
+	(*HistoryCommand)(nil),            // 89: muster.v1.HistoryCommand
+	(*HistoryExpire)(nil),             // 90: muster.v1.HistoryExpire
+	(*WatchJobsRequest)(nil),          // 91: muster.v1.WatchJobsRequest
+	(*ListJobsResponse)(nil),          // 92: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),                // 93: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),        // 94: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),          // 95: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),              // 96: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),             // 97: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),              // 98: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),             // 99: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),            // 100: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),           // 101: muster.v1.BarrierResponse
 }
 var file_muster_v1_types_proto_depIdxs = []int32{
 	7,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
-	8,  // 1: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
-	13, // 2: muster.v1.RegisterRequest.jobs:type_name -> muster.v1.RunningJob
-	40, // 3: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
-	47, // 4: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
-	14, // 5: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
-	54, // 6: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
-	33, // 7: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
-	46, // 8: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
-	48, // 9: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
-	32, // 10: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
-	24, // 11: muster.v1.AgentCommand.probe_peer:type_name -> muster.v1.ProbePeer
-	18, // 12: muster.v1.AgentCommand.send_logs:type_name -> muster.v1.SendLogs
-	49, // 13: muster.v1.AgentCommand.signal:type_name -> muster.v1.SignalJob
-	17, // 14: muster.v1.AgentCommand.collect_hang_clues:type_name -> muster.v1.CollectHangClues
-	27, // 15: muster.v1.AgentCommand.check_torch_conns:type_name -> muster.v1.CheckTorchConns
-	2,  // 16: muster.v1.LogRecord.stream:type_name -> muster.v1.Stream
-	19, // 17: muster.v1.PushLogsRequest.records:type_name -> muster.v1.LogRecord
-	19, // 18: muster.v1.LogsResponse.records:type_name -> muster.v1.LogRecord
-	25, // 19: muster.v1.CheckTorchConns.conns:type_name -> muster.v1.TorchConn
-	25, // 20: muster.v1.CheckTorchConnsRequest.conns:type_name -> muster.v1.TorchConn
-	26, // 21: muster.v1.CheckTorchConnsResponse.verdicts:type_name -> muster.v1.TorchConnVerdict
-	26, // 22: muster.v1.TorchConnsCheckedRequest.verdicts:type_name -> muster.v1.TorchConnVerdict
-	63, // 23: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
-	0,  // 24: muster.v1.JobSpec.restart_on:type_name -> muster.v1.RestartOn
-	41, // 25: muster.v1.ReportHealthRequest.health:type_name -> muster.v1.NodeHealth
-	40, // 26: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
-	40, // 27: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
-	47, // 28: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
-	2,  // 29: muster.v1.Output.stream:type_name -> muster.v1.Stream
-	63, // 30: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
-	3,  // 31: muster.v1.WorkerExited.cause:type_name -> muster.v1.ExitCause
-	56, // 32: muster.v1.WorkerExited.hang:type_name -> muster.v1.WorkerHang
-	55, // 33: muster.v1.WorkerExited.python_error:type_name -> muster.v1.PythonError
-	57, // 34: muster.v1.WorkerHang.verdict:type_name -> muster.v1.HangVerdict
-	4,  // 35: muster.v1.HangVerdict.evidence:type_name -> muster.v1.HangEvidence
-	58, // 36: muster.v1.HangVerdict.collective:type_name -> muster.v1.Collective
-	60, // 37: muster.v1.HangClues.ranks:type_name -> muster.v1.RankClues
-	61, // 38: muster.v1.HangClues.ras:type_name -> muster.v1.RasAnswer
-	58, // 39: muster.v1.RankClues.recorder:type_name -> muster.v1.Collective
-	62, // 40: muster.v1.RasAnswer.culprits:type_name -> muster.v1.RasCulprit
-	5,  // 41: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
-	1,  // 42: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
-	54, // 43: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
-	1,  // 44: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
-	52, // 45: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
-	53, // 46: muster.v1.JobEvent.output:type_name -> muster.v1.Output
-	54, // 47: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
-	64, // 48: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
-	65, // 49: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
-	66, // 50: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
-	70, // 51: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
-	69, // 52: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
-	68, // 53: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
-	63, // 54: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
-	59, // 55: muster.v1.JobEvent.hang_clues:type_name -> muster.v1.HangClues
-	67, // 56: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
-	1,  // 57: muster.v1.CancelResponse.ended:type_name -> muster.v1.JobState
-	8,  // 58: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
-	41, // 59: muster.v1.NodeStatus.health:type_name -> muster.v1.NodeHealth
-	6,  // 60: muster.v1.NodeStatus.schedule:type_name -> muster.v1.NodeSchedule
-	6,  // 61: muster.v1.SetNodeScheduleRequest.schedule:type_name -> muster.v1.NodeSchedule
-	6,  // 62: muster.v1.SetNodeScheduleResponse.previous:type_name -> muster.v1.NodeSchedule
-	77, // 63: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
-	40, // 64: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
-	1,  // 65: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
-	47, // 66: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	54, // 67: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
-	83, // 68: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
-	82, // 69: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
-	86, // 70: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
-	82, // 71: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	72, // [72:72] is the sub-list for method output_type
-	72, // [72:72] is the sub-list for method input_type
-	72, // [72:72] is the sub-list for extension type_name
-	72, // [72:72] is the sub-list for extension extendee
-	0,  // [0:72] is the sub-list for field type_name
+	9,  // 1: muster.v1.Node.topology:type_name -> muster.v1.NodeTopology
+	10, // 2: muster.v1.NodeTopology.gpus:type_name -> muster.v1.TopologyGPU
+	11, // 3: muster.v1.NodeTopology.nics:type_name -> muster.v1.TopologyNIC
+	12, // 4: muster.v1.NodeTopology.numa_nodes:type_name -> muster.v1.NUMANode
+	8,  // 5: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
+	17, // 6: muster.v1.RegisterRequest.jobs:type_name -> muster.v1.RunningJob
+	44, // 7: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
+	51, // 8: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
+	18, // 9: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
+	58, // 10: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
+	37, // 11: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
+	50, // 12: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
+	52, // 13: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
+	36, // 14: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
+	28, // 15: muster.v1.AgentCommand.probe_peer:type_name -> muster.v1.ProbePeer
+	22, // 16: muster.v1.AgentCommand.send_logs:type_name -> muster.v1.SendLogs
+	53, // 17: muster.v1.AgentCommand.signal:type_name -> muster.v1.SignalJob
+	21, // 18: muster.v1.AgentCommand.collect_hang_clues:type_name -> muster.v1.CollectHangClues
+	31, // 19: muster.v1.AgentCommand.check_torch_conns:type_name -> muster.v1.CheckTorchConns
+	2,  // 20: muster.v1.LogRecord.stream:type_name -> muster.v1.Stream
+	23, // 21: muster.v1.PushLogsRequest.records:type_name -> muster.v1.LogRecord
+	23, // 22: muster.v1.LogsResponse.records:type_name -> muster.v1.LogRecord
+	29, // 23: muster.v1.CheckTorchConns.conns:type_name -> muster.v1.TorchConn
+	29, // 24: muster.v1.CheckTorchConnsRequest.conns:type_name -> muster.v1.TorchConn
+	30, // 25: muster.v1.CheckTorchConnsResponse.verdicts:type_name -> muster.v1.TorchConnVerdict
+	30, // 26: muster.v1.TorchConnsCheckedRequest.verdicts:type_name -> muster.v1.TorchConnVerdict
+	67, // 27: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
+	0,  // 28: muster.v1.JobSpec.restart_on:type_name -> muster.v1.RestartOn
+	45, // 29: muster.v1.ReportHealthRequest.health:type_name -> muster.v1.NodeHealth
+	44, // 30: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
+	44, // 31: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
+	51, // 32: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
+	2,  // 33: muster.v1.Output.stream:type_name -> muster.v1.Stream
+	67, // 34: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
+	3,  // 35: muster.v1.WorkerExited.cause:type_name -> muster.v1.ExitCause
+	60, // 36: muster.v1.WorkerExited.hang:type_name -> muster.v1.WorkerHang
+	59, // 37: muster.v1.WorkerExited.python_error:type_name -> muster.v1.PythonError
+	61, // 38: muster.v1.WorkerHang.verdict:type_name -> muster.v1.HangVerdict
+	4,  // 39: muster.v1.HangVerdict.evidence:type_name -> muster.v1.HangEvidence
+	62, // 40: muster.v1.HangVerdict.collective:type_name -> muster.v1.Collective
+	64, // 41: muster.v1.HangClues.ranks:type_name -> muster.v1.RankClues
+	65, // 42: muster.v1.HangClues.ras:type_name -> muster.v1.RasAnswer
+	62, // 43: muster.v1.RankClues.recorder:type_name -> muster.v1.Collective
+	66, // 44: muster.v1.RasAnswer.culprits:type_name -> muster.v1.RasCulprit
+	5,  // 45: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
+	1,  // 46: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
+	58, // 47: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
+	1,  // 48: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
+	56, // 49: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
+	57, // 50: muster.v1.JobEvent.output:type_name -> muster.v1.Output
+	58, // 51: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
+	68, // 52: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
+	69, // 53: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
+	70, // 54: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
+	74, // 55: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
+	73, // 56: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
+	72, // 57: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
+	67, // 58: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
+	63, // 59: muster.v1.JobEvent.hang_clues:type_name -> muster.v1.HangClues
+	71, // 60: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
+	1,  // 61: muster.v1.CancelResponse.ended:type_name -> muster.v1.JobState
+	8,  // 62: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
+	45, // 63: muster.v1.NodeStatus.health:type_name -> muster.v1.NodeHealth
+	6,  // 64: muster.v1.NodeStatus.schedule:type_name -> muster.v1.NodeSchedule
+	6,  // 65: muster.v1.SetNodeScheduleRequest.schedule:type_name -> muster.v1.NodeSchedule
+	6,  // 66: muster.v1.SetNodeScheduleResponse.previous:type_name -> muster.v1.NodeSchedule
+	81, // 67: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
+	44, // 68: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
+	1,  // 69: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
+	51, // 70: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
+	58, // 71: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
+	87, // 72: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
+	86, // 73: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
+	90, // 74: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
+	86, // 75: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	76, // [76:76] is the sub-list for method output_type
+	76, // [76:76] is the sub-list for method input_type
+	76, // [76:76] is the sub-list for extension type_name
+	76, // [76:76] is the sub-list for extension extendee
+	0,  // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_types_proto_init() }
@@ -8216,7 +8622,7 @@ func file_muster_v1_types_proto_init() {
 	if File_muster_v1_types_proto != nil {
 		return
 	}
-	file_muster_v1_types_proto_msgTypes[9].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[13].OneofWrappers = []any{
 		(*AgentCommand_ReservePorts)(nil),
 		(*AgentCommand_Start)(nil),
 		(*AgentCommand_Stop)(nil),
@@ -8227,10 +8633,10 @@ func file_muster_v1_types_proto_init() {
 		(*AgentCommand_CollectHangClues)(nil),
 		(*AgentCommand_CheckTorchConns)(nil),
 	}
-	file_muster_v1_types_proto_msgTypes[11].OneofWrappers = []any{}
 	file_muster_v1_types_proto_msgTypes[15].OneofWrappers = []any{}
-	file_muster_v1_types_proto_msgTypes[33].OneofWrappers = []any{}
-	file_muster_v1_types_proto_msgTypes[60].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[19].OneofWrappers = []any{}
+	file_muster_v1_types_proto_msgTypes[37].OneofWrappers = []any{}
+	file_muster_v1_types_proto_msgTypes[64].OneofWrappers = []any{
 		(*JobEvent_State)(nil),
 		(*JobEvent_Started)(nil),
 		(*JobEvent_Output)(nil),
@@ -8244,7 +8650,7 @@ func file_muster_v1_types_proto_init() {
 		(*JobEvent_NodeLost)(nil),
 		(*JobEvent_HangClues)(nil),
 	}
-	file_muster_v1_types_proto_msgTypes[78].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[82].OneofWrappers = []any{
 		(*HistoryCommand_Finished)(nil),
 		(*HistoryCommand_Expire)(nil),
 	}
@@ -8254,7 +8660,7 @@ func file_muster_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_types_proto_rawDesc), len(file_muster_v1_types_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   91,
+			NumMessages:   95,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
