@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -62,4 +65,87 @@ func TestOtherLaunchersFlags(t *testing.T) {
 			}
 		})
 	}
+}
+
+// -m MODULE and a .py program run under the worker's python3, as torchrun
+// runs them; --no-python runs the program as given, and a worker's own -m
+// after its command's first word stays the worker's.
+func TestPythonPrograms(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3")
+	}
+	dir := t.TempDir()
+	show := "import os, sys\nprint(os.environ['RANK'], sys.argv[1:])\n"
+	files := map[string]string{
+		"train.py":         show,
+		"pkg/__init__.py":  "",
+		"pkg/__main__.py":  show,
+		"shell.py":         "#!/bin/sh\necho as given $RANK \"$@\"\n",
+		"python-wrapper":   "#!/bin/sh\necho wrapped \"$@\"\nexec python3 \"$@\"\n",
+		"pkg/shown_too.py": show,
+	}
+	for name, text := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(text), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wrapper := "PYTHON_EXEC=" + filepath.Join(dir, "python-wrapper")
+	tests := []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{".py", nil, []string{"--nproc", "2", "train.py", "--lr", "1", "-m", "x"},
+			"[0] 0 ['--lr', '1', '-m', 'x']\n[1] 1 ['--lr', '1', '-m', 'x']\n"},
+		{".py after --", nil, []string{"--", "pkg/shown_too.py", "a"}, "[0] 0 ['a']\n"},
+		{"-m", nil, []string{"--nproc", "2", "-m", "pkg", "--lr", "1", "-m", "x"},
+			"[0] 0 ['--lr', '1', '-m', 'x']\n[1] 1 ['--lr', '1', '-m', 'x']\n"},
+		{"--module", nil, []string{"--module", "pkg"}, "[0] 0 []\n"},
+		{"the worker's own -m", nil, []string{"python3", "-m", "pkg", "b"}, "[0] 0 ['b']\n"},
+		{"--no-python", nil, []string{"--no-python", "./shell.py", "c"}, "[0] as given 0 c\n"},
+		{"--no_python", nil, []string{"--no_python", "./shell.py"}, "[0] as given 0\n"},
+		{"PYTHON_EXEC", []string{wrapper}, []string{"train.py", "d"}, "[0] wrapped -u train.py d\n[0] 0 ['d']\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			args := append([]string{"run", "--workdir", dir}, tt.args...)
+			cmd, out, errb := launcher(t, tt.env, args...)
+			r := wait(t, cmd, out, errb)
+			if r.code != 0 || !sameLines(r.stdout, tt.want) || r.stderr != "" {
+				t.Fatalf("launcher %s: exit %d\nstdout %q\nstderr %q\nwant exit 0 and %q", strings.Join(args, " "), r.code, r.stdout, r.stderr, tt.want)
+			}
+		})
+	}
+
+	r := runLauncher(t, "run", "--workdir", dir, "-m", "--no-python", "pkg")
+	if r.code != 2 || r.stdout != "" || !strings.HasPrefix(r.stderr, "launcher: -m runs a module under Python and --no-python runs the command as given: give one of them") {
+		t.Fatalf("-m with --no-python: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// sameLines says whether a and b hold the same lines, whatever their order:
+// ranks print at once.
+func sameLines(a, b string) bool {
+	la, lb := strings.SplitAfter(a, "\n"), strings.SplitAfter(b, "\n")
+	if len(la) != len(lb) {
+		return false
+	}
+	count := map[string]int{}
+	for i := range la {
+		count[la[i]]++
+		count[lb[i]]--
+	}
+	for _, n := range count {
+		if n != 0 {
+			return false
+		}
+	}
+	return true
 }

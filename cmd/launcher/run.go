@@ -86,6 +86,10 @@ func runCommand() *cli.Command {
 				&cli.BoolFlag{Name: "no-nccl-autodetect", Usage: "do not set NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_IB_GID_INDEX"},
 				&cli.BoolFlag{Name: "no-agent-store", Usage: "rank 0 hosts PyTorch's TCPStore on MASTER_PORT, as without an agent (by default node rank 0's agent serves it for the job's life, and workers get TORCHELASTIC_USE_AGENT_STORE=True)"},
 			),
+			cmdline.InCategory(catPython,
+				&cli.BoolFlag{Name: "module", Aliases: []string{"m"}, Usage: "the command is a Python module and its arguments: each worker runs python3 -u -m MODULE ARGS, as torchrun -m does (PYTHON_EXEC names another Python)"},
+				&cli.BoolFlag{Name: "no-python", Usage: "run a .py program as given, not under python3 -u as by default (also --no_python)"},
+			),
 			cmdline.InCategory(catOutput,
 				cmdline.Flag(f.stdin, "stdin", nil, "which rank reads the launcher's stdin: a `RANK`, all (a copy each) or none; the others get /dev/null"),
 				&cli.BoolFlag{Name: "tag-output", Value: true, Usage: "prefix each output line with [rank] (--no-tag-output turns it off)"},
@@ -120,6 +124,7 @@ func runCommand() *cli.Command {
 				&cli.BoolFlag{Name: "embedded", Usage: "run the store and an agent inside the launcher even when an agent serves this machine"},
 				&cli.StringFlag{Name: "gpu-devices", Usage: "declare this machine's GPUs (`LIST` of indices) instead of asking NVML; embedded default only", Hidden: true},
 			)...),
+			[]cli.Flag{&cli.BoolFlag{Name: "no_python", Hidden: true}},
 			cmdline.ForeignFlags(foreignRunFlags),
 		),
 		Action: func(c *cli.Context) error { return run(c, f) },
@@ -133,6 +138,11 @@ func run(c *cli.Context, f runFlags) error {
 	argv := c.Args().Slice()
 	if len(argv) == 0 {
 		return cmdline.Usagef(c, "no command given: launcher run [flags] -- COMMAND [ARGS...]")
+	}
+	py := launch.Python{Module: c.Bool("module"), NoPython: c.Bool("no-python") || c.Bool("no_python"), Exec: os.Getenv("PYTHON_EXEC")}
+	argv, err := py.Argv(argv)
+	if err != nil {
+		return cmdline.Usagef(c, "%s", err)
 	}
 	env, err := launch.ResolveEnv(f.env.Values(), os.LookupEnv)
 	if err != nil {
