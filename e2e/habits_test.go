@@ -142,7 +142,7 @@ func TestUsageErrorIsOneLine(t *testing.T) {
 	}{
 		{"not a number", []string{"run", "--nproc", "abc", "--", "true"}, "launcher: --nproc abc: not a whole number; see launcher run --help"},
 		{"mpirun's name", []string{"run", "-np", "four", "--", "true"}, "launcher: -np four: not a whole number; see launcher run --help"},
-		{"unknown flag", []string{"run", "--nprocs", "2", "--", "true"}, "launcher: unknown flag --nprocs; see launcher run --help"},
+		{"unknown flag", []string{"run", "--nprocs", "2", "--", "true"}, "launcher: unknown flag --nprocs (did you mean --nproc?); see launcher run --help"},
 		{"bad duration", []string{"run", "--timeout", "5x", "--", "true"}, "launcher: --timeout 5x: not a duration"},
 		{"below a millisecond", []string{"run", "--timeout", "500us", "--", "true"}, "launcher: --timeout 500us: below a millisecond"},
 		{"kill timeout below a millisecond", []string{"run", "--kill-timeout", "10ns", "--", "true"}, "launcher: --kill-timeout 10ns: below a millisecond"},
