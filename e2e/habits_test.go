@@ -113,6 +113,7 @@ func TestTorchrunAndMPISpellings(t *testing.T) {
 		{"-np=2"},
 		{"--nproc-per-node", "2"},
 		{"--nproc_per_node=2"},
+		{"-npernode", "2"},
 		{"--nproc", "3", "-np", "2"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
