@@ -131,21 +131,21 @@ func prepare(app *cli.App, args []string) {
 			return cli.Exit("", UsageExitCode)
 		}
 	}
-	app.OnUsageError = onUsageError(app.HelpName, args)
+	app.OnUsageError = onUsageError(app.HelpName, args, app.Flags)
 	var walk func(prefix string, cmds []*cli.Command)
 	walk = func(prefix string, cmds []*cli.Command) {
 		for _, c := range cmds {
 			name := prefix + " " + c.Name
-			c.OnUsageError = onUsageError(name, args)
+			c.OnUsageError = onUsageError(name, args, c.Flags)
 			walk(name, c.Subcommands)
 		}
 	}
 	walk(app.HelpName, app.Commands)
 }
 
-func onUsageError(helpName string, args []string) cli.OnUsageErrorFunc {
+func onUsageError(helpName string, args []string, flags []cli.Flag) cli.OnUsageErrorFunc {
 	return func(_ *cli.Context, err error, _ bool) error {
-		return cli.Exit(explain(err, args)+"; see "+helpName+" --help", UsageExitCode)
+		return cli.Exit(explain(err, args, flags)+"; see "+helpName+" --help", UsageExitCode)
 	}
 }
 
@@ -164,8 +164,9 @@ func helpName(c *cli.Context) string {
 }
 
 // explain turns a flag-parsing error into what the user wrote and what is
-// wrong with it, naming the flag as the user spelled it.
-func explain(err error, args []string) string {
+// wrong with it, naming the flag as the user spelled it; an unknown flag
+// gets the nearest of flags' names.
+func explain(err error, args []string, flags []cli.Flag) string {
 	// The errors of Go's flag package, which urfave/cli parses with;
 	// compiled here, on a usage error, rather than in every process.
 	const quoted = `"(?:[^"\\]|\\.)*"`
@@ -188,6 +189,9 @@ func explain(err error, args []string) string {
 		return fmt.Sprintf("%s=%s: want true or false", spelled(m[2], args), showArg(v))
 	}
 	if m := unknownFlag.FindStringSubmatch(msg); m != nil {
+		if near := nearest(m[1], flags); near != "" {
+			return fmt.Sprintf("unknown flag %s (did you mean %s?)", spelled(m[1], args), dashed(near))
+		}
 		return "unknown flag " + spelled(m[1], args)
 	}
 	if m := needsValue.FindStringSubmatch(msg); m != nil {

@@ -113,6 +113,7 @@ func TestTorchrunAndMPISpellings(t *testing.T) {
 		{"-np=2"},
 		{"--nproc-per-node", "2"},
 		{"--nproc_per_node=2"},
+		{"-npernode", "2"},
 		{"--nproc", "3", "-np", "2"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
@@ -142,7 +143,7 @@ func TestUsageErrorIsOneLine(t *testing.T) {
 	}{
 		{"not a number", []string{"run", "--nproc", "abc", "--", "true"}, "launcher: --nproc abc: not a whole number; see launcher run --help"},
 		{"mpirun's name", []string{"run", "-np", "four", "--", "true"}, "launcher: -np four: not a whole number; see launcher run --help"},
-		{"unknown flag", []string{"run", "--nprocs", "2", "--", "true"}, "launcher: unknown flag --nprocs; see launcher run --help"},
+		{"unknown flag", []string{"run", "--nprocs", "2", "--", "true"}, "launcher: unknown flag --nprocs (did you mean --nproc?); see launcher run --help"},
 		{"bad duration", []string{"run", "--timeout", "5x", "--", "true"}, "launcher: --timeout 5x: not a duration"},
 		{"below a millisecond", []string{"run", "--timeout", "500us", "--", "true"}, "launcher: --timeout 500us: below a millisecond"},
 		{"kill timeout below a millisecond", []string{"run", "--kill-timeout", "10ns", "--", "true"}, "launcher: --kill-timeout 10ns: below a millisecond"},
@@ -198,6 +199,7 @@ func TestRunHelpGroupsFlags(t *testing.T) {
 	}{
 		{"Placement", []string{"--nnodes", "--last-call", "--gpus", "--nproc", "--host", "--hostfile", "--exclude"}},
 		{"Environment", []string{"--env", "--workdir", "--isolate-gpus", "--no-nccl-autodetect", "--no-agent-store"}},
+		{"Python", []string{"--module", "--no-python"}},
 		{"Output", []string{"--stdin", "--tag-output", "--no-tag-output", "--events", "--output-ranks", "--timestamp-output", "--log-dir", "--verbose"}},
 		{"Failure handling", []string{"--timeout", "--kill-timeout", "--memory-limit", "--max-restarts", "--restart-on", "--no-restart-exit-codes",
 			"--restart-backoff", "--restart-backoff-max", "--health-check", "--health-check-timeout", "--hang-timeout", "--hang-first-timeout", "--hang-on-silence", "--forward-signals"}},

@@ -75,8 +75,8 @@ func runCommand() *cli.Command {
 				cmdline.Flag(f.nnodes, "nnodes", []string{"n"}, "number of `NODES`, or MIN:MAX for an elastic job: it starts once MIN fit and MAX are not all there after --last-call"),
 				cmdline.Flag(f.lastCall, "last-call", nil, "with -n MIN:MAX, how long a round waits for more nodes once MIN fit (`DURATION`)"),
 				cmdline.Flag(f.gpus, "gpus", nil, "`GPUS` per node; one worker per GPU unless --nproc says otherwise"),
-				cmdline.WithDefaultText(cmdline.Flag(f.nproc, "nproc", []string{"np", "nproc-per-node", "nproc_per_node"},
-					"`WORKERS` per node, 1 or more (without --gpus: workers with no GPU); also -np, --nproc-per-node, --nproc_per_node"),
+				cmdline.WithDefaultText(cmdline.Flag(f.nproc, "nproc", []string{"np", "nproc-per-node", "nproc_per_node", "npernode"},
+					"`WORKERS` per node, 1 or more (without --gpus: workers with no GPU); also -np, --nproc-per-node, --nproc_per_node, -npernode"),
 					"one per GPU, else 1"),
 			}, placementFlags()...)...),
 			cmdline.InCategory(catEnvironment,
@@ -86,12 +86,16 @@ func runCommand() *cli.Command {
 				&cli.BoolFlag{Name: "no-nccl-autodetect", Usage: "do not set NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_IB_GID_INDEX"},
 				&cli.BoolFlag{Name: "no-agent-store", Usage: "rank 0 hosts PyTorch's TCPStore on MASTER_PORT, as without an agent (by default node rank 0's agent serves it for the job's life, and workers get TORCHELASTIC_USE_AGENT_STORE=True)"},
 			),
+			cmdline.InCategory(catPython,
+				&cli.BoolFlag{Name: "module", Aliases: []string{"m"}, Usage: "the command is a Python module and its arguments: each worker runs python3 -u -m MODULE ARGS, as torchrun -m does (PYTHON_EXEC names another Python)"},
+				&cli.BoolFlag{Name: "no-python", Usage: "run a .py program as given, not under python3 -u as by default (also --no_python)"},
+			),
 			cmdline.InCategory(catOutput,
 				cmdline.Flag(f.stdin, "stdin", nil, "which rank reads the launcher's stdin: a `RANK`, all (a copy each) or none; the others get /dev/null"),
 				&cli.BoolFlag{Name: "tag-output", Value: true, Usage: "prefix each output line with [rank] (--no-tag-output turns it off)"},
 				&cli.BoolFlag{Name: "no-tag-output", Usage: "print output lines as they are, untagged (a last line without its newline gets one, so that ranks' lines stay apart)"},
 				&cli.StringFlag{Name: "events", TakesFile: true, Usage: "append the job's lifecycle to `FILE` as JSON lines: submitted, waiting, each round (nodes, unique-ID hash), each rank's start and exit, node lost, restart, ended"},
-				cmdline.Flag(f.outputRanks, "output-ranks", nil, "print only these ranks' output (`LIST`: 0,2-5); --log-dir still gets every rank's"),
+				cmdline.Flag(f.outputRanks, "output-ranks", []string{"local-ranks-filter", "local_ranks_filter"}, "print only these ranks' output (`LIST`: 0,2-5); --log-dir still gets every rank's; also --local-ranks-filter"),
 				&cli.BoolFlag{Name: "timestamp-output", Usage: "prefix each output line with the time the launcher got it (UTC, RFC 3339 with milliseconds)"},
 				&cli.StringFlag{Name: "log-dir", Usage: "write each rank's stdout to `DIR`/JOB-ID/rank-N.log and its stderr to rank-N.err.log (each job a directory of its own)"},
 				&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log what the store and agent do"},
@@ -100,7 +104,7 @@ func runCommand() *cli.Command {
 				cmdline.Flag(f.timeout, "timeout", nil, "wall-clock limit for the job (`DURATION`: 30s, 2h, or seconds; 0 for none); exit code 124 when reached"),
 				cmdline.Flag(f.killTimeout, "kill-timeout", nil, "grace between SIGTERM and SIGKILL when stopping workers (`DURATION`: 30s, 2m, or seconds)"),
 				cmdline.WithDefaultText(cmdline.Flag(f.memoryLimit, "memory-limit", nil, "each worker's memory limit (`SIZE`: 512M, 2G), in a cgroup of its own: past it the kernel's OOM killer kills it, and muster says so"), "none"),
-				cmdline.Flag(f.maxRestarts, "max-restarts", nil, "after a failed worker or a lost node, start the job again (a new unique ID, an empty TCPStore), up to `K` times in all (TORCHELASTIC_RESTART_COUNT counts them)"),
+				cmdline.Flag(f.maxRestarts, "max-restarts", []string{"max_restarts"}, "after a failed worker or a lost node, start the job again (a new unique ID, an empty TCPStore), up to `K` times in all (TORCHELASTIC_RESTART_COUNT counts them)"),
 				&cli.StringFlag{Name: "restart-on", Value: "any", Usage: "which failures --max-restarts restarts: `any` (a failed worker or a lost node) or node-loss"},
 				cmdline.Flag(f.noRestartCodes, "no-restart-exit-codes", nil, "a worker exiting with one of these codes (a comma-separated `LIST`, e.g. 93) fails the job without a restart"),
 				cmdline.Flag(f.backoff, "restart-backoff", nil, "wait before the first restart's round (`DURATION`), doubled for each restart after a round that ran under 5 minutes; 0 for none"),
@@ -120,15 +124,25 @@ func runCommand() *cli.Command {
 				&cli.BoolFlag{Name: "embedded", Usage: "run the store and an agent inside the launcher even when an agent serves this machine"},
 				&cli.StringFlag{Name: "gpu-devices", Usage: "declare this machine's GPUs (`LIST` of indices) instead of asking NVML; embedded default only", Hidden: true},
 			)...),
+			[]cli.Flag{&cli.BoolFlag{Name: "no_python", Hidden: true}},
+			cmdline.ForeignFlags(foreignRunFlags),
 		),
 		Action: func(c *cli.Context) error { return run(c, f) },
 	}
 }
 
 func run(c *cli.Context, f runFlags) error {
+	if err := cmdline.CheckForeign(c, foreignRunFlags); err != nil {
+		return err
+	}
 	argv := c.Args().Slice()
 	if len(argv) == 0 {
 		return cmdline.Usagef(c, "no command given: launcher run [flags] -- COMMAND [ARGS...]")
+	}
+	py := launch.Python{Module: c.Bool("module"), NoPython: c.Bool("no-python") || c.Bool("no_python"), Exec: os.Getenv("PYTHON_EXEC")}
+	argv, err := py.Argv(argv)
+	if err != nil {
+		return cmdline.Usagef(c, "%s", err)
 	}
 	env, err := launch.ResolveEnv(f.env.Values(), os.LookupEnv)
 	if err != nil {
