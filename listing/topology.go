@@ -96,7 +96,7 @@ func writeTopology(w io.Writer, t *Topology) {
 		fmt.Fprintln(w, "  GPUs: none found in sysfs")
 	}
 	for _, g := range t.GPUs {
-		nic := "none near"
+		nic := "none (none shares its switch or NUMA node)"
 		if g.NearestNIC != "" {
 			nic = fmt.Sprintf("%s (same %s)", g.NearestNIC, map[string]string{"switch": "PCI switch", "numa": "NUMA node"}[g.NearestBy])
 		}

@@ -58,7 +58,7 @@ func TestDoctorTopologyText(t *testing.T) {
 		"  allowed CPUs: 0-223 (2 threads per core)\n",
 		"  NUMA node 0: CPUs 0-55,112-167, distances 10 21\n",
 		"  GPU 0 (nvidia) 0000:1b:00.0: NUMA node 0, switch 0000:16:00.0, nearest NIC mlx5_0 (same PCI switch)\n",
-		"  GPU 1 (nvidia) 0000:00:05.0: NUMA node none, switch none, nearest NIC none near\n",
+		"  GPU 1 (nvidia) 0000:00:05.0: NUMA node none, switch none, nearest NIC none (none shares its switch or NUMA node)\n",
 		"  NIC mlx5_0 (rdma) 0000:1a:00.0: NUMA node 0, switch 0000:16:00.0\n",
 		"  - a note\n",
 	} {
