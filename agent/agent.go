@@ -458,6 +458,7 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 			}
 		} else {
 			sup.run(ctx, js)
+			js.removeJobDir()
 			js.removeCgroups()
 			js.mpi.close()
 			js.files.feed.close()

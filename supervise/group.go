@@ -47,8 +47,9 @@ type Spec struct {
 	Grace time.Duration
 	// Unkillable bounds the wait for a process that outlives SIGKILL.
 	Unkillable time.Duration
-	// JobDir, when set, is removed once every descendant has ended, even if
-	// the agent died first.
+	// JobDir, when set, is removed by the shim once every descendant has
+	// ended if the agent died first; a live agent removes it itself, once
+	// it has read what the workers left there.
 	JobDir string
 	// Lock, when set, is held by the shim until it exits: the job directory's
 	// lock, which tells a later agent that the directory is still in use.

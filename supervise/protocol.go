@@ -34,7 +34,8 @@ type shimSpec struct {
 	Grace time.Duration
 	// Unkillable bounds the wait for processes that outlive SIGKILL.
 	Unkillable time.Duration
-	// JobDir, when set, is removed once every descendant has ended.
+	// JobDir, when set, is removed once every descendant has ended, by the
+	// shim when the agent is gone.
 	JobDir  string
 	Workers []shimWorker
 	// Env holds each distinct environment entry of the workers once: their

@@ -409,7 +409,9 @@ func hasChildren() bool {
 }
 
 func (s *shim) finish() int {
-	if s.spec.JobDir != "" {
+	// A live agent reads what the workers left there first (a failed
+	// rank's error file), then removes it.
+	if s.spec.JobDir != "" && s.agentGone {
 		os.RemoveAll(s.spec.JobDir)
 	}
 	if dir := s.spec.JobCgroup; dir != "" && s.agentGone {
