@@ -183,7 +183,9 @@ func ErrorMessage(err error) string {
 	if m, found := strings.CutPrefix(msg, "transport: Error while dialing: "); found {
 		return dialMessage(m)
 	}
-	if msg == "error reading server preface: EOF" {
+	// A TLS store closes a plain connection, or resets it when the bytes it
+	// read are still unread on its side.
+	if msg == "error reading server preface: EOF" || msg == "error reading server preface: connection reset by peer" {
 		return "the store closed the connection before answering: if it serves TLS, give --tls-ca its CA"
 	}
 	return msg
