@@ -659,24 +659,7 @@ func validDevName(s string) bool { return sysfs.ValidName(s) }
 // numbers (mlx5_2 before mlx5_10), then by port.
 func portLess(a, b rdmaPort) bool {
 	if a.Dev != b.Dev {
-		ap, an := splitNum(a.Dev)
-		bp, bn := splitNum(b.Dev)
-		if ap != bp || an == bn {
-			return a.Dev < b.Dev
-		}
-		return an < bn
+		return sysfs.CompareNames(a.Dev, b.Dev) < 0
 	}
 	return a.Port < b.Port
-}
-
-func splitNum(s string) (string, int) {
-	i := len(s)
-	for i > 0 && s[i-1] >= '0' && s[i-1] <= '9' && len(s)-i < 9 {
-		i--
-	}
-	n, err := strconv.Atoi(s[i:])
-	if err != nil {
-		return s, -1
-	}
-	return s[:i], n
 }

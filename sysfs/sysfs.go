@@ -4,9 +4,12 @@
 package sysfs
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 )
 
 // Read reads the file at path, refusing one longer than limit bytes.
@@ -38,4 +41,29 @@ func ValidName(s string) bool {
 		}
 	}
 	return true
+}
+
+// CompareNames orders device names with trailing numbers compared as
+// numbers (mlx5_2 before mlx5_10), and otherwise as text.
+func CompareNames(a, b string) int {
+	ap, an := splitNum(a)
+	bp, bn := splitNum(b)
+	if ap != bp || an == bn {
+		return strings.Compare(a, b)
+	}
+	return cmp.Compare(an, bn)
+}
+
+// splitNum cuts a name's trailing number (at most 9 digits) off it; -1
+// when it has none.
+func splitNum(s string) (string, int) {
+	i := len(s)
+	for i > 0 && s[i-1] >= '0' && s[i-1] <= '9' && len(s)-i < 9 {
+		i--
+	}
+	n, err := strconv.Atoi(s[i:])
+	if err != nil {
+		return s, -1
+	}
+	return s[:i], n
 }

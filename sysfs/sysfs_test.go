@@ -39,3 +39,21 @@ func TestValidName(t *testing.T) {
 		}
 	}
 }
+
+func TestCompareNames(t *testing.T) {
+	for _, tt := range []struct {
+		a, b string
+		want int
+	}{
+		{"mlx5_2", "mlx5_10", -1},
+		{"mlx5_10", "mlx5_2", 1},
+		{"mlx5_1", "mlx5_1", 0},
+		{"eth0", "mlx5_0", -1},
+		{"ibp12s0", "ibp9s0", -1}, // the trailing number is 0 in both: as text
+		{"eno", "eno1", -1},
+	} {
+		if got := CompareNames(tt.a, tt.b); got != tt.want {
+			t.Errorf("CompareNames(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+	}
+}

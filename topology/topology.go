@@ -431,23 +431,4 @@ func comparePCI(x, y string) int {
 
 // compareNames orders device names with trailing numbers as numbers
 // (mlx5_2 before mlx5_10).
-func compareNames(a, b string) int {
-	ap, an := splitNum(a)
-	bp, bn := splitNum(b)
-	if ap != bp || an == bn {
-		return cmp.Compare(a, b)
-	}
-	return cmp.Compare(an, bn)
-}
-
-func splitNum(s string) (string, int) {
-	i := len(s)
-	for i > 0 && s[i-1] >= '0' && s[i-1] <= '9' && len(s)-i < 9 {
-		i--
-	}
-	n, err := strconv.Atoi(s[i:])
-	if err != nil {
-		return s, -1
-	}
-	return s[:i], n
-}
+func compareNames(a, b string) int { return sysfs.CompareNames(a, b) }
