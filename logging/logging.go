@@ -3,9 +3,40 @@
 package logging
 
 import (
+	"fmt"
+
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"golang.org/x/sys/unix"
 )
+
+// Formats a daemon's log takes (--log-format): auto is console lines when
+// stderr is a terminal, JSON otherwise (journald, a container's log, a file).
+const (
+	FormatAuto    = "auto"
+	FormatConsole = "console"
+	FormatJSON    = "json"
+)
+
+// ParseFormat checks a --log-format value.
+func ParseFormat(s string) (string, error) {
+	switch s {
+	case "", FormatAuto:
+		return FormatAuto, nil
+	case FormatConsole, FormatJSON:
+		return s, nil
+	}
+	return "", fmt.Errorf("--log-format %q: want auto, console or json", s)
+}
+
+// ConsoleFor says whether format writes console lines to stderr now.
+func ConsoleFor(format string) bool {
+	if format != FormatAuto {
+		return format == FormatConsole
+	}
+	_, err := unix.IoctlGetTermios(2, unix.TCGETS)
+	return err == nil
+}
 
 // Config says what a command logs.
 type Config struct {

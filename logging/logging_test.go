@@ -37,3 +37,15 @@ func TestNew(t *testing.T) {
 		})
 	}
 }
+
+func TestParseFormat(t *testing.T) {
+	for in, want := range map[string]string{"": FormatAuto, "auto": FormatAuto, "console": FormatConsole, "json": FormatJSON, "text": "", "JSON": ""} {
+		got, err := ParseFormat(in)
+		if got != want || (err != nil) != (want == "") {
+			t.Errorf("ParseFormat(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if !ConsoleFor(FormatConsole) || ConsoleFor(FormatJSON) {
+		t.Error("an explicit format is not what ConsoleFor says")
+	}
+}

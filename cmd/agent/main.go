@@ -84,6 +84,7 @@ func main() {
 			cmdline.WithEnv(cmdline.Flag(historyJobs, "history-max-jobs", nil, "keep at most `N` finished jobs in the store's history; the oldest go first"), "MUSTER_HISTORY_MAX_JOBS"),
 			cmdline.WithEnv(cmdline.Flag(historyAge, "history-max-age", nil, "keep a finished job in the store's history for `DURATION` (168h is a week)"), "MUSTER_HISTORY_MAX_AGE"),
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, EnvVars: []string{"MUSTER_VERBOSE"}, Usage: "log debug detail, memberlist's own lines included"},
+			&cli.StringFlag{Name: "log-format", Value: "auto", EnvVars: []string{"MUSTER_LOG_FORMAT"}, Usage: "`auto` (lines for a person when stderr is a terminal, JSON otherwise), console or json"},
 		},
 		Action: func(c *cli.Context) error {
 			kept := ranklog.Config{Dir: c.String("rank-logs"), MaxBytes: keptSize.Value(), MaxAge: keptAge.Value()}
@@ -140,7 +141,11 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout, healthTi
 	if err := cluster.CheckNodeTimeout(nodeTimeout); err != nil {
 		return cmdline.Usagef(c, "--node-timeout (MUSTER_NODE_TIMEOUT) %s: want %s to %s", nodeTimeout, cluster.MinNodeTimeout, cluster.MaxNodeTimeout)
 	}
-	log, err := logging.New(logging.Config{Level: zapcore.InfoLevel, Verbose: c.Bool("verbose")})
+	format, err := logging.ParseFormat(c.String("log-format"))
+	if err != nil {
+		return cmdline.Usagef(c, "%s", err)
+	}
+	log, err := logging.New(logging.Config{Level: zapcore.InfoLevel, Verbose: c.Bool("verbose"), Console: logging.ConsoleFor(format)})
 	if err != nil {
 		return err
 	}

@@ -96,6 +96,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"MUSTER_METRICS_ADDR"}, Usage: metricsAddrUsage},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print what was detected and decided, and exit"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, EnvVars: []string{"MUSTER_VERBOSE"}, Usage: "log what the store and agent do"},
+			&cli.StringFlag{Name: "log-format", Value: "auto", EnvVars: []string{"MUSTER_LOG_FORMAT"}, Usage: "`auto` (lines for a person when stderr is a terminal, JSON otherwise), console or json"},
 		},
 		Action: func(c *cli.Context) error { return run(c, f) },
 	}
@@ -152,7 +153,11 @@ func run(c *cli.Context, f runFlags) error {
 	}
 	// What a node of agent run has to say, it prints; the store's and the
 	// agent's logs show their errors only, unless asked.
-	if plan.Logger, err = logging.New(logging.Config{Level: zapcore.ErrorLevel, Verbose: c.Bool("verbose")}); err != nil {
+	format, err := logging.ParseFormat(c.String("log-format"))
+	if err != nil {
+		return cmdline.Usagef(c, "%s", err)
+	}
+	if plan.Logger, err = logging.New(logging.Config{Level: zapcore.ErrorLevel, Verbose: c.Bool("verbose"), Console: logging.ConsoleFor(format)}); err != nil {
 		return err
 	}
 	defer plan.Logger.Sync()
