@@ -101,7 +101,7 @@ func main() {
 			history := jobhistory.Config{Dir: dataDir, MaxJobs: int(historyJobs.Int32()), MaxAge: historyAge.Value()}
 			return runAgent(c, nodeRank.Int32(), killTimeout.Value(), nodeTimeout.Value(), healthTimeout.Value(), kept, history)
 		},
-		Commands: []*cli.Command{cmdline.RunsCommand(runCommand())},
+		Commands: []*cli.Command{cmdline.RunsCommand(runCommand()), cmdline.CompletionCommand()},
 	}
 	os.Exit(cmdline.Run(app, os.Args))
 }

@@ -27,6 +27,7 @@ func main() {
 			cancelCommand(),
 			logsCommand(),
 			certsCommand(),
+			cmdline.CompletionCommand(),
 		},
 	}
 	os.Exit(cmdline.Run(app, os.Args))
