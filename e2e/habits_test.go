@@ -426,3 +426,19 @@ func TestStartFailuresNameTheCause(t *testing.T) {
 		})
 	}
 }
+
+// The same bad hostfile line is the same usage error (exit 2) from
+// launcher hostfile as from launcher run --hostfile, naming the file and line.
+func TestBadHostfileLineExitsTwoEverywhere(t *testing.T) {
+	t.Parallel()
+	bad := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(bad, []byte("node01 slots=4\nnode02 slots=x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"hostfile", "--hostfile", bad}, {"run", "--hostfile", bad, "--", "true"}} {
+		r := runLauncher(t, args...)
+		if r.code != 2 || !strings.Contains(r.stderr, bad+":2: slots must be a positive integer") {
+			t.Errorf("launcher %s: exit %d, want 2 naming %s:2; stderr:\n%s", args[0], r.code, bad, r.stderr)
+		}
+	}
+}

@@ -30,7 +30,7 @@ func TestHostlistAndHostfileCommands(t *testing.T) {
 		{"-H", []string{"hostfile", "--format", "mpich", "-H", "a:2,b"}, nil, 0, "a:2\nb:1\n", ""},
 		{"slurm allocation", []string{"hostfile", "--format", "openmpi"},
 			[]string{"SLURM_JOB_NODELIST=gpu[1-2]", "SLURM_TASKS_PER_NODE=8(x2)"}, 0, "gpu1 slots=8\ngpu2 slots=8\n", ""},
-		{"bad file names its line", []string{"hostfile", "--format", "mpich", "--hostfile", bad}, nil, 1, "", bad + ":2:"},
+		{"bad file names its line", []string{"hostfile", "--format", "mpich", "--hostfile", bad}, nil, 2, "", bad + ":2:"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/musterhq/muster/cmdline"
 	"github.com/musterhq/muster/hostfile"
 	"github.com/musterhq/muster/listing"
 	"github.com/urfave/cli/v2"
@@ -41,8 +42,9 @@ func hostfileCommand() *cli.Command {
 			outputFlag("", "print the hosts as a table, a wide one, or a HostList instead of a hostfile"),
 		},
 		Action: func(c *cli.Context) error {
+			// Bad input is a usage error (exit 2), as under launcher run.
 			if c.NArg() > 0 {
-				return fmt.Errorf("hostfile: unexpected argument %q", c.Args().First())
+				return cmdline.Usagef(c, "unexpected argument %q", c.Args().First())
 			}
 			out, err := hostsOutput(c)
 			if err != nil {
@@ -50,14 +52,14 @@ func hostfileCommand() *cli.Command {
 			}
 			format := hostfile.Format(c.String("format"))
 			if !validFormat(format) {
-				return fmt.Errorf("--format: unknown format %q (want %s)",
+				return cmdline.Usagef(c, "--format: unknown format %q (want %s)",
 					format, strings.Join(formats, ", "))
 			}
 			if c.IsSet("hostfile") && c.String("hostfile") == "" {
-				return errors.New("--hostfile: empty file name")
+				return cmdline.Usagef(c, "--hostfile: empty file name")
 			}
 			if c.IsSet("hostfile") && c.IsSet("host") {
-				return errors.New("give --hostfile or -H, not both")
+				return cmdline.Usagef(c, "give --hostfile or -H, not both")
 			}
 			hosts, err := hostfile.Resolve(hostfile.Sources{
 				File:   c.String("hostfile"),
@@ -65,10 +67,10 @@ func hostfileCommand() *cli.Command {
 				Getenv: os.Getenv,
 			})
 			if errors.Is(err, hostfile.ErrNoHosts) {
-				return errors.New("no hosts: give --hostfile or -H, or run inside a Slurm allocation")
+				return cmdline.Usagef(c, "no hosts: give --hostfile or -H, or run inside a Slurm allocation")
 			}
 			if err != nil {
-				return err
+				return cmdline.Usagef(c, "%s", err)
 			}
 			if out != "" {
 				return listing.WriteHosts(c.App.Writer, out, listing.Hosts(hosts))
