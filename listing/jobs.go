@@ -140,21 +140,16 @@ func NewJobTable(w io.Writer, f Format) *JobTable {
 	return &JobTable{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0), wide: f == Wide}
 }
 
-func (t *JobTable) writeHeader() {
-	if t.header {
-		return
+// jobColumns are the table's headers, wide or not.
+func jobColumns(wide bool) []string {
+	if wide {
+		return []string{"JOB", "NAME", "STATE", "EXIT", "USER", "NODES", "ROUNDS", "RESTARTS", "SUBMITTED", "STARTED", "ENDED", "COMMAND", "SUMMARY"}
 	}
-	t.header = true
-	if t.wide {
-		fmt.Fprintln(t.tw, "JOB\tNAME\tSTATE\tEXIT\tUSER\tNODES\tROUNDS\tRESTARTS\tSUBMITTED\tSTARTED\tENDED\tCOMMAND\tSUMMARY")
-	} else {
-		fmt.Fprintln(t.tw, "JOB\tSTATE\tEXIT\tUSER\tNODES\tSTARTED\tENDED\tROUNDS\tCOMMAND\tSUMMARY")
-	}
+	return []string{"JOB", "STATE", "EXIT", "USER", "NODES", "STARTED", "ENDED", "ROUNDS", "COMMAND", "SUMMARY"}
 }
 
-// Row adds a job's row, after the header if none was written yet.
-func (t *JobTable) Row(j Job) {
-	t.writeHeader()
+// jobCells are a job's row, in jobColumns' order.
+func jobCells(j Job, wide bool) []string {
 	exit, user := j.exitCell(), j.userCell()
 	command := strings.Join(j.Command, " ")
 	cell := func(s *string) string {
@@ -163,17 +158,30 @@ func (t *JobTable) Row(j Job) {
 		}
 		return *s
 	}
-	if !t.wide {
-		fmt.Fprintf(t.tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", j.ID, j.State, exit, user, orDash(nodesCell(j.Nodes, nodesCellWidth)),
-			cell(j.StartTime), cell(j.EndTime), j.Rounds, command, orDash(j.Summary))
-		return
+	if !wide {
+		return []string{j.ID, j.State, exit, user, orDash(nodesCell(j.Nodes, nodesCellWidth)),
+			cell(j.StartTime), cell(j.EndTime), fmt.Sprint(j.Rounds), command, orDash(j.Summary)}
 	}
 	restarts := fmt.Sprint(j.Restarts)
 	if j.MaxRestarts > 0 {
 		restarts = fmt.Sprintf("%d/%d", j.Restarts, j.MaxRestarts)
 	}
-	fmt.Fprintf(t.tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, orDash(j.Name), j.State, exit, user,
-		orDash(hostfile.Compress(j.Nodes)), j.Rounds, restarts, cell(j.SubmitTime), cell(j.StartTime), cell(j.EndTime), command, orDash(j.Summary))
+	return []string{j.ID, orDash(j.Name), j.State, exit, user, orDash(hostfile.Compress(j.Nodes)), fmt.Sprint(j.Rounds), restarts,
+		cell(j.SubmitTime), cell(j.StartTime), cell(j.EndTime), command, orDash(j.Summary)}
+}
+
+func (t *JobTable) writeHeader() {
+	if t.header {
+		return
+	}
+	t.header = true
+	fmt.Fprintln(t.tw, strings.Join(jobColumns(t.wide), "\t"))
+}
+
+// Row adds a job's row, after the header if none was written yet.
+func (t *JobTable) Row(j Job) {
+	t.writeHeader()
+	fmt.Fprintln(t.tw, strings.Join(jobCells(j, t.wide), "\t"))
 }
 
 // nodesCellWidth bounds the table's NODES cell: one cell wider than that
@@ -214,25 +222,54 @@ func (t *JobTable) Flush() error {
 // JobWatch writes the jobs of a watch as they come: table rows under one
 // header, one compact JSON object a line, or one YAML document each.
 type JobWatch struct {
-	w     io.Writer
-	f     Format
-	table *JobTable
+	w      io.Writer
+	f      Format
+	widths []int // the table's columns, fixed at the header: rows come one at a time
 }
+
+// watchWidths are a watch's columns: wide enough for most of their cells
+// (IDs, states, RFC 3339 times), so that rows written one at a time line up
+// under the header; a longer cell pushes only its own row.
+var watchWidths = map[string]int{"JOB": 15, "NAME": 12, "STATE": 10, "EXIT": 5, "USER": 10, "NODES": nodesCellWidth,
+	"ROUNDS": 6, "RESTARTS": 8, "SUBMITTED": 20, "STARTED": 20, "ENDED": 20, "COMMAND": 24}
 
 // NewJobWatch writes a watch's jobs to w in f.
 func NewJobWatch(w io.Writer, f Format) *JobWatch {
-	jw := &JobWatch{w: w, f: f}
-	if !f.Structured() {
-		jw.table = NewJobTable(w, f)
-	}
-	return jw
+	return &JobWatch{w: w, f: f}
 }
 
 // Write writes one job's change at once.
 func (jw *JobWatch) Write(j Job) error {
-	if jw.table != nil {
-		jw.table.Row(j)
-		return jw.table.Flush()
+	if jw.f.Structured() {
+		return WriteStream(jw.w, jw.f, j)
 	}
-	return WriteStream(jw.w, jw.f, j)
+	wide := jw.f == Wide
+	if jw.widths == nil {
+		cols := jobColumns(wide)
+		for _, c := range cols {
+			jw.widths = append(jw.widths, max(watchWidths[c], len(c)))
+		}
+		if _, err := io.WriteString(jw.w, padRow(cols, jw.widths)); err != nil {
+			return err
+		}
+	}
+	_, err := io.WriteString(jw.w, padRow(jobCells(j, wide), jw.widths))
+	return err
+}
+
+// padRow is a row's cells, each but the last padded to its width and two
+// spaces apart.
+func padRow(cells []string, widths []int) string {
+	var b strings.Builder
+	for i, c := range cells {
+		b.WriteString(c)
+		if i == len(cells)-1 {
+			break
+		}
+		for n := utf8.RuneCountInString(c); n < widths[i]+2; n++ {
+			b.WriteByte(' ')
+		}
+	}
+	b.WriteByte('\n')
+	return b.String()
 }

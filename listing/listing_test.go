@@ -430,3 +430,30 @@ func TestDescribeSchedule(t *testing.T) {
 		}
 	}
 }
+
+// Rows of a watch come one at a time, and still line up under its header.
+func TestJobWatchRowsLineUp(t *testing.T) {
+	var b strings.Builder
+	jw := NewJobWatch(&b, Table)
+	start := "2026-11-28T03:04:05Z"
+	for _, j := range []Job{
+		{ID: "j-1", State: "pending", User: "ada", Command: []string{"true"}},
+		{ID: "j-0123456789ab", State: "running", User: "a-long-user", Nodes: []string{"node01", "node02"}, Rounds: 1, StartTime: &start, Command: []string{"python", "train.py"}},
+	} {
+		if err := jw.Write(j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines:\n%s", len(lines), b.String())
+	}
+	for _, col := range []string{"STATE", "EXIT", "USER", "NODES", "STARTED", "ENDED", "ROUNDS", "COMMAND"} {
+		at := strings.Index(lines[0], col)
+		for _, row := range lines[1:] {
+			if at >= len(row) || row[at-1] != ' ' || row[at] == ' ' {
+				t.Errorf("column %s (at %d) does not start a cell in %q", col, at, row)
+			}
+		}
+	}
+}
