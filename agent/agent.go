@@ -99,6 +99,9 @@ type Agent struct {
 	log    *zap.Logger
 	client *storeclient.Client
 	node   *musterv1.Node
+	// topo is the node's topology, read once at start: each worker's
+	// binding is computed from it. Nil when not read (tests).
+	topo *topology.Topology
 	// rankLogs keeps the jobs' ranks' output; nil when none is kept.
 	rankLogs    *ranklog.Store
 	rankLogsErr error  // why rankLogs is nil, when it was asked for
@@ -227,14 +230,15 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 		return nil, err
 	}
 	// NumCPU counts the CPUs the process may run on (its affinity mask).
+	topo := topology.Read(cmp.Or(cfg.TopologyRoot, "/"))
 	node := &musterv1.Node{Name: cfg.Name, Addr: cfg.Addr, Rank: cfg.Rank, GpuError: cfg.GPUError, Cpus: int32(runtime.NumCPU()),
-		Topology: topology.Read(cmp.Or(cfg.TopologyRoot, "/")).Proto()}
+		Topology: topo.Proto()}
 	for _, d := range cfg.GPUs {
 		node.Gpus = append(node.Gpus, &musterv1.GPU{Index: int32(d.Index), Uuid: d.UUID, Name: d.Name, MemoryBytes: d.MemoryBytes})
 	}
 	actx, cancel := context.WithCancel(context.Background())
 	a = &Agent{
-		cfg: cfg, log: cfg.Logger, client: c, node: node, rankLogs: kept, rankLogsErr: keptErr, storeAddr: cfg.StoreAddr, key: newNodeKey(), ctx: actx, cancel: cancel, spare: cfg.Spare,
+		cfg: cfg, log: cfg.Logger, client: c, node: node, topo: topo, rankLogs: kept, rankLogsErr: keptErr, storeAddr: cfg.StoreAddr, key: newNodeKey(), ctx: actx, cancel: cancel, spare: cfg.Spare,
 		jobs:        map[string]*jobRun{},
 		ports:       map[string][]net.Listener{},
 		torchStores: map[string]*torchStore{},

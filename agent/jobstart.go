@@ -242,6 +242,7 @@ func (js *jobStart) planWorkers() error {
 		env := envprop.Build(in)
 		pl := workerPlan{rank: in.Rank(), localRank: l, gpus: in.LocalGPUs(), spec: workerSpec{
 			argv: argv, env: env, dir: js.workdir, cred: js.cred, stdin: js.files.feed.reader(l)}}
+		pl.binding = bindingOf(js.a.topo, pl.gpus)
 		// Only the agent's own path is read: another one may be anything.
 		if file, _ := envprop.Lookup(env, envprop.TorchelasticErrorFile); file == envprop.ErrorFilePath(js.files.dir, pl.rank) {
 			pl.errorFile = file

@@ -70,6 +70,9 @@ type workerPlan struct {
 	// gpus are the worker's share of the node's GPUs, those an XID error
 	// of which it is reported to die of.
 	gpus []int
+	// binding is where its GPUs sit, sent with its start; nil when the
+	// node's topology was not read.
+	binding *musterv1.WorkerBinding
 	// errorFile is its TORCHELASTIC_ERROR_FILE when the agent chose it
 	// (read after a failure); "" when the user chose another.
 	errorFile string
@@ -325,7 +328,7 @@ func (s *Supervisor) run(ctx context.Context, js *jobStart) {
 				w.watch.pid.Store(int32(ev.Pid))
 			}
 			s.pub.publish(&musterv1.JobEvent{JobId: s.job, Event: &musterv1.JobEvent_Started{Started: &musterv1.WorkerStarted{
-				Rank: int32(w.plan.rank), LocalRank: int32(w.plan.localRank), Node: s.node, Pid: int32(ev.Pid)}}})
+				Rank: int32(w.plan.rank), LocalRank: int32(w.plan.localRank), Node: s.node, Pid: int32(ev.Pid), Binding: w.plan.binding}}})
 			continue
 		}
 		st := exitStatus{code: ev.Code, signal: ev.Signal}

@@ -42,7 +42,6 @@ func TestOtherLaunchersFlags(t *testing.T) {
 		{"-N", []string{"-N", "2"}, 2, "", "launcher: -N: mpirun's -N is workers per node, --nproc here; srun's is nodes, -n (--nnodes) here"},
 		{"--bind-to", []string{"--bind-to", "core"}, 2, "", "launcher: --bind-to: muster does not bind workers to cores or NUMA nodes yet"},
 		{"--map-by", []string{"--map-by", "socket"}, 2, "", "launcher: --map-by: muster does not bind workers"},
-		{"--report-bindings", []string{"--report-bindings"}, 2, "", "launcher: --report-bindings: muster does not bind workers"},
 		{"refused among no-ops", []string{"--standalone", "--node-rank", "0"}, 2, "", "launcher: --node-rank: "},
 	}
 	for _, tt := range tests {

@@ -64,6 +64,9 @@ type Config struct {
 	// (--output-ranks); TimestampOutput stamps each line (--timestamp-output).
 	OutputRanks     func(rank int32) bool
 	TimestampOutput bool
+	// ReportBindings has the host print each rank's binding as it starts
+	// (--report-bindings).
+	ReportBindings bool
 	// Token is the cluster token every node shares.
 	Token string
 	// Name and Addr are this node's name (default: the host name) and its

@@ -168,7 +168,7 @@ func runHost(ctx context.Context, p *Plan, role Role, dir string) (int, error) {
 	}()
 	code, err := launch.Run(jctx, p.Logger, c, launch.Options{Spec: spec, Stdout: p.Stdout, Stderr: p.Stderr, TagOutput: true,
 		OutputRanks: p.OutputRanks, TimestampOutput: p.TimestampOutput, Signals: p.Signals, Forward: p.Forward, CoalesceSignals: coalesceSignals,
-		Store: "the rendezvous on " + p.Endpoint(), WaitFlag: "--join-timeout"})
+		ReportBindings: p.ReportBindings, Store: "the rendezvous on " + p.Endpoint(), WaitFlag: "--join-timeout"})
 	select {
 	case ferr := <-failed:
 		return 1, ferr

@@ -89,6 +89,23 @@ type WorkerStarted struct {
 	LocalRank int32  `json:"localRank"`
 	Node      string `json:"node"`
 	PID       int32  `json:"pid"`
+	// Binding is where its GPUs sit, as its agent computed it; null from
+	// an agent that computes none.
+	Binding *Binding `json:"binding"`
+}
+
+// Binding is a worker's GPUs, their NUMA nodes, the CPUs a numa binding
+// gives it (applied or not) and the NIC nearest its first GPU; Unknown says
+// why its node gives none.
+type Binding struct {
+	GPUs      []int32 `json:"gpus"`
+	NUMANodes []int32 `json:"numaNodes"`
+	CPUs      string  `json:"cpus"`
+	CPUsNote  string  `json:"cpusNote"`
+	Applied   bool    `json:"applied"`
+	NIC       string  `json:"nic"`
+	NICBy     string  `json:"nicBy"` // "switch", "numa" or ""
+	Unknown   string  `json:"unknown"`
 }
 
 // WorkerExited is a rank's end: its exit code, or the signal that ended it
@@ -238,7 +255,12 @@ func Line(ev *musterv1.JobEvent, now func() time.Time) any {
 			UniqueIDSHA256: r.GetUniqueIdSha256(), RestartCount: r.GetRestartCount()}
 	case *musterv1.JobEvent_Started:
 		s := e.Started
-		return WorkerStarted{Header: h(TypeWorkerStarted), Rank: s.GetRank(), LocalRank: s.GetLocalRank(), Node: s.GetNode(), PID: s.GetPid()}
+		out := WorkerStarted{Header: h(TypeWorkerStarted), Rank: s.GetRank(), LocalRank: s.GetLocalRank(), Node: s.GetNode(), PID: s.GetPid()}
+		if b := s.GetBinding(); b != nil {
+			out.Binding = &Binding{GPUs: nonNil(b.GetGpus()), NUMANodes: nonNil(b.GetNumaNodes()), CPUs: b.GetCpus(), CPUsNote: b.GetCpusNote(),
+				Applied: b.GetApplied(), NIC: b.GetNic(), NICBy: b.GetNicBy(), Unknown: b.GetUnknown()}
+		}
+		return out
 	case *musterv1.JobEvent_Exited:
 		x := e.Exited
 		out := WorkerExited{Header: h(TypeWorkerExited), Rank: x.GetRank(), LocalRank: x.GetLocalRank(), Node: x.GetNode(),
@@ -285,9 +307,10 @@ func SignalName(s musterv1.LossSignal) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "LOSS_SIGNAL_"))
 }
 
-func nonNil(s []string) []string {
+// nonNil writes an empty list as [], not null.
+func nonNil[T any](s []T) []T {
 	if s == nil {
-		return []string{}
+		return []T{}
 	}
 	return s
 }

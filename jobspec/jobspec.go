@@ -34,6 +34,10 @@ const (
 // node (marshalled): a DGX's is about 3 KiB.
 const MaxTopologyBytes = 64 << 10
 
+// MaxBindingBytes bounds the binding an agent sends with a worker's start
+// (marshalled): every start of a job carries one, so it stays small.
+const MaxBindingBytes = 4 << 10
+
 // RosterInlineNodes is the most nodes a job may have for every node's
 // assignment to carry the roster; beyond it only node rank 0's does.
 const RosterInlineNodes = 64

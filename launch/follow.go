@@ -66,6 +66,9 @@ type Options struct {
 	WaitFlag string
 	// Events, when set, gets the job's lifecycle (--events).
 	Events *eventfile.Writer
+	// ReportBindings prints each rank's binding as it starts
+	// (--report-bindings): its GPUs, NUMA nodes, CPUs and nearest NIC.
+	ReportBindings bool
 	// Reattach is how long the launcher keeps trying to follow the job again
 	// after it lost its store (a store that restarts takes the job over from
 	// its agents); 3 s when unset.
@@ -110,6 +113,9 @@ type follower struct {
 	logsTold   bool // where --log-dir writes was said
 	ran        bool // the job started workers, as far as its events told
 	badLogs    int  // ranks whose --log-dir file is incomplete
+	// unknownTold are the nodes whose binding was said to be unknown, once
+	// each; at most the job's nodes.
+	unknownTold map[string]bool
 
 	stdinCtx context.Context // ends when the launcher stops following
 	stdin    *stdinSent      // nil when no rank reads stdin
@@ -301,6 +307,9 @@ func (f *follower) event(ctx context.Context, ev *musterv1.JobEvent) (code int, 
 			f.logsTold = true
 			f.flush(ctx)
 			fmt.Fprintf(f.opts.Stderr, "muster: job %s logs to %s/%s/\n", f.job, dir, f.job)
+		}
+		if f.opts.ReportBindings {
+			f.reportBinding(ctx, e.Started)
 		}
 	case *musterv1.JobEvent_Exited:
 		f.ran = true

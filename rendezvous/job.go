@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/musterhq/muster/failure"
+	"github.com/musterhq/muster/jobspec"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/security"
 )
@@ -220,6 +221,9 @@ func (s *Store) checkEventLocked(j *job, n *node, ev *musterv1.JobEvent) error {
 	switch e := ev.GetEvent().(type) {
 	case *musterv1.JobEvent_Started:
 		rank = e.Started.GetRank()
+		if b := e.Started.GetBinding(); b != nil && proto.Size(b) > jobspec.MaxBindingBytes {
+			return fmt.Errorf("job %s: binding of %d bytes, more than %d", j.id, proto.Size(b), jobspec.MaxBindingBytes)
+		}
 	case *musterv1.JobEvent_Output:
 		rank = e.Output.GetRank()
 		if len(e.Output.GetData()) > maxOutputBytes {

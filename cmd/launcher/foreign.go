@@ -28,7 +28,6 @@ var foreignRunFlags = []cmdline.Foreign{
 	{Name: "N", TakesValue: true, Instead: "mpirun's -N is workers per node, --nproc here; srun's is nodes, -n (--nnodes) here"},
 	{Name: "bind-to", TakesValue: true, Instead: bindingInstead},
 	{Name: "map-by", TakesValue: true, Instead: bindingInstead},
-	{Name: "report-bindings", Instead: bindingInstead},
 }
 
 const (

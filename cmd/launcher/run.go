@@ -97,6 +97,7 @@ func runCommand() *cli.Command {
 				&cli.StringFlag{Name: "events", TakesFile: true, Usage: "append the job's lifecycle to `FILE` as JSON lines: submitted, waiting, each round (nodes, unique-ID hash), each rank's start and exit, node lost, restart, ended"},
 				cmdline.Flag(f.outputRanks, "output-ranks", []string{"local-ranks-filter", "local_ranks_filter"}, "print only these ranks' output (`LIST`: 0,2-5); --log-dir still gets every rank's; also --local-ranks-filter"),
 				&cli.BoolFlag{Name: "timestamp-output", Usage: "prefix each output line with the time the launcher got it (UTC, RFC 3339 with milliseconds)"},
+				&cli.BoolFlag{Name: "report-bindings", Usage: "print each rank's GPUs, their NUMA node, the CPUs a NUMA binding gives it and its nearest NIC as it starts (nothing is bound yet)"},
 				&cli.StringFlag{Name: "log-dir", Usage: "write each rank's stdout to `DIR`/JOB-ID/rank-N.log and its stderr to rank-N.err.log (each job a directory of its own)"},
 				&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log what the store and agent do"},
 			),
@@ -273,6 +274,7 @@ func run(c *cli.Context, f runFlags) error {
 		OutputRanks:     f.outputRanks.Contains,
 		TimestampOutput: c.Bool("timestamp-output"),
 		Forward:         f.forward.Values(),
+		ReportBindings:  c.Bool("report-bindings"),
 	})
 	if err != nil {
 		return cli.Exit(err.Error(), 1)

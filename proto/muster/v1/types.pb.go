@@ -4162,11 +4162,14 @@ func (x *SignalResponse) GetCoalesced() bool {
 }
 
 type WorkerStarted struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Rank          int32                  `protobuf:"varint,1,opt,name=rank,proto3" json:"rank,omitempty"`
-	LocalRank     int32                  `protobuf:"varint,2,opt,name=local_rank,json=localRank,proto3" json:"local_rank,omitempty"`
-	Node          string                 `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
-	Pid           int32                  `protobuf:"varint,4,opt,name=pid,proto3" json:"pid,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Rank      int32                  `protobuf:"varint,1,opt,name=rank,proto3" json:"rank,omitempty"`
+	LocalRank int32                  `protobuf:"varint,2,opt,name=local_rank,json=localRank,proto3" json:"local_rank,omitempty"`
+	Node      string                 `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
+	Pid       int32                  `protobuf:"varint,4,opt,name=pid,proto3" json:"pid,omitempty"`
+	// binding is where the worker's GPUs sit, as its agent computed it when
+	// it started the worker; unset from an agent that computes none.
+	Binding       *WorkerBinding `protobuf:"bytes,700,opt,name=binding,proto3" json:"binding,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4229,6 +4232,126 @@ func (x *WorkerStarted) GetPid() int32 {
 	return 0
 }
 
+func (x *WorkerStarted) GetBinding() *WorkerBinding {
+	if x != nil {
+		return x.Binding
+	}
+	return nil
+}
+
+// WorkerBinding is a worker's GPUs and the CPUs and NIC nearest them, from
+// its node's topology. CPU sets are in the kernel's list format. The agent
+// bounds it; the store checks its size.
+type WorkerBinding struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// gpus are the worker's share of its node's GPUs (their indices); empty
+	// for a worker without GPUs.
+	Gpus []int32 `protobuf:"varint,1,rep,packed,name=gpus,proto3" json:"gpus,omitempty"`
+	// numa_nodes are its GPUs' NUMA nodes; empty when they have none.
+	NumaNodes []int32 `protobuf:"varint,2,rep,packed,name=numa_nodes,json=numaNodes,proto3" json:"numa_nodes,omitempty"`
+	// cpus are the CPUs a "numa" binding gives it; cpus_note says why they
+	// are wider than its GPUs' NUMA nodes (all the allowed CPUs), "" when not.
+	Cpus     string `protobuf:"bytes,3,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	CpusNote string `protobuf:"bytes,4,opt,name=cpus_note,json=cpusNote,proto3" json:"cpus_note,omitempty"`
+	// applied says the agent bound the worker to cpus; false until it binds.
+	Applied bool `protobuf:"varint,5,opt,name=applied,proto3" json:"applied,omitempty"`
+	// nic is the NIC nearest its first GPU, "" for none; nic_by says how
+	// near: "switch" (the same PCI switch) or "numa" (the same NUMA node).
+	Nic   string `protobuf:"bytes,6,opt,name=nic,proto3" json:"nic,omitempty"`
+	NicBy string `protobuf:"bytes,7,opt,name=nic_by,json=nicBy,proto3" json:"nic_by,omitempty"`
+	// unknown says why the node's topology gives no binding (sysfs hidden
+	// or unreadable); the other fields but gpus are empty then.
+	Unknown       string `protobuf:"bytes,8,opt,name=unknown,proto3" json:"unknown,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkerBinding) Reset() {
+	*x = WorkerBinding{}
+	mi := &file_muster_v1_types_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerBinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerBinding) ProtoMessage() {}
+
+func (x *WorkerBinding) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerBinding.ProtoReflect.Descriptor instead.
+func (*WorkerBinding) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *WorkerBinding) GetGpus() []int32 {
+	if x != nil {
+		return x.Gpus
+	}
+	return nil
+}
+
+func (x *WorkerBinding) GetNumaNodes() []int32 {
+	if x != nil {
+		return x.NumaNodes
+	}
+	return nil
+}
+
+func (x *WorkerBinding) GetCpus() string {
+	if x != nil {
+		return x.Cpus
+	}
+	return ""
+}
+
+func (x *WorkerBinding) GetCpusNote() string {
+	if x != nil {
+		return x.CpusNote
+	}
+	return ""
+}
+
+func (x *WorkerBinding) GetApplied() bool {
+	if x != nil {
+		return x.Applied
+	}
+	return false
+}
+
+func (x *WorkerBinding) GetNic() string {
+	if x != nil {
+		return x.Nic
+	}
+	return ""
+}
+
+func (x *WorkerBinding) GetNicBy() string {
+	if x != nil {
+		return x.NicBy
+	}
+	return ""
+}
+
+func (x *WorkerBinding) GetUnknown() string {
+	if x != nil {
+		return x.Unknown
+	}
+	return ""
+}
+
 type Output struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Rank   int32                  `protobuf:"varint,1,opt,name=rank,proto3" json:"rank,omitempty"`
@@ -4245,7 +4368,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4257,7 +4380,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4270,7 +4393,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Output) GetRank() int32 {
@@ -4346,7 +4469,7 @@ type WorkerExited struct {
 
 func (x *WorkerExited) Reset() {
 	*x = WorkerExited{}
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4358,7 +4481,7 @@ func (x *WorkerExited) String() string {
 func (*WorkerExited) ProtoMessage() {}
 
 func (x *WorkerExited) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4371,7 +4494,7 @@ func (x *WorkerExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerExited.ProtoReflect.Descriptor instead.
 func (*WorkerExited) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *WorkerExited) GetRank() int32 {
@@ -4501,7 +4624,7 @@ type PythonError struct {
 
 func (x *PythonError) Reset() {
 	*x = PythonError{}
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4513,7 +4636,7 @@ func (x *PythonError) String() string {
 func (*PythonError) ProtoMessage() {}
 
 func (x *PythonError) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4526,7 +4649,7 @@ func (x *PythonError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PythonError.ProtoReflect.Descriptor instead.
 func (*PythonError) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PythonError) GetType() string {
@@ -4582,7 +4705,7 @@ type WorkerHang struct {
 
 func (x *WorkerHang) Reset() {
 	*x = WorkerHang{}
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4594,7 +4717,7 @@ func (x *WorkerHang) String() string {
 func (*WorkerHang) ProtoMessage() {}
 
 func (x *WorkerHang) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4607,7 +4730,7 @@ func (x *WorkerHang) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerHang.ProtoReflect.Descriptor instead.
 func (*WorkerHang) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *WorkerHang) GetSilentMs() int64 {
@@ -4697,7 +4820,7 @@ type HangVerdict struct {
 
 func (x *HangVerdict) Reset() {
 	*x = HangVerdict{}
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4709,7 +4832,7 @@ func (x *HangVerdict) String() string {
 func (*HangVerdict) ProtoMessage() {}
 
 func (x *HangVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4722,7 +4845,7 @@ func (x *HangVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HangVerdict.ProtoReflect.Descriptor instead.
 func (*HangVerdict) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *HangVerdict) GetEvidence() HangEvidence {
@@ -4815,7 +4938,7 @@ type Collective struct {
 
 func (x *Collective) Reset() {
 	*x = Collective{}
-	mi := &file_muster_v1_types_proto_msgTypes[55]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4827,7 +4950,7 @@ func (x *Collective) String() string {
 func (*Collective) ProtoMessage() {}
 
 func (x *Collective) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[55]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4840,7 +4963,7 @@ func (x *Collective) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Collective.ProtoReflect.Descriptor instead.
 func (*Collective) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Collective) GetProcessGroup() string {
@@ -4899,7 +5022,7 @@ type HangClues struct {
 
 func (x *HangClues) Reset() {
 	*x = HangClues{}
-	mi := &file_muster_v1_types_proto_msgTypes[56]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4911,7 +5034,7 @@ func (x *HangClues) String() string {
 func (*HangClues) ProtoMessage() {}
 
 func (x *HangClues) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[56]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4924,7 +5047,7 @@ func (x *HangClues) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HangClues.ProtoReflect.Descriptor instead.
 func (*HangClues) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *HangClues) GetRoundId() string {
@@ -4973,7 +5096,7 @@ type RankClues struct {
 
 func (x *RankClues) Reset() {
 	*x = RankClues{}
-	mi := &file_muster_v1_types_proto_msgTypes[57]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4985,7 +5108,7 @@ func (x *RankClues) String() string {
 func (*RankClues) ProtoMessage() {}
 
 func (x *RankClues) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[57]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4998,7 +5121,7 @@ func (x *RankClues) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RankClues.ProtoReflect.Descriptor instead.
 func (*RankClues) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{57}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RankClues) GetRank() int32 {
@@ -5082,7 +5205,7 @@ type RasAnswer struct {
 
 func (x *RasAnswer) Reset() {
 	*x = RasAnswer{}
-	mi := &file_muster_v1_types_proto_msgTypes[58]
+	mi := &file_muster_v1_types_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5094,7 +5217,7 @@ func (x *RasAnswer) String() string {
 func (*RasAnswer) ProtoMessage() {}
 
 func (x *RasAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[58]
+	mi := &file_muster_v1_types_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5107,7 +5230,7 @@ func (x *RasAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RasAnswer.ProtoReflect.Descriptor instead.
 func (*RasAnswer) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{58}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *RasAnswer) GetAsked() bool {
@@ -5166,7 +5289,7 @@ type RasCulprit struct {
 
 func (x *RasCulprit) Reset() {
 	*x = RasCulprit{}
-	mi := &file_muster_v1_types_proto_msgTypes[59]
+	mi := &file_muster_v1_types_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5178,7 +5301,7 @@ func (x *RasCulprit) String() string {
 func (*RasCulprit) ProtoMessage() {}
 
 func (x *RasCulprit) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[59]
+	mi := &file_muster_v1_types_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5191,7 +5314,7 @@ func (x *RasCulprit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RasCulprit.ProtoReflect.Descriptor instead.
 func (*RasCulprit) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{59}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RasCulprit) GetRank() int32 {
@@ -5288,7 +5411,7 @@ type NodeLoss struct {
 
 func (x *NodeLoss) Reset() {
 	*x = NodeLoss{}
-	mi := &file_muster_v1_types_proto_msgTypes[60]
+	mi := &file_muster_v1_types_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5300,7 +5423,7 @@ func (x *NodeLoss) String() string {
 func (*NodeLoss) ProtoMessage() {}
 
 func (x *NodeLoss) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[60]
+	mi := &file_muster_v1_types_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5313,7 +5436,7 @@ func (x *NodeLoss) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoss.ProtoReflect.Descriptor instead.
 func (*NodeLoss) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{60}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *NodeLoss) GetNode() string {
@@ -5393,7 +5516,7 @@ type JobFinished struct {
 
 func (x *JobFinished) Reset() {
 	*x = JobFinished{}
-	mi := &file_muster_v1_types_proto_msgTypes[61]
+	mi := &file_muster_v1_types_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5405,7 +5528,7 @@ func (x *JobFinished) String() string {
 func (*JobFinished) ProtoMessage() {}
 
 func (x *JobFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[61]
+	mi := &file_muster_v1_types_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5418,7 +5541,7 @@ func (x *JobFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFinished.ProtoReflect.Descriptor instead.
 func (*JobFinished) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{61}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *JobFinished) GetState() JobState {
@@ -5482,7 +5605,7 @@ type OutputLost struct {
 
 func (x *OutputLost) Reset() {
 	*x = OutputLost{}
-	mi := &file_muster_v1_types_proto_msgTypes[62]
+	mi := &file_muster_v1_types_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5494,7 +5617,7 @@ func (x *OutputLost) String() string {
 func (*OutputLost) ProtoMessage() {}
 
 func (x *OutputLost) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[62]
+	mi := &file_muster_v1_types_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5507,7 +5630,7 @@ func (x *OutputLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLost.ProtoReflect.Descriptor instead.
 func (*OutputLost) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{62}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *OutputLost) GetEvents() uint64 {
@@ -5554,7 +5677,7 @@ type WaitingForNodes struct {
 
 func (x *WaitingForNodes) Reset() {
 	*x = WaitingForNodes{}
-	mi := &file_muster_v1_types_proto_msgTypes[63]
+	mi := &file_muster_v1_types_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5566,7 +5689,7 @@ func (x *WaitingForNodes) String() string {
 func (*WaitingForNodes) ProtoMessage() {}
 
 func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[63]
+	mi := &file_muster_v1_types_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5579,7 +5702,7 @@ func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitingForNodes.ProtoReflect.Descriptor instead.
 func (*WaitingForNodes) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{63}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *WaitingForNodes) GetRound() int32 {
@@ -5674,7 +5797,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_muster_v1_types_proto_msgTypes[64]
+	mi := &file_muster_v1_types_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5686,7 +5809,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[64]
+	mi := &file_muster_v1_types_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5699,7 +5822,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{64}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -5942,7 +6065,7 @@ type RoundStarted struct {
 
 func (x *RoundStarted) Reset() {
 	*x = RoundStarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[65]
+	mi := &file_muster_v1_types_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5954,7 +6077,7 @@ func (x *RoundStarted) String() string {
 func (*RoundStarted) ProtoMessage() {}
 
 func (x *RoundStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[65]
+	mi := &file_muster_v1_types_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5967,7 +6090,7 @@ func (x *RoundStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundStarted.ProtoReflect.Descriptor instead.
 func (*RoundStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{65}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RoundStarted) GetRound() int32 {
@@ -6053,7 +6176,7 @@ type RoundRestarting struct {
 
 func (x *RoundRestarting) Reset() {
 	*x = RoundRestarting{}
-	mi := &file_muster_v1_types_proto_msgTypes[66]
+	mi := &file_muster_v1_types_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6065,7 +6188,7 @@ func (x *RoundRestarting) String() string {
 func (*RoundRestarting) ProtoMessage() {}
 
 func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[66]
+	mi := &file_muster_v1_types_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6078,7 +6201,7 @@ func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundRestarting.ProtoReflect.Descriptor instead.
 func (*RoundRestarting) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{66}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *RoundRestarting) GetRound() int32 {
@@ -6135,7 +6258,7 @@ type StoreRestarted struct {
 
 func (x *StoreRestarted) Reset() {
 	*x = StoreRestarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[67]
+	mi := &file_muster_v1_types_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6147,7 +6270,7 @@ func (x *StoreRestarted) String() string {
 func (*StoreRestarted) ProtoMessage() {}
 
 func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[67]
+	mi := &file_muster_v1_types_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6160,7 +6283,7 @@ func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreRestarted.ProtoReflect.Descriptor instead.
 func (*StoreRestarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{67}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *StoreRestarted) GetStoreId() string {
@@ -6186,7 +6309,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[68]
+	mi := &file_muster_v1_types_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6198,7 +6321,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[68]
+	mi := &file_muster_v1_types_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6211,7 +6334,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{68}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *PublishRequest) GetSession() string {
@@ -6246,7 +6369,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[69]
+	mi := &file_muster_v1_types_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6258,7 +6381,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[69]
+	mi := &file_muster_v1_types_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6271,7 +6394,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{69}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *PublishResponse) GetAckedSeq() uint64 {
@@ -6300,7 +6423,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[70]
+	mi := &file_muster_v1_types_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6312,7 +6435,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[70]
+	mi := &file_muster_v1_types_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6325,7 +6448,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{70}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -6377,7 +6500,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[71]
+	mi := &file_muster_v1_types_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6389,7 +6512,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[71]
+	mi := &file_muster_v1_types_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6402,7 +6525,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{71}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *CancelRequest) GetJobId() string {
@@ -6444,7 +6567,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[72]
+	mi := &file_muster_v1_types_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6456,7 +6579,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[72]
+	mi := &file_muster_v1_types_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6469,7 +6592,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{72}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *CancelResponse) GetEnded() JobState {
@@ -6487,7 +6610,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[73]
+	mi := &file_muster_v1_types_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6499,7 +6622,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[73]
+	mi := &file_muster_v1_types_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6512,7 +6635,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{73}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{74}
 }
 
 type NodeStatus struct {
@@ -6540,7 +6663,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[74]
+	mi := &file_muster_v1_types_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6552,7 +6675,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[74]
+	mi := &file_muster_v1_types_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6565,7 +6688,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{74}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *NodeStatus) GetNode() *Node {
@@ -6635,7 +6758,7 @@ type SetNodeScheduleRequest struct {
 
 func (x *SetNodeScheduleRequest) Reset() {
 	*x = SetNodeScheduleRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[75]
+	mi := &file_muster_v1_types_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6647,7 +6770,7 @@ func (x *SetNodeScheduleRequest) String() string {
 func (*SetNodeScheduleRequest) ProtoMessage() {}
 
 func (x *SetNodeScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[75]
+	mi := &file_muster_v1_types_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6660,7 +6783,7 @@ func (x *SetNodeScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeScheduleRequest.ProtoReflect.Descriptor instead.
 func (*SetNodeScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{75}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *SetNodeScheduleRequest) GetNode() string {
@@ -6689,7 +6812,7 @@ type SetNodeScheduleResponse struct {
 
 func (x *SetNodeScheduleResponse) Reset() {
 	*x = SetNodeScheduleResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[76]
+	mi := &file_muster_v1_types_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6701,7 +6824,7 @@ func (x *SetNodeScheduleResponse) String() string {
 func (*SetNodeScheduleResponse) ProtoMessage() {}
 
 func (x *SetNodeScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[76]
+	mi := &file_muster_v1_types_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6714,7 +6837,7 @@ func (x *SetNodeScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeScheduleResponse.ProtoReflect.Descriptor instead.
 func (*SetNodeScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{76}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *SetNodeScheduleResponse) GetPrevious() NodeSchedule {
@@ -6740,7 +6863,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[77]
+	mi := &file_muster_v1_types_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6752,7 +6875,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[77]
+	mi := &file_muster_v1_types_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6765,7 +6888,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{77}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeStatus {
@@ -6783,7 +6906,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[78]
+	mi := &file_muster_v1_types_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6795,7 +6918,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[78]
+	mi := &file_muster_v1_types_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6808,7 +6931,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{78}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{79}
 }
 
 type JobStatus struct {
@@ -6848,7 +6971,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[79]
+	mi := &file_muster_v1_types_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6860,7 +6983,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[79]
+	mi := &file_muster_v1_types_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6873,7 +6996,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{79}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *JobStatus) GetJobId() string {
@@ -6994,7 +7117,7 @@ type JobRound struct {
 
 func (x *JobRound) Reset() {
 	*x = JobRound{}
-	mi := &file_muster_v1_types_proto_msgTypes[80]
+	mi := &file_muster_v1_types_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7006,7 +7129,7 @@ func (x *JobRound) String() string {
 func (*JobRound) ProtoMessage() {}
 
 func (x *JobRound) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[80]
+	mi := &file_muster_v1_types_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7019,7 +7142,7 @@ func (x *JobRound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRound.ProtoReflect.Descriptor instead.
 func (*JobRound) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{80}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *JobRound) GetNumber() int32 {
@@ -7052,7 +7175,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[81]
+	mi := &file_muster_v1_types_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7064,7 +7187,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[81]
+	mi := &file_muster_v1_types_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7077,7 +7200,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{81}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *GetJobRequest) GetJobId() string {
@@ -7102,7 +7225,7 @@ type HistoryCommand struct {
 
 func (x *HistoryCommand) Reset() {
 	*x = HistoryCommand{}
-	mi := &file_muster_v1_types_proto_msgTypes[82]
+	mi := &file_muster_v1_types_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7114,7 +7237,7 @@ func (x *HistoryCommand) String() string {
 func (*HistoryCommand) ProtoMessage() {}
 
 func (x *HistoryCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[82]
+	mi := &file_muster_v1_types_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7127,7 +7250,7 @@ func (x *HistoryCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryCommand.ProtoReflect.Descriptor instead.
 func (*HistoryCommand) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{82}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *HistoryCommand) GetCommand() isHistoryCommand_Command {
@@ -7182,7 +7305,7 @@ type HistoryExpire struct {
 
 func (x *HistoryExpire) Reset() {
 	*x = HistoryExpire{}
-	mi := &file_muster_v1_types_proto_msgTypes[83]
+	mi := &file_muster_v1_types_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7194,7 +7317,7 @@ func (x *HistoryExpire) String() string {
 func (*HistoryExpire) ProtoMessage() {}
 
 func (x *HistoryExpire) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[83]
+	mi := &file_muster_v1_types_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7207,7 +7330,7 @@ func (x *HistoryExpire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryExpire.ProtoReflect.Descriptor instead.
 func (*HistoryExpire) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{83}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *HistoryExpire) GetEndedBeforeUnixMs() int64 {
@@ -7226,7 +7349,7 @@ type WatchJobsRequest struct {
 
 func (x *WatchJobsRequest) Reset() {
 	*x = WatchJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[84]
+	mi := &file_muster_v1_types_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7238,7 +7361,7 @@ func (x *WatchJobsRequest) String() string {
 func (*WatchJobsRequest) ProtoMessage() {}
 
 func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[84]
+	mi := &file_muster_v1_types_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7251,7 +7374,7 @@ func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobsRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{84}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{85}
 }
 
 type ListJobsResponse struct {
@@ -7263,7 +7386,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[85]
+	mi := &file_muster_v1_types_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7275,7 +7398,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[85]
+	mi := &file_muster_v1_types_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7288,7 +7411,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{85}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobStatus {
@@ -7309,7 +7432,7 @@ type StdinChunk struct {
 
 func (x *StdinChunk) Reset() {
 	*x = StdinChunk{}
-	mi := &file_muster_v1_types_proto_msgTypes[86]
+	mi := &file_muster_v1_types_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7321,7 +7444,7 @@ func (x *StdinChunk) String() string {
 func (*StdinChunk) ProtoMessage() {}
 
 func (x *StdinChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[86]
+	mi := &file_muster_v1_types_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7334,7 +7457,7 @@ func (x *StdinChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdinChunk.ProtoReflect.Descriptor instead.
 func (*StdinChunk) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{86}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *StdinChunk) GetJobId() string {
@@ -7359,7 +7482,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[87]
+	mi := &file_muster_v1_types_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7371,7 +7494,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[87]
+	mi := &file_muster_v1_types_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7384,7 +7507,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{87}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{88}
 }
 
 type ReadStdinRequest struct {
@@ -7397,7 +7520,7 @@ type ReadStdinRequest struct {
 
 func (x *ReadStdinRequest) Reset() {
 	*x = ReadStdinRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[88]
+	mi := &file_muster_v1_types_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7409,7 +7532,7 @@ func (x *ReadStdinRequest) String() string {
 func (*ReadStdinRequest) ProtoMessage() {}
 
 func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[88]
+	mi := &file_muster_v1_types_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7422,7 +7545,7 @@ func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStdinRequest.ProtoReflect.Descriptor instead.
 func (*ReadStdinRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{88}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *ReadStdinRequest) GetSession() string {
@@ -7453,7 +7576,7 @@ type KVSetRequest struct {
 
 func (x *KVSetRequest) Reset() {
 	*x = KVSetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[89]
+	mi := &file_muster_v1_types_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7465,7 +7588,7 @@ func (x *KVSetRequest) String() string {
 func (*KVSetRequest) ProtoMessage() {}
 
 func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[89]
+	mi := &file_muster_v1_types_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7478,7 +7601,7 @@ func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetRequest.ProtoReflect.Descriptor instead.
 func (*KVSetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{89}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *KVSetRequest) GetScope() string {
@@ -7511,7 +7634,7 @@ type KVSetResponse struct {
 
 func (x *KVSetResponse) Reset() {
 	*x = KVSetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[90]
+	mi := &file_muster_v1_types_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7523,7 +7646,7 @@ func (x *KVSetResponse) String() string {
 func (*KVSetResponse) ProtoMessage() {}
 
 func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[90]
+	mi := &file_muster_v1_types_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7536,7 +7659,7 @@ func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetResponse.ProtoReflect.Descriptor instead.
 func (*KVSetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{90}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *KVSetResponse) GetVersion() uint64 {
@@ -7558,7 +7681,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[91]
+	mi := &file_muster_v1_types_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7570,7 +7693,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[91]
+	mi := &file_muster_v1_types_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7583,7 +7706,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{91}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *KVGetRequest) GetScope() string {
@@ -7624,7 +7747,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[92]
+	mi := &file_muster_v1_types_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7636,7 +7759,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[92]
+	mi := &file_muster_v1_types_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7649,7 +7772,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{92}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *KVGetResponse) GetValue() []byte {
@@ -7680,7 +7803,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[93]
+	mi := &file_muster_v1_types_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7692,7 +7815,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[93]
+	mi := &file_muster_v1_types_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7705,7 +7828,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{93}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *BarrierRequest) GetScope() string {
@@ -7751,7 +7874,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[94]
+	mi := &file_muster_v1_types_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7763,7 +7886,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[94]
+	mi := &file_muster_v1_types_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7776,7 +7899,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{94}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{95}
 }
 
 var File_muster_v1_types_proto protoreflect.FileDescriptor
@@ -8081,13 +8204,24 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"coalesceMs\"D\n" +
 	"\x0eSignalResponse\x12\x14\n" +
 	"\x05nodes\x18\x01 \x01(\x05R\x05nodes\x12\x1c\n" +
-	"\tcoalesced\x18\x02 \x01(\bR\tcoalesced\"h\n" +
+	"\tcoalesced\x18\x02 \x01(\bR\tcoalesced\"\x9d\x01\n" +
 	"\rWorkerStarted\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x1d\n" +
 	"\n" +
 	"local_rank\x18\x02 \x01(\x05R\tlocalRank\x12\x12\n" +
 	"\x04node\x18\x03 \x01(\tR\x04node\x12\x10\n" +
-	"\x03pid\x18\x04 \x01(\x05R\x03pid\"\x7f\n" +
+	"\x03pid\x18\x04 \x01(\x05R\x03pid\x123\n" +
+	"\abinding\x18\xbc\x05 \x01(\v2\x18.muster.v1.WorkerBindingR\abinding\"\xd0\x01\n" +
+	"\rWorkerBinding\x12\x12\n" +
+	"\x04gpus\x18\x01 \x03(\x05R\x04gpus\x12\x1d\n" +
+	"\n" +
+	"numa_nodes\x18\x02 \x03(\x05R\tnumaNodes\x12\x12\n" +
+	"\x04cpus\x18\x03 \x01(\tR\x04cpus\x12\x1b\n" +
+	"\tcpus_note\x18\x04 \x01(\tR\bcpusNote\x12\x18\n" +
+	"\aapplied\x18\x05 \x01(\bR\aapplied\x12\x10\n" +
+	"\x03nic\x18\x06 \x01(\tR\x03nic\x12\x15\n" +
+	"\x06nic_by\x18\a \x01(\tR\x05nicBy\x12\x18\n" +
+	"\aunknown\x18\b \x01(\tR\aunknown\"\x7f\n" +
 	"\x06Output\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12)\n" +
 	"\x06stream\x18\x02 \x01(\x0e2\x11.muster.v1.StreamR\x06stream\x12\x12\n" +
@@ -8428,7 +8562,7 @@ func file_muster_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 95)
+var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 96)
 var file_muster_v1_types_proto_goTypes = []any{
 	(RestartOn)(0),                    // 0: muster.v1.RestartOn
 	(JobState)(0),                     // 1: muster.v1.JobState
@@ -8487,51 +8621,52 @@ var file_muster_v1_types_proto_goTypes = []any{
 	(*SignalRequest)(nil),             // 54: muster.v1.SignalRequest
 	(*SignalResponse)(nil),            // 55: muster.v1.SignalResponse
 	(*WorkerStarted)(nil),             // 56: muster.v1.WorkerStarted
-	(*Output)(nil),                    // 57: muster.v1.Output
-	(*WorkerExited)(nil),              // 58: muster.v1.WorkerExited
-	(*PythonError)(nil),               // 59: muster.v1.PythonError
-	(*WorkerHang)(nil),                // 60: muster.v1.WorkerHang
-	(*HangVerdict)(nil),               // 61: muster.v1.HangVerdict
-	(*Collective)(nil),                // 62: muster.v1.Collective
-	(*HangClues)(nil),                 // 63: muster.v1.HangClues
-	(*RankClues)(nil),                 // 64: muster.v1.RankClues
-	(*RasAnswer)(nil),                 // 65: muster.v1.RasAnswer
-	(*RasCulprit)(nil),                // 66: muster.v1.RasCulprit
-	(*NodeLoss)(nil),                  // 67: muster.v1.NodeLoss
-	(*JobFinished)(nil),               // 68: muster.v1.JobFinished
-	(*OutputLost)(nil),                // 69: muster.v1.OutputLost
-	(*WaitingForNodes)(nil),           // 70: muster.v1.WaitingForNodes
-	(*JobEvent)(nil),                  // 71: muster.v1.JobEvent
-	(*RoundStarted)(nil),              // 72: muster.v1.RoundStarted
-	(*RoundRestarting)(nil),           // 73: muster.v1.RoundRestarting
-	(*StoreRestarted)(nil),            // 74: muster.v1.StoreRestarted
-	(*PublishRequest)(nil),            // 75: muster.v1.PublishRequest
-	(*PublishResponse)(nil),           // 76: muster.v1.PublishResponse
-	(*WatchJobRequest)(nil),           // 77: muster.v1.WatchJobRequest
-	(*CancelRequest)(nil),             // 78: muster.v1.CancelRequest
-	(*CancelResponse)(nil),            // 79: muster.v1.CancelResponse
-	(*ListNodesRequest)(nil),          // 80: muster.v1.ListNodesRequest
-	(*NodeStatus)(nil),                // 81: muster.v1.NodeStatus
-	(*SetNodeScheduleRequest)(nil),    // 82: muster.v1.SetNodeScheduleRequest
-	(*SetNodeScheduleResponse)(nil),   // 83: muster.v1.SetNodeScheduleResponse
-	(*ListNodesResponse)(nil),         // 84: muster.v1.ListNodesResponse
-	(*ListJobsRequest)(nil),           // 85: muster.v1.ListJobsRequest
-	(*JobStatus)(nil),                 // 86: muster.v1.JobStatus
-	(*JobRound)(nil),                  // 87: muster.v1.JobRound
-	(*GetJobRequest)(nil),             // 88: muster.v1.GetJobRequest
-	(*HistoryCommand)(nil),            // 89: muster.v1.HistoryCommand
-	(*HistoryExpire)(nil),             // 90: muster.v1.HistoryExpire
-	(*WatchJobsRequest)(nil),          // 91: muster.v1.WatchJobsRequest
-	(*ListJobsResponse)(nil),          // 92: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),                // 93: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),        // 94: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),          // 95: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),              // 96: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),             // 97: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),              // 98: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),             // 99: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),            // 100: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),           // 101: muster.v1.BarrierResponse
+	(*WorkerBinding)(nil),             // 57: muster.v1.WorkerBinding
+	(*Output)(nil),                    // 58: muster.v1.Output
+	(*WorkerExited)(nil),              // 59: muster.v1.WorkerExited
+	(*PythonError)(nil),               // 60: muster.v1.PythonError
+	(*WorkerHang)(nil),                // 61: muster.v1.WorkerHang
+	(*HangVerdict)(nil),               // 62: muster.v1.HangVerdict
+	(*Collective)(nil),                // 63: muster.v1.Collective
+	(*HangClues)(nil),                 // 64: muster.v1.HangClues
+	(*RankClues)(nil),                 // 65: muster.v1.RankClues
+	(*RasAnswer)(nil),                 // 66: muster.v1.RasAnswer
+	(*RasCulprit)(nil),                // 67: muster.v1.RasCulprit
+	(*NodeLoss)(nil),                  // 68: muster.v1.NodeLoss
+	(*JobFinished)(nil),               // 69: muster.v1.JobFinished
+	(*OutputLost)(nil),                // 70: muster.v1.OutputLost
+	(*WaitingForNodes)(nil),           // 71: muster.v1.WaitingForNodes
+	(*JobEvent)(nil),                  // 72: muster.v1.JobEvent
+	(*RoundStarted)(nil),              // 73: muster.v1.RoundStarted
+	(*RoundRestarting)(nil),           // 74: muster.v1.RoundRestarting
+	(*StoreRestarted)(nil),            // 75: muster.v1.StoreRestarted
+	(*PublishRequest)(nil),            // 76: muster.v1.PublishRequest
+	(*PublishResponse)(nil),           // 77: muster.v1.PublishResponse
+	(*WatchJobRequest)(nil),           // 78: muster.v1.WatchJobRequest
+	(*CancelRequest)(nil),             // 79: muster.v1.CancelRequest
+	(*CancelResponse)(nil),            // 80: muster.v1.CancelResponse
+	(*ListNodesRequest)(nil),          // 81: muster.v1.ListNodesRequest
+	(*NodeStatus)(nil),                // 82: muster.v1.NodeStatus
+	(*SetNodeScheduleRequest)(nil),    // 83: muster.v1.SetNodeScheduleRequest
+	(*SetNodeScheduleResponse)(nil),   // 84: muster.v1.SetNodeScheduleResponse
+	(*ListNodesResponse)(nil),         // 85: muster.v1.ListNodesResponse
+	(*ListJobsRequest)(nil),           // 86: muster.v1.ListJobsRequest
+	(*JobStatus)(nil),                 // 87: muster.v1.JobStatus
+	(*JobRound)(nil),                  // 88: muster.v1.JobRound
+	(*GetJobRequest)(nil),             // 89: muster.v1.GetJobRequest
+	(*HistoryCommand)(nil),            // 90: muster.v1.HistoryCommand
+	(*HistoryExpire)(nil),             // 91: muster.v1.HistoryExpire
+	(*WatchJobsRequest)(nil),          // 92: muster.v1.WatchJobsRequest
+	(*ListJobsResponse)(nil),          // 93: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),                // 94: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),        // 95: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),          // 96: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),              // 97: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),             // 98: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),              // 99: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),             // 100: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),            // 101: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),           // 102: muster.v1.BarrierResponse
 }
 var file_muster_v1_types_proto_depIdxs = []int32{
 	7,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
@@ -8544,7 +8679,7 @@ var file_muster_v1_types_proto_depIdxs = []int32{
 	44, // 7: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
 	51, // 8: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
 	18, // 9: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
-	58, // 10: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
+	59, // 10: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
 	37, // 11: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
 	50, // 12: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
 	52, // 13: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
@@ -8561,60 +8696,61 @@ var file_muster_v1_types_proto_depIdxs = []int32{
 	29, // 24: muster.v1.CheckTorchConnsRequest.conns:type_name -> muster.v1.TorchConn
 	30, // 25: muster.v1.CheckTorchConnsResponse.verdicts:type_name -> muster.v1.TorchConnVerdict
 	30, // 26: muster.v1.TorchConnsCheckedRequest.verdicts:type_name -> muster.v1.TorchConnVerdict
-	67, // 27: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
+	68, // 27: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
 	0,  // 28: muster.v1.JobSpec.restart_on:type_name -> muster.v1.RestartOn
 	45, // 29: muster.v1.ReportHealthRequest.health:type_name -> muster.v1.NodeHealth
 	44, // 30: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
 	44, // 31: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
 	51, // 32: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
-	2,  // 33: muster.v1.Output.stream:type_name -> muster.v1.Stream
-	67, // 34: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
-	3,  // 35: muster.v1.WorkerExited.cause:type_name -> muster.v1.ExitCause
-	60, // 36: muster.v1.WorkerExited.hang:type_name -> muster.v1.WorkerHang
-	59, // 37: muster.v1.WorkerExited.python_error:type_name -> muster.v1.PythonError
-	61, // 38: muster.v1.WorkerHang.verdict:type_name -> muster.v1.HangVerdict
-	4,  // 39: muster.v1.HangVerdict.evidence:type_name -> muster.v1.HangEvidence
-	62, // 40: muster.v1.HangVerdict.collective:type_name -> muster.v1.Collective
-	64, // 41: muster.v1.HangClues.ranks:type_name -> muster.v1.RankClues
-	65, // 42: muster.v1.HangClues.ras:type_name -> muster.v1.RasAnswer
-	62, // 43: muster.v1.RankClues.recorder:type_name -> muster.v1.Collective
-	66, // 44: muster.v1.RasAnswer.culprits:type_name -> muster.v1.RasCulprit
-	5,  // 45: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
-	1,  // 46: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
-	58, // 47: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
-	1,  // 48: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
-	56, // 49: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
-	57, // 50: muster.v1.JobEvent.output:type_name -> muster.v1.Output
-	58, // 51: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
-	68, // 52: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
-	69, // 53: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
-	70, // 54: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
-	74, // 55: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
-	73, // 56: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
-	72, // 57: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
-	67, // 58: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
-	63, // 59: muster.v1.JobEvent.hang_clues:type_name -> muster.v1.HangClues
-	71, // 60: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
-	1,  // 61: muster.v1.CancelResponse.ended:type_name -> muster.v1.JobState
-	8,  // 62: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
-	45, // 63: muster.v1.NodeStatus.health:type_name -> muster.v1.NodeHealth
-	6,  // 64: muster.v1.NodeStatus.schedule:type_name -> muster.v1.NodeSchedule
-	6,  // 65: muster.v1.SetNodeScheduleRequest.schedule:type_name -> muster.v1.NodeSchedule
-	6,  // 66: muster.v1.SetNodeScheduleResponse.previous:type_name -> muster.v1.NodeSchedule
-	81, // 67: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
-	44, // 68: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
-	1,  // 69: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
-	51, // 70: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	58, // 71: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
-	87, // 72: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
-	86, // 73: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
-	90, // 74: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
-	86, // 75: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	76, // [76:76] is the sub-list for method output_type
-	76, // [76:76] is the sub-list for method input_type
-	76, // [76:76] is the sub-list for extension type_name
-	76, // [76:76] is the sub-list for extension extendee
-	0,  // [0:76] is the sub-list for field type_name
+	57, // 33: muster.v1.WorkerStarted.binding:type_name -> muster.v1.WorkerBinding
+	2,  // 34: muster.v1.Output.stream:type_name -> muster.v1.Stream
+	68, // 35: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
+	3,  // 36: muster.v1.WorkerExited.cause:type_name -> muster.v1.ExitCause
+	61, // 37: muster.v1.WorkerExited.hang:type_name -> muster.v1.WorkerHang
+	60, // 38: muster.v1.WorkerExited.python_error:type_name -> muster.v1.PythonError
+	62, // 39: muster.v1.WorkerHang.verdict:type_name -> muster.v1.HangVerdict
+	4,  // 40: muster.v1.HangVerdict.evidence:type_name -> muster.v1.HangEvidence
+	63, // 41: muster.v1.HangVerdict.collective:type_name -> muster.v1.Collective
+	65, // 42: muster.v1.HangClues.ranks:type_name -> muster.v1.RankClues
+	66, // 43: muster.v1.HangClues.ras:type_name -> muster.v1.RasAnswer
+	63, // 44: muster.v1.RankClues.recorder:type_name -> muster.v1.Collective
+	67, // 45: muster.v1.RasAnswer.culprits:type_name -> muster.v1.RasCulprit
+	5,  // 46: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
+	1,  // 47: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
+	59, // 48: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
+	1,  // 49: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
+	56, // 50: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
+	58, // 51: muster.v1.JobEvent.output:type_name -> muster.v1.Output
+	59, // 52: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
+	69, // 53: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
+	70, // 54: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
+	71, // 55: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
+	75, // 56: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
+	74, // 57: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
+	73, // 58: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
+	68, // 59: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
+	64, // 60: muster.v1.JobEvent.hang_clues:type_name -> muster.v1.HangClues
+	72, // 61: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
+	1,  // 62: muster.v1.CancelResponse.ended:type_name -> muster.v1.JobState
+	8,  // 63: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
+	45, // 64: muster.v1.NodeStatus.health:type_name -> muster.v1.NodeHealth
+	6,  // 65: muster.v1.NodeStatus.schedule:type_name -> muster.v1.NodeSchedule
+	6,  // 66: muster.v1.SetNodeScheduleRequest.schedule:type_name -> muster.v1.NodeSchedule
+	6,  // 67: muster.v1.SetNodeScheduleResponse.previous:type_name -> muster.v1.NodeSchedule
+	82, // 68: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
+	44, // 69: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
+	1,  // 70: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
+	51, // 71: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
+	59, // 72: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
+	88, // 73: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
+	87, // 74: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
+	91, // 75: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
+	87, // 76: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	77, // [77:77] is the sub-list for method output_type
+	77, // [77:77] is the sub-list for method input_type
+	77, // [77:77] is the sub-list for extension type_name
+	77, // [77:77] is the sub-list for extension extendee
+	0,  // [0:77] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_types_proto_init() }
@@ -8636,7 +8772,7 @@ func file_muster_v1_types_proto_init() {
 	file_muster_v1_types_proto_msgTypes[15].OneofWrappers = []any{}
 	file_muster_v1_types_proto_msgTypes[19].OneofWrappers = []any{}
 	file_muster_v1_types_proto_msgTypes[37].OneofWrappers = []any{}
-	file_muster_v1_types_proto_msgTypes[64].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[65].OneofWrappers = []any{
 		(*JobEvent_State)(nil),
 		(*JobEvent_Started)(nil),
 		(*JobEvent_Output)(nil),
@@ -8650,7 +8786,7 @@ func file_muster_v1_types_proto_init() {
 		(*JobEvent_NodeLost)(nil),
 		(*JobEvent_HangClues)(nil),
 	}
-	file_muster_v1_types_proto_msgTypes[82].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[83].OneofWrappers = []any{
 		(*HistoryCommand_Finished)(nil),
 		(*HistoryCommand_Expire)(nil),
 	}
@@ -8660,7 +8796,7 @@ func file_muster_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_types_proto_rawDesc), len(file_muster_v1_types_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   95,
+			NumMessages:   96,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
