@@ -24,20 +24,7 @@ func TestNetnsTorchStoreServesOnlyItsJob(t *testing.T) {
 	args := []string{"netns", "exec", nw.hosts[0].ns, launcherBin, "run", "--cluster", nw.store(), "--token-file", nw.token,
 		"--tls-ca", nw.ca, "-H", "a,b", "--no-tag-output", "-x", marker, "--", "sh", "-c",
 		`[ "$RANK" = 0 ] && echo "$MASTER_ADDR $MASTER_PORT"; exec sleep 1000`}
-	cmd := exec.Command("ip", args...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
-	lines := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(stdout).ReadString('\n')
-		lines <- line
-	}()
+	lines := startLines(t, exec.Command("ip", args...))
 	var addr string
 	select {
 	case line := <-lines:
@@ -90,26 +77,7 @@ func TestNetnsTorchStoreRefusesOtherUsersOfItsNodes(t *testing.T) {
 		`echo "rank $RANK $out $MASTER_ADDR $MASTER_PORT"; exec sleep 1000`
 	args := []string{"netns", "exec", nw.hosts[0].ns, launcherBin, "run", "--cluster", nw.store(), "--token-file", nw.token,
 		"--tls-ca", nw.ca, "-H", "a,b", "--no-tag-output", "-x", marker, "-x", "PROBE=" + probe, "--", "sh", "-c", script}
-	cmd := exec.Command("ip", args...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
-	lines := make(chan string, 2)
-	go func() {
-		r := bufio.NewReader(stdout)
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil {
-				return
-			}
-			lines <- line
-		}
-	}()
+	lines := startLines(t, exec.Command("ip", args...))
 	var addr string
 	for range 2 {
 		select {
@@ -189,25 +157,7 @@ func TestNetnsTorchStoreOfAnotherUsersJob(t *testing.T) {
 	cmd.Dir = "/"
 	var errb strings.Builder
 	cmd.Stderr = &errb
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
-	lines := make(chan string, 2)
-	go func() {
-		r := bufio.NewReader(stdout)
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil {
-				return
-			}
-			lines <- line
-		}
-	}()
+	lines := startLines(t, cmd)
 	var addr string
 	for range 2 {
 		select {
@@ -271,4 +221,30 @@ func TestNetnsTorchStoreRanksOfThreeNodes(t *testing.T) {
 	if log := agents["a"].logText(); strings.Contains(log, "TCPStore connection refused") {
 		t.Fatalf("agent a refused a rank:\n%s", log)
 	}
+}
+
+// startLines starts cmd, stopped at the test's end, and hands on its
+// output's lines as they come.
+func startLines(t *testing.T, cmd *exec.Cmd) <-chan string {
+	t.Helper()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+	lines := make(chan string, 16)
+	go func() {
+		r := bufio.NewReader(stdout)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			lines <- line
+		}
+	}()
+	return lines
 }
