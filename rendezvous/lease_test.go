@@ -348,12 +348,11 @@ func nextWithin(t *testing.T, a *testAgent, d time.Duration, what string) *muste
 	}
 }
 
-// A node that leaves gracefully costs its job a restart, and no more: once
-// its workers' exits are delivered, they are certainly gone, and the next
-// round forms at once, not after the kill timeout (an hour here) that
-// bounds a lost agent's workers.
-func TestNextRoundAfterALeaveWaitsOnlyForTheExits(t *testing.T) {
-	t.Parallel()
+// leavingJob runs a job of two nodes of nproc workers on three agents, with
+// an hour's kill timeout, and has node b leave; it returns the client, the
+// agents, the job and its events.
+func leavingJob(t *testing.T, nproc int32) (*storeclient.Client, []*testAgent, string, <-chan *musterv1.JobEvent) {
+	t.Helper()
 	s := rendezvoustest.NewStore(t, nil)
 	c := rendezvoustest.NewClient(t, s, security.Security{})
 	var agents []*testAgent
@@ -361,7 +360,7 @@ func TestNextRoundAfterALeaveWaitsOnlyForTheExits(t *testing.T) {
 		agents = append(agents, newTestAgent(t, c, name, "10.0.0."+string(rune('1'+i)), int32(i), 0))
 	}
 	sub, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"),
-		Nnodes: 2, Nproc: 2, MaxRestarts: 1, WaitTimeoutMs: 60_000, KillTimeoutMs: time.Hour.Milliseconds()}})
+		Nnodes: 2, Nproc: nproc, MaxRestarts: 1, WaitTimeoutMs: 60_000, KillTimeoutMs: time.Hour.Milliseconds()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,13 +370,23 @@ func TestNextRoundAfterALeaveWaitsOnlyForTheExits(t *testing.T) {
 	if _, err := c.Leave(context.Background(), &musterv1.LeaveRequest{Session: agents[1].session, Reason: "SIGTERM"}); err != nil {
 		t.Fatal(err)
 	}
+	return c, agents, sub.GetJobId(), evs
+}
+
+// A node that leaves gracefully costs its job a restart, and no more: once
+// its workers' exits are delivered, they are certainly gone, and the next
+// round forms at once, not after the kill timeout (an hour here) that
+// bounds a lost agent's workers.
+func TestNextRoundAfterALeaveWaitsOnlyForTheExits(t *testing.T) {
+	t.Parallel()
+	_, agents, job, evs := leavingJob(t, 2)
 	nextEvent(t, evs, "node_lost", func(ev *musterv1.JobEvent) bool { return ev.GetNodeLost() != nil })
 	stopsOf(t, agents[0], agents[1])
 	for _, ex := range []struct {
 		a    *testAgent
 		rank int32
 	}{{agents[1], 2}, {agents[1], 3}, {agents[0], 0}, {agents[0], 1}} {
-		if err := ex.a.publish(exited(sub.JobId, ex.rank, 0, 15, true)); err != nil {
+		if err := ex.a.publish(exited(job, ex.rank, 0, 15, true)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -391,26 +400,10 @@ func TestNextRoundAfterALeaveWaitsOnlyForTheExits(t *testing.T) {
 // for it and says so, and the node's loss is told once.
 func TestLeftNodeGoneBeforeItsExitsHoldsTheRound(t *testing.T) {
 	t.Parallel()
-	s := rendezvoustest.NewStore(t, nil)
-	c := rendezvoustest.NewClient(t, s, security.Security{})
-	var agents []*testAgent
-	for i, name := range []string{"a", "b", "c"} {
-		agents = append(agents, newTestAgent(t, c, name, "10.0.0."+string(rune('1'+i)), int32(i), 0))
-	}
-	sub, err := c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: byteStrings("x"),
-		Nnodes: 2, Nproc: 1, MaxRestarts: 1, WaitTimeoutMs: 60_000, KillTimeoutMs: time.Hour.Milliseconds()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reservePorts(t, c, agents[0], 1000, 1001)
-	startsOf(t, agents[0], agents[1])
-	evs := watchEvents(t, c, sub.JobId)
-	if _, err := c.Leave(context.Background(), &musterv1.LeaveRequest{Session: agents[1].session, Reason: "SIGTERM"}); err != nil {
-		t.Fatal(err)
-	}
+	_, agents, job, evs := leavingJob(t, 1)
 	stopsOf(t, agents[0], agents[1])
 	agents[1].cancel() // its agent goes, its workers' exits unsent
-	if err := agents[0].publish(exited(sub.JobId, 0, 0, 15, true)); err != nil {
+	if err := agents[0].publish(exited(job, 0, 0, 15, true)); err != nil {
 		t.Fatal(err)
 	}
 	var lost int
