@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.uber.org/zap"
+
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
@@ -17,8 +19,10 @@ import (
 // table (TestReplayRebuildsTheJobTable): what a replicated store needs.
 //
 // A command's fields are plain values and protobuf messages, never channels
-// or pointers into the store.
-type Command interface{ isCommand() }
+// or pointers into the store. Each carries its time, given where it was
+// proposed: applying it reads no clock (codec.go carries commands across
+// the replicated log).
+type Command interface{ stamp() *time.Time }
 
 // SubmitJob adds a job and begins its first round.
 type SubmitJob struct {
@@ -36,6 +40,7 @@ type PublishEvents struct {
 	Session  string
 	FirstSeq uint64
 	Events   []*musterv1.JobEvent
+	At       time.Time
 }
 
 // CancelJob stops a job; Code is its exit code unless a worker failed first.
@@ -44,12 +49,14 @@ type CancelJob struct {
 	Force  bool
 	Reason string
 	Code   int32
+	At     time.Time
 }
 
 // RestartJob ends a job's round and begins its next.
 type RestartJob struct {
 	JobID  string
 	Reason string
+	At     time.Time
 }
 
 // CompleteRound hands a round the ports its node rank 0 reserved, or why it
@@ -60,6 +67,7 @@ type CompleteRound struct {
 	Ports   []int32
 	Error   string
 	Magic   uint64
+	At      time.Time
 }
 
 // RecordHealth records a node's health check made for a round of a job.
@@ -68,6 +76,7 @@ type RecordHealth struct {
 	JobID   string
 	RoundID string
 	Health  *musterv1.NodeHealth
+	At      time.Time
 }
 
 // SignalJob sends a signal to every worker of a job's running round.
@@ -87,18 +96,28 @@ type RegisterNode struct {
 	Key         string
 	Jobs        []*musterv1.RunningJob
 	TorchStores []string
+	// Forgotten are reported jobs this store told their launcher it does
+	// not hold: they are stopped, not taken over.
+	Forgotten []string
+	At        time.Time
 }
 
 // LeaveNode marks a node as leaving.
 type LeaveNode struct {
 	Session string
 	Reason  string
+	At      time.Time
 }
 
 // RemoveNode forgets a node for Loss, and ends or restarts its jobs.
 type RemoveNode struct {
 	Session string
 	Loss    *musterv1.NodeLoss
+	// Renewed is when the node's agent last renewed its lease, as the store
+	// that found the loss saw it: the fence counts from it. Zero: when the
+	// node last registered.
+	Renewed time.Time
+	At      time.Time
 }
 
 // FireTimer is a timer the store set for a job, or for one of its rounds,
@@ -108,19 +127,25 @@ type FireTimer struct {
 	JobID   string
 	RoundID string
 	Timer   JobTimer
+	// Deadline is when it was set to fire: with the rest, it names the
+	// timer, which fires once (timers.go).
+	Deadline time.Time
+	// Followed says a launcher followed the job when the timer fired.
+	Followed bool
+	At       time.Time
 }
 
-func (*SubmitJob) isCommand()     {}
-func (*PublishEvents) isCommand() {}
-func (*CancelJob) isCommand()     {}
-func (*RestartJob) isCommand()    {}
-func (*CompleteRound) isCommand() {}
-func (*RecordHealth) isCommand()  {}
-func (*SignalJob) isCommand()     {}
-func (*RegisterNode) isCommand()  {}
-func (*LeaveNode) isCommand()     {}
-func (*RemoveNode) isCommand()    {}
-func (*FireTimer) isCommand()     {}
+func (c *SubmitJob) stamp() *time.Time     { return &c.At }
+func (c *PublishEvents) stamp() *time.Time { return &c.At }
+func (c *CancelJob) stamp() *time.Time     { return &c.At }
+func (c *RestartJob) stamp() *time.Time    { return &c.At }
+func (c *CompleteRound) stamp() *time.Time { return &c.At }
+func (c *RecordHealth) stamp() *time.Time  { return &c.At }
+func (c *SignalJob) stamp() *time.Time     { return &c.At }
+func (c *RegisterNode) stamp() *time.Time  { return &c.At }
+func (c *LeaveNode) stamp() *time.Time     { return &c.At }
+func (c *RemoveNode) stamp() *time.Time    { return &c.At }
+func (c *FireTimer) stamp() *time.Time     { return &c.At }
 
 // JobTimer names the timers the store sets for a job or its round.
 type JobTimer int
@@ -190,16 +215,58 @@ type Result struct {
 	Coalesced bool
 }
 
-// Apply applies one command to the store's state.
+// Apply applies one command to the store's state, stamped with the time
+// now when it has none. A replicated store proposes it to its log and
+// answers once it is applied (StoreConfig.Log).
 func (s *Store) Apply(c Command) (Result, error) {
+	if at := c.stamp(); at.IsZero() {
+		*at = s.clock()
+	}
+	if s.cfg.Log != nil {
+		return s.cfg.Log.Propose(c)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.applyLocked(c)
 }
 
+// ApplyCommitted applies a command the replicated log committed: the one
+// way commands enter a replicated store.
+func (s *Store) ApplyCommitted(c Command) (Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.applyLocked(c)
+}
+
+// proposeLocked has a verdict the store reached outside any command (a
+// detector's, a full outbox's) applied: at once by a lone store, through
+// the log by a replicated one, which the leader alone does.
+func (s *Store) proposeLocked(c Command) {
+	if s.cfg.Log == nil {
+		s.applyLocked(c)
+		return
+	}
+	if !s.leading {
+		return
+	}
+	*c.stamp() = s.clock()
+	go func() {
+		if _, err := s.cfg.Log.Propose(c); err != nil {
+			s.log.Info("store command not applied", zap.String("command", fmt.Sprintf("%T", c)), zap.Error(err))
+		}
+	}()
+}
+
 // applyLocked is the store's state machine: the one place a command enters.
+// While it applies, the store's time is the command's (now).
 // StoreConfig.Applied hears of each command applied without error.
 func (s *Store) applyLocked(c Command) (Result, error) {
+	if at := c.stamp(); at.IsZero() {
+		*at = s.clock()
+	}
+	prev := s.at
+	s.at = *c.stamp()
+	defer func() { s.at = prev }()
 	var res Result
 	var err error
 	switch c := c.(type) {
@@ -223,6 +290,9 @@ func (s *Store) applyLocked(c Command) (Result, error) {
 		err = s.leaveLocked(c)
 	case *RemoveNode:
 		if n := s.nodes[c.Session]; n != nil {
+			if !c.Renewed.IsZero() {
+				n.renewed = c.Renewed
+			}
 			s.removeNodeLocked(n, c.Loss)
 		}
 	case *FireTimer:
@@ -238,20 +308,22 @@ func (s *Store) applyLocked(c Command) (Result, error) {
 	return res, err
 }
 
-// afterLocked has the command for timer t of j (of its round r, when r is
-// given) applied d from now: the one way the store sets a timer for a job.
-func (s *Store) afterLocked(d time.Duration, j *job, r *round, t JobTimer) *time.Timer {
-	c := &FireTimer{JobID: j.id, Timer: t}
-	if r != nil {
-		c.RoundID = r.id
+// now is the store's time: the applied command's, or the clock's outside
+// a command (detectors, leases, which are the leader's alone).
+func (s *Store) now() time.Time {
+	if !s.at.IsZero() {
+		return s.at
 	}
-	return time.AfterFunc(d, func() { s.Apply(c) })
+	return s.clock()
 }
 
 // fireLocked applies a timer's command, only while the store is open, the
 // job has not ended and the timer's round is still the job's: the one guard
 // of every timer the store sets for a job.
 func (s *Store) fireLocked(c *FireTimer) {
+	if !s.timerFiredLocked(c) {
+		return // stopped, or fired already
+	}
 	j := s.jobs[c.JobID]
 	if s.closed || j == nil || j.finished() || (c.RoundID != "" && j.round.id != c.RoundID) {
 		return
@@ -279,11 +351,11 @@ func (s *Store) fireLocked(c *FireTimer) {
 		d := time.Duration(j.spec.TimeoutMs) * time.Millisecond
 		s.cancelLocked(j, false, fmt.Sprintf("timed out after %s", d), 124)
 	case TimerLauncherGone:
-		s.launcherGoneLocked(j)
+		s.launcherGoneLocked(j, c.Followed)
 	case TimerNotBack:
 		s.notBackLocked(j)
 	case TimerNoFollower:
-		s.noFollowerLocked(j)
+		s.noFollowerLocked(j, c.Followed)
 	case TimerHangVerdict:
 		s.hangVerdictLocked(j)
 	default:

@@ -63,7 +63,7 @@ func (s *Store) restartLocked(j *job, reason string, counted bool) {
 	var backoff time.Duration
 	if counted {
 		j.restarts++
-		backoff = restartBackoffLocked(j)
+		backoff = s.restartBackoffLocked(j)
 	}
 	s.cfg.Recorder.RoundRestarted()
 	j.pendingBackoff = backoff

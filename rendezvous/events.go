@@ -72,15 +72,16 @@ func (l *eventLog) expectFollower(wait time.Duration) {
 	})
 }
 
-// append stamps the events with the job's next versions and stores them.
+// append stamps the events with the job's next versions and the time at,
+// and stores them.
 // Events appended after close are dropped: the final event is the last.
-func (l *eventLog) append(jobID string, evs ...*musterv1.JobEvent) {
+func (l *eventLog) append(jobID string, at time.Time, evs ...*musterv1.JobEvent) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return
 	}
-	now := time.Now().UnixMicro()
+	now := at.UnixMicro()
 	for _, ev := range evs {
 		ev.JobId = jobID
 		ev.Version = l.next

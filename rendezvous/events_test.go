@@ -34,7 +34,7 @@ func TestEventLogVersionsAndBounds(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newEventLog(tt.maxCount, tt.maxBytes)
 			for i := 0; i < tt.appended; i++ {
-				l.append("j", outputEvent("0123456789"))
+				l.append("j", time.Now(), outputEvent("0123456789"))
 			}
 			evs, lost, _, done, _ := l.read(tt.from, 1000)
 			if done {
@@ -55,14 +55,14 @@ func TestEventLogVersionsAndBounds(t *testing.T) {
 func TestEventLogCloseAndWake(t *testing.T) {
 	l := newEventLog(10, 1<<20)
 	_, _, _, _, wake := l.read(1, 10)
-	l.append("j", outputEvent("a"))
+	l.append("j", time.Now(), outputEvent("a"))
 	select {
 	case <-wake:
 	default:
 		t.Fatal("append did not wake the reader")
 	}
 	l.close()
-	l.append("j", outputEvent("after close"))
+	l.append("j", time.Now(), outputEvent("after close"))
 	evs, _, _, done, _ := l.read(1, 10)
 	if len(evs) != 1 || !done {
 		t.Fatalf("after close: %d events, done=%v", len(evs), done)
@@ -75,7 +75,7 @@ func TestEventLogCloseAndWake(t *testing.T) {
 func TestEventLogTrim(t *testing.T) {
 	l := newEventLog(100, 1<<20)
 	for i := 0; i < 10; i++ {
-		l.append("j", outputEvent("x"))
+		l.append("j", time.Now(), outputEvent("x"))
 	}
 	l.close()
 	l.trim(3)
@@ -92,7 +92,7 @@ func TestEventLogFlowControl(t *testing.T) {
 	l := newEventLog(1000, 4*size)
 	id := l.follow(1)
 	for i := 0; i < 4; i++ {
-		l.append("j", outputEvent(data))
+		l.append("j", time.Now(), outputEvent(data))
 	}
 	// The follower has read nothing: a fifth event must wait.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -108,7 +108,7 @@ func TestEventLogFlowControl(t *testing.T) {
 	}
 	// Nothing unread is ever dropped while followed.
 	for i := 0; i < 10; i++ {
-		l.append("j", outputEvent(data))
+		l.append("j", time.Now(), outputEvent(data))
 	}
 	if evs, lost, _, _, _ := l.read(2, 100); lost != 0 || len(evs) != 13 {
 		t.Fatalf("lost %d, %d events", lost, len(evs))
@@ -126,8 +126,8 @@ func TestEventLogFlowControl(t *testing.T) {
 func TestEventLogWaitsForTheFirstFollower(t *testing.T) {
 	l := newEventLog(1000, 2*(1+eventOverhead))
 	l.expectFollower(100 * time.Millisecond)
-	l.append("j", outputEvent("a"))
-	l.append("j", outputEvent("b"))
+	l.append("j", time.Now(), outputEvent("a"))
+	l.append("j", time.Now(), outputEvent("b"))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	if l.waitRoom(ctx, 1+eventOverhead) == nil {

@@ -76,7 +76,7 @@ type hangInquiry struct {
 	from  map[*node]bool
 	// running are the round's ranks still running when it began.
 	running []int32
-	timer   *time.Timer
+	timer   *jobTimer
 	// held is the first worker failure that came while it gathered.
 	held *musterv1.WorkerExited
 }
@@ -191,10 +191,8 @@ func (s *Store) hangVerdictLocked(j *job) (restarted bool) {
 	if q == nil || j.decided() || r.restart {
 		return false
 	}
-	if q.timer != nil {
-		q.timer.Stop()
-		q.timer = nil
-	}
+	s.stopTimerLocked(q.timer)
+	q.timer = nil
 	v := hangcause.Decide(hangcause.Round{NodeOf: func(rank int32) int32 { return nodeOf(rank, r.nproc) }, Ranks: q.clues, RAS: q.ras})
 	named := v.GetCulprits()
 	if v.GetCannotTell() {

@@ -22,7 +22,7 @@ type job struct {
 	events   *eventLog
 	round    *round  // the current round
 	outcome  outcome // how it ends, once decided (lifecycle.go)
-	timer    *time.Timer
+	timer    *jobTimer
 	attached int
 	stdin    *StdinRelay        // nil when no rank reads the launcher's stdin
 	owner    *musterv1.Identity // who submitted it; nil for the cluster operator
@@ -457,9 +457,8 @@ func (s *Store) finishLocked(j *job) {
 		// An ended job nobody follows keeps only its last events, for late readers.
 		j.events.trim(finishedEvents)
 	}
-	if j.timer != nil {
-		j.timer.Stop()
-	}
+	s.stopTimerLocked(j.timer)
+	j.timer = nil
 	if j.stdin != nil {
 		j.stdin.close()
 	}
@@ -472,7 +471,7 @@ func (s *Store) finishLocked(j *job) {
 	s.retryWaitingLocked()
 }
 
-func (s *Store) appendLocked(j *job, ev *musterv1.JobEvent) { j.events.append(j.id, ev) }
+func (s *Store) appendLocked(j *job, ev *musterv1.JobEvent) { j.events.append(j.id, s.now(), ev) }
 
 // jobsChangedLocked wakes the jobs' watchers (WatchJobs).
 func (s *Store) jobsChangedLocked() {

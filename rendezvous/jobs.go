@@ -175,8 +175,8 @@ func (s *Store) detach(j *job) {
 }
 
 // launcherGoneLocked stops j if no launcher follows it again.
-func (s *Store) launcherGoneLocked(j *job) {
-	if j.attached > 0 {
+func (s *Store) launcherGoneLocked(j *job, followed bool) {
+	if followed {
 		return
 	}
 	// 129, as if the launcher's terminal hung up.

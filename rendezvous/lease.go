@@ -57,6 +57,10 @@ type suspicion struct {
 func (s *Store) Renew(session string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.leading {
+		// Only a leader backs a lease: a deposed one must not (leader.go).
+		return ErrNotLeader
+	}
 	n := s.nodes[session]
 	if n == nil {
 		return fmt.Errorf("session %q: %w", session, ErrNoSession)
@@ -97,6 +101,9 @@ func (s *Store) watchSilence() {
 }
 
 func (s *Store) probeSilentLocked() {
+	if !s.leading {
+		return
+	}
 	var silentNodes []*node
 	for _, n := range s.nodes {
 		if len(n.jobs) > 0 && time.Since(n.renewed) >= s.cfg.NodeTimeout && !n.probed.After(n.renewed) {
@@ -257,7 +264,7 @@ func (s *Store) settleSuspicionsLocked() {
 			loss := failure.Loss(n.info.GetName(), signal, "", silent, "")
 			loss.StoreSilentMs = storeSilent.Milliseconds()
 			loss.ConfirmedBy = slices.Clone(sp.confirmedBy)
-			s.applyLocked(&RemoveNode{Session: n.session, Loss: loss})
+			s.proposeLocked(&RemoveNode{Session: n.session, Loss: loss, Renewed: n.renewed})
 		}
 	}
 	if pending && s.recheck == nil {
@@ -281,11 +288,11 @@ func (s *Store) fenceLocked(j *job, n *node, loss *musterv1.NodeLoss) *musterv1.
 	case musterv1.LossSignal_LOSS_SIGNAL_AGENT_GONE, musterv1.LossSignal_LOSS_SIGNAL_LEFT:
 		// The agent's shim, or the agent leaving, stops them with the
 		// job's grace.
-		by = time.Now().Add(time.Duration(j.spec.GetKillTimeoutMs())*time.Millisecond + s.fenceMargin())
+		by = s.now().Add(time.Duration(j.spec.GetKillTimeoutMs())*time.Millisecond + s.fenceMargin())
 	default:
 		by = n.renewed.Add(s.cfg.FenceAfter + s.fenceMargin())
 	}
-	if !by.After(time.Now()) {
+	if !by.After(s.now()) {
 		return loss
 	}
 	if by.After(j.fencedUntil) {
@@ -309,9 +316,9 @@ func (s *Store) fencedLocked(j *job) bool {
 
 // holdRoundLocked says whether j's waiting round must wait until until, and
 // has it formed again then, by timer; why says what it waits for.
-func (s *Store) holdRoundLocked(j *job, until time.Time, timer **time.Timer, t JobTimer, why string) bool {
+func (s *Store) holdRoundLocked(j *job, until time.Time, timer **jobTimer, t JobTimer, why string) bool {
 	r := j.round
-	wait := time.Until(until)
+	wait := until.Sub(s.now())
 	if wait <= 0 {
 		return false
 	}

@@ -43,7 +43,7 @@ func TestDepartures(t *testing.T) {
 			// Gossip's word alone is a node's loss here: its agent renews no lease.
 			s := newStrictStore(t, func(c *StoreConfig) { c.RenewSilence = -1 })
 			now := time.Unix(1000, 0)
-			s.now = func() time.Time { return now }
+			s.clock = func() time.Time { return now }
 			s.SetLiveness("a", Liveness{State: GossipAlive, Addr: "10.0.0.1:7946"})
 			session, err := s.Register(&musterv1.Node{Name: "a", Addr: "10.0.0.1", Rank: -1}, "k", nil, nil)
 			if err != nil {

@@ -121,7 +121,7 @@ func (s *Store) checkAgentGone(n *node, stream <-chan struct{}) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if !s.closed && s.byName[name] == n && !n.connected && n.gone == stream {
-			s.applyLocked(&RemoveNode{Session: n.session, Loss: failure.Loss(name, musterv1.LossSignal_LOSS_SIGNAL_AGENT_GONE, "", 0, "")})
+			s.proposeLocked(&RemoveNode{Session: n.session, Loss: failure.Loss(name, musterv1.LossSignal_LOSS_SIGNAL_AGENT_GONE, "", 0, ""), Renewed: n.renewed})
 		}
 	}()
 }

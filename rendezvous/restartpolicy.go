@@ -45,12 +45,12 @@ func restartForWorkerLocked(j *job, ex *musterv1.WorkerExited) (restart bool, wh
 
 // restartBackoffLocked is how long j's next round waits after a counted
 // restart of its current round; it counts the restart for the doubling.
-func restartBackoffLocked(j *job) time.Duration {
+func (s *Store) restartBackoffLocked(j *job) time.Duration {
 	first := time.Duration(j.spec.GetRestartBackoffMs()) * time.Millisecond
 	if first <= 0 {
 		return 0
 	}
-	if r := j.round; !r.runningSince.IsZero() && time.Since(r.runningSince) >= backoffResetAfter {
+	if r := j.round; !r.runningSince.IsZero() && s.now().Sub(r.runningSince) >= backoffResetAfter {
 		j.backoffs = 0
 	}
 	most := max(time.Duration(j.spec.GetRestartBackoffMaxMs())*time.Millisecond, first)

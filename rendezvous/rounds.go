@@ -120,11 +120,11 @@ type round struct {
 	restart bool
 	// lastCall, while an elastic round waits with enough nodes for its
 	// least, forms it with them when it fires (elastic.go).
-	lastCall *time.Timer
+	lastCall *jobTimer
 	// fenceTimer forms a waiting round once the job's fence passed, and
 	// backoffTimer once its restart's back-off did.
-	fenceTimer   *time.Timer
-	backoffTimer *time.Timer
+	fenceTimer   *jobTimer
+	backoffTimer *jobTimer
 	// runningSince is when the round began running.
 	runningSince time.Time
 	// stopSent says its nodes were asked to stop, with stopGrace: a round
@@ -143,10 +143,10 @@ type round struct {
 	// While waiting: since when, the timer that ends the wait, and the last
 	// progress report sent.
 	since         time.Time
-	deadline      *time.Timer
+	deadline      *jobTimer
 	progress      *musterv1.WaitingForNodes
 	progressAt    time.Time
-	progressTimer *time.Timer
+	progressTimer *jobTimer
 }
 
 // setRoundStateLocked moves j's current round to next: the one place where a
@@ -172,7 +172,7 @@ func (s *Store) startRoundLocked(j *job) {
 	spec := j.spec
 	nproc := jobspec.WorkersPerNode(spec)
 	r := &round{job: j, state: roundWaiting, nproc: nproc, worldSize: spec.Nnodes * nproc, exited: map[int32]bool{},
-		since: time.Now()}
+		since: s.now()}
 	if j.round != nil {
 		r.number = j.round.number + 1
 	}
@@ -298,7 +298,7 @@ func (s *Store) formLocked(j *job, picked []*node) {
 		j.stdin.expect(stdinSessionsLocked(j.spec, r))
 	}
 	s.log.Info("round formed", zap.String("job", j.id), zap.String("round", r.id), zap.Int32("number", r.number),
-		zap.Int("nodes", len(picked)), zap.Duration("waited", time.Since(r.since)))
+		zap.Int("nodes", len(picked)), zap.Duration("waited", s.now().Sub(r.since)))
 	s.reservePortsLocked(j)
 }
 
@@ -361,10 +361,8 @@ func (s *Store) sendReleaseLocked(n *node, job string) {
 // unwaitLocked ends what a waiting round keeps going: its timers, its place
 // among the waiting.
 func (s *Store) unwaitLocked(r *round) {
-	for _, t := range []*time.Timer{r.deadline, r.progressTimer, r.lastCall, r.fenceTimer, r.backoffTimer} {
-		if t != nil {
-			t.Stop()
-		}
+	for _, t := range []*jobTimer{r.deadline, r.progressTimer, r.lastCall, r.fenceTimer, r.backoffTimer} {
+		s.stopTimerLocked(t)
 	}
 	r.deadline, r.progressTimer, r.lastCall, r.fenceTimer, r.backoffTimer = nil, nil, nil, nil, nil
 	s.waiting = slices.DeleteFunc(s.waiting, func(j *job) bool { return j.round == r })
@@ -374,7 +372,7 @@ func (s *Store) unwaitLocked(r *round) {
 // most once per progressEvery: a later change is sent when the time comes.
 func (s *Store) progressLocked(j *job) {
 	r := j.round
-	if wait := progressEvery - time.Since(r.progressAt); wait > 0 {
+	if wait := progressEvery - s.now().Sub(r.progressAt); wait > 0 {
 		if r.progressTimer == nil {
 			r.progressTimer = s.afterLocked(wait, j, r, TimerProgress)
 		}
@@ -384,14 +382,14 @@ func (s *Store) progressLocked(j *job) {
 	p := &musterv1.WaitingForNodes{Round: r.number, Wanted: j.spec.Nnodes, Ready: int32(len(picked)),
 		ReadyNodes: firstNames(picked, progressNames), TimeoutMs: j.spec.WaitTimeoutMs, Least: j.spec.MinNodes}
 	p.Unusable = unusable[:min(len(unusable), progressNames)]
-	if j.fencedUntil.After(time.Now()) {
+	if j.fencedUntil.After(s.now()) {
 		// Its nodes may all be ready: say why it does not form.
 		p.Held, p.HeldUntilUnixMs = j.fencedFor, j.fencedUntil.UnixMilli()
 	}
 	if proto.Equal(p, r.progress) {
 		return
 	}
-	r.progress, r.progressAt = p, time.Now()
+	r.progress, r.progressAt = p, s.now()
 	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_Waiting{Waiting: proto.Clone(p).(*musterv1.WaitingForNodes)}})
 }
 
@@ -567,12 +565,12 @@ func (s *Store) completeRoundLocked(c *CompleteRound) error {
 		Round: r.number, RoundId: r.id, Nodes: names, Nproc: r.nproc, WorldSize: r.worldSize, MasterAddr: master,
 		MasterPort: ports[0], UniqueIdSha256: hex.EncodeToString(idHash[:]), RestartCount: j.restarts}}})
 	s.jobsChangedLocked()
-	now := time.Now()
+	now := s.now()
 	s.cfg.Recorder.RoundFormed(now.Sub(r.since))
 	if r.number == 0 && !j.submitted.IsZero() {
 		s.cfg.Recorder.JobStarted(now.Sub(j.submitted))
 	}
-	r.runningSince = time.Now()
+	r.runningSince = now
 	for rank, n := range r.nodes {
 		asg := &musterv1.Assignment{
 			JobId:        j.id,

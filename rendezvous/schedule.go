@@ -3,6 +3,7 @@ package rendezvous
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -25,9 +26,10 @@ const maxScheduled = 100_000
 type SetNodeSchedule struct {
 	Name     string
 	Schedule musterv1.NodeSchedule
+	At       time.Time
 }
 
-func (*SetNodeSchedule) isCommand() {}
+func (c *SetNodeSchedule) stamp() *time.Time { return &c.At }
 
 // SetSchedule cordons, drains or uncordons the named node (by name, as
 // launcher nodes lists it). It returns the node's schedule before and the
@@ -37,11 +39,13 @@ func (s *Store) SetSchedule(name string, sched musterv1.NodeSchedule) (musterv1.
 		return 0, nil, fmt.Errorf("node %s: schedule %d is not one the store knows", name, sched)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	prev := s.schedule[name]
-	if _, err := s.applyLocked(&SetNodeSchedule{Name: name, Schedule: sched}); err != nil {
+	s.mu.Unlock()
+	if _, err := s.Apply(&SetNodeSchedule{Name: name, Schedule: sched}); err != nil {
 		return 0, nil, err
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var jobs []string
 	if n := s.byName[name]; n != nil {
 		for id := range n.jobs {

@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -69,7 +70,6 @@ func newNode(session string, info *musterv1.Node, key string) *node {
 		busy:      map[int32]string{},
 		jobs:      map[string]bool{},
 		seqs:      map[string]uint64{},
-		renewed:   time.Now(),
 	}
 }
 
@@ -91,8 +91,31 @@ func (s *Store) Register(info *musterv1.Node, key string, jobs []*musterv1.Runni
 	if len(jobs) > maxReportedJobs || len(torchStores) > maxReportedJobs {
 		return "", fmt.Errorf("register: %d jobs and %d TCPStores reported, more than %d", len(jobs), len(torchStores), maxReportedJobs)
 	}
-	res, err := s.Apply(&RegisterNode{Session: newID("s-"), Info: info, Key: key, Jobs: jobs, TorchStores: torchStores})
+	c := &RegisterNode{Session: newID("s-"), Info: info, Key: key, Jobs: jobs, TorchStores: torchStores}
+	if err := s.admit(c); err != nil {
+		return "", err
+	}
+	res, err := s.Apply(c)
 	return res.Session, err
+}
+
+// admit refuses a registration that would evict a live agent, and
+// names the reported jobs the store has forgotten: what only the store
+// that takes the registration knows, decided before it is a command.
+func (s *Store) admit(c *RegisterNode) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.nodeByNameLocked(c.Info.GetName()); old != nil && old.connected && len(old.jobs) == 0 && len(c.Jobs) == 0 &&
+		(c.Key == "" || subtle.ConstantTimeCompare([]byte(c.Key), []byte(old.key)) != 1) {
+		// Two live agents under one name would evict each other forever.
+		return fmt.Errorf("node %s: %w, which is connected: give this agent another --name", c.Info.GetName(), ErrNodeTaken)
+	}
+	for _, rj := range c.Jobs {
+		if s.forgotten[rj.GetJobId()] {
+			c.Forgotten = append(c.Forgotten, rj.GetJobId())
+		}
+	}
+	return nil
 }
 
 func (s *Store) registerLocked(c *RegisterNode) (string, error) {
@@ -104,14 +127,11 @@ func (s *Store) registerLocked(c *RegisterNode) (string, error) {
 		same := key != "" && subtle.ConstantTimeCompare([]byte(key), []byte(old.key)) == 1
 		switch {
 		case same:
-			s.resumeLocked(old, info, jobs)
+			s.resumeLocked(old, info, jobs, c.Forgotten)
 			s.releaseUnneededLocked(old, torchStores)
 			return old.session, nil
 		case len(old.jobs) > 0 || len(jobs) > 0:
 			return "", fmt.Errorf("node %s: %w, which holds its jobs: only that agent may register it again", info.GetName(), ErrNodeTaken)
-		case old.connected:
-			// Two live agents under one name would evict each other forever.
-			return "", fmt.Errorf("node %s: %w, which is connected: give this agent another --name", info.GetName(), ErrNodeTaken)
 		}
 		s.removeNodeLocked(old, failure.Loss(old.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_REPLACED, "", 0, ""))
 	}
@@ -119,13 +139,14 @@ func (s *Store) registerLocked(c *RegisterNode) (string, error) {
 		return "", fmt.Errorf("session %s: registered already", c.Session)
 	}
 	n := newNode(c.Session, info, key)
+	n.renewed = s.now()
 	s.registeredLocked(info.GetName())
 	s.nodes[n.session] = n
 	s.byName[info.GetName()] = n
 	s.log.Info("node registered", zap.String("node", info.GetName()), zap.String("addr", info.GetAddr()),
 		zap.Int("gpus", len(info.GetGpus())), zap.Int("jobs", len(jobs)))
 	for _, rj := range jobs {
-		s.adoptLocked(n, rj)
+		s.adoptLocked(n, rj, slices.Contains(c.Forgotten, rj.GetJobId()))
 	}
 	s.releaseUnneededLocked(n, torchStores)
 	// A round waiting for nodes may form now, and an elastic job grow.
@@ -141,12 +162,12 @@ func (s *Store) Disconnected(session string, gone <-chan struct{}, reason string
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.nodes[session]
-	if n == nil || n.gone != gone {
-		return // removed, or already taken back by a newer registration
+	if n == nil || n.gone != gone || !s.leading {
+		return // removed, taken back by a newer registration, or not this store's to decide
 	}
 	if n.leaving {
 		// Its agent left: nothing to wait for.
-		s.applyLocked(&RemoveNode{Session: session, Loss: failure.Loss(n.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_LEFT, "", 0, reason)})
+		s.proposeLocked(&RemoveNode{Session: session, Loss: failure.Loss(n.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_LEFT, "", 0, reason), Renewed: n.renewed})
 		return
 	}
 	busy := false
@@ -156,15 +177,24 @@ func (s *Store) Disconnected(session string, gone <-chan struct{}, reason string
 		}
 	}
 	if !busy {
-		s.applyLocked(&RemoveNode{Session: session, Loss: failure.Loss(n.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_SESSION_EXPIRED, "", 0, reason)})
+		s.proposeLocked(&RemoveNode{Session: session, Loss: failure.Loss(n.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_SESSION_EXPIRED, "", 0, reason), Renewed: n.renewed})
 		return
 	}
+	s.log.Warn("node disconnected; its jobs wait for it", zap.String("node", n.info.GetName()),
+		zap.String("reason", reason), zap.Duration("grace", s.cfg.SessionGrace))
+	s.awaitAgentLocked(n, reason)
+	s.checkAgentGone(n, n.gone)
+}
+
+// awaitAgentLocked keeps n, whose agent has no stream to this store, for
+// the session grace, for its agent to register again; n is lost after it.
+func (s *Store) awaitAgentLocked(n *node, reason string) {
 	n.connected = false
 	closeOnce(n.gone)
-	grace := s.cfg.SessionGrace
-	s.log.Warn("node disconnected; its jobs wait for it", zap.String("node", n.info.GetName()),
-		zap.String("reason", reason), zap.Duration("grace", grace))
-	s.checkAgentGone(n, n.gone)
+	session, gone, grace := n.session, n.gone, s.cfg.SessionGrace
+	if n.lost != nil {
+		n.lost.Stop()
+	}
 	var expire func()
 	expire = func() {
 		s.mu.Lock()
@@ -180,14 +210,14 @@ func (s *Store) Disconnected(session string, gone <-chan struct{}, reason string
 		}
 		loss := failure.Loss(n.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_SESSION_EXPIRED, "", grace, reason)
 		loss.StoreSilentMs = time.Since(n.renewed).Milliseconds()
-		s.applyLocked(&RemoveNode{Session: session, Loss: loss})
+		s.proposeLocked(&RemoveNode{Session: session, Loss: loss, Renewed: n.renewed})
 	}
 	n.lost = time.AfterFunc(grace, expire)
 }
 
 // resumeLocked gives a node back to the agent that registered it, and
 // squares what the store holds with what the agent reports.
-func (s *Store) resumeLocked(n *node, info *musterv1.Node, reports []*musterv1.RunningJob) {
+func (s *Store) resumeLocked(n *node, info *musterv1.Node, reports []*musterv1.RunningJob, forgotten []string) {
 	if n.lost != nil {
 		n.lost.Stop()
 		n.lost = nil
@@ -201,7 +231,7 @@ func (s *Store) resumeLocked(n *node, info *musterv1.Node, reports []*musterv1.R
 			starting[a.GetJobId()] = true
 		}
 	})
-	n.info, n.connected, n.renewed = info, true, time.Now()
+	n.info, n.connected, n.renewed = info, true, s.now()
 	s.log.Info("node registered again", zap.String("node", info.GetName()), zap.Int("jobs", len(reports)))
 	reported := map[string]*musterv1.RunningJob{}
 	for _, rj := range reports {
@@ -223,7 +253,7 @@ func (s *Store) resumeLocked(n *node, info *musterv1.Node, reports []*musterv1.R
 		}
 	}
 	for _, rj := range reports {
-		s.adoptLocked(n, rj)
+		s.adoptLocked(n, rj, slices.Contains(forgotten, rj.GetJobId()))
 	}
 }
 
@@ -298,11 +328,11 @@ func validateReport(rj *musterv1.RunningJob) error {
 
 // adoptLocked adds a reported job to n: a job the store knows gets its node
 // back; one it never saw (it restarted) is rebuilt from the report.
-func (s *Store) adoptLocked(n *node, rj *musterv1.RunningJob) {
+func (s *Store) adoptLocked(n *node, rj *musterv1.RunningJob, forgotten bool) {
 	id := rj.GetJobId()
 	j := s.jobs[id]
 	switch {
-	case j == nil && (rj.GetStoreId() == s.id || s.forgotten[id]):
+	case j == nil && (rj.GetStoreId() == s.id || forgotten):
 		s.stopReportedLocked(n, rj, "the store no longer holds the job")
 		return
 	case j == nil:
@@ -367,11 +397,11 @@ func (s *Store) rebuildLocked(rj *musterv1.RunningJob) *job {
 		restarts: rj.GetRestartCount(),
 	}
 	r := &round{id: rj.GetRoundId(), number: rj.GetRoundNumber(), job: j, state: roundRunning,
-		nproc: rj.GetNproc(), worldSize: rj.GetWorldSize(), exited: map[int32]bool{}, since: time.Now(),
+		nproc: rj.GetNproc(), worldSize: rj.GetWorldSize(), exited: map[int32]bool{}, since: s.now(),
 		rank: map[*node]int32{}}
 	for i := int32(0); i < rj.GetNnodes(); i++ {
 		// Its agent renewed its lease with the old store, before this one began.
-		m := &node{placeholder: true, busy: map[int32]string{}, jobs: map[string]bool{}, renewed: time.Now(),
+		m := &node{placeholder: true, busy: map[int32]string{}, jobs: map[string]bool{}, renewed: s.now(),
 			info: &musterv1.Node{Name: fmt.Sprintf("(node rank %d)", i)}}
 		r.nodes = append(r.nodes, m)
 		r.rank[m] = i
@@ -407,8 +437,8 @@ func (s *Store) notBackLocked(j *job) {
 
 // noFollowerLocked stops a job taken over from its agents that no launcher
 // followed again.
-func (s *Store) noFollowerLocked(j *job) {
-	if j.attached == 0 {
+func (s *Store) noFollowerLocked(j *job, followed bool) {
+	if !followed {
 		s.decideLocked(j, outcome{kind: cancelled, code: 129,
 			reason: fmt.Sprintf("stopped: no launcher followed the job within %s of the store's restart", adoptedAttachWait)})
 		s.stopLocked(j, j.spec.GetKillTimeoutMs())

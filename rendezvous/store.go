@@ -75,6 +75,23 @@ type StoreConfig struct {
 	Applied func(Command)
 	// Recorder, when set, hears of the events metrics count (metrics.go).
 	Recorder Recorder
+	// Log, when set, replicates the store: every command goes through it,
+	// and comes back through ApplyCommitted on every replica. The store
+	// then acts (sends, arms timers, finds lost nodes) only between Lead
+	// and StepDown (leader.go).
+	Log Log
+	// ID names the store; every replica of one store has the same. A new
+	// one for each lone store when "".
+	ID string
+	// Clock is the store's clock; time.Now when nil.
+	Clock func() time.Time
+}
+
+// Log is a replicated log of the store's commands.
+type Log interface {
+	// Propose appends c to the log and returns what applying it gave,
+	// once it is applied here: ErrNotLeader where this store does not lead.
+	Propose(c Command) (Result, error)
 }
 
 // Store holds the cluster's state in memory. All methods are safe for
@@ -112,8 +129,17 @@ type Store struct {
 	// forgotten are jobs of an earlier incarnation the store told their
 	// launcher it does not hold: a late report of one is refused.
 	forgotten map[string]bool
-	now       func() time.Time
-	closed    bool
+	// timers are the job timers set and not yet fired (timers.go).
+	timers map[timerKey]*jobTimer
+	clock  func() time.Time
+	// at is the applied command's time, zero between commands.
+	at time.Time
+	// leading says the store acts on what it applies: always for a lone
+	// store; between Lead and StepDown for a replica. deposed is closed when
+	// it stops leading.
+	leading bool
+	deposed chan struct{}
+	closed  bool
 	// jobsChanged is closed and replaced whenever a job's state, nodes or
 	// round change: what WatchJobs waits on.
 	jobsChanged chan struct{}
@@ -182,11 +208,19 @@ func NewStore(cfg StoreConfig) *Store {
 	if cfg.DepartedRetention == 0 {
 		cfg.DepartedRetention = DepartedRetention
 	}
-	s := &Store{cfg: cfg, log: cfg.Logger, kv: kv.NewMemory(), id: newID("st-"), nodes: map[string]*node{},
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	id := cfg.ID
+	if id == "" {
+		id = newID("st-")
+	}
+	s := &Store{cfg: cfg, log: cfg.Logger, kv: kv.NewMemory(), id: id, nodes: map[string]*node{}, timers: map[timerKey]*jobTimer{},
+		leading: cfg.Log == nil, deposed: make(chan struct{}),
 		byName: map[string]*node{}, jobs: map[string]*job{}, rounds: map[string]*round{},
 		liveness: map[string]Liveness{}, departed: map[string]*departure{}, schedule: map[string]musterv1.NodeSchedule{}, forgotten: map[string]bool{},
 		jobsChanged: make(chan struct{}),
-		began:       time.Now(), now: time.Now, done: make(chan struct{})}
+		began:       cfg.Clock(), clock: cfg.Clock, done: make(chan struct{})}
 	if cfg.NodeTimeout > 0 {
 		go s.watchSilence()
 	}
@@ -251,9 +285,12 @@ func (s *Store) removeNodeLocked(n *node, loss *musterv1.NodeLoss) {
 // commands unread is removed, and only that node: no other node's queue
 // fills on its account.
 func (s *Store) sendLocked(n *node, cmd *musterv1.AgentCommand) {
+	if !s.leading {
+		return // the leader sends; a follower only keeps the table
+	}
 	if !n.out.push(cmd) {
-		s.removeNodeLocked(n, failure.Loss(n.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_UNREAD_COMMANDS, "", 0,
-			fmt.Sprintf("%d commands", maxPending)))
+		s.proposeLocked(&RemoveNode{Session: n.session, Loss: failure.Loss(n.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_UNREAD_COMMANDS, "", 0,
+			fmt.Sprintf("%d commands", maxPending))})
 	}
 }
 
@@ -362,10 +399,10 @@ func (s *Store) Close() {
 	for _, n := range s.nodes {
 		s.removeNodeLocked(n, failure.Loss(n.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_STORE_CLOSING, "", 0, ""))
 	}
+	for _, tm := range s.timers {
+		tm.disarmLocked()
+	}
 	for _, j := range s.jobs {
-		if j.timer != nil {
-			j.timer.Stop()
-		}
 		if j.stdin != nil {
 			j.stdin.close()
 		}
