@@ -17,9 +17,28 @@ import (
 // No node is then lost, nor any rank started again, before that node's
 // workers have certainly stopped themselves (lease.go).
 
-// ErrNotLeader is a call that only the leader of a replicated store takes,
-// made to a replica that does not lead.
-var ErrNotLeader = errors.New("not the store's leader")
+var (
+	// ErrNotLeader is a call that only the leader of a replicated store
+	// takes, made to a replica that does not lead.
+	ErrNotLeader = errors.New("this store replica does not lead")
+	// ErrUnknownOutcome is a command whose leader was deposed before it was
+	// known to be applied: it may have been.
+	ErrUnknownOutcome = errors.New("outcome unknown")
+)
+
+// NotLeaderError is ErrNotLeader with where the leader is, when known.
+type NotLeaderError struct {
+	Leader string // the leader's store address; "" while there is none
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.Leader == "" {
+		return ErrNotLeader.Error() + ", and no replica leads now (an election is under way, or too few replicas are up)"
+	}
+	return ErrNotLeader.Error() + "; the leader is " + e.Leader
+}
+
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
 
 // Leading says whether the store acts on its table.
 func (s *Store) Leading() bool {

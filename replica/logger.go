@@ -1,0 +1,32 @@
+package replica
+
+import (
+	"bytes"
+	"io"
+
+	"github.com/hashicorp/go-hclog"
+	"go.uber.org/zap"
+)
+
+// raftLogger hands raft's log lines (hclog) to the node's zap logger.
+func raftLogger(log *zap.Logger, name string) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.Info, Output: zapWriter{log.Named(name)},
+		DisableTime: true})
+}
+
+type zapWriter struct{ log *zap.Logger }
+
+func (w zapWriter) Write(p []byte) (int, error) {
+	line := string(bytes.TrimSpace(p))
+	switch {
+	case bytes.Contains(p, []byte("[ERROR]")):
+		w.log.Error(line)
+	case bytes.Contains(p, []byte("[WARN]")):
+		w.log.Warn(line)
+	default:
+		w.log.Info(line)
+	}
+	return len(p), nil
+}
+
+var _ io.Writer = zapWriter{}

@@ -1,0 +1,196 @@
+package replica
+
+import (
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/security"
+)
+
+// freeAddrs returns n loopback store addresses whose next ports are free too.
+func freeAddrs(t *testing.T, n int) []string {
+	t.Helper()
+	var out []string
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	for len(out) < n {
+		a, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, a)
+		p := a.Addr().(*net.TCPAddr).Port
+		b, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+1))
+		if err != nil {
+			continue
+		}
+		held = append(held, b)
+		out = append(out, a.Addr().String())
+	}
+	return out
+}
+
+type testReplica struct {
+	rep   *Replica
+	store *rendezvous.Store
+}
+
+func startReplica(t *testing.T, addr string, peers []string, dir, token string) *testReplica {
+	t.Helper()
+	log := zaptest.NewLogger(t).Named(addr)
+	rep, err := New(Config{Logger: log, Addr: addr, Peers: peers, DataDir: dir,
+		Security: security.Security{Token: token}, HeartbeatTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := rendezvous.NewStore(rendezvous.StoreConfig{Logger: log, Addr: addr, Log: rep, ID: rep.StoreID()})
+	if err := rep.Start(store); err != nil {
+		t.Fatal(err)
+	}
+	return &testReplica{rep: rep, store: store}
+}
+
+func (r *testReplica) close() {
+	r.rep.Close()
+	r.store.Close()
+}
+
+// leaderOf waits for one of rs to lead its store, and returns it.
+func leaderOf(t *testing.T, rs []*testReplica) *testReplica {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, r := range rs {
+			if r != nil && r.store.Leading() {
+				return r
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("no replica leads")
+	return nil
+}
+
+// Three replicas: a node registered with the leader is in every replica's
+// table; with the leader closed, another leads with the same table, and
+// the node's agent takes its node back there with its key.
+func TestReplicasKeepTheTableWhenTheLeaderGoes(t *testing.T) {
+	addrs := freeAddrs(t, 3)
+	var rs []*testReplica
+	for _, a := range addrs {
+		r := startReplica(t, a, addrs, t.TempDir(), "tok")
+		t.Cleanup(r.close)
+		rs = append(rs, r)
+	}
+	first := leaderOf(t, rs)
+	info := &musterv1.Node{Name: "w1", Addr: "10.0.0.9", Rank: -1}
+	session, err := first.store.Register(info, "key-w1", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A follower refuses and names the leader.
+	for _, r := range rs {
+		if r == first {
+			continue
+		}
+		_, err := r.store.Register(&musterv1.Node{Name: "w2", Addr: "10.0.0.8", Rank: -1}, "k", nil, nil)
+		var nl *rendezvous.NotLeaderError
+		if !errors.As(err, &nl) || nl.Leader != first.rep.cfg.Addr {
+			t.Fatalf("follower %s: register: %v, want not-leader naming %s", r.rep.cfg.Addr, err, first.rep.cfg.Addr)
+		}
+	}
+	waitFor(t, "every replica holds node w1", func() bool {
+		for _, r := range rs {
+			if len(r.store.Nodes()) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	first.close()
+	var rest []*testReplica
+	for _, r := range rs {
+		if r != first {
+			rest = append(rest, r)
+		}
+	}
+	next := leaderOf(t, rest)
+	got, err := next.store.Register(info, "key-w1", nil, nil)
+	if err != nil || got != session {
+		t.Fatalf("re-registration with the new leader: session %q, %v; want %q", got, err, session)
+	}
+	if st := next.rep.Status("n"); st.GetRole() != musterv1.ReplicaRole_REPLICA_ROLE_LEADER || st.GetTerm() < 2 || len(st.GetReplicas()) != 3 {
+		t.Fatalf("new leader's status: %v", st)
+	}
+}
+
+// A replica with another cluster token is not let in: it never learns the
+// table, and the others log its refusal.
+func TestReplicaWithAnotherTokenIsRefused(t *testing.T) {
+	addrs := freeAddrs(t, 3)
+	var good []*testReplica
+	for _, a := range addrs[:2] {
+		r := startReplica(t, a, addrs, t.TempDir(), "tok")
+		t.Cleanup(r.close)
+		good = append(good, r)
+	}
+	bad := startReplica(t, addrs[2], addrs, t.TempDir(), "other")
+	t.Cleanup(bad.close)
+	leader := leaderOf(t, good)
+	if _, err := leader.store.Register(&musterv1.Node{Name: "w1", Addr: "10.0.0.9", Rank: -1}, "k", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the other good replica holds node w1", func() bool {
+		for _, r := range good {
+			if len(r.store.Nodes()) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	if bad.store.Leading() || len(bad.store.Nodes()) != 0 {
+		t.Fatalf("the replica with another token leads or holds the table: %d nodes", len(bad.store.Nodes()))
+	}
+}
+
+func TestCheckPeers(t *testing.T) {
+	for _, tt := range []struct {
+		peers []string
+		want  string
+	}{
+		{[]string{"10.0.0.1:7070", "10.0.0.2:7070"}, ""},
+		{[]string{"10.0.0.1"}, "want HOST:PORT"},
+		{[]string{"0.0.0.0:7070"}, "not 0.0.0.0"},
+		{[]string{"10.0.0.1:65535"}, "raft uses the next one"},
+		{[]string{"a:1", "a:1"}, "listed twice"},
+		{strings.Split("a:1,a:3,a:5,a:7,a:9,a:11,a:13,a:15", ","), "at most 7"},
+	} {
+		err := CheckPeers(tt.peers)
+		if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("CheckPeers(%v) = %v, want %q", tt.peers, err, tt.want)
+		}
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
