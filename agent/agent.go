@@ -42,7 +42,11 @@ import (
 type Config struct {
 	Logger    *zap.Logger
 	StoreAddr string
-	Security  security.Security
+	// StoreReplicas are a replicated store's replicas' addresses, StoreAddr
+	// among them: the agent follows their leader (session.go). The store
+	// tells them too, when the agent registers.
+	StoreReplicas []string
+	Security      security.Security
 	// StoreCA is the CA file workers verify the store's TLS certificate
 	// with (MUSTER_TLS_CA), when the store's TCP address uses TLS.
 	StoreCA string
@@ -117,7 +121,8 @@ type Agent struct {
 	smu     sync.Mutex
 	session string
 	storeID string
-	// storeAddr is where the store is now: cfg.StoreAddr, until it moves.
+	// storeAddr is where the store is now: cfg.StoreAddr, until it moves
+	// (or the client follows a replicated store's leader).
 	storeAddr string
 	lease     lease // fence.go
 
@@ -226,6 +231,9 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 		}
 	}
 	c, err := storeclient.DialAgent(cfg.StoreAddr, cfg.Security)
+	if err == nil {
+		c.LearnReplicas(cfg.StoreReplicas)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -250,12 +258,13 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 	}
 	a.sendCtx, a.storeGone = context.WithCancel(actx)
 	a.watchXIDs()
-	watch, stop, err := a.register(ctx)
+	watch, stop, err := a.registerLeader(ctx)
 	// The name may still be held by this node's previous agent, whose end
-	// the store has yet to see: wait a little for it, then give up.
-	for deadline := time.Now().Add(nameTakenWait); status.Code(err) == codes.PermissionDenied && time.Now().Before(deadline); {
+	// the store has yet to see: wait a little for it, then give up. A
+	// replicated store may be electing its leader: wait for that too.
+	for deadline := time.Now().Add(nameTakenWait); (status.Code(err) == codes.PermissionDenied || a.electing(err)) && time.Now().Before(deadline); {
 		time.Sleep(250 * time.Millisecond)
-		watch, stop, err = a.register(ctx)
+		watch, stop, err = a.registerLeader(ctx)
 	}
 	if err != nil {
 		cancel()

@@ -121,9 +121,36 @@ func (a *Agent) register(ctx context.Context) (watch musterv1.Agents_WatchClient
 	a.smu.Lock()
 	a.session, a.storeID = reg.GetSession(), reg.GetStoreId()
 	a.smu.Unlock()
+	a.client.LearnReplicas(reg.GetStoreReplicas())
 	a.connected.Store(true)
 	a.lease.renewed(sent, time.Duration(reg.GetFenceAfterMs())*time.Millisecond)
 	return watch, stop, nil
+}
+
+// registerLeader registers with the store; with a replicated one, a
+// replica that does not lead names the leader, which the client follows at
+// once, and one that names none (an election is under way) or cannot be
+// reached has the agent try the next replica at its next try.
+func (a *Agent) registerLeader(ctx context.Context) (musterv1.Agents_WatchClient, context.CancelFunc, error) {
+	watch, stop, err := a.register(ctx)
+	if err != nil {
+		a.client.FollowLeader(err)
+	}
+	if addr := a.client.StoreAddr(); addr != "" {
+		a.smu.Lock()
+		a.storeAddr = addr
+		a.smu.Unlock()
+	}
+	return watch, stop, err
+}
+
+// electing says whether err leaves the agent waiting for a replicated
+// store's leader: it has no leader yet, or the replica tried is down.
+func (a *Agent) electing(err error) bool {
+	if _, refused := storeclient.LeaderOf(err); refused {
+		return true
+	}
+	return a.client.Replicated() && status.Code(err) == codes.Unavailable
 }
 
 // sessionLoop serves Watch streams, registering again whenever one ends,
@@ -162,7 +189,7 @@ func (a *Agent) reconnect() (musterv1.Agents_WatchClient, context.CancelFunc) {
 			return nil, nil
 		case <-t.C:
 		}
-		watch, stop, err := a.register(a.ctx)
+		watch, stop, err := a.registerLeader(a.ctx)
 		if err == nil {
 			a.log.Info("registered with the store again", zap.String("store", a.storeAddrNow()),
 				zap.Int("tries", try), zap.Duration("down-for", time.Since(since).Round(time.Millisecond)), zap.Int("jobs", a.jobCount()))

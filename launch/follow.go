@@ -79,7 +79,7 @@ type Options struct {
 // job's exit code: the first failed worker's (128+signal for a signal), 124
 // on timeout, 128+signal when stopped by a signal, 0 when all succeeded.
 func Run(ctx context.Context, log *zap.Logger, c *storeclient.Client, opts Options) (int, error) {
-	sub, err := c.Submit(ctx, &musterv1.SubmitRequest{Spec: opts.Spec})
+	sub, err := submit(ctx, c, opts.Spec)
 	if err != nil {
 		return 1, errors.New(storeclient.ErrorMessage(err))
 	}
@@ -187,6 +187,9 @@ func (f *follower) run(ctx context.Context) (int, error) {
 		if first && !heard && status.Code(cause) != codes.Unavailable {
 			return 1, fmt.Errorf("watch job %s: %s", f.job, storeclient.ErrorMessage(cause))
 		}
+		// A replicated store's replica that does not lead names its
+		// leader, which the next try follows.
+		f.c.FollowLeader(cause)
 		if !first && status.Code(cause) == codes.NotFound {
 			// A restarted store holds only what its agents reported.
 			if err := f.submitAgain(ctx, cause); err != nil {
@@ -485,7 +488,7 @@ func (f *follower) submitAgain(ctx context.Context, cause error) error {
 	case !f.stdinUnread(ctx):
 		return fmt.Errorf("%s; it had not started, but stdin already read went with it: submit it again", lost)
 	}
-	sub, err := f.c.Submit(ctx, &musterv1.SubmitRequest{Spec: f.opts.Spec})
+	sub, err := submit(ctx, f.c, f.opts.Spec)
 	if err != nil {
 		return fmt.Errorf("%s; it had not started, and submitting it again failed: %s", lost, storeclient.ErrorMessage(err))
 	}

@@ -26,6 +26,9 @@ type Target struct {
 	// serving this machine. Empty is the embedded default: a store and an
 	// agent inside the launcher, for this machine alone.
 	Store string
+	// Replicas are a replicated store's replicas (--cluster A,B,C), Store
+	// among them; the launcher follows their leader.
+	Replicas []string
 }
 
 // Embedded says the job runs on the embedded default.
@@ -42,21 +45,55 @@ func ChooseTarget(embedded bool, cluster string, findLocal func() string) (Targe
 		}
 		return Target{}, nil
 	}
-	addr, err := ClusterAddr(cluster, findLocal)
-	return Target{Store: addr}, err
+	addrs, err := ClusterAddrs(cluster, findLocal)
+	if err != nil || len(addrs) == 0 {
+		return Target{}, err
+	}
+	t := Target{Store: addrs[0]}
+	if len(addrs) > 1 {
+		t.Replicas = addrs
+	}
+	return t, nil
 }
 
-// ClusterAddr is the store a command asks: cluster (--cluster), checked,
-// else the agent serving this machine that findLocal finds, else "".
+// ClusterAddr is the store a command asks first: see ClusterAddrs.
 func ClusterAddr(cluster string, findLocal func() string) (string, error) {
+	addrs, err := ClusterAddrs(cluster, findLocal)
+	if err != nil || len(addrs) == 0 {
+		return "", err
+	}
+	return addrs[0], nil
+}
+
+// maxClusterAddrs bounds --cluster's list: a store's replicas.
+const maxClusterAddrs = 7
+
+// ClusterAddrs are the store a command asks: cluster (--cluster: one
+// address, or a replicated store's replicas, A,B,C), checked, else the
+// agent serving this machine that findLocal finds, else none.
+func ClusterAddrs(cluster string, findLocal func() string) ([]string, error) {
 	if cluster == "" {
-		return findLocal(), nil
+		if a := findLocal(); a != "" {
+			return []string{a}, nil
+		}
+		return nil, nil
 	}
-	addr := security.NormalizeAddr(cluster)
-	if err := security.CheckAddr(addr); err != nil {
-		return "", usagef("--cluster %v", err)
+	parts := strings.Split(cluster, ",")
+	if len(parts) > maxClusterAddrs {
+		return nil, usagef("--cluster lists %d stores: a store has at most %d replicas", len(parts), maxClusterAddrs)
 	}
-	return addr, nil
+	var addrs []string
+	for _, p := range parts {
+		addr := security.NormalizeAddr(strings.TrimSpace(p))
+		if err := security.CheckAddr(addr); err != nil {
+			return nil, usagef("--cluster %v", err)
+		}
+		if len(parts) > 1 && security.IsUnixAddr(addr) {
+			return nil, usagef("--cluster %s: a list names a replicated store's replicas, HOST:PORT each; a socket stands alone", cluster)
+		}
+		addrs = append(addrs, addr)
+	}
+	return addrs, nil
 }
 
 // ClusterSecurity is how to authenticate to the store at addr. On a Unix

@@ -32,7 +32,7 @@ func BenchmarkScrape(b *testing.B) {
 	// Jobs that wait for more nodes than there are, cancelled: each ends
 	// at once, and the store keeps it among its ended jobs.
 	for range jobs {
-		id, err := store.Submit(&musterv1.JobSpec{Argv: [][]byte{[]byte("true")}, Nnodes: nodes + 1, WaitTimeoutMs: 60_000}, nil)
+		id, err := store.Submit(&musterv1.JobSpec{Argv: [][]byte{[]byte("true")}, Nnodes: nodes + 1, WaitTimeoutMs: 60_000}, nil, "")
 		if err != nil {
 			b.Fatal(err)
 		}

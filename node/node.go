@@ -12,6 +12,8 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -41,6 +43,14 @@ type Config struct {
 	// Join is the address of a store to join instead of hosting one. With
 	// Gossip and neither Listen nor Join, the store is found through gossip.
 	Join string
+	// JoinReplicas, with Join, are a replicated store's replicas (Join
+	// among them): the agent follows their leader.
+	JoinReplicas []string
+	// StorePeers, with Listen, makes the hosted store one replica of a
+	// replicated store: every replica's store address, Listen's among them,
+	// the same list on each (package replica). Its raft log lives in
+	// History.Dir.
+	StorePeers []string
 	// Gossip, when set, makes the node a gossip member (nil: none).
 	Gossip *Gossip
 	// Security is the store's (hosting) or the way to reach it (joining).
@@ -74,6 +84,8 @@ type Node struct {
 	errc       chan error       // see Err
 	// warnedStores are the other store hosts watchGossip warned of (stores.go).
 	warnedStores map[string]bool
+	// replicas are the hosted store's replicas, when it is replicated.
+	replicas []string
 	nodeTimeout  time.Duration            // gossip's node timeout, gossiped in the metadata
 	timeouts     map[string]time.Duration // the node timeout each node last gossiped; watchGossip's
 	metrics      *nodeMetrics             // nil without Config.MetricsAddr (metrics.go)
@@ -87,7 +99,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	n := &Node{log: cfg.Logger, gpus: len(cfg.Agent.GPUs), gpusWhy: cfg.GPUsExpected, errc: make(chan error, 1)}
+	n := &Node{log: cfg.Logger, gpus: len(cfg.Agent.GPUs), gpusWhy: cfg.GPUsExpected, errc: make(chan error, 1), replicas: cfg.StorePeers}
 	acfg := cfg.Agent
 	acfg.Logger = cfg.Logger
 	if acfg.Name == "" {
@@ -231,7 +243,7 @@ func (n *Node) startStoreAndAgent(ctx context.Context, cfg Config, acfg agent.Co
 				n.store.Close()
 				return err
 			}
-			if err := n.claimStore(ctx); err != nil {
+			if err := n.claimStore(ctx, cfg.StorePeers); err != nil {
 				// Left, not dead: the others free its name at once for the node's next
 				// start, whatever address that advertises, and suspect nothing; a store
 				// this one yielded to stops waiting for it.
@@ -256,6 +268,7 @@ func (n *Node) startStoreAndAgent(ctx context.Context, cfg Config, acfg agent.Co
 			}
 		}
 		acfg.StoreAddr = security.NormalizeAddr(join)
+		acfg.StoreReplicas = cfg.JoinReplicas
 		acfg.Security = security.Security{Token: cfg.Security.Token, CAFile: cfg.Security.CAFile}
 		if host, _, err := net.SplitHostPort(acfg.StoreAddr); err == nil && cfg.Join == "" && !security.IsLoopback(host) {
 			// A store found through gossip on another host serves TLS.
@@ -310,7 +323,13 @@ func (n *Node) host(ctx context.Context, cfg *Config, acfg *agent.Config) error 
 			acfg.Addr = ip.String()
 		}
 	}
+	if len(cfg.StorePeers) > 0 {
+		if err := checkReplica(listenAddr, cfg); err != nil {
+			return err
+		}
+	}
 	configure := func(c *storeserver.Config) {
+		c.Replicas, c.ReplicaDir = cfg.StorePeers, cfg.History.Dir
 		if n.gossip != nil {
 			c.AgentGone, c.NodeTimeout, c.OwnNode = n.gossip.Refused, n.nodeTimeout, acfg.Name
 		}
@@ -332,6 +351,12 @@ func (n *Node) host(ctx context.Context, cfg *Config, acfg *agent.Config) error 
 		if sec.CertFile != "" && acfg.StoreCA == "" {
 			acfg.StoreCA = sec.CertFile // workers trust the store's own certificate
 		}
+	}
+	if len(cfg.StorePeers) > 0 {
+		// The agent follows the replicas' leader, over TCP as other nodes do.
+		acfg.StoreAddr, acfg.StoreReplicas = listenAddr, cfg.StorePeers
+		acfg.Security = security.Security{Token: sec.Token, TLS: sec.CertFile != "", CAFile: acfg.StoreCA}
+		return nil
 	}
 	if acfg.StoreAddr = store.SocketAddr(); acfg.StoreAddr == "" {
 		// No socket: dial the store over loopback, with the token (and TLS,
@@ -455,4 +480,21 @@ func FileExists(path string) bool {
 	}
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// checkReplica refuses a replica the others could not reach or trust: its
+// listen address must be its entry in the replica list, and off loopback
+// its clients verify every replica's certificate with the CA file.
+func checkReplica(listenAddr string, cfg *Config) error {
+	if !slices.Contains(cfg.StorePeers, listenAddr) {
+		return fmt.Errorf("--listen %s is not among --store-peers (%s): give --listen as the list names this replica",
+			listenAddr, strings.Join(cfg.StorePeers, ","))
+	}
+	if cfg.History.Dir == "" {
+		return errors.New("a store replica keeps its log on disk: give --data-dir")
+	}
+	if cfg.Security.CertFile != "" && cfg.Security.CAFile == "" {
+		return errors.New("store replicas with TLS need --tls-ca: every node verifies each replica's certificate with the cluster's CA")
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -10,7 +11,8 @@ import (
 	"github.com/musterhq/muster/cluster"
 )
 
-// One store per gossip cluster. Agents find their store through gossip;
+// One store per gossip cluster, or one store's replicas (--store-peers):
+// replicas of the store pass one another over here. Agents find their store through gossip;
 // with two, each agent registers with whichever it found first, and a job
 // waits for nodes that are registered with the other. A node that would
 // host a second store is refused at start. Of two stores started at once,
@@ -21,10 +23,10 @@ import (
 
 // otherStores are the alive members, other than this node, that host a
 // store, as gossip knows them.
-func (n *Node) otherStores() []cluster.Member {
+func (n *Node) otherStores(replicas []string) []cluster.Member {
 	var out []cluster.Member
 	for _, m := range n.gossip.Members() {
-		if m.Name != n.gossip.Name() && m.State == cluster.Alive && m.Meta.Store {
+		if m.Name != n.gossip.Name() && m.State == cluster.Alive && m.Meta.Store && !slices.Contains(replicas, m.Meta.GRPCAddr) {
 			out = append(out, m)
 		}
 	}
@@ -42,13 +44,13 @@ func (n *Node) claimWait() time.Duration { return 2 * n.nodeTimeout }
 // name sorts first. One starting on a node whose name sorts after this
 // one's yields once it sees this one: claimStore waits for it to go, or to
 // run (it never saw this one: then this one yields).
-func (n *Node) claimStore(ctx context.Context) error {
+func (n *Node) claimStore(ctx context.Context, replicas []string) error {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	deadline := time.Now().Add(n.claimWait())
 	for {
 		var waitFor string
-		for _, m := range n.otherStores() {
+		for _, m := range n.otherStores(replicas) {
 			if !m.Meta.StoreStarting || m.Name < n.gossip.Name() {
 				return storeRefused(m)
 			}
@@ -85,7 +87,7 @@ func storeRefused(m cluster.Member) error {
 // it yields, or says it runs, which warns then.
 func (n *Node) warnOtherStore(ev cluster.Event) {
 	m := ev.Member
-	if n.store == nil || m.Name == n.gossip.Name() || !m.Meta.Store || m.Meta.StoreStarting ||
+	if n.store == nil || m.Name == n.gossip.Name() || !m.Meta.Store || m.Meta.StoreStarting || slices.Contains(n.replicas, m.Meta.GRPCAddr) ||
 		(ev.Type != cluster.EventJoin && ev.Type != cluster.EventUpdate) {
 		return
 	}

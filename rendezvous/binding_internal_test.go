@@ -17,7 +17,7 @@ func TestStartedBindingBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job, err := s.Submit(&musterv1.JobSpec{Argv: [][]byte{[]byte("true")}, Nnodes: 1, Nproc: 2, KillTimeoutMs: 1000}, &musterv1.Identity{Uid: 1000, Gid: 1000})
+	job, err := s.Submit(&musterv1.JobSpec{Argv: [][]byte{[]byte("true")}, Nnodes: 1, Nproc: 2, KillTimeoutMs: 1000}, &musterv1.Identity{Uid: 1000, Gid: 1000}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

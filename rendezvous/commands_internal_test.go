@@ -81,7 +81,7 @@ func TestReplayRebuildsTheJobTable(t *testing.T) {
 	}
 
 	spec := &musterv1.JobSpec{Argv: [][]byte{[]byte("true")}, Nnodes: 2, Nproc: 2, MaxRestarts: 1, KillTimeoutMs: 1000}
-	job, err := s.Submit(spec, &musterv1.Identity{Uid: 1000, Gid: 1000})
+	job, err := s.Submit(spec, &musterv1.Identity{Uid: 1000, Gid: 1000}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestReplayRebuildsTheJobTable(t *testing.T) {
 	publish("a", exited(job, 0, 0), exited(job, 1, 0))
 	publish("b", exited(job, 2, 0), exited(job, 3, 0))
 
-	other, err := s.Submit(proto.CloneOf(spec), nil)
+	other, err := s.Submit(proto.CloneOf(spec), nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}

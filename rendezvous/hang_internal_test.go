@@ -28,7 +28,7 @@ func TestHangVerdictAcrossNodes(t *testing.T) {
 		sessions[name] = sess
 	}
 	spec := &musterv1.JobSpec{Argv: [][]byte{[]byte("true")}, Nnodes: 2, Nproc: 2, KillTimeoutMs: 1000, HangTimeoutMs: 5000}
-	job, err := s.Submit(spec, &musterv1.Identity{Uid: 1000, Gid: 1000})
+	job, err := s.Submit(spec, &musterv1.Identity{Uid: 1000, Gid: 1000}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,8 @@ package rendezvous
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -63,13 +65,42 @@ func (j *job) finished() bool { return j.state.Ended() }
 // are not there) and then asks node rank 0 to reserve the job's ports; the
 // job starts when they arrive. owner is the local user the job runs as, nil
 // for the cluster operator.
-func (s *Store) Submit(spec *musterv1.JobSpec, owner *musterv1.Identity) (string, error) {
+//
+// A non-empty submission names the submission: the job's ID derives from it
+// and its owner, and the same submission made again returns that job
+// without a second one (its launcher lost the answer with a store's leader).
+func (s *Store) Submit(spec *musterv1.JobSpec, owner *musterv1.Identity, submission string) (string, error) {
 	if err := validateSpec(spec); err != nil {
 		return "", err
 	}
+	if len(submission) > maxSubmissionBytes {
+		return "", fmt.Errorf("submission name of %d bytes, more than %d", len(submission), maxSubmissionBytes)
+	}
 	id := newID("j-")
+	if submission != "" {
+		h := sha256.Sum256(fmt.Appendf(nil, "%t/%d/%s", owner == nil, owner.GetUid(), submission))
+		id = "j-" + hex.EncodeToString(h[:6])
+		if s.submitted(id, owner) {
+			return id, nil
+		}
+	}
 	res, err := s.Apply(&SubmitJob{JobID: id, Token: security.NewJobToken(id), Spec: spec, Owner: owner, At: s.now()})
+	if err != nil && submission != "" && s.submitted(id, owner) {
+		// The first try was applied after all.
+		return id, nil
+	}
 	return res.JobID, err
+}
+
+// maxSubmissionBytes bounds a submission's name.
+const maxSubmissionBytes = 128
+
+// submitted says whether the store holds job id, submitted by owner.
+func (s *Store) submitted(id string, owner *musterv1.Identity) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.jobs[id]
+	return j != nil && proto.Equal(j.owner, owner)
 }
 
 func (s *Store) submitLocked(c *SubmitJob) (string, error) {

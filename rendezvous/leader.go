@@ -109,3 +109,11 @@ func (s *Store) StepDown() {
 	}
 	s.log.Info("store follows its leader")
 }
+
+// GetLeader is the leader's address, "" for a nil error or none known.
+func (e *NotLeaderError) GetLeader() string {
+	if e == nil {
+		return ""
+	}
+	return e.Leader
+}

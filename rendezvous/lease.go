@@ -57,7 +57,7 @@ type suspicion struct {
 func (s *Store) Renew(session string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.leading {
+	if !s.leading || (s.cfg.Log != nil && !s.cfg.Log.Leads()) {
 		// Only a leader backs a lease: a deposed one must not (leader.go).
 		return ErrNotLeader
 	}

@@ -91,7 +91,7 @@ func TestLeavingNodeNoCandidate(t *testing.T) {
 	}
 	spec := &musterv1.JobSpec{Argv: [][]byte{[]byte("true")}, Nnodes: 1, Nproc: 1, KillTimeoutMs: 1000}
 	// Without a wait, the job fails at once: no node to take.
-	if _, err := s.Submit(spec, nil); err == nil || !strings.Contains(err.Error(), "node a is leaving") {
+	if _, err := s.Submit(spec, nil, ""); err == nil || !strings.Contains(err.Error(), "node a is leaving") {
 		t.Fatalf("job with only a leaving node: %v", err)
 	}
 	if err := s.Leave("s-none", "test"); err == nil {

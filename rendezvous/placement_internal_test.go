@@ -100,12 +100,12 @@ func TestPlacementSpreads(t *testing.T) {
 					continue
 				}
 				spec := &musterv1.JobSpec{Argv: [][]byte{[]byte("x")}, Nnodes: 1, Nproc: pn.workers, Hosts: []string{pn.name}}
-				if _, err := s.Submit(spec, nil); err != nil {
+				if _, err := s.Submit(spec, nil, ""); err != nil {
 					t.Fatal(err)
 				}
 			}
 			tt.spec.Argv = [][]byte{[]byte("x")}
-			id, err := s.Submit(tt.spec, nil)
+			id, err := s.Submit(tt.spec, nil, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -127,7 +127,7 @@ func TestPlacementSpreadsManyJobs(t *testing.T) {
 	}
 	count := map[string]int{}
 	for i := range 50 {
-		id, err := s.Submit(&musterv1.JobSpec{Argv: [][]byte{[]byte("x")}, Nnodes: 1, Nproc: 2}, nil)
+		id, err := s.Submit(&musterv1.JobSpec{Argv: [][]byte{[]byte("x")}, Nnodes: 1, Nproc: 2}, nil, "")
 		if err != nil {
 			t.Fatal(err)
 		}

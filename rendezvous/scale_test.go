@@ -39,7 +39,7 @@ func pending(t *testing.T, s *Store, session string) []*musterv1.AgentCommand {
 // startRound submits an n-node job and completes its round.
 func startRound(t *testing.T, s *Store, sessions []string) string {
 	t.Helper()
-	id, err := s.Submit(&musterv1.JobSpec{Argv: [][]byte{[]byte("true")}, Nnodes: int32(len(sessions)), Nproc: 1}, nil)
+	id, err := s.Submit(&musterv1.JobSpec{Argv: [][]byte{[]byte("true")}, Nnodes: int32(len(sessions)), Nproc: 1}, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}

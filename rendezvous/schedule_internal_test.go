@@ -89,7 +89,7 @@ func TestScheduleBarsNewJobs(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			id, err := s.Submit(cpuSpec(tt.nnodes, tt.waitMs), nil)
+			id, err := s.Submit(cpuSpec(tt.nnodes, tt.waitMs), nil, "")
 			if tt.wantErr {
 				if err == nil || !strings.Contains(err.Error(), tt.wantWhy) {
 					t.Fatalf("submit: %v; want an error naming %q", err, tt.wantWhy)
@@ -131,7 +131,7 @@ func TestScheduleAndRunningJobs(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newStrictStore(t)
 			sessions := registerNodes(t, s, "a", "b")
-			id, err := s.Submit(cpuSpec(2, 60_000), nil)
+			id, err := s.Submit(cpuSpec(2, 60_000), nil, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -169,7 +169,7 @@ func TestUncordonFormsWaitingRound(t *testing.T) {
 	if _, _, err := s.SetSchedule("b", schedCordoned); err != nil {
 		t.Fatal(err)
 	}
-	id, err := s.Submit(cpuSpec(2, 60_000), nil)
+	id, err := s.Submit(cpuSpec(2, 60_000), nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestScheduleSurvivesRegistration(t *testing.T) {
 	if st := listed(s, "a"); st.GetSchedule() != schedDrained || st.GetNotRegistered() {
 		t.Fatalf("back, listed as %v; want drained", st)
 	}
-	id, err := s.Submit(cpuSpec(1, 60_000), nil)
+	id, err := s.Submit(cpuSpec(1, 60_000), nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestScheduleSurvivesRegistration(t *testing.T) {
 func TestScheduleStats(t *testing.T) {
 	s := newStrictStore(t)
 	registerNodes(t, s, "a", "b", "c")
-	id, err := s.Submit(cpuSpec(1, 60_000), nil)
+	id, err := s.Submit(cpuSpec(1, 60_000), nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestReplayRebuildsTheSchedule(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	id, err := s.Submit(cpuSpec(1, 60_000), nil)
+	id, err := s.Submit(cpuSpec(1, 60_000), nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -237,9 +237,9 @@ func (s *Store) resumeLocked(n *node, info *musterv1.Node, reports []*musterv1.R
 	for _, rj := range reports {
 		reported[rj.GetJobId()] = rj
 	}
-	for id := range n.jobs {
+	for _, id := range n.jobIDs() {
 		j := s.jobs[id]
-		if j == nil || j.finished() || reported[id] != nil || starting[id] {
+		if j == nil || j.finished() || !n.jobs[id] || reported[id] != nil || starting[id] {
 			continue
 		}
 		switch {

@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -92,6 +93,8 @@ type Log interface {
 	// Propose appends c to the log and returns what applying it gave,
 	// once it is applied here: ErrNotLeader where this store does not lead.
 	Propose(c Command) (Result, error)
+	// Leads says whether the log has this store lead now.
+	Leads() bool
 }
 
 // Store holds the cluster's state in memory. All methods are safe for
@@ -272,14 +275,18 @@ func (s *Store) removeNodeLocked(n *node, loss *musterv1.NodeLoss) {
 		return // the jobs go on without this store
 	}
 	s.cfg.Recorder.NodeLost(loss)
-	for id := range n.jobs {
-		if j := s.jobs[id]; j != nil {
+	for _, id := range n.jobIDs() {
+		if j := s.jobs[id]; j != nil && n.jobs[id] {
 			s.nodeLostLocked(j, n, loss)
 		}
 	}
 	// Waiting rounds report one node fewer.
 	s.retryWaitingLocked()
 }
+
+// jobIDs lists n's jobs in a fixed order: what applying a command does to
+// each must not follow Go's random map order, or replicas would differ.
+func (n *node) jobIDs() []string { return slices.Sorted(maps.Keys(n.jobs)) }
 
 // send queues a command for a node. Only a node that has left thousands of
 // commands unread is removed, and only that node: no other node's queue
@@ -290,7 +297,7 @@ func (s *Store) sendLocked(n *node, cmd *musterv1.AgentCommand) {
 	}
 	if !n.out.push(cmd) {
 		s.proposeLocked(&RemoveNode{Session: n.session, Loss: failure.Loss(n.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_UNREAD_COMMANDS, "", 0,
-			fmt.Sprintf("%d commands", maxPending))})
+			fmt.Sprintf("%d commands", maxPending)), Renewed: n.renewed})
 	}
 }
 

@@ -19,9 +19,12 @@ type zapWriter struct{ log *zap.Logger }
 func (w zapWriter) Write(p []byte) (int, error) {
 	line := string(bytes.TrimSpace(p))
 	switch {
-	case bytes.Contains(p, []byte("[ERROR]")):
-		w.log.Error(line)
-	case bytes.Contains(p, []byte("[WARN]")):
+	case bytes.Contains(p, []byte("failed to heartbeat to")), bytes.Contains(p, []byte("failed to appendEntries to")),
+		bytes.Contains(p, []byte("failed to make requestVote RPC")):
+		// Raft retries a down replica many times a second; its being
+		// down is said once, by "failed to contact".
+		w.log.Debug(line)
+	case bytes.Contains(p, []byte("[ERROR]")), bytes.Contains(p, []byte("[WARN]")):
 		w.log.Warn(line)
 	default:
 		w.log.Info(line)

@@ -191,7 +191,10 @@ func (r *Replica) Start(store *rendezvous.Store) error {
 	conf.LocalID = raft.ServerID(r.cfg.Addr)
 	conf.HeartbeatTimeout = r.cfg.HeartbeatTimeout
 	conf.ElectionTimeout = r.cfg.HeartbeatTimeout
-	conf.LeaderLeaseTimeout = r.cfg.HeartbeatTimeout / 2
+	// A leader cut off steps down within the lease, before the others
+	// elect another (after at least HeartbeatTimeout): it acknowledges no
+	// lease renewal once another leads (rendezvous/leader.go).
+	conf.LeaderLeaseTimeout = r.cfg.HeartbeatTimeout
 	conf.Logger = raftLogger(r.log, "raft")
 	if !canSnapshot(store) {
 		// Without snapshots the log is kept whole.
@@ -255,6 +258,9 @@ func (r *Replica) watchLeadership() {
 		}
 	}
 }
+
+// Leads says whether raft has this replica lead now.
+func (r *Replica) Leads() bool { return r.raft.State() == raft.Leader }
 
 // Propose replicates c and returns what applying it gave here.
 func (r *Replica) Propose(c rendezvous.Command) (rendezvous.Result, error) {

@@ -9,8 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -49,9 +51,13 @@ type Client struct {
 	musterv1.AgentsClient
 	musterv1.JobsClient
 	musterv1.KVClient
+	musterv1.ReplicasClient
 	conn *grpc.ClientConn
 	// moves, when set, is the connection's resolver, which Move updates.
 	moves *manual.Resolver
+	// leader follows a replicated store's leader (leader.go); nil for a
+	// client that cannot move.
+	leader *leaderState
 }
 
 // Dial connects to the store at addr: host:port, or unix:///path for a
@@ -71,16 +77,33 @@ func DialAgent(addr string, sec security.Security) (*Client, error) {
 	if security.IsUnixAddr(addr) {
 		return dial(addr, sec, AgentKeepaliveTimeout)
 	}
+	return dialMovable(addr, nil, sec, AgentKeepaliveTimeout, grpc.WithContextDialer(unackedDialer(AgentUnackedAfter)))
+}
+
+// DialCluster connects a launcher to a cluster's store at addr (host:port),
+// or unix:///path, as Dial does. Over TCP the client follows a replicated
+// store's leader: replicas are its replicas' addresses, when known.
+func DialCluster(addr string, replicas []string, sec security.Security) (*Client, error) {
+	if security.IsUnixAddr(addr) {
+		return Dial(addr, sec)
+	}
+	return dialMovable(addr, replicas, sec, KeepaliveTimeout)
+}
+
+// dialMovable dials a client that can Move, and follows a replicated
+// store's leader.
+func dialMovable(addr string, replicas []string, sec security.Security, pingTimeout time.Duration, extra ...grpc.DialOption) (*Client, error) {
 	// A resolver of the client's own hands the connection its address; the
 	// certificate is verified against that address, not the first one.
 	r := manual.NewBuilderWithScheme(movableScheme)
 	r.InitialState(storeState(addr))
-	c, err := dial(r.Scheme()+":///"+addr, sec, AgentKeepaliveTimeout, grpc.WithResolvers(r),
-		grpc.WithContextDialer(unackedDialer(AgentUnackedAfter)))
+	l := &leaderState{addr: addr, replicas: replicas}
+	opts := append([]grpc.DialOption{grpc.WithResolvers(r), grpc.WithChainUnaryInterceptor(l.unary)}, extra...)
+	c, err := dial(r.Scheme()+":///"+addr, sec, pingTimeout, opts...)
 	if err != nil {
 		return nil, err
 	}
-	c.moves = r
+	c.moves, c.leader, l.moves = r, l, r
 	return c, nil
 }
 
@@ -97,7 +120,7 @@ func (c *Client) Move(addr string) error {
 	if c.moves == nil {
 		return fmt.Errorf("store connection over a Unix socket cannot move to %s", addr)
 	}
-	c.moves.UpdateState(storeState(addr))
+	c.leader.move(addr)
 	return nil
 }
 
@@ -135,7 +158,7 @@ func dial(addr string, sec security.Security, pingTimeout time.Duration, extra .
 // caller made (Dial makes its own). Close closes conn.
 func NewClient(conn *grpc.ClientConn) *Client {
 	return &Client{AgentsClient: musterv1.NewAgentsClient(conn), JobsClient: musterv1.NewJobsClient(conn),
-		KVClient: musterv1.NewKVClient(conn), conn: conn}
+		KVClient: musterv1.NewKVClient(conn), ReplicasClient: musterv1.NewReplicasClient(conn), conn: conn}
 }
 
 // Close closes the connection.
@@ -212,3 +235,23 @@ func dialMessage(m string) string {
 	}
 	return "cannot reach the store at " + addr + ": " + cause + hint
 }
+
+// LeaderOf says whether err is a store replica's refusal of a call only the
+// leader of a replicated store takes, and the leader's address it named
+// ("" while no replica leads).
+func LeaderOf(err error) (leader string, refused bool) {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable {
+		return "", false
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == NotLeaderReason {
+			return info.GetMetadata()["leader"], true
+		}
+	}
+	return "", false
+}
+
+// NotLeaderReason is the ErrorInfo reason of a replica's refusal because it
+// does not lead; its metadata's "leader" names the leader.
+const NotLeaderReason = "NOT_LEADER"

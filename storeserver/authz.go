@@ -70,7 +70,9 @@ var (
 	// operatorMethods change what the cluster does for everyone: the cluster
 	// operator's alone, never another local user's.
 	operatorMethods = map[string]bool{
-		musterv1.Jobs_SetNodeSchedule_FullMethodName: true,
+		musterv1.Jobs_SetNodeSchedule_FullMethodName:    true,
+		musterv1.Replicas_ChangeReplicas_FullMethodName: true,
+		musterv1.Replicas_ReplicaStatus_FullMethodName:  true,
 	}
 	workerMethods = map[string]bool{
 		musterv1.KV_KVSet_FullMethodName:   true,
@@ -144,6 +146,9 @@ func (s *Server) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerI
 	if err := authorize(info.FullMethod, c); err != nil {
 		return nil, err
 	}
+	if err := s.mayServe(info.FullMethod); err != nil {
+		return nil, err
+	}
 	return h(context.WithValue(ctx, callerKey{}, c), req)
 }
 
@@ -158,7 +163,12 @@ func (s *Server) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	if err := authorize(info.FullMethod, c); err != nil {
 		return err
 	}
-	return h(srv, callerStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), callerKey{}, c)})
+	if err := s.mayServe(info.FullMethod); err != nil {
+		return err
+	}
+	ctx, cancel := s.whileLeading(ss.Context())
+	defer cancel()
+	return h(srv, callerStream{ServerStream: ss, ctx: context.WithValue(ctx, callerKey{}, c)})
 }
 
 type callerStream struct {

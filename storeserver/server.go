@@ -28,6 +28,7 @@ import (
 	"github.com/musterhq/muster/jobhistory"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
+	"github.com/musterhq/muster/replica"
 	"github.com/musterhq/muster/security"
 	"github.com/musterhq/muster/storeclient"
 )
@@ -100,6 +101,13 @@ type Config struct {
 	// Recorder, when set, hears of the store's events that metrics count
 	// (see rendezvous.Recorder).
 	Recorder rendezvous.Recorder
+	// Replicas, when set, are the store addresses of every replica of a
+	// replicated store, this one's (AdvertiseAddr) among them; its raft log
+	// lives under ReplicaDir. Empty: a lone store.
+	Replicas   []string
+	ReplicaDir string
+	// HeartbeatTimeout is the replicas' raft heartbeat (package replica).
+	HeartbeatTimeout time.Duration
 }
 
 // Server serves a Store over gRPC.
@@ -107,7 +115,9 @@ type Server struct {
 	musterv1.UnimplementedAgentsServer
 	musterv1.UnimplementedJobsServer
 	musterv1.UnimplementedKVServer
+	musterv1.UnimplementedReplicasServer
 	cfg     Config
+	replica *replica.Replica // nil for a lone store
 	log     *zap.Logger
 	store   *rendezvous.Store
 	history *jobhistory.History
@@ -174,18 +184,51 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.History.Logger == nil {
 		cfg.History.Logger = cfg.Logger
 	}
+	closeListeners := func() {
+		if lis != nil && cfg.Listener == nil {
+			lis.Close()
+		}
+		if sock != nil {
+			sock.Close()
+		}
+	}
+	var rep *replica.Replica
+	storeCfg := rendezvous.StoreConfig{Logger: cfg.Logger, Addr: addr, SessionGrace: cfg.SessionGrace, DetachGrace: cfg.DetachGrace,
+		AgentGone: cfg.AgentGone, Refused: cfg.Refused, FenceAfter: cfg.FenceAfter, RenewSilence: cfg.RenewSilence,
+		NodeTimeout: cfg.NodeTimeout, OwnNode: cfg.OwnNode, Recorder: cfg.Recorder}
+	if len(cfg.Replicas) > 0 {
+		bind := ""
+		if cfg.ListenAddr != "" {
+			bind, _, _ = net.SplitHostPort(cfg.ListenAddr)
+		}
+		rep, err = replica.New(replica.Config{Logger: cfg.Logger, Addr: addr, BindHost: bind, Peers: cfg.Replicas,
+			DataDir: cfg.ReplicaDir, Security: cfg.Security, HeartbeatTimeout: cfg.HeartbeatTimeout})
+		if err != nil {
+			closeListeners()
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		storeCfg.Log, storeCfg.ID = rep, rep.StoreID()
+	}
 	history := jobhistory.Open(cfg.History)
+	storeCfg.Record = history.Propose
 	s := &Server{
 		cfg:     cfg,
 		log:     cfg.Logger,
 		history: history,
-		store: rendezvous.NewStore(rendezvous.StoreConfig{Logger: cfg.Logger, Addr: addr, SessionGrace: cfg.SessionGrace, DetachGrace: cfg.DetachGrace,
-			AgentGone: cfg.AgentGone, Refused: cfg.Refused, FenceAfter: cfg.FenceAfter, RenewSilence: cfg.RenewSilence,
-			NodeTimeout: cfg.NodeTimeout, OwnNode: cfg.OwnNode, Recorder: cfg.Recorder, Record: history.Propose}),
-		lis:  lis,
-		sock: sock,
-		uid:  uint32(os.Geteuid()),
-		errc: make(chan error, 2),
+		store:   rendezvous.NewStore(storeCfg),
+		replica: rep,
+		lis:     lis,
+		sock:    sock,
+		uid:     uint32(os.Geteuid()),
+		errc:    make(chan error, 2),
+	}
+	if rep != nil {
+		if err := rep.Start(s.store); err != nil {
+			s.store.Close()
+			history.Close()
+			closeListeners()
+			return nil, fmt.Errorf("store: %w", err)
+		}
 	}
 	if cfg.Security.Token != "" {
 		s.token = []byte("Bearer " + cfg.Security.Token)
@@ -210,6 +253,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	musterv1.RegisterAgentsServer(s.grpc, s)
 	musterv1.RegisterJobsServer(s.grpc, s)
 	musterv1.RegisterKVServer(s.grpc, s)
+	musterv1.RegisterReplicasServer(s.grpc, s)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, hs)
 	var serving sync.WaitGroup
@@ -280,6 +324,11 @@ func (s *Server) SetLiveness(name string, l rendezvous.Liveness) { s.store.SetLi
 // closed once serving has stopped. Calling it again does nothing.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
+		if s.replica != nil {
+			if err := s.replica.Close(); err != nil {
+				s.log.Warn("store replica not closed cleanly", zap.Error(err))
+			}
+		}
 		s.store.Close()
 		done := make(chan struct{})
 		go func() { s.grpc.GracefulStop(); close(done) }()
@@ -325,6 +374,12 @@ func rpcError(err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, rendezvous.ErrNotLeader):
+		var nl *rendezvous.NotLeaderError
+		errors.As(err, &nl)
+		return notLeaderStatus(nl.GetLeader())
+	case errors.Is(err, rendezvous.ErrUnknownOutcome):
+		return status.Error(codes.Aborted, err.Error())
 	case errors.Is(err, rendezvous.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, rendezvous.ErrNoSession), errors.Is(err, rendezvous.ErrReporting):
@@ -349,7 +404,8 @@ func (s *Server) Register(_ context.Context, req *musterv1.RegisterRequest) (*mu
 	case err != nil:
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	return &musterv1.RegisterResponse{Session: session, StoreId: s.store.ID(), FenceAfterMs: s.store.FenceAfter().Milliseconds()}, nil
+	return &musterv1.RegisterResponse{Session: session, StoreId: s.store.ID(), FenceAfterMs: s.store.FenceAfter().Milliseconds(),
+		StoreReplicas: s.storeReplicas()}, nil
 }
 
 func (s *Server) Watch(req *musterv1.WatchRequest, stream musterv1.Agents_WatchServer) error {
@@ -375,6 +431,9 @@ func (s *Server) Watch(req *musterv1.WatchRequest, stream musterv1.Agents_WatchS
 		select {
 		case <-out.Wake():
 		case <-gone:
+			if s.replica != nil && !s.store.Leading() {
+				return s.notLeader()
+			}
 			return status.Error(codes.Unavailable, "node removed from the store")
 		case <-ctx.Done():
 			return ctx.Err()
@@ -411,11 +470,11 @@ func (s *Server) Publish(ctx context.Context, req *musterv1.PublishRequest) (*mu
 
 func (s *Server) Submit(ctx context.Context, req *musterv1.SubmitRequest) (*musterv1.SubmitResponse, error) {
 	// Another local user's job runs as them; the operator's as the agents' users.
-	id, err := s.store.Submit(req.GetSpec(), callerFrom(ctx).user)
+	id, err := s.store.Submit(req.GetSpec(), callerFrom(ctx).user, req.GetSubmission())
 	if err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
-	return &musterv1.SubmitResponse{JobId: id, StoreId: s.store.ID()}, nil
+	return &musterv1.SubmitResponse{JobId: id, StoreId: s.store.ID(), StoreReplicas: s.storeReplicas()}, nil
 }
 
 func (s *Server) WatchJob(req *musterv1.WatchJobRequest, stream musterv1.Jobs_WatchJobServer) error {

@@ -31,6 +31,7 @@ import (
 	"github.com/musterhq/muster/logging"
 	"github.com/musterhq/muster/node"
 	"github.com/musterhq/muster/ranklog"
+	"github.com/musterhq/muster/replica"
 	"github.com/musterhq/muster/security"
 )
 
@@ -54,7 +55,8 @@ func main() {
 		ArgsUsage: " ",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", EnvVars: []string{"MUSTER_LISTEN"}, Usage: "host the store on `HOST:PORT` (default 127.0.0.1:29400 without --join); every call over TCP needs the cluster token, and an address other than loopback also TLS"},
-			&cli.StringFlag{Name: "store", EnvVars: []string{"MUSTER_STORE"}, Usage: "join the store at `HOST:PORT` (or unix:///PATH of its socket) instead of hosting one or finding it through gossip"},
+			&cli.StringFlag{Name: "store", EnvVars: []string{"MUSTER_STORE"}, Usage: "join the store at `HOST:PORT` (or unix:///PATH of its socket) instead of hosting one or finding it through gossip; a replicated store's replicas as a list, HOST:PORT,HOST:PORT,..."},
+			&cli.StringFlag{Name: "store-peers", EnvVars: []string{"MUSTER_STORE_PEERS"}, Usage: "with --listen, host one replica of a replicated store: every replica's `HOST:PORT,...` (3 or 5), --listen's among them, the same list on each; raft uses the port after each (docs/operations.md)"},
 			&cli.StringFlag{Name: "join", EnvVars: []string{"MUSTER_JOIN"}, Usage: "gossip with these `PEERS` (HOST[:PORT],...; port 7946 by default) and, without --listen or --store, use the store they know"},
 			&cli.StringFlag{Name: "bind", EnvVars: []string{"MUSTER_BIND"}, Usage: "gossip on `IP[:PORT]` (default 0.0.0.0:7946); gossip is on with --join, --bind or --advertise, or --listen on an address other than loopback"},
 			&cli.StringFlag{Name: "advertise", EnvVars: []string{"MUSTER_ADVERTISE"}, Usage: "the `IP[:PORT]` other nodes gossip with this one on (default: the --bind IP, else --addr, else the --listen IP, else a private IP of this host)"},
@@ -152,6 +154,23 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout, healthTi
 	defer log.Sync()
 
 	listen, storeAddr := c.String("listen"), c.String("store")
+	var storePeers, joinReplicas []string
+	if p := c.String("store-peers"); p != "" {
+		if listen == "" {
+			return cmdline.Usagef(c, "--store-peers (MUSTER_STORE_PEERS) lists the replicas this agent hosts one of: give --listen too")
+		}
+		storePeers = strings.Split(p, ",")
+		if err := replica.CheckPeers(storePeers); err != nil {
+			return cmdline.Usagef(c, "--store-peers (MUSTER_STORE_PEERS): %s", err)
+		}
+	}
+	if strings.Contains(storeAddr, ",") {
+		joinReplicas = strings.Split(storeAddr, ",")
+		if err := replica.CheckPeers(joinReplicas); err != nil {
+			return cmdline.Usagef(c, "--store (MUSTER_STORE): %s", err)
+		}
+		storeAddr = joinReplicas[0]
+	}
 	gossip := gossipConfig(c, listen)
 	if gossip != nil {
 		gossip.NodeTimeout = nodeTimeout
@@ -187,7 +206,7 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout, healthTi
 	// does: by default it would kill the agent without stopping its jobs.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	ncfg := node.Config{Logger: log, Listen: listen, Join: storeAddr, Gossip: gossip, Security: sec, TokenFile: tokenFile,
+	ncfg := node.Config{Logger: log, Listen: listen, Join: storeAddr, JoinReplicas: joinReplicas, StorePeers: storePeers, Gossip: gossip, Security: sec, TokenFile: tokenFile,
 		Socket: c.String("socket"), SocketRequired: c.IsSet("socket"), SocketUsers: os.Geteuid() == 0, MetricsAddr: c.String("metrics-addr"), History: history}
 	ncfg.Agent = agent.Config{Name: c.String("name"), Addr: c.String("addr"), Rank: nodeRank, Environ: os.Environ(), RankLogs: kept,
 		HealthCommand: c.String("health-check"), HealthTimeout: healthTimeout}

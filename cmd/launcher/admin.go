@@ -27,9 +27,13 @@ func clusterAction(fn func(ctx context.Context, c *cli.Context, cl *storeclient.
 // not at all for 0 (a stream that lasts as long as the job).
 func clusterActionWithin(timeout time.Duration, fn func(ctx context.Context, c *cli.Context, cl *storeclient.Client) error) cli.ActionFunc {
 	return func(c *cli.Context) error {
-		addr, err := clusterAddr(c)
+		addrs, err := clusterAddrs(c)
 		if err != nil {
 			return err
+		}
+		addr := ""
+		if len(addrs) > 0 {
+			addr = addrs[0]
 		}
 		if addr == "" {
 			return cmdline.Usagef(c, "%s needs --cluster HOST:PORT (or MUSTER_CLUSTER): no agent serves this machine, and it asks a running cluster's store", c.Command.Name)
@@ -38,7 +42,11 @@ func clusterActionWithin(timeout time.Duration, fn func(ctx context.Context, c *
 		if err != nil {
 			return cli.Exit(err.Error(), cmdline.UsageExitCode)
 		}
-		cl, err := storeclient.Dial(addr, sec)
+		var replicas []string
+		if len(addrs) > 1 {
+			replicas = addrs
+		}
+		cl, err := storeclient.DialCluster(addr, replicas, sec)
 		if err != nil {
 			return cli.Exit(err.Error(), 1)
 		}

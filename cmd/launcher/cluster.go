@@ -29,11 +29,12 @@ func clusterFlags(required bool) []cli.Flag {
 	}
 }
 
-// clusterAddr is the store to use: --cluster, else an agent serving a
-// socket on this machine, else "".
-func clusterAddr(c *cli.Context) (string, error) {
-	addr, err := launch.ClusterAddr(c.String("cluster"), security.FindLocalAgent)
-	return addr, usageError(c, err)
+// clusterAddrs is the store to use: --cluster (one address, or a
+// replicated store's replicas), else an agent serving a socket on this
+// machine, else none.
+func clusterAddrs(c *cli.Context) ([]string, error) {
+	addrs, err := launch.ClusterAddrs(c.String("cluster"), security.FindLocalAgent)
+	return addrs, usageError(c, err)
 }
 
 // clusterSecurity is how to authenticate to addr (launch.ClusterSecurity).

@@ -254,7 +254,7 @@ func run(c *cli.Context, f runFlags) error {
 		if err != nil {
 			return cli.Exit(err.Error(), cmdline.UsageExitCode)
 		}
-		if client, err = storeclient.Dial(target.Store, sec); err != nil {
+		if client, err = storeclient.DialCluster(target.Store, target.Replicas, sec); err != nil {
 			return cli.Exit(err.Error(), 1)
 		}
 	}

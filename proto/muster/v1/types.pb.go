@@ -1072,7 +1072,10 @@ type RegisterResponse struct {
 	// lease with the store for this long stops its jobs' workers itself, and
 	// the store starts no round that could run one of their ranks again
 	// before then.
-	FenceAfterMs  int64 `protobuf:"varint,3,opt,name=fence_after_ms,json=fenceAfterMs,proto3" json:"fence_after_ms,omitempty"`
+	FenceAfterMs int64 `protobuf:"varint,3,opt,name=fence_after_ms,json=fenceAfterMs,proto3" json:"fence_after_ms,omitempty"`
+	// store_replicas are the store addresses of a replicated store's
+	// replicas: where to look for its leader when this one is gone.
+	StoreReplicas []string `protobuf:"bytes,800,rep,name=store_replicas,json=storeReplicas,proto3" json:"store_replicas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1126,6 +1129,13 @@ func (x *RegisterResponse) GetFenceAfterMs() int64 {
 		return x.FenceAfterMs
 	}
 	return 0
+}
+
+func (x *RegisterResponse) GetStoreReplicas() []string {
+	if x != nil {
+		return x.StoreReplicas
+	}
+	return nil
 }
 
 // RenewRequest renews a node's lease: the agent shows that it still
@@ -3520,8 +3530,12 @@ func (*ReportHealthResponse) Descriptor() ([]byte, []int) {
 }
 
 type SubmitRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Spec          *JobSpec               `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Spec  *JobSpec               `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	// submission names this submission, made by the launcher: the same
+	// submission sent again (its answer was lost with a store's leader) is
+	// the same job, not a second one. "" for none.
+	Submission    string `protobuf:"bytes,800,opt,name=submission,proto3" json:"submission,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3563,11 +3577,20 @@ func (x *SubmitRequest) GetSpec() *JobSpec {
 	return nil
 }
 
+func (x *SubmitRequest) GetSubmission() string {
+	if x != nil {
+		return x.Submission
+	}
+	return ""
+}
+
 type SubmitResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// store_id names the store's incarnation (see WatchJobRequest.store_id).
-	StoreId       string `protobuf:"bytes,2,opt,name=store_id,json=storeId,proto3" json:"store_id,omitempty"`
+	StoreId string `protobuf:"bytes,2,opt,name=store_id,json=storeId,proto3" json:"store_id,omitempty"`
+	// store_replicas: see RegisterResponse.
+	StoreReplicas []string `protobuf:"bytes,800,rep,name=store_replicas,json=storeReplicas,proto3" json:"store_replicas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3614,6 +3637,13 @@ func (x *SubmitResponse) GetStoreId() string {
 		return x.StoreId
 	}
 	return ""
+}
+
+func (x *SubmitResponse) GetStoreReplicas() []string {
+	if x != nil {
+		return x.StoreReplicas
+	}
+	return nil
 }
 
 // Assignment tells one agent which workers of a round to start.
@@ -7959,11 +7989,12 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\v2\x0f.muster.v1.NodeR\x04node\x12\x19\n" +
 	"\bnode_key\x18\x02 \x01(\tR\anodeKey\x12)\n" +
 	"\x04jobs\x18\x03 \x03(\v2\x15.muster.v1.RunningJobR\x04jobs\x12!\n" +
-	"\ftorch_stores\x18\x04 \x03(\tR\vtorchStores\"m\n" +
+	"\ftorch_stores\x18\x04 \x03(\tR\vtorchStores\"\x95\x01\n" +
 	"\x10RegisterResponse\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x19\n" +
 	"\bstore_id\x18\x02 \x01(\tR\astoreId\x12$\n" +
-	"\x0efence_after_ms\x18\x03 \x01(\x03R\ffenceAfterMs\"(\n" +
+	"\x0efence_after_ms\x18\x03 \x01(\x03R\ffenceAfterMs\x12&\n" +
+	"\x0estore_replicas\x18\xa0\x06 \x03(\tR\rstoreReplicas\"(\n" +
 	"\fRenewRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\"\x0f\n" +
 	"\rRenewResponse\"\xd9\x03\n" +
@@ -8143,12 +8174,16 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x19\n" +
 	"\bround_id\x18\x03 \x01(\tR\aroundId\x12-\n" +
 	"\x06health\x18\x04 \x01(\v2\x15.muster.v1.NodeHealthR\x06health\"\x16\n" +
-	"\x14ReportHealthResponse\"7\n" +
+	"\x14ReportHealthResponse\"X\n" +
 	"\rSubmitRequest\x12&\n" +
-	"\x04spec\x18\x01 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\"B\n" +
+	"\x04spec\x18\x01 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\x12\x1f\n" +
+	"\n" +
+	"submission\x18\xa0\x06 \x01(\tR\n" +
+	"submission\"j\n" +
 	"\x0eSubmitResponse\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x19\n" +
-	"\bstore_id\x18\x02 \x01(\tR\astoreId\"\x9e\x05\n" +
+	"\bstore_id\x18\x02 \x01(\tR\astoreId\x12&\n" +
+	"\x0estore_replicas\x18\xa0\x06 \x03(\tR\rstoreReplicas\"\x9e\x05\n" +
 	"\n" +
 	"Assignment\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x19\n" +
