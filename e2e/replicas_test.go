@@ -1,0 +1,161 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A replicated store on namespace hosts: a, b and c host its replicas,
+// every other host an agent that finds it through gossip.
+type replicated struct {
+	*network
+	replicas map[string]*agent // by host name
+	workers  map[string]*agent
+}
+
+// replicaAddrs is --store-peers: the first three hosts' store addresses.
+func (nw *network) replicaAddrs() string {
+	var out []string
+	for _, h := range nw.hosts[:3] {
+		out = append(out, h.ip+":29400")
+	}
+	return strings.Join(out, ",")
+}
+
+// startReplicated starts the three replicas and the other hosts' agents,
+// and waits until every node is registered.
+func startReplicated(t *testing.T, n int) *replicated {
+	t.Helper()
+	nw := newNetwork(t, n)
+	nw.storeCerts(nw.hosts[0], nw.hosts[1], nw.hosts[2])
+	r := &replicated{network: nw, replicas: map[string]*agent{}, workers: map[string]*agent{}}
+	var all []*agent
+	for _, h := range nw.hosts[:3] {
+		args := append([]string{"--join", nw.hosts[0].ip, "--store-peers", nw.replicaAddrs(),
+			"--data-dir", filepath.Join(nw.dir, "data-"+h.name)}, nw.storeArgs(h)...)
+		r.replicas[h.name] = nw.startAgent(h, h.name, args...)
+		all = append(all, r.replicas[h.name])
+	}
+	for _, h := range nw.hosts[3:] {
+		r.workers[h.name] = nw.startAgent(h, h.name, "--join", nw.hosts[0].ip, "--token-file", nw.token, "--tls-ca", nw.ca)
+		all = append(all, r.workers[h.name])
+	}
+	nw.stopTogetherAtCleanup(all)
+	eventuallyWithin(t, 30*time.Second, "every node registered with the replicas' leader", func() bool {
+		return r.runOn(nw.hosts[n-1], "run", "-n", strconv.Itoa(n), "--wait-timeout", "0", "--", "true").code == 0
+	})
+	return r
+}
+
+
+// launcherOn starts the launcher on h, with the replicas as --cluster.
+func (r *replicated) launcherOn(h *host, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	r.t.Helper()
+	full := append([]string{"netns", "exec", h.ns, launcherBin, args[0],
+		"--cluster", r.replicaAddrs(), "--token-file", r.token, "--tls-ca", r.ca}, args[1:]...)
+	cmd := exec.Command("ip", full...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { cmd.Process.Kill() })
+	return cmd, &out, &errb
+}
+
+func (r *replicated) runOn(h *host, args ...string) result {
+	r.t.Helper()
+	cmd, out, errb := r.launcherOn(h, args...)
+	return wait(r.t, cmd, out, errb)
+}
+
+// leader is the host whose replica leads now, as the replicas' logs say:
+// the last to say it leads.
+func (r *replicated) leader() string {
+	r.t.Helper()
+	best, at := "", -1
+	for name, a := range r.replicas {
+		if i := strings.LastIndex(a.logText(), `"store leads"`); i >= 0 {
+			// Each log is its own clock: a later lead shows in the newest line.
+			if st, err := os.Stat(a.log); err == nil && int(st.ModTime().UnixNano()/1e6) > at && i >= 0 {
+				best, at = name, int(st.ModTime().UnixNano()/1e6)
+			}
+		}
+	}
+	return best
+}
+
+// The leader's agent is killed, or cut off, while a job runs on two other
+// nodes: the job runs on past the fence bound and ends with its own exit
+// code, its output whole, and the launcher that follows it sees it through.
+func TestNetnsReplicasKeepJobsThroughTheLeadersLoss(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		lose func(r *replicated, leader *host) // what happens to the leader
+	}{
+		{"killed", func(r *replicated, leader *host) { kill9(r.t, r.replicas[leader.name]) }},
+		{"cut off", func(r *replicated, leader *host) {
+			r.dropAll(leader)
+			// Past raft's election, not past the fence: the old leader
+			// comes back as a follower.
+			time.Sleep(10 * time.Second)
+			r.acceptAll(leader)
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := startReplicated(t, 5)
+			d := r.host("d")
+			dir := t.TempDir()
+			script := `i=0; touch ` + dir + `/started-$RANK; while [ ! -e ` + dir + `/go ]; do i=$((i+1)); echo "rank $RANK line $i"; sleep 0.2; done; echo "rank $RANK end"; exit 3`
+			cmd, out, errb := r.launcherOn(d, "run", "-H", "d,e", "--", "sh", "-c", script)
+			eventuallyWithin(t, 20*time.Second, "both workers running", func() bool {
+				m, _ := filepath.Glob(filepath.Join(dir, "started-*"))
+				return len(m) == 2
+			})
+			leader := r.leader()
+			if leader == "" {
+				t.Fatal("no replica said it leads")
+			}
+			lostAt := time.Now()
+			tt.lose(r, r.host(leader))
+			// The fence bound is 15 s: jobs that outlive it were not stopped for it.
+			time.Sleep(time.Until(lostAt.Add(18 * time.Second)))
+			if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			res := wait(t, cmd, out, errb)
+			if res.code != 3 {
+				t.Fatalf("job after the leader (%s) was %s: exit %d, want 3; stderr:\n%s", leader, tt.name, res.code, res.stderr)
+			}
+			// Each rank's lines come once each and in order, however the job's
+			// first exit cut the other rank short.
+			for _, rank := range []string{"0", "1"} {
+				n := 0
+				for _, l := range strings.Split(res.stdout, "\n") {
+					if !strings.Contains(l, "rank "+rank+" line ") {
+						continue
+					}
+					n++
+					if want := "rank " + rank + " line " + strconv.Itoa(n); !strings.HasSuffix(l, want) {
+						t.Fatalf("rank %s: line %d is %q, want %q: output lost or doubled across the failover:\n%s", rank, n, l, want, res.stdout)
+					}
+				}
+				if n < 50 {
+					t.Fatalf("rank %s: %d lines in %s, want one each 0.2 s:\n%s", rank, n, time.Since(lostAt), res.stdout)
+				}
+			}
+			for _, w := range r.workers {
+				if strings.Contains(w.logText(), "workers are stopped") {
+					t.Errorf("a worker node fenced its workers:\n%s", w.logText())
+				}
+			}
+		})
+	}
+}
