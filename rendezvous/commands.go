@@ -321,8 +321,8 @@ func (s *Store) now() time.Time {
 // job has not ended and the timer's round is still the job's: the one guard
 // of every timer the store sets for a job.
 func (s *Store) fireLocked(c *FireTimer) {
-	if !s.timerFiredLocked(c) {
-		return // stopped, or fired already
+	if !s.timerFiredLocked(c) && c.Timer != TimerLauncherGone {
+		return // stopped, or fired already; the launcher's is never recorded (detach)
 	}
 	j := s.jobs[c.JobID]
 	if s.closed || j == nil || j.finished() || (c.RoundID != "" && j.round.id != c.RoundID) {

@@ -169,8 +169,11 @@ func (s *Store) detach(j *job) {
 	}
 	if j.attached == 0 && !j.finished() {
 		// A launcher that lost its connection follows again within moments:
-		// only one that stays away has its job stopped.
-		s.afterLocked(s.cfg.DetachGrace, j, nil, TimerLauncherGone)
+		// only one that stays away has its job stopped. Who follows is the
+		// leader's to know: its timer is not in the table, which every
+		// replica keeps alike, and its command applies without a record.
+		c := FireTimer{JobID: j.id, Timer: TimerLauncherGone, Deadline: s.clock().Add(s.cfg.DetachGrace)}
+		time.AfterFunc(s.cfg.DetachGrace, func() { s.fire(&c) })
 	}
 }
 

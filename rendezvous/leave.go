@@ -52,10 +52,10 @@ func (s *Store) leaveLocked(c *LeaveNode) error {
 	s.departedLocked(name).agentLeft = true
 	s.log.Info("node leaving", zap.String("node", name), zap.String("reason", reason), zap.Int("jobs", len(n.jobs)))
 	loss := failure.Loss(name, musterv1.LossSignal_LOSS_SIGNAL_LEFT, "", 0, reason)
-	for id := range n.jobs {
+	for _, id := range n.jobIDs() {
 		// A job without restarts left ends as its workers here do: they
 		// get SIGTERM, and their exits (the job's code) decide.
-		if j := s.jobs[id]; j != nil && !j.decided() && restartsLeft(j) {
+		if j := s.jobs[id]; j != nil && n.jobs[id] && !j.decided() && restartsLeft(j) {
 			s.nodeLostLocked(j, n, loss)
 		}
 	}
