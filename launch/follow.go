@@ -106,6 +106,7 @@ type follower struct {
 	storeID    string // the store incarnation next counts in
 	restarted  bool   // the job went on under a restarted store
 	interrupts int
+	gaveUp     error // why the launcher stopped following before the job's end
 	quiet      bool // stdout is gone: drain, print nothing more
 	lost       uint64
 	lostBytes  uint64
@@ -179,7 +180,7 @@ func (f *follower) run(ctx context.Context) (int, error) {
 	for first := true; ; first = false {
 		code, done, heard, cause := f.follow(ctx)
 		if done {
-			return code, nil
+			return code, f.gaveUp
 		}
 		if ctx.Err() != nil {
 			return 1, ctx.Err()
@@ -213,7 +214,10 @@ func (f *follower) run(ctx context.Context) (int, error) {
 		t := time.NewTimer(delay)
 		select {
 		case sig := <-f.opts.Signals:
-			f.signal(ctx, sig)
+			if f.signal(ctx, sig) {
+				t.Stop()
+				return f.abandoned(sig)
+			}
 		case <-t.C:
 		case <-ctx.Done():
 		}
@@ -262,7 +266,11 @@ func (f *follower) follow(ctx context.Context) (code int, done, got bool, cause 
 	for {
 		select {
 		case sig := <-f.opts.Signals:
-			f.signal(ctx, sig)
+			if f.signal(ctx, sig) {
+				code, err := f.abandoned(sig)
+				f.gaveUp = err
+				return code, true, true, nil
+			}
 		case <-closed:
 			closed = nil
 			f.stdoutGone(ctx, syscall.EPIPE)
@@ -422,11 +430,15 @@ func (f *follower) stdoutGone(ctx context.Context, err error) {
 	f.cancel(ctx, false, reason, code)
 }
 
-func (f *follower) signal(ctx context.Context, sig os.Signal) {
+//
+// It reports true when the launcher should give the job up: a second
+// interrupt that could not reach the store either, which leaves the job's
+// fate to be found later rather than a user waiting on a store that is gone.
+func (f *follower) signal(ctx context.Context, sig os.Signal) bool {
 	s, _ := sig.(syscall.Signal)
 	if slices.Contains(f.opts.Forward, s) {
 		f.forward(ctx, s)
-		return
+		return false
 	}
 	f.interrupts++
 	name := unix.SignalName(s)
@@ -437,7 +449,16 @@ func (f *follower) signal(ctx context.Context, sig os.Signal) {
 	} else {
 		fmt.Fprintf(f.opts.Stderr, "muster: %s: stopping job %s (a second one kills it at once)\n", name, f.job)
 	}
-	f.cancel(ctx, force, "stopped by "+name, 128+int32(s))
+	return f.cancel(ctx, force, "stopped by "+name, 128+int32(s)) != nil && force
+}
+
+// abandoned ends the launcher after a second interrupt the store did not
+// hear: the job may still run, and where to find it is said.
+func (f *follower) abandoned(sig os.Signal) (int, error) {
+	f.p.Close()
+	s, _ := sig.(syscall.Signal)
+	return 128 + int(s), fmt.Errorf("job %s: %s again, and %s does not answer: the launcher stops following; the job's fate is unknown: "+
+		"launcher jobs %s shows it once the store answers, and launcher cancel %s stops it", f.job, unix.SignalName(s), f.storeName(), f.job, f.job)
 }
 
 // forward sends sig to every worker of the job.
@@ -466,14 +487,19 @@ func Nodes(n int) string {
 	return fmt.Sprintf("%d nodes", n)
 }
 
-func (f *follower) cancel(ctx context.Context, force bool, reason string, code int32) {
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+func (f *follower) cancel(ctx context.Context, force bool, reason string, code int32) error {
+	cctx, cancel := context.WithTimeout(ctx, cancelTimeout)
 	defer cancel()
 	_, err := f.c.Cancel(cctx, &musterv1.CancelRequest{JobId: f.job, Force: force, Reason: reason, ExitCode: code})
 	if err != nil {
 		fmt.Fprintf(f.opts.Stderr, "muster: could not stop job %s: %s\n", f.job, storeclient.ErrorMessage(err))
 	}
+	return err
 }
+
+// cancelTimeout bounds a cancel's call: a store that does not answer within
+// it is gone for the person at the terminal.
+const cancelTimeout = 5 * time.Second
 
 // submitAgain submits the job again after a restarted store lost it: one
 // that never started a worker had no agent to report it, and nothing of it
