@@ -51,6 +51,8 @@ type Config struct {
 	// the same list on each (package replica). Its raft log lives in
 	// History.Dir.
 	StorePeers []string
+	// StoreJoining and StoreAlone: see replica.Config's Joining, Alone.
+	StoreJoining, StoreAlone bool
 	// Gossip, when set, makes the node a gossip member (nil: none).
 	Gossip *Gossip
 	// Security is the store's (hosting) or the way to reach it (joining).
@@ -330,6 +332,7 @@ func (n *Node) host(ctx context.Context, cfg *Config, acfg *agent.Config) error 
 	}
 	configure := func(c *storeserver.Config) {
 		c.Replicas, c.ReplicaDir = cfg.StorePeers, cfg.History.Dir
+		c.ReplicaJoining, c.ReplicaAlone = cfg.StoreJoining, cfg.StoreAlone
 		if n.gossip != nil {
 			c.AgentGone, c.NodeTimeout, c.OwnNode = n.gossip.Refused, n.nodeTimeout, acfg.Name
 		}

@@ -58,6 +58,13 @@ type Config struct {
 	Security security.Security
 	// HeartbeatTimeout is raft's heartbeat and election timeout; 1 s when 0.
 	HeartbeatTimeout time.Duration
+	// Joining says this replica is new to a running store: it begins
+	// nothing and waits for the leader to add it (launcher stores add).
+	Joining bool
+	// Alone recovers a store that lost its quorum for good: this replica,
+	// with the table it holds, becomes the store's only replica; the others
+	// are added back with `launcher stores add`. Only ever on one replica.
+	Alone bool
 }
 
 // Replica is one replica of a store: rendezvous.Log for its store.
@@ -131,11 +138,10 @@ func New(cfg Config) (*Replica, error) {
 	return &Replica{cfg: cfg, log: cfg.Logger, done: make(chan struct{})}, nil
 }
 
-// StoreID names the replicated store, the same on every replica: derived
-// from the replica list it began with.
+// StoreID names the replicated store, the same on every replica, those
+// added later too: derived from the cluster token, which they share.
 func (r *Replica) StoreID() string {
-	peers := slices.Sorted(slices.Values(r.cfg.Peers))
-	h := sha256.Sum256([]byte(strings.Join(peers, ",")))
+	h := sha256.Sum256([]byte("muster store id\x00" + r.cfg.Security.Token))
 	return "st-" + hex.EncodeToString(h[:6])
 }
 
@@ -205,7 +211,17 @@ func (r *Replica) Start(store *rendezvous.Store) error {
 	if err != nil {
 		return fmt.Errorf("replica: %w", err)
 	}
-	if !has {
+	if r.cfg.Alone {
+		if !has {
+			return fmt.Errorf("replica: nothing to recover in %s: the store's table is where a replica ran before", dir)
+		}
+		self := raft.Configuration{Servers: []raft.Server{{ID: raft.ServerID(r.cfg.Addr), Address: raft.ServerAddress(raftAddr)}}}
+		if err := raft.RecoverCluster(conf, &fsm{store: store, log: r.log}, logs, r.bolt, snaps, r.trans, self); err != nil {
+			return fmt.Errorf("replica: recover the store alone: %w", err)
+		}
+		r.log.Warn("store recovered on this replica alone: add the others back with launcher stores add", zap.String("addr", r.cfg.Addr))
+	}
+	if !has && !r.cfg.Joining {
 		var servers []raft.Server
 		for _, p := range r.cfg.Peers {
 			ra, _ := RaftAddr(p)

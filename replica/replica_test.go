@@ -62,6 +62,22 @@ func startReplica(t *testing.T, addr string, peers []string, dir, token string) 
 	return &testReplica{rep: rep, store: store}
 }
 
+// startJoining starts a replica new to a running store, which waits to be added.
+func startJoining(t *testing.T, addr string, peers []string) *testReplica {
+	t.Helper()
+	log := zaptest.NewLogger(t).Named(addr)
+	rep, err := New(Config{Logger: log, Addr: addr, Peers: peers, DataDir: t.TempDir(), Security: security.Security{Token: "tok"},
+		HeartbeatTimeout: 300 * time.Millisecond, Joining: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := rendezvous.NewStore(rendezvous.StoreConfig{Logger: log, Addr: addr, Log: rep, ID: rep.StoreID()})
+	if err := rep.Start(store); err != nil {
+		t.Fatal(err)
+	}
+	return &testReplica{rep: rep, store: store}
+}
+
 func (r *testReplica) close() {
 	r.rep.Close()
 	r.store.Close()
@@ -193,4 +209,56 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// Two of three replicas are lost for good: the third, started alone with
+// its table, leads and holds the node registered before; a replica added
+// back learns the table from it.
+func TestReplicaRecoversAloneAfterItsQuorumIsLost(t *testing.T) {
+	addrs := freeAddrs(t, 3)
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	var rs []*testReplica
+	for i, a := range addrs {
+		rs = append(rs, startReplica(t, a, addrs, dirs[i], "tok"))
+	}
+	leader := leaderOf(t, rs)
+	if _, err := leader.store.Register(&musterv1.Node{Name: "w1", Addr: "10.0.0.9", Rank: -1}, "key-w1", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every replica holds node w1", func() bool {
+		for _, r := range rs {
+			if len(r.store.Nodes()) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, r := range rs {
+		r.close()
+	}
+	log := zaptest.NewLogger(t)
+	rep, err := New(Config{Logger: log, Addr: addrs[0], Peers: addrs, DataDir: dirs[0], Security: security.Security{Token: "tok"},
+		HeartbeatTimeout: 300 * time.Millisecond, Alone: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := rendezvous.NewStore(rendezvous.StoreConfig{Logger: log, Addr: addrs[0], Log: rep, ID: rep.StoreID()})
+	if err := rep.Start(store); err != nil {
+		t.Fatal(err)
+	}
+	alone := &testReplica{rep: rep, store: store}
+	t.Cleanup(alone.close)
+	leaderOf(t, []*testReplica{alone})
+	if n := len(alone.store.Nodes()); n != 1 {
+		t.Fatalf("the recovered replica holds %d nodes, want the 1 registered before", n)
+	}
+	if got := alone.rep.Replicas(); len(got) != 1 {
+		t.Fatalf("replicas after recovery: %v, want this one alone", got)
+	}
+	fresh := startJoining(t, addrs[1], addrs)
+	t.Cleanup(fresh.close)
+	if _, err := alone.rep.Change(addrs[1], false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the added replica holds node w1", func() bool { return len(fresh.store.Nodes()) == 1 })
 }

@@ -106,6 +106,8 @@ type Config struct {
 	// lives under ReplicaDir. Empty: a lone store.
 	Replicas   []string
 	ReplicaDir string
+	// ReplicaJoining and ReplicaAlone: see replica.Config's Joining, Alone.
+	ReplicaJoining, ReplicaAlone bool
 	// HeartbeatTimeout is the replicas' raft heartbeat (package replica).
 	HeartbeatTimeout time.Duration
 }
@@ -202,7 +204,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			bind, _, _ = net.SplitHostPort(cfg.ListenAddr)
 		}
 		rep, err = replica.New(replica.Config{Logger: cfg.Logger, Addr: addr, BindHost: bind, Peers: cfg.Replicas,
-			DataDir: cfg.ReplicaDir, Security: cfg.Security, HeartbeatTimeout: cfg.HeartbeatTimeout})
+			DataDir: cfg.ReplicaDir, Security: cfg.Security, HeartbeatTimeout: cfg.HeartbeatTimeout,
+			Joining: cfg.ReplicaJoining, Alone: cfg.ReplicaAlone})
 		if err != nil {
 			closeListeners()
 			return nil, fmt.Errorf("store: %w", err)

@@ -56,6 +56,8 @@ func main() {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", EnvVars: []string{"MUSTER_LISTEN"}, Usage: "host the store on `HOST:PORT` (default 127.0.0.1:29400 without --join); every call over TCP needs the cluster token, and an address other than loopback also TLS"},
 			&cli.StringFlag{Name: "store", EnvVars: []string{"MUSTER_STORE"}, Usage: "join the store at `HOST:PORT` (or unix:///PATH of its socket) instead of hosting one or finding it through gossip; a replicated store's replicas as a list, HOST:PORT,HOST:PORT,..."},
+			&cli.BoolFlag{Name: "store-join", Usage: "with --store-peers, this replica is new to a running store: it waits for `launcher stores add` instead of beginning the store"},
+			&cli.BoolFlag{Name: "store-alone", Usage: "with --store-peers, recover a store that lost its quorum for good: this replica, with the table in --data-dir, becomes its only replica (docs/operations.md); on one replica only, once"},
 			&cli.StringFlag{Name: "store-peers", EnvVars: []string{"MUSTER_STORE_PEERS"}, Usage: "with --listen, host one replica of a replicated store: every replica's `HOST:PORT,...` (3 or 5), --listen's among them, the same list on each; raft uses the port after each (docs/operations.md)"},
 			&cli.StringFlag{Name: "join", EnvVars: []string{"MUSTER_JOIN"}, Usage: "gossip with these `PEERS` (HOST[:PORT],...; port 7946 by default) and, without --listen or --store, use the store they know"},
 			&cli.StringFlag{Name: "bind", EnvVars: []string{"MUSTER_BIND"}, Usage: "gossip on `IP[:PORT]` (default 0.0.0.0:7946); gossip is on with --join, --bind or --advertise, or --listen on an address other than loopback"},
@@ -160,9 +162,15 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout, healthTi
 			return cmdline.Usagef(c, "--store-peers (MUSTER_STORE_PEERS) lists the replicas this agent hosts one of: give --listen too")
 		}
 		storePeers = strings.Split(p, ",")
+		if c.Bool("store-join") && c.Bool("store-alone") {
+			return cmdline.Usagef(c, "--store-join and --store-alone: a replica joins a running store, or recovers one alone, not both")
+		}
 		if err := replica.CheckPeers(storePeers); err != nil {
 			return cmdline.Usagef(c, "--store-peers (MUSTER_STORE_PEERS): %s", err)
 		}
+	}
+	if (c.Bool("store-join") || c.Bool("store-alone")) && len(storePeers) == 0 {
+		return cmdline.Usagef(c, "--store-join and --store-alone are for a store replica: give --listen and --store-peers too")
 	}
 	if strings.Contains(storeAddr, ",") {
 		joinReplicas = strings.Split(storeAddr, ",")
@@ -206,7 +214,8 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout, healthTi
 	// does: by default it would kill the agent without stopping its jobs.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	ncfg := node.Config{Logger: log, Listen: listen, Join: storeAddr, JoinReplicas: joinReplicas, StorePeers: storePeers, Gossip: gossip, Security: sec, TokenFile: tokenFile,
+	ncfg := node.Config{Logger: log, Listen: listen, Join: storeAddr, JoinReplicas: joinReplicas, StorePeers: storePeers,
+		StoreJoining: c.Bool("store-join"), StoreAlone: c.Bool("store-alone"), Gossip: gossip, Security: sec, TokenFile: tokenFile,
 		Socket: c.String("socket"), SocketRequired: c.IsSet("socket"), SocketUsers: os.Geteuid() == 0, MetricsAddr: c.String("metrics-addr"), History: history}
 	ncfg.Agent = agent.Config{Name: c.String("name"), Addr: c.String("addr"), Rank: nodeRank, Environ: os.Environ(), RankLogs: kept,
 		HealthCommand: c.String("health-check"), HealthTimeout: healthTimeout}
