@@ -278,3 +278,25 @@ func TestNetnsStoreCutOffFailsNoJob(t *testing.T) {
 		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
 	}
 }
+
+// The head cut off past the fence bound: the job's nodes stop its workers,
+// and its summary says that they lost the store, which was cut off, not
+// that a healthy node was lost.
+func TestNetnsStoreCutOffPastTheFenceBlamesTheStore(t *testing.T) {
+	t.Parallel()
+	nw := newNetwork(t, 4)
+	nw.startCluster()
+	dir := t.TempDir()
+	cmd, out, errb := nw.launcher("run", "-H", "c,d", "--nproc", "1", "-x", "DIR="+dir, "--", "sh", "-c",
+		`touch "$DIR/started-$RANK"; exec sleep 300`)
+	eventually(t, "2 workers", func() bool {
+		m, _ := filepath.Glob(filepath.Join(dir, "started-*"))
+		return len(m) == 2
+	})
+	nw.dropAll(nw.host("a"))
+	res := wait(t, cmd, out, errb)
+	nw.acceptAll(nw.host("a"))
+	if res.code == 0 || !strings.Contains(res.stderr, "lost the store, which had lost contact with many of its nodes at once") {
+		t.Fatalf("exit %d; want the summary to say the nodes lost the store; stderr:\n%s", res.code, res.stderr)
+	}
+}

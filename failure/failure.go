@@ -305,6 +305,10 @@ func Loss(node string, signal musterv1.LossSignal, observer string, silent time.
 // workers are certain to be gone by 14:03:05 UTC".
 func DescribeLoss(l *musterv1.NodeLoss) string {
 	s := "node " + l.GetNode() + " lost: " + Cause(l)
+	if l.GetStoreCutOff() {
+		// The store's side of it: many nodes went silent to it at once.
+		s = "node " + l.GetNode() + " lost the store, which had lost contact with many of its nodes at once (most likely the store's own node was cut off): " + Cause(l)
+	}
 	if o := l.GetObserver(); o != "" && o != l.GetNode() {
 		s += " (seen by node " + o + ")"
 	}

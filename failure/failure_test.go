@@ -108,6 +108,11 @@ func TestDescribeLoss(t *testing.T) {
 			"node c lost: it left the store's commands unread (4096 commands)"},
 		{"an observer that is the node itself is not named", failure.Loss("a", musterv1.LossSignal_LOSS_SIGNAL_LEFT, "a", 0, ""),
 			"node a lost: it left the cluster"},
+		{"the store cut off", func() *musterv1.NodeLoss {
+			l := failure.Loss("node4", musterv1.LossSignal_LOSS_SIGNAL_GOSSIP_DEAD, "", 16*time.Second, "")
+			l.StoreCutOff = true
+			return l
+		}(), "node node4 lost the store, which had lost contact with many of its nodes at once (most likely the store's own node was cut off): no gossip ack for 16.0 s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

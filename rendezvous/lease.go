@@ -263,6 +263,7 @@ func (s *Store) settleSuspicionsLocked() {
 			}
 			loss := failure.Loss(n.info.GetName(), signal, "", silent, "")
 			loss.StoreSilentMs = storeSilent.Milliseconds()
+			loss.StoreCutOff = alone
 			loss.ConfirmedBy = slices.Clone(sp.confirmedBy)
 			s.proposeLocked(&RemoveNode{Session: n.session, Loss: loss, Renewed: n.renewed})
 		}

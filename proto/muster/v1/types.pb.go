@@ -5435,8 +5435,12 @@ type NodeLoss struct {
 	// gone: its agent stops them by itself once it has not reached the store
 	// for the fence bound. 0 when that is not in doubt.
 	WorkersGoneByUnixMs int64 `protobuf:"varint,8,opt,name=workers_gone_by_unix_ms,json=workersGoneByUnixMs,proto3" json:"workers_gone_by_unix_ms,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// store_cut_off says the store had lost contact with many of its nodes
+	// at once when it decided the loss: most likely the store itself was cut
+	// off, and the node lost the store rather than the other way round.
+	StoreCutOff   bool `protobuf:"varint,9,opt,name=store_cut_off,json=storeCutOff,proto3" json:"store_cut_off,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeLoss) Reset() {
@@ -5523,6 +5527,13 @@ func (x *NodeLoss) GetWorkersGoneByUnixMs() int64 {
 		return x.WorkersGoneByUnixMs
 	}
 	return 0
+}
+
+func (x *NodeLoss) GetStoreCutOff() bool {
+	if x != nil {
+		return x.StoreCutOff
+	}
+	return false
 }
 
 type JobFinished struct {
@@ -8354,7 +8365,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\amissing\x18\x06 \x01(\bR\amissing\x12\x1b\n" +
 	"\tcomm_rank\x18\a \x01(\x05R\bcommRank\x12\x10\n" +
 	"\x03gpu\x18\b \x01(\x05R\x03gpu\x12\x10\n" +
-	"\x03pid\x18\t \x01(\x05R\x03pid\"\x9f\x02\n" +
+	"\x03pid\x18\t \x01(\x05R\x03pid\"\xc3\x02\n" +
 	"\bNodeLoss\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
 	"\bobserver\x18\x02 \x01(\tR\bobserver\x12-\n" +
@@ -8363,7 +8374,8 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x06detail\x18\x05 \x01(\tR\x06detail\x12&\n" +
 	"\x0fstore_silent_ms\x18\x06 \x01(\x03R\rstoreSilentMs\x12!\n" +
 	"\fconfirmed_by\x18\a \x03(\tR\vconfirmedBy\x124\n" +
-	"\x17workers_gone_by_unix_ms\x18\b \x01(\x03R\x13workersGoneByUnixMs\"\xaf\x02\n" +
+	"\x17workers_gone_by_unix_ms\x18\b \x01(\x03R\x13workersGoneByUnixMs\x12\"\n" +
+	"\rstore_cut_off\x18\t \x01(\bR\vstoreCutOff\"\xaf\x02\n" +
 	"\vJobFinished\x12)\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x13.muster.v1.JobStateR\x05state\x12\x1b\n" +
 	"\texit_code\x18\x02 \x01(\x05R\bexitCode\x12\x18\n" +
