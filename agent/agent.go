@@ -166,6 +166,7 @@ type Agent struct {
 // jobRun is one job on this node: its assignment, workers and events.
 type jobRun struct {
 	asg     *musterv1.Assignment
+	since   time.Time // when the assignment came
 	storeID string // the store that assigned it
 	sup     *Supervisor
 	pub     *jobPublisher
@@ -449,7 +450,7 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 	pub := newJobPublisher(a.sendCtx, a.log, a.client, a.sessionID, asg.GetJobId())
 	sup := newSupervisor(a.log, asg.GetJobId(), a.cfg.Name, kill, pub)
 	sup.xids = a.xids
-	run := &jobRun{asg: asg, storeID: a.currentStore(), sup: sup, pub: pub, ended: make(chan struct{})}
+	run := &jobRun{asg: asg, since: time.Now(), storeID: a.currentStore(), sup: sup, pub: pub, ended: make(chan struct{})}
 	a.jobs[asg.GetJobId()] = run
 	a.wg.Add(1)
 	a.mu.Unlock()

@@ -247,6 +247,7 @@ func (a *Agent) report() []*musterv1.RunningJob {
 			Ranks:        r.sup.rankStates(int32(envprop.GlobalRank(int(asg.GetNodeRank()), int(asg.GetNproc()), 0)), asg.GetNproc(), acked),
 			AckedSeq:     acked,
 			StoreId:      r.storeID,
+			StartedUnixMs: r.since.UnixMilli(),
 		})
 	}
 	return out

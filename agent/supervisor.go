@@ -61,6 +61,7 @@ type Supervisor struct {
 type exitRecord struct {
 	ev  *musterv1.WorkerExited
 	seq uint64
+	at  time.Time
 }
 
 // workerPlan is one worker of the job on this node.
@@ -445,7 +446,7 @@ func (s *Supervisor) exited(pl workerPlan, st exitStatus, stderrTail []string, l
 		zap.Stringer("cause", ev.GetCause()))
 	// Recorded before it is queued: a report never says a worker runs once
 	// the store may have its exit.
-	rec := &exitRecord{ev: ev}
+	rec := &exitRecord{ev: ev, at: time.Now()}
 	s.mu.Lock()
 	s.exits[ev.Rank] = rec
 	s.mu.Unlock()
@@ -489,7 +490,7 @@ func (s *Supervisor) rankStates(first, n int32, acked uint64) []*musterv1.RankSt
 	for r := first; r < first+n; r++ {
 		rs := &musterv1.RankState{Rank: r}
 		if rec := s.exits[r]; rec != nil {
-			rs.Exited, rs.Acked = rec.ev, rec.seq != 0 && rec.seq <= acked
+			rs.Exited, rs.Acked, rs.ExitedUnixMs = rec.ev, rec.seq != 0 && rec.seq <= acked, rec.at.UnixMilli()
 		}
 		out = append(out, rs)
 	}

@@ -41,6 +41,11 @@ type job struct {
 	// When it was submitted, its workers first started and it ended (zero
 	// for what the store did not see).
 	submitted, started, ended time.Time
+	// rebuilt says the store took the job over from its agents' reports;
+	// lastExit is the latest exit they reported, by their clocks: a job
+	// that ended while no store was there ended then, not on its return.
+	rebuilt  bool
+	lastExit time.Time
 	// ranOn names the nodes of every round formed, which keep their
 	// ranks' output (logs.go).
 	ranOn []string
@@ -235,6 +240,7 @@ func (s *Store) publishLocked(c *PublishEvents) (uint64, error) {
 		}
 		s.appendLocked(j, ev)
 		if ex != nil {
+			j.lastExit = time.Time{} // an exit heard live: the job ends now
 			s.workerExitedLocked(j, ex)
 		}
 	}
@@ -477,6 +483,9 @@ func (s *Store) finishLocked(j *job) {
 	s.endRoundLocked(j)
 	s.setJobStateLocked(j, fin.State)
 	j.ended = s.now()
+	if j.rebuilt && !j.lastExit.IsZero() && j.lastExit.Before(j.ended) {
+		j.ended = j.lastExit
+	}
 	if s.cfg.Record != nil {
 		// The history writes it to disk later, off the store's lock.
 		s.cfg.Record(&musterv1.HistoryCommand{Command: &musterv1.HistoryCommand_Finished{Finished: proto.CloneOf(s.statusLocked(j))}})

@@ -190,3 +190,10 @@ func (s *Store) launcherGoneLocked(j *job, followed bool) {
 // defaultDetachGrace is how long a job waits for its launcher to follow it
 // again after the launcher's stream ended, before it is stopped.
 const defaultDetachGrace = 10 * time.Second
+
+func fromUnixMs(ms int64) time.Time {
+	if ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}

@@ -380,6 +380,9 @@ func (s *Store) adoptLocked(n *node, rj *musterv1.RunningJob, forgotten bool) {
 			continue
 		}
 		if !j.round.exited[ex.GetRank()] {
+			if at := fromUnixMs(rs.GetExitedUnixMs()); j.rebuilt && at.After(j.lastExit) {
+				j.lastExit = at
+			}
 			s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_Exited{Exited: ex}})
 			s.workerExitedLocked(j, ex)
 		}
@@ -397,6 +400,9 @@ func (s *Store) rebuildLocked(rj *musterv1.RunningJob) *job {
 		owner:    rj.GetRunAs(),
 		token:    rj.GetJobToken(),
 		restarts: rj.GetRestartCount(),
+		// The agent's word of when it started is better than none.
+		started: fromUnixMs(rj.GetStartedUnixMs()),
+		rebuilt: true,
 	}
 	r := &round{id: rj.GetRoundId(), number: rj.GetRoundNumber(), job: j, state: roundRunning,
 		nproc: rj.GetNproc(), worldSize: rj.GetWorldSize(), exited: map[int32]bool{}, since: s.now(),

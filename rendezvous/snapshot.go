@@ -140,6 +140,7 @@ func (s *Store) jobRecordLocked(j *job, ref func(*node) (string, error)) (*muste
 		Outcome: &musterv1.SnapshotOutcome{Kind: int32(j.outcome.kind), Failure: j.outcome.failure, Loss: j.outcome.loss,
 			Code: j.outcome.code, Reason: j.outcome.reason},
 		Restarts: j.restarts, SubmittedUnixNs: unixNs(j.submitted), StartedUnixNs: unixNs(j.started), EndedUnixNs: unixNs(j.ended),
+		Rebuilt: j.rebuilt, LastExitUnixNs: unixNs(j.lastExit),
 		FencedUntilUnixNs: unixNs(j.fencedUntil), FencedFor: j.fencedFor, RanOn: j.ranOn, Ran: j.ran,
 		Backoffs: j.backoffs, PendingBackoffNs: int64(j.pendingBackoff), NotBeforeUnixNs: unixNs(j.notBefore),
 		Causes: j.causes, CausesDropped: j.causesDropped, Timer: timerRecord(j.timer)}
@@ -512,6 +513,7 @@ func (s *Store) readJob(t *table, m *musterv1.SnapshotJob) (*job, error) {
 	j := &job{id: m.GetId(), spec: m.GetSpec(), state: m.GetState(), owner: m.GetOwner(), token: m.GetToken(),
 		outcome:  outcome{kind: outcomeKind(om.GetKind()), failure: om.GetFailure(), loss: om.GetLoss(), code: om.GetCode(), reason: om.GetReason()},
 		restarts: m.GetRestarts(), submitted: fromUnixNs(m.GetSubmittedUnixNs()), started: fromUnixNs(m.GetStartedUnixNs()),
+		rebuilt: m.GetRebuilt(), lastExit: fromUnixNs(m.GetLastExitUnixNs()),
 		ended: fromUnixNs(m.GetEndedUnixNs()), fencedUntil: fromUnixNs(m.GetFencedUntilUnixNs()), fencedFor: m.GetFencedFor(),
 		ranOn: m.GetRanOn(), ran: m.GetRan(), backoffs: m.GetBackoffs(), pendingBackoff: time.Duration(m.GetPendingBackoffNs()),
 		notBefore: fromUnixNs(m.GetNotBeforeUnixNs()), causes: m.GetCauses(), causesDropped: m.GetCausesDropped()}

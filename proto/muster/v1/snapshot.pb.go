@@ -397,11 +397,13 @@ type SnapshotJob struct {
 	// The nodes its rounds leave out for a failed health check, by name.
 	Unhealthy []*SnapshotUnhealthy `protobuf:"bytes,23,rep,name=unhealthy,proto3" json:"unhealthy,omitempty"`
 	// Its wall-clock limit's timer; absent: none.
-	Timer         *FireTimerCommand `protobuf:"bytes,24,opt,name=timer,proto3" json:"timer,omitempty"`
-	Round         *SnapshotRound    `protobuf:"bytes,25,opt,name=round,proto3" json:"round,omitempty"`
-	Events        *SnapshotEventLog `protobuf:"bytes,26,opt,name=events,proto3" json:"events,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Timer          *FireTimerCommand `protobuf:"bytes,24,opt,name=timer,proto3" json:"timer,omitempty"`
+	Round          *SnapshotRound    `protobuf:"bytes,25,opt,name=round,proto3" json:"round,omitempty"`
+	Events         *SnapshotEventLog `protobuf:"bytes,26,opt,name=events,proto3" json:"events,omitempty"`
+	Rebuilt        bool              `protobuf:"varint,27,opt,name=rebuilt,proto3" json:"rebuilt,omitempty"`
+	LastExitUnixNs int64             `protobuf:"varint,28,opt,name=last_exit_unix_ns,json=lastExitUnixNs,proto3" json:"last_exit_unix_ns,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SnapshotJob) Reset() {
@@ -614,6 +616,20 @@ func (x *SnapshotJob) GetEvents() *SnapshotEventLog {
 		return x.Events
 	}
 	return nil
+}
+
+func (x *SnapshotJob) GetRebuilt() bool {
+	if x != nil {
+		return x.Rebuilt
+	}
+	return false
+}
+
+func (x *SnapshotJob) GetLastExitUnixNs() int64 {
+	if x != nil {
+		return x.LastExitUnixNs
+	}
+	return 0
 }
 
 type SnapshotOutcome struct {
@@ -1521,7 +1537,7 @@ const file_muster_v1_snapshot_proto_rawDesc = "" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\";\n" +
 	"\x10SnapshotEventSeq\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x10\n" +
-	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\xaf\b\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\xf4\b\n" +
 	"\vSnapshotJob\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12&\n" +
 	"\x04spec\x18\x02 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\x12)\n" +
@@ -1551,7 +1567,9 @@ const file_muster_v1_snapshot_proto_rawDesc = "" +
 	"\tunhealthy\x18\x17 \x03(\v2\x1c.muster.v1.SnapshotUnhealthyR\tunhealthy\x121\n" +
 	"\x05timer\x18\x18 \x01(\v2\x1b.muster.v1.FireTimerCommandR\x05timer\x12.\n" +
 	"\x05round\x18\x19 \x01(\v2\x18.muster.v1.SnapshotRoundR\x05round\x123\n" +
-	"\x06events\x18\x1a \x01(\v2\x1b.muster.v1.SnapshotEventLogR\x06eventsB\r\n" +
+	"\x06events\x18\x1a \x01(\v2\x1b.muster.v1.SnapshotEventLogR\x06events\x12\x18\n" +
+	"\arebuilt\x18\x1b \x01(\bR\arebuilt\x12)\n" +
+	"\x11last_exit_unix_ns\x18\x1c \x01(\x03R\x0elastExitUnixNsB\r\n" +
 	"\v_store_node\"\xad\x01\n" +
 	"\x0fSnapshotOutcome\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\x05R\x04kind\x121\n" +

@@ -1246,7 +1246,10 @@ type RunningJob struct {
 	// round_number is the round's number within the job.
 	RoundNumber int32 `protobuf:"varint,14,opt,name=round_number,json=roundNumber,proto3" json:"round_number,omitempty"`
 	// restart_count is how many of the job's rounds began after a failure.
-	RestartCount  int32 `protobuf:"varint,15,opt,name=restart_count,json=restartCount,proto3" json:"restart_count,omitempty"`
+	RestartCount int32 `protobuf:"varint,15,opt,name=restart_count,json=restartCount,proto3" json:"restart_count,omitempty"`
+	// started_unix_ms is when this node was assigned the round, by its
+	// agent's clock.
+	StartedUnixMs int64 `protobuf:"varint,16,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1386,13 +1389,22 @@ func (x *RunningJob) GetRestartCount() int32 {
 	return 0
 }
 
+func (x *RunningJob) GetStartedUnixMs() int64 {
+	if x != nil {
+		return x.StartedUnixMs
+	}
+	return 0
+}
+
 // RankState is one worker of a RunningJob: running, or exited; acked says
 // a store acknowledged the exit (an unacknowledged one is published again).
 type RankState struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Rank          int32                  `protobuf:"varint,1,opt,name=rank,proto3" json:"rank,omitempty"`
-	Exited        *WorkerExited          `protobuf:"bytes,2,opt,name=exited,proto3" json:"exited,omitempty"`
-	Acked         bool                   `protobuf:"varint,3,opt,name=acked,proto3" json:"acked,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Rank   int32                  `protobuf:"varint,1,opt,name=rank,proto3" json:"rank,omitempty"`
+	Exited *WorkerExited          `protobuf:"bytes,2,opt,name=exited,proto3" json:"exited,omitempty"`
+	Acked  bool                   `protobuf:"varint,3,opt,name=acked,proto3" json:"acked,omitempty"`
+	// exited_unix_ms is when the worker exited, by its agent's clock.
+	ExitedUnixMs  int64 `protobuf:"varint,4,opt,name=exited_unix_ms,json=exitedUnixMs,proto3" json:"exited_unix_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1446,6 +1458,13 @@ func (x *RankState) GetAcked() bool {
 		return x.Acked
 	}
 	return false
+}
+
+func (x *RankState) GetExitedUnixMs() int64 {
+	if x != nil {
+		return x.ExitedUnixMs
+	}
+	return 0
 }
 
 type WatchRequest struct {
@@ -8008,7 +8027,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x0estore_replicas\x18\xa0\x06 \x03(\tR\rstoreReplicas\"(\n" +
 	"\fRenewRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\"\x0f\n" +
-	"\rRenewResponse\"\xd9\x03\n" +
+	"\rRenewResponse\"\x81\x04\n" +
 	"\n" +
 	"RunningJob\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x19\n" +
@@ -8027,11 +8046,13 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\tacked_seq\x18\f \x01(\x04R\backedSeq\x12\x19\n" +
 	"\bstore_id\x18\r \x01(\tR\astoreId\x12!\n" +
 	"\fround_number\x18\x0e \x01(\x05R\vroundNumber\x12#\n" +
-	"\rrestart_count\x18\x0f \x01(\x05R\frestartCount\"f\n" +
+	"\rrestart_count\x18\x0f \x01(\x05R\frestartCount\x12&\n" +
+	"\x0fstarted_unix_ms\x18\x10 \x01(\x03R\rstartedUnixMs\"\x8c\x01\n" +
 	"\tRankState\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12/\n" +
 	"\x06exited\x18\x02 \x01(\v2\x17.muster.v1.WorkerExitedR\x06exited\x12\x14\n" +
-	"\x05acked\x18\x03 \x01(\bR\x05acked\"(\n" +
+	"\x05acked\x18\x03 \x01(\bR\x05acked\x12$\n" +
+	"\x0eexited_unix_ms\x18\x04 \x01(\x03R\fexitedUnixMs\"(\n" +
 	"\fWatchRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\"\xa8\x04\n" +
 	"\fAgentCommand\x12>\n" +
