@@ -107,6 +107,7 @@ type follower struct {
 	restarted  bool   // the job went on under a restarted store
 	interrupts int
 	gaveUp     error // why the launcher stopped following before the job's end
+	hops       int   // leaders followed at once since the stream last broke
 	quiet      bool // stdout is gone: drain, print nothing more
 	lost       uint64
 	lostBytes  uint64
@@ -124,7 +125,7 @@ type follower struct {
 
 // forwardStdin sends the launcher's stdin to the job's stdin ranks, if any.
 func (f *follower) forwardStdin() {
-	if !wantsStdin(f.opts.Spec) {
+	if f.opts.Spec == nil || !wantsStdin(f.opts.Spec) {
 		return
 	}
 	in := f.opts.Stdin
@@ -200,6 +201,13 @@ func (f *follower) run(ctx context.Context) (int, error) {
 			lostAt = time.Time{}
 			continue
 		}
+		leader, refused := storeclient.LeaderOf(cause)
+		if refused && leader != "" && f.hops < maxLeaderHops {
+			// A replica that does not lead named the one that does.
+			f.hops++
+			continue
+		}
+		f.hops = 0
 		if heard || lostAt.IsZero() {
 			f.flush(ctx)
 			lostAt, delay = time.Now(), 100*time.Millisecond
@@ -226,7 +234,14 @@ func (f *follower) run(ctx context.Context) (int, error) {
 	}
 }
 
+// maxLeaderHops bounds how often the launcher follows a named leader at
+// once, without waiting, before it waits between tries.
+const maxLeaderHops = 3
+
 func (f *follower) storeName() string {
+	if addr := f.c.StoreAddr(); addr != "" {
+		return "the store at " + addr
+	}
 	if f.opts.Store != "" {
 		return "the store at " + f.opts.Store
 	}
@@ -509,7 +524,7 @@ const cancelTimeout = 5 * time.Second
 func (f *follower) submitAgain(ctx context.Context, cause error) error {
 	lost := fmt.Sprintf("job %s: %s restarted, and no agent reports the job", f.job, f.storeName())
 	switch {
-	case f.ran:
+	case f.ran || f.opts.Spec == nil:
 		return fmt.Errorf("%s: it was lost with its nodes; its workers' end is unknown (%s)", lost, storeclient.ErrorMessage(cause))
 	case !f.stdinUnread(ctx):
 		return fmt.Errorf("%s; it had not started, but stdin already read went with it: submit it again", lost)

@@ -332,6 +332,7 @@ func (n *Node) host(ctx context.Context, cfg *Config, acfg *agent.Config) error 
 	}
 	configure := func(c *storeserver.Config) {
 		c.Replicas, c.ReplicaDir = cfg.StorePeers, cfg.History.Dir
+		c.OwnNode = acfg.Name
 		c.ReplicaJoining, c.ReplicaAlone = cfg.StoreJoining, cfg.StoreAlone
 		if n.gossip != nil {
 			c.AgentGone, c.NodeTimeout, c.OwnNode = n.gossip.Refused, n.nodeTimeout, acfg.Name
