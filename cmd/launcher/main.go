@@ -23,6 +23,7 @@ func main() {
 			hostfileCommand(),
 			doctorCommand(),
 			nodesCommand(),
+			storesCommand(),
 			jobsCommand(),
 			cancelCommand(),
 			logsCommand(),
