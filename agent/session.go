@@ -150,7 +150,8 @@ func (a *Agent) electing(err error) bool {
 	if _, refused := storeclient.LeaderOf(err); refused {
 		return true
 	}
-	return a.client.Replicated() && status.Code(err) == codes.Unavailable
+	// Aborted: a leader deposed before it answered; registering is safe to repeat.
+	return a.client.Replicated() && (status.Code(err) == codes.Unavailable || status.Code(err) == codes.Aborted)
 }
 
 // sessionLoop serves Watch streams, registering again whenever one ends,

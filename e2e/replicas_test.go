@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -37,9 +39,7 @@ func startReplicated(t *testing.T, n int) *replicated {
 	r := &replicated{network: nw, replicas: map[string]*agent{}, workers: map[string]*agent{}}
 	var all []*agent
 	for _, h := range nw.hosts[:3] {
-		args := append([]string{"--join", nw.hosts[0].ip, "--store-peers", nw.replicaAddrs(),
-			"--data-dir", filepath.Join(nw.dir, "data-"+h.name)}, nw.storeArgs(h)...)
-		r.replicas[h.name] = nw.startAgent(h, h.name, args...)
+		r.replicas[h.name] = nw.startAgent(h, h.name, r.replicaArgs(h, nw.replicaAddrs())...)
 		all = append(all, r.replicas[h.name])
 	}
 	for _, h := range nw.hosts[3:] {
@@ -52,7 +52,6 @@ func startReplicated(t *testing.T, n int) *replicated {
 	})
 	return r
 }
-
 
 // launcherOn starts the launcher on h, with the replicas as --cluster.
 func (r *replicated) launcherOn(h *host, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
@@ -157,5 +156,100 @@ func TestNetnsReplicasKeepJobsThroughTheLeadersLoss(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// replicaArgs are the flags of the agent hosting h's replica of peers.
+func (r *replicated) replicaArgs(h *host, peers string, extra ...string) []string {
+	args := append([]string{"--join", r.hosts[0].ip, "--store-peers", peers,
+		"--data-dir", filepath.Join(r.dir, "data-"+h.name)}, r.storeArgs(h)...)
+	return append(args, extra...)
+}
+
+// storesCmd runs `launcher stores VERB ADDR` on h against the replicas.
+func (r *replicated) storesCmd(h *host, verb, addr string) (string, error) {
+	out, err := exec.Command("ip", "netns", "exec", h.ns, launcherBin, "stores", verb, addr, "--cluster", r.replicaAddrs(),
+		"--token-file", r.token, "--tls-ca", r.ca).CombinedOutput()
+	return string(out), err
+}
+
+// roles asks `launcher stores` of the replicas: each address's role.
+func (r *replicated) roles(cluster string) map[string]string {
+	r.t.Helper()
+	cmd := exec.Command("ip", "netns", "exec", r.hosts[3].ns, launcherBin, "stores", "--cluster", cluster,
+		"--token-file", r.token, "--tls-ca", r.ca, "-o", "json")
+	out, _ := cmd.Output()
+	var list struct {
+		Items []struct{ Address, Role string }
+	}
+	json.Unmarshal(out, &list)
+	roles := map[string]string{}
+	for _, it := range list.Items {
+		roles[it.Address] = it.Role
+	}
+	return roles
+}
+
+// settled says whether every address of cluster answers, one leading and
+// the others following it.
+func (r *replicated) settled(cluster string) bool {
+	roles := r.roles(cluster)
+	leaders, followers := 0, 0
+	for _, role := range roles {
+		switch role {
+		case "leader":
+			leaders++
+		case "follower":
+			followers++
+		}
+	}
+	return leaders == 1 && leaders+followers == len(strings.Split(cluster, ","))
+}
+
+// Every replica restarted in turn (a rolling upgrade), then one replaced
+// by a new node: the job on another node runs through it all and ends with
+// its own exit code.
+func TestNetnsReplicasRollingRestartAndReplacement(t *testing.T) {
+	t.Parallel()
+	r := startReplicated(t, 5) // a, b, c replicas; d runs the job; e replaces c
+	a, b, c, d, e := r.host("a"), r.host("b"), r.host("c"), r.host("d"), r.host("e")
+	r.workers["e"].cmd.Process.Signal(syscall.SIGTERM) // e becomes a replica below
+	r.workers["e"].cmd.Wait()
+	delete(r.workers, "e")
+	r.storeCerts(a, b, c, e)
+	dir := t.TempDir()
+	script := `touch ` + dir + `/started; while [ ! -e ` + dir + `/go ]; do sleep 0.1; done; exit 3`
+	cmd, out, errb := r.launcherOn(d, "run", "-H", "d", "--", "sh", "-c", script)
+	eventuallyWithin(t, 20*time.Second, "the worker running", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "started"))
+		return err == nil
+	})
+	peers := r.replicaAddrs()
+	for _, h := range []*host{a, b, c} {
+		old := r.replicas[h.name]
+		old.cmd.Process.Signal(syscall.SIGTERM)
+		old.cmd.Wait()
+		r.replicas[h.name] = r.startAgent(h, h.name, r.replicaArgs(h, peers)...)
+		eventuallyWithin(t, 30*time.Second, "the replicas settled after "+h.name+"'s restart", func() bool { return r.settled(peers) })
+	}
+	// c dies for good; e takes its place.
+	kill9(t, r.replicas["c"])
+	eventuallyWithin(t, 30*time.Second, "a leader without c", func() bool {
+		return r.roles(peers)[r.hosts[0].ip+":29400"] != "" && r.settled(a.ip+":29400,"+b.ip+":29400")
+	})
+	newPeers := a.ip + ":29400," + b.ip + ":29400," + e.ip + ":29400"
+	if out, err := r.storesCmd(d, "remove", c.ip+":29400"); err != nil {
+		t.Fatalf("stores remove: %v: %s", err, out)
+	}
+	r.replicas["e"] = r.startAgent(e, e.name, r.replicaArgs(e, newPeers, "--store-join")...)
+	if out, err := r.storesCmd(d, "add", e.ip+":29400"); err != nil {
+		t.Fatalf("stores add: %v: %s", err, out)
+	}
+	eventuallyWithin(t, 30*time.Second, "a, b and e settled", func() bool { return r.settled(newPeers) })
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res := wait(t, cmd, out, errb); res.code != 3 {
+		t.Fatalf("the job through the restarts and the replacement: exit %d, want 3; stderr:\n%s", res.code, res.stderr)
 	}
 }

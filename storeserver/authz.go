@@ -57,15 +57,16 @@ var (
 		musterv1.Agents_TorchConnsChecked_FullMethodName: true,
 	}
 	launcherMethods = map[string]bool{
-		musterv1.Jobs_Submit_FullMethodName:    true,
-		musterv1.Jobs_WatchJob_FullMethodName:  true,
-		musterv1.Jobs_Cancel_FullMethodName:    true,
-		musterv1.Jobs_Signal_FullMethodName:    true,
-		musterv1.Jobs_ListNodes_FullMethodName: true,
-		musterv1.Jobs_ListJobs_FullMethodName:  true,
-		musterv1.Jobs_WatchJobs_FullMethodName: true,
-		musterv1.Jobs_Logs_FullMethodName:      true,
-		musterv1.Jobs_GetJob_FullMethodName:    true,
+		musterv1.Jobs_Submit_FullMethodName:            true,
+		musterv1.Jobs_WatchJob_FullMethodName:          true,
+		musterv1.Jobs_Cancel_FullMethodName:            true,
+		musterv1.Jobs_Signal_FullMethodName:            true,
+		musterv1.Jobs_ListNodes_FullMethodName:         true,
+		musterv1.Jobs_ListJobs_FullMethodName:          true,
+		musterv1.Jobs_WatchJobs_FullMethodName:         true,
+		musterv1.Jobs_Logs_FullMethodName:              true,
+		musterv1.Jobs_GetJob_FullMethodName:            true,
+		musterv1.Replicas_ReplicaStatus_FullMethodName: true,
 	}
 	// operatorMethods change what the cluster does for everyone: the cluster
 	// operator's alone, never another local user's.

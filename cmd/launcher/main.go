@@ -27,6 +27,7 @@ func main() {
 			jobsCommand(),
 			cancelCommand(),
 			logsCommand(),
+			attachCommand(),
 			certsCommand(),
 			cmdline.CompletionCommand(),
 		},
