@@ -73,7 +73,6 @@ var (
 	operatorMethods = map[string]bool{
 		musterv1.Jobs_SetNodeSchedule_FullMethodName:    true,
 		musterv1.Replicas_ChangeReplicas_FullMethodName: true,
-		musterv1.Replicas_ReplicaStatus_FullMethodName:  true,
 	}
 	workerMethods = map[string]bool{
 		musterv1.KV_KVSet_FullMethodName:   true,
