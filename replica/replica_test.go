@@ -49,13 +49,20 @@ type testReplica struct {
 
 func startReplica(t *testing.T, addr string, peers []string, dir, token string) *testReplica {
 	t.Helper()
-	log := zaptest.NewLogger(t).Named(addr)
-	rep, err := New(Config{Logger: log, Addr: addr, Peers: peers, DataDir: dir,
-		Security: security.Security{Token: token}, HeartbeatTimeout: 300 * time.Millisecond})
+	return startWith(t, Config{Addr: addr, Peers: peers, DataDir: dir, Security: security.Security{Token: token}})
+}
+
+// startWith starts the replica cfg describes, with a short heartbeat, and
+// its store.
+func startWith(t *testing.T, cfg Config) *testReplica {
+	t.Helper()
+	cfg.Logger = zaptest.NewLogger(t).Named(cfg.Addr)
+	cfg.HeartbeatTimeout = 300 * time.Millisecond
+	rep, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := rendezvous.NewStore(rendezvous.StoreConfig{Logger: log, Addr: addr, Log: rep, ID: rep.StoreID()})
+	store := rendezvous.NewStore(rendezvous.StoreConfig{Logger: cfg.Logger, Addr: cfg.Addr, Log: rep, ID: rep.StoreID()})
 	if err := rep.Start(store); err != nil {
 		t.Fatal(err)
 	}
@@ -65,17 +72,7 @@ func startReplica(t *testing.T, addr string, peers []string, dir, token string) 
 // startJoining starts a replica new to a running store, which waits to be added.
 func startJoining(t *testing.T, addr string, peers []string) *testReplica {
 	t.Helper()
-	log := zaptest.NewLogger(t).Named(addr)
-	rep, err := New(Config{Logger: log, Addr: addr, Peers: peers, DataDir: t.TempDir(), Security: security.Security{Token: "tok"},
-		HeartbeatTimeout: 300 * time.Millisecond, Joining: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := rendezvous.NewStore(rendezvous.StoreConfig{Logger: log, Addr: addr, Log: rep, ID: rep.StoreID()})
-	if err := rep.Start(store); err != nil {
-		t.Fatal(err)
-	}
-	return &testReplica{rep: rep, store: store}
+	return startWith(t, Config{Addr: addr, Peers: peers, DataDir: t.TempDir(), Security: security.Security{Token: "tok"}, Joining: true})
 }
 
 func (r *testReplica) close() {
@@ -236,17 +233,7 @@ func TestReplicaRecoversAloneAfterItsQuorumIsLost(t *testing.T) {
 	for _, r := range rs {
 		r.close()
 	}
-	log := zaptest.NewLogger(t)
-	rep, err := New(Config{Logger: log, Addr: addrs[0], Peers: addrs, DataDir: dirs[0], Security: security.Security{Token: "tok"},
-		HeartbeatTimeout: 300 * time.Millisecond, Alone: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := rendezvous.NewStore(rendezvous.StoreConfig{Logger: log, Addr: addrs[0], Log: rep, ID: rep.StoreID()})
-	if err := rep.Start(store); err != nil {
-		t.Fatal(err)
-	}
-	alone := &testReplica{rep: rep, store: store}
+	alone := startWith(t, Config{Addr: addrs[0], Peers: addrs, DataDir: dirs[0], Security: security.Security{Token: "tok"}, Alone: true})
 	t.Cleanup(alone.close)
 	leaderOf(t, []*testReplica{alone})
 	if n := len(alone.store.Nodes()); n != 1 {
