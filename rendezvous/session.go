@@ -28,8 +28,10 @@ const (
 	defaultSessionGrace = 10 * time.Second
 	// adoptedAttachWait is how long a job a restarted store took over waits
 	// for a launcher to follow it again before it is stopped, as a job whose
-	// launcher went away is.
-	adoptedAttachWait = 2 * time.Minute
+	// launcher went away is: longer than its launcher keeps trying to reach
+	// the store (10 minutes), which may have come back elsewhere, where only
+	// launcher attach finds it.
+	adoptedAttachWait = 11 * time.Minute
 	// maxReportedJobs bounds a registration's report.
 	maxReportedJobs = 1024
 	maxNodeKeyBytes = 256
@@ -448,7 +450,7 @@ func (s *Store) notBackLocked(j *job) {
 func (s *Store) noFollowerLocked(j *job, followed bool) {
 	if !followed {
 		s.decideLocked(j, outcome{kind: cancelled, code: 129,
-			reason: fmt.Sprintf("stopped: no launcher followed the job within %s of the store's restart", adoptedAttachWait)})
+			reason: fmt.Sprintf("stopped: no launcher followed the job within %s of the store's restart (launcher attach follows a job again)", adoptedAttachWait)})
 		s.stopLocked(j, j.spec.GetKillTimeoutMs())
 	}
 }
