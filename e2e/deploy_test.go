@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/musterhq/muster/replica"
 )
 
 // readUnit reads a systemd unit's Key=Value lines, continuation lines
@@ -201,6 +203,118 @@ func TestSystemdEnvironmentFile(t *testing.T) {
 	}
 	if n < 5 {
 		t.Fatalf("only %d variables in agent.env", n)
+	}
+}
+
+// The environment file's replica example holds together: MUSTER_LISTEN is
+// among MUSTER_STORE_PEERS, a list the agent accepts, and every node
+// gossips with each replica's host.
+func TestSystemdEnvironmentFileReplicas(t *testing.T) {
+	data, err := os.ReadFile("../deploy/systemd/agent.env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{}
+	for _, l := range strings.Split(string(data), "\n") {
+		if m := regexp.MustCompile(`^#?(MUSTER_[A-Z_]+)=(.*)$`).FindStringSubmatch(l); m != nil {
+			vars[m[1]] = m[2]
+		}
+	}
+	peers := strings.Split(vars["MUSTER_STORE_PEERS"], ",")
+	if err := replica.CheckPeers(peers); err != nil || len(peers) < 3 {
+		t.Fatalf("MUSTER_STORE_PEERS=%s: %v, want 3 replicas or more", vars["MUSTER_STORE_PEERS"], err)
+	}
+	if !slices.Contains(peers, vars["MUSTER_LISTEN"]) {
+		t.Errorf("MUSTER_LISTEN=%s is not among MUSTER_STORE_PEERS=%s", vars["MUSTER_LISTEN"], vars["MUSTER_STORE_PEERS"])
+	}
+	join := strings.Split(vars["MUSTER_JOIN"], ",")
+	for _, p := range peers {
+		if host, _, _ := net.SplitHostPort(p); !slices.Contains(join, host) {
+			t.Errorf("MUSTER_JOIN=%s does not gossip with the replica %s", vars["MUSTER_JOIN"], p)
+		}
+	}
+}
+
+// shCommands are the command lines of a docs page's sh blocks, continued
+// lines joined, comments dropped, each `a && b` split in two.
+func shCommands(t *testing.T, page string) [][]string {
+	t.Helper()
+	data, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]string
+	for _, block := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(string(data), -1) {
+		for _, l := range strings.Split(strings.ReplaceAll(block[1], "\\\n", " "), "\n") {
+			l, _, _ = strings.Cut(l, " #")
+			if strings.HasPrefix(strings.TrimSpace(l), "#") {
+				continue
+			}
+			words := shellWords(l)
+			for len(words) > 0 {
+				i := slices.Index(words, "&&")
+				if i < 0 {
+					i = len(words)
+				}
+				out = append(out, words[:i])
+				words = words[min(i+1, len(words)):]
+			}
+		}
+	}
+	return out
+}
+
+// Every agent command line of the bare-metal and operations pages uses
+// flags the agent has, and a replica's holds together as the agent
+// requires: --listen among --store-peers, --tls-ca with TLS.
+func TestDocsAgentCommandLines(t *testing.T) {
+	help, err := exec.Command(agentBin, "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("agent --help: %v\n%s", err, help)
+	}
+	replicas := 0
+	for _, page := range []string{"../docs/bare-metal.md", "../docs/operations.md"} {
+		for _, words := range shCommands(t, page) {
+			if len(words) > 0 && words[0] == "sudo" {
+				words = words[1:]
+			}
+			if len(words) == 0 || words[0] != "agent" {
+				continue
+			}
+			line := strings.Join(words, " ")
+			flags := map[string]string{}
+			for i, w := range words[1:] {
+				if !strings.HasPrefix(w, "--") {
+					continue
+				}
+				name, value, ok := strings.Cut(strings.TrimPrefix(w, "--"), "=")
+				if !ok && i+2 < len(words) && !strings.HasPrefix(words[i+2], "--") {
+					value = words[i+2]
+				}
+				flags[name] = value
+				if !regexp.MustCompile(`--` + regexp.QuoteMeta(name) + `\b`).Match(help) {
+					t.Errorf("%s: agent --help does not name --%s: %s", page, name, line)
+				}
+			}
+			peers, ok := flags["store-peers"]
+			if !ok {
+				continue
+			}
+			replicas++
+			list := strings.Split(peers, ",")
+			if err := replica.CheckPeers(list); err != nil {
+				t.Errorf("%s: --store-peers %s: %v", page, peers, err)
+			}
+			if !slices.Contains(list, flags["listen"]) {
+				t.Errorf("%s: --listen %q is not among --store-peers %s: %s", page, flags["listen"], peers, line)
+			}
+			if _, tls := flags["tls-cert"]; tls && flags["tls-ca"] == "" {
+				t.Errorf("%s: a replica with TLS needs --tls-ca: %s", page, line)
+			}
+		}
+	}
+	if replicas == 0 {
+		t.Errorf("no agent command line with --store-peers in the bare-metal and operations pages")
 	}
 }
 
