@@ -125,8 +125,12 @@ type round struct {
 	// backoffTimer once its restart's back-off did.
 	fenceTimer   *jobTimer
 	backoffTimer *jobTimer
-	// runningSince is when the round began running.
+	// runningSince is when the round began running; ports and magic are
+	// what its start was made of (node rank 0's ports, the unique ID's
+	// magic), from which its assignments are made again (assignmentsLocked).
 	runningSince time.Time
+	ports        []int32
+	magic        uint64
 	// stopSent says its nodes were asked to stop, with stopGrace: a round
 	// is stopped once, again only to shorten the grace.
 	stopSent  bool
@@ -537,27 +541,25 @@ func (s *Store) completeRoundLocked(c *CompleteRound) error {
 		return nil
 	}
 	master := r.nodes[0].info.GetAddr()
-	root := netip.AddrPortFrom(netip.MustParseAddr(master), uint16(ports[1]))
-	id, err := uniqueid.NewWithMagic(c.Magic, root)
+	r.ports, r.magic = ports, c.Magic
+	asgs, id, err := s.assignmentsLocked(j)
 	if err != nil {
 		return err
 	}
-	spec := j.spec
-	// The roster (every node's address, name and slots) is built once. A
-	// small job's assignments all carry it; a larger job's only node rank
-	// 0's, where launchers that read a hostfile run: every other node's
-	// assignment stays the same size whatever the number of nodes. Workers
-	// anywhere read the addresses from their job's KV (RosterKey).
+	names := asgs[0].GetNodeNames()
+	if len(names) == 0 {
+		names = make([]string, len(r.nodes))
+		for i, n := range r.nodes {
+			names[i] = n.info.GetName()
+		}
+	}
 	addrs := make([]string, len(r.nodes))
-	names := make([]string, len(r.nodes))
-	slots := make([]int32, len(r.nodes))
 	for i, n := range r.nodes {
-		addrs[i], names[i], slots[i] = n.info.GetAddr(), n.info.GetName(), r.nproc
+		addrs[i] = n.info.GetAddr()
 	}
 	if _, err := s.kv.Space(j.id).Set(RosterKey, []byte(strings.Join(addrs, " "))); err != nil {
 		s.log.Warn("job roster not kept in its KV", zap.String("job", j.id), zap.Error(err))
 	}
-	commID := net.JoinHostPort(master, strconv.Itoa(int(ports[1])))
 	s.setRoundStateLocked(j, roundRunning)
 	s.roundRanLocked(j, names)
 	idHash := sha256.Sum256(id[:])
@@ -572,6 +574,40 @@ func (s *Store) completeRoundLocked(c *CompleteRound) error {
 	}
 	r.runningSince = now
 	for rank, n := range r.nodes {
+		s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_Start{Start: asgs[rank]}})
+	}
+	spec := j.spec
+	if spec.TimeoutMs > 0 && j.timer == nil {
+		// The job's wall-clock limit counts from its first round's start.
+		j.timer = s.afterLocked(time.Duration(spec.TimeoutMs)*time.Millisecond, j, nil, TimerTimeout)
+	}
+	return nil
+}
+
+// assignmentsLocked are the assignments of j's running round, by node
+// rank, made from what its start was made of, and its NCCL unique ID.
+func (s *Store) assignmentsLocked(j *job) ([]*musterv1.Assignment, uniqueid.ID, error) {
+	r, spec := j.round, j.spec
+	master := r.nodes[0].info.GetAddr()
+	root := netip.AddrPortFrom(netip.MustParseAddr(master), uint16(r.ports[1]))
+	id, err := uniqueid.NewWithMagic(r.magic, root)
+	if err != nil {
+		return nil, id, err
+	}
+	// The roster (every node's address, name and slots) is built once. A
+	// small job's assignments all carry it; a larger job's only node rank
+	// 0's, where launchers that read a hostfile run: every other node's
+	// assignment stays the same size whatever the number of nodes. Workers
+	// anywhere read the addresses from their job's KV (RosterKey).
+	addrs := make([]string, len(r.nodes))
+	names := make([]string, len(r.nodes))
+	slots := make([]int32, len(r.nodes))
+	for i, n := range r.nodes {
+		addrs[i], names[i], slots[i] = n.info.GetAddr(), n.info.GetName(), r.nproc
+	}
+	commID := net.JoinHostPort(master, strconv.Itoa(int(r.ports[1])))
+	asgs := make([]*musterv1.Assignment, len(r.nodes))
+	for rank := range r.nodes {
 		asg := &musterv1.Assignment{
 			JobId:        j.id,
 			RoundId:      r.id,
@@ -582,7 +618,7 @@ func (s *Store) completeRoundLocked(c *CompleteRound) error {
 			Nproc:        r.nproc,
 			WorldSize:    r.worldSize,
 			MasterAddr:   master,
-			MasterPort:   ports[0],
+			MasterPort:   r.ports[0],
 			NcclCommId:   commID,
 			NcclUniqueId: id[:],
 			RestartCount: j.restarts,
@@ -595,13 +631,9 @@ func (s *Store) completeRoundLocked(c *CompleteRound) error {
 		if rank == 0 || len(r.nodes) <= jobspec.RosterInlineNodes {
 			asg.NodeAddrs, asg.NodeNames, asg.NodeSlots = addrs, names, slots
 		}
-		s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_Start{Start: asg}})
+		asgs[rank] = asg
 	}
-	if spec.TimeoutMs > 0 && j.timer == nil {
-		// The job's wall-clock limit counts from its first round's start.
-		j.timer = s.afterLocked(time.Duration(spec.TimeoutMs)*time.Millisecond, j, nil, TimerTimeout)
-	}
-	return nil
+	return asgs, id, nil
 }
 
 func validPort(p int32) bool { return p > 0 && p < 65536 }

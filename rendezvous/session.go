@@ -228,13 +228,17 @@ func (s *Store) resumeLocked(n *node, info *musterv1.Node, reports []*musterv1.R
 	}
 	closeOnce(n.gone) // ends the old Watch stream, if it still runs
 	n.gone = make(chan struct{})
-	// Commands queued meanwhile stay in the node's outbox for the new stream.
+	// Commands queued meanwhile stay in the node's outbox for the new
+	// stream. A replica's outbox is its leader's alone, so what it holds
+	// decides nothing there: a second start of a job is ignored by agents.
 	starting := map[string]bool{}
-	n.out.each(func(cmd *musterv1.AgentCommand) {
-		if a := cmd.GetStart(); a != nil {
-			starting[a.GetJobId()] = true
-		}
-	})
+	if s.cfg.Log == nil {
+		n.out.each(func(cmd *musterv1.AgentCommand) {
+			if a := cmd.GetStart(); a != nil {
+				starting[a.GetJobId()] = true
+			}
+		})
+	}
 	n.info, n.connected, n.renewed = info, true, s.now()
 	s.log.Info("node registered again", zap.String("node", info.GetName()), zap.Int("jobs", len(reports)))
 	reported := map[string]*musterv1.RunningJob{}
@@ -251,6 +255,14 @@ func (s *Store) resumeLocked(n *node, info *musterv1.Node, reports []*musterv1.R
 			if j.round.nodes[0] == n {
 				// The request for ports may have been lost with the stream.
 				s.reservePortsLocked(j)
+			}
+		case s.cfg.Log != nil && j.round.state == roundRunning && !s.allExitedLocked(j, n):
+			// A replica's outbox goes with its leader: the node's assignment
+			// may have been lost with it. Its agent, which reports every job
+			// it holds until the store has its exits, never had it.
+			if asgs, _, err := s.assignmentsLocked(j); err == nil {
+				s.log.Info("sending a node its assignment again", zap.String("job", id), zap.String("node", n.info.GetName()))
+				s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_Start{Start: asgs[j.round.rank[n]]}})
 			}
 		case !s.allExitedLocked(j, n):
 			s.nodeLostLocked(j, n, failure.Loss(n.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_JOB_FORGOTTEN, "", 0, ""))

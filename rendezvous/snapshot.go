@@ -182,6 +182,7 @@ func (s *Store) roundRecordLocked(r *round, ref func(*node) (string, error)) (*m
 		Exited: slices.Sorted(maps.Keys(r.exited)), Restart: r.restart,
 		LastCall: timerRecord(r.lastCall), FenceTimer: timerRecord(r.fenceTimer), BackoffTimer: timerRecord(r.backoffTimer),
 		RunningSinceUnixNs: unixNs(r.runningSince), StopSent: r.stopSent, StopGrace: r.stopGrace, DumpFirst: r.dumpFirst,
+		Ports: r.ports, Magic: r.magic,
 		AbortRanks: r.abortRanks, SinceUnixNs: unixNs(r.since), Deadline: timerRecord(r.deadline), Progress: r.progress,
 		ProgressAtUnixNs: unixNs(r.progressAt), ProgressTimer: timerRecord(r.progressTimer), Open: s.rounds[r.id] == r}
 	for _, n := range r.nodes {
@@ -596,6 +597,7 @@ func readRound(t *table, j *job, m *musterv1.SnapshotRound) (*round, error) {
 	}
 	r := &round{id: m.GetId(), number: m.GetNumber(), job: j, state: st, nproc: m.GetNproc(), worldSize: world,
 		exited: map[int32]bool{}, restart: m.GetRestart(), runningSince: fromUnixNs(m.GetRunningSinceUnixNs()),
+		ports: m.GetPorts(), magic: m.GetMagic(),
 		stopSent: m.GetStopSent(), stopGrace: m.GetStopGrace(), dumpFirst: m.GetDumpFirst(), abortRanks: m.GetAbortRanks(),
 		since: fromUnixNs(m.GetSinceUnixNs()), progress: m.GetProgress(), progressAt: fromUnixNs(m.GetProgressAtUnixNs())}
 	for _, rank := range m.GetExited() {

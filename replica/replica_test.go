@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"bytes"
 	"errors"
 	"net"
 	"strconv"
@@ -248,4 +249,73 @@ func TestReplicaRecoversAloneAfterItsQuorumIsLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the added replica holds node w1", func() bool { return len(fresh.store.Nodes()) == 1 })
+}
+
+// A job's assignment still queued when its leader died is sent again by the
+// next leader when the node's agent, which never had it, registers there:
+// the same round, the same NCCL unique ID.
+func TestNewLeaderSendsALostAssignmentAgain(t *testing.T) {
+	addrs := freeAddrs(t, 3)
+	var rs []*testReplica
+	for _, a := range addrs {
+		r := startReplica(t, a, addrs, t.TempDir(), "tok")
+		t.Cleanup(r.close)
+		rs = append(rs, r)
+	}
+	first := leaderOf(t, rs)
+	info := &musterv1.Node{Name: "w1", Addr: "10.0.0.9", Rank: -1}
+	session, err := first.store.Register(info, "key-w1", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := first.store.Submit(&musterv1.JobSpec{Argv: [][]byte{[]byte("x")}, Nnodes: 1, Nproc: 1}, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := first.store.Commands(session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var round string
+	for _, c := range out.Take() {
+		if r := c.GetReservePorts(); r != nil {
+			round = r.GetRoundId()
+		}
+	}
+	if err := first.store.PortsReserved(session, round, []int32{29500, 29501}, ""); err != nil {
+		t.Fatal(err)
+	}
+	var lost *musterv1.Assignment
+	for _, c := range out.Take() {
+		if a := c.GetStart(); a != nil {
+			lost = a
+		}
+	}
+	if lost == nil || lost.GetJobId() != job {
+		t.Fatalf("the first leader queued no start of job %s", job)
+	}
+	first.close()
+	var rest []*testReplica
+	for _, r := range rs {
+		if r != first {
+			rest = append(rest, r)
+		}
+	}
+	next := leaderOf(t, rest)
+	if _, err := next.store.Register(info, "key-w1", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = next.store.Commands(session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again *musterv1.Assignment
+	for _, c := range out.Take() {
+		if a := c.GetStart(); a != nil {
+			again = a
+		}
+	}
+	if again == nil || again.GetRoundId() != lost.GetRoundId() || !bytes.Equal(again.GetNcclUniqueId(), lost.GetNcclUniqueId()) {
+		t.Fatalf("the new leader's start: %v, want the lost one again: %v", again, lost)
+	}
 }

@@ -897,7 +897,10 @@ type SnapshotRound struct {
 	ProgressAtUnixNs   int64             `protobuf:"varint,23,opt,name=progress_at_unix_ns,json=progressAtUnixNs,proto3" json:"progress_at_unix_ns,omitempty"`
 	ProgressTimer      *FireTimerCommand `protobuf:"bytes,24,opt,name=progress_timer,json=progressTimer,proto3" json:"progress_timer,omitempty"`
 	// It is among the store's rounds not ended.
-	Open          bool `protobuf:"varint,25,opt,name=open,proto3" json:"open,omitempty"`
+	Open bool `protobuf:"varint,25,opt,name=open,proto3" json:"open,omitempty"`
+	// The ports node rank 0 reserved and the unique ID's magic, once running.
+	Ports         []int32 `protobuf:"varint,26,rep,packed,name=ports,proto3" json:"ports,omitempty"`
+	Magic         uint64  `protobuf:"varint,27,opt,name=magic,proto3" json:"magic,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1105,6 +1108,20 @@ func (x *SnapshotRound) GetOpen() bool {
 		return x.Open
 	}
 	return false
+}
+
+func (x *SnapshotRound) GetPorts() []int32 {
+	if x != nil {
+		return x.Ports
+	}
+	return nil
+}
+
+func (x *SnapshotRound) GetMagic() uint64 {
+	if x != nil {
+		return x.Magic
+	}
+	return 0
 }
 
 type SnapshotRoundNode struct {
@@ -1586,7 +1603,7 @@ const file_muster_v1_snapshot_proto_rawDesc = "" +
 	"\areaders\x18\x02 \x03(\tR\areaders\"V\n" +
 	"\x11SnapshotUnhealthy\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12-\n" +
-	"\x06health\x18\x02 \x01(\v2\x15.muster.v1.NodeHealthR\x06health\"\xdb\a\n" +
+	"\x06health\x18\x02 \x01(\v2\x15.muster.v1.NodeHealthR\x06health\"\x87\b\n" +
 	"\rSnapshotRound\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06number\x18\x02 \x01(\x05R\x06number\x12\x14\n" +
@@ -1618,7 +1635,9 @@ const file_muster_v1_snapshot_proto_rawDesc = "" +
 	"\bprogress\x18\x16 \x01(\v2\x1a.muster.v1.WaitingForNodesR\bprogress\x12-\n" +
 	"\x13progress_at_unix_ns\x18\x17 \x01(\x03R\x10progressAtUnixNs\x12B\n" +
 	"\x0eprogress_timer\x18\x18 \x01(\v2\x1b.muster.v1.FireTimerCommandR\rprogressTimer\x12\x12\n" +
-	"\x04open\x18\x19 \x01(\bR\x04open\"|\n" +
+	"\x04open\x18\x19 \x01(\bR\x04open\x12\x14\n" +
+	"\x05ports\x18\x1a \x03(\x05R\x05ports\x12\x14\n" +
+	"\x05magic\x18\x1b \x01(\x04R\x05magic\"|\n" +
 	"\x11SnapshotRoundNode\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x129\n" +
 	"\vplaceholder\x18\x02 \x01(\v2\x17.muster.v1.SnapshotNodeR\vplaceholder\x12\x12\n" +
