@@ -191,6 +191,7 @@ func (f *follower) run(ctx context.Context) (int, error) {
 		}
 		// A replicated store's replica that does not lead names its
 		// leader, which the next try follows.
+		lost := f.storeName()
 		f.c.FollowLeader(cause)
 		if !first && status.Code(cause) == codes.NotFound {
 			// A restarted store holds only what its agents reported.
@@ -213,7 +214,7 @@ func (f *follower) run(ctx context.Context) (int, error) {
 			lostAt, delay = time.Now(), 100*time.Millisecond
 			if reattach > reattachFor {
 				fmt.Fprintf(f.opts.Stderr, "muster: lost %s (%s); following job %s again once it answers (for up to %s)\n",
-					f.storeName(), causeText(cause), f.job, reattach)
+					lost, causeText(cause), f.job, reattach)
 			}
 		}
 		if time.Since(lostAt) >= reattach {

@@ -4,6 +4,7 @@ import (
 	"context"
 	cryptorand "crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -31,6 +32,11 @@ func submit(ctx context.Context, c *storeclient.Client, spec *musterv1.JobSpec) 
 		if err == nil {
 			c.LearnReplicas(sub.GetStoreReplicas())
 			return sub, nil
+		}
+		if leader, refused := storeclient.LeaderOf(err); refused && leader != "" && !c.CanMove() {
+			// A replica's socket: this launcher cannot follow it over TCP.
+			return nil, fmt.Errorf("this store replica does not lead, and its socket cannot take jobs for the leader: "+
+				"give --cluster with the replicas (or the leader, %s), with --tls-ca and the cluster token", leader)
 		}
 		if !retrySubmit(c, err) || time.Now().After(deadline) {
 			return nil, err

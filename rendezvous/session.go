@@ -382,6 +382,11 @@ func (s *Store) adoptLocked(n *node, rj *musterv1.RunningJob, forgotten bool) {
 		return
 	}
 	n.jobs[id] = true
+	if r.stopSent && s.cfg.Log != nil {
+		// The stop may have gone with a replica's leader: it is sent again.
+		s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_Stop{Stop: &musterv1.StopJob{
+			JobId: j.id, Reason: j.outcome.reason, KillTimeoutMs: r.stopGrace, DumpFirst: r.dumpFirst, AbortRanks: r.abortRanks}}})
+	}
 	j.ranLocked([]*node{n})
 	for _, g := range rj.GetGpus() {
 		n.busy[g] = id

@@ -319,3 +319,65 @@ func TestNewLeaderSendsALostAssignmentAgain(t *testing.T) {
 		t.Fatalf("the new leader's start: %v, want the lost one again: %v", again, lost)
 	}
 }
+
+// A stop still queued when its leader died is sent again by the next
+// leader when the node's agent registers there reporting the job.
+func TestNewLeaderSendsALostStopAgain(t *testing.T) {
+	addrs := freeAddrs(t, 3)
+	var rs []*testReplica
+	for _, a := range addrs {
+		r := startReplica(t, a, addrs, t.TempDir(), "tok")
+		t.Cleanup(r.close)
+		rs = append(rs, r)
+	}
+	first := leaderOf(t, rs)
+	info := &musterv1.Node{Name: "w1", Addr: "10.0.0.9", Rank: -1}
+	session, err := first.store.Register(info, "key-w1", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := first.store.Submit(&musterv1.JobSpec{Argv: [][]byte{[]byte("x")}, Nnodes: 1, Nproc: 1}, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, _ := first.store.Commands(session)
+	var round string
+	for _, c := range out.Take() {
+		if r := c.GetReservePorts(); r != nil {
+			round = r.GetRoundId()
+		}
+	}
+	if err := first.store.PortsReserved(session, round, []int32{29500, 29501}, ""); err != nil {
+		t.Fatal(err)
+	}
+	var asg *musterv1.Assignment
+	for _, c := range out.Take() {
+		if a := c.GetStart(); a != nil {
+			asg = a
+		}
+	}
+	if _, err := first.store.Cancel(job, false, "cancelled", 130); err != nil {
+		t.Fatal(err)
+	}
+	first.close() // with the stop unsent
+	var rest []*testReplica
+	for _, r := range rs {
+		if r != first {
+			rest = append(rest, r)
+		}
+	}
+	next := leaderOf(t, rest)
+	report := &musterv1.RunningJob{JobId: job, RoundId: asg.GetRoundId(), Spec: asg.GetSpec(), NodeRank: 0, Nnodes: 1, Nproc: 1,
+		WorldSize: 1, JobToken: asg.GetJobToken(), Ranks: []*musterv1.RankState{{Rank: 0}}}
+	if _, err := next.store.Register(info, "key-w1", []*musterv1.RunningJob{report}, nil); err != nil {
+		t.Fatal(err)
+	}
+	out, _, _ = next.store.Commands(session)
+	stopped := false
+	for _, c := range out.Take() {
+		stopped = stopped || c.GetStop().GetJobId() == job
+	}
+	if !stopped {
+		t.Fatalf("the new leader did not send job %s's stop again", job)
+	}
+}

@@ -105,6 +105,10 @@ func (c *Client) LearnReplicas(replicas []string) {
 	}
 }
 
+// CanMove says whether the client can follow a store to another address:
+// over TCP, not over a Unix socket.
+func (c *Client) CanMove() bool { return c.leader != nil }
+
 // Replicated says whether the client knows of more than one replica.
 func (c *Client) Replicated() bool {
 	if c.leader == nil {

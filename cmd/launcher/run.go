@@ -277,7 +277,8 @@ func run(c *cli.Context, f runFlags) error {
 		ReportBindings:  c.Bool("report-bindings"),
 	})
 	if err != nil {
-		return cli.Exit(err.Error(), 1)
+		// 128+signal for a launcher that gave the job up on a second Ctrl-C.
+		return cli.Exit(err.Error(), max(code, 1))
 	}
 	if code != 0 {
 		return cli.Exit("", code)
