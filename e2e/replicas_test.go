@@ -74,20 +74,21 @@ func (r *replicated) runOn(h *host, args ...string) result {
 	return wait(r.t, cmd, out, errb)
 }
 
-// leader is the host whose replica leads now, as the replicas' logs say:
-// the last to say it leads.
+// leader is the host whose replica leads now, as `launcher stores` says;
+// "" when none does.
 func (r *replicated) leader() string {
 	r.t.Helper()
-	best, at := "", -1
-	for name, a := range r.replicas {
-		if i := strings.LastIndex(a.logText(), `"store leads"`); i >= 0 {
-			// Each log is its own clock: a later lead shows in the newest line.
-			if st, err := os.Stat(a.log); err == nil && int(st.ModTime().UnixNano()/1e6) > at && i >= 0 {
-				best, at = name, int(st.ModTime().UnixNano()/1e6)
+	for addr, role := range r.roles(r.replicaAddrs()) {
+		if role != "leader" {
+			continue
+		}
+		for _, h := range r.hosts {
+			if h.ip+":29400" == addr {
+				return h.name
 			}
 		}
 	}
-	return best
+	return ""
 }
 
 // The leader's agent is killed, or cut off, while a job runs on two other
