@@ -40,6 +40,14 @@ func (e *NotLeaderError) Error() string {
 
 func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
 
+// GetLeader is the leader's address, "" for a nil error or none known.
+func (e *NotLeaderError) GetLeader() string {
+	if e == nil {
+		return ""
+	}
+	return e.Leader
+}
+
 // Leading says whether the store acts on its table.
 func (s *Store) Leading() bool {
 	s.mu.Lock()
@@ -108,12 +116,4 @@ func (s *Store) StepDown() {
 		closeOnce(n.gone)
 	}
 	s.log.Info("store follows its leader")
-}
-
-// GetLeader is the leader's address, "" for a nil error or none known.
-func (e *NotLeaderError) GetLeader() string {
-	if e == nil {
-		return ""
-	}
-	return e.Leader
 }

@@ -279,8 +279,11 @@ func (r *Replica) watchLeadership() {
 func (r *Replica) Leads() bool { return r.raft.State() == raft.Leader }
 
 // Propose replicates c and returns what applying it gave here.
+//
+// Until its store leads (it has applied what its predecessor committed) a
+// new leader takes no command: one applied before would lose its effects.
 func (r *Replica) Propose(c rendezvous.Command) (rendezvous.Result, error) {
-	if r.raft.State() != raft.Leader {
+	if r.raft.State() != raft.Leader || !r.store.Leading() {
 		return rendezvous.Result{}, r.notLeader()
 	}
 	b, err := rendezvous.MarshalCommand(c)
@@ -309,9 +312,13 @@ func (r *Replica) notLeader() error {
 	return &rendezvous.NotLeaderError{}
 }
 
-// LeaderAddr is the leader's store address; "" while there is none.
+// LeaderAddr is the leader's store address; "" while there is none, or
+// while this replica, elected, has yet to catch up and lead its store.
 func (r *Replica) LeaderAddr() string {
 	_, id := r.raft.LeaderWithID()
+	if string(id) == r.cfg.Addr && (r.store == nil || !r.store.Leading()) {
+		return ""
+	}
 	return string(id)
 }
 
