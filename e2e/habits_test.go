@@ -442,3 +442,27 @@ func TestBadHostfileLineExitsTwoEverywhere(t *testing.T) {
 		}
 	}
 }
+
+// agent --help shows its flags in groups, in a fixed order, each default
+// once, and ends with examples.
+func TestAgentHelpIsGroupedWithExamples(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command(agentBin, "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("agent --help: %v\n%s", err, out)
+	}
+	help := string(out)
+	last := -1
+	for _, group := range []string{"Store:", "Cluster:", "Security:", "GPUs and health:", "Workers:", "Logs and metrics:", "EXAMPLES:"} {
+		i := strings.Index(help, "\n   "+group)
+		if i < 0 || i < last {
+			t.Fatalf("agent --help: %q missing or out of order:\n%s", group, help)
+		}
+		last = i
+	}
+	for _, l := range strings.Split(help, "\n") {
+		if strings.Count(l, "(default") > 1 {
+			t.Errorf("a default said twice: %s", strings.TrimSpace(l))
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -50,46 +51,59 @@ func main() {
 	historyAge := cmdline.NewDuration(jobhistory.DefaultMaxAge)
 	healthTimeout := cmdline.NewDuration(jobspec.DefaultHealthTimeout)
 	app := &cli.App{
-		Name:      "agent",
-		Usage:     "run this node's muster agent, and the cluster's store with --listen",
-		ArgsUsage: " ",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "listen", EnvVars: []string{"MUSTER_LISTEN"}, Usage: "host the store on `HOST:PORT` (default 127.0.0.1:29400 without --join); every call over TCP needs the cluster token, and an address other than loopback also TLS"},
-			&cli.StringFlag{Name: "store", EnvVars: []string{"MUSTER_STORE"}, Usage: "join the store at `HOST:PORT` (or unix:///PATH of its socket) instead of hosting one or finding it through gossip; a replicated store's replicas as a list, HOST:PORT,HOST:PORT,..."},
-			&cli.BoolFlag{Name: "store-join", Usage: "with --store-peers, this replica is new to a running store: it waits for `launcher stores add` instead of beginning the store"},
-			&cli.BoolFlag{Name: "store-alone", Usage: "with --store-peers, recover a store that lost its quorum for good: this replica, with the table in --data-dir, becomes its only replica (docs/operations.md); on one replica only, once"},
-			&cli.StringFlag{Name: "store-peers", EnvVars: []string{"MUSTER_STORE_PEERS"}, Usage: "with --listen, host one replica of a replicated store: every replica's `HOST:PORT,...` (3 or 5), --listen's among them, the same list on each; raft uses the port after each (docs/operations.md)"},
-			&cli.StringFlag{Name: "join", EnvVars: []string{"MUSTER_JOIN"}, Usage: "gossip with these `PEERS` (HOST[:PORT],...; port 7946 by default) and, without --listen or --store, use the store they know"},
-			&cli.StringFlag{Name: "bind", EnvVars: []string{"MUSTER_BIND"}, Usage: "gossip on `IP[:PORT]` (default 0.0.0.0:7946); gossip is on with --join, --bind or --advertise, or --listen on an address other than loopback"},
-			&cli.StringFlag{Name: "advertise", EnvVars: []string{"MUSTER_ADVERTISE"}, Usage: "the `IP[:PORT]` other nodes gossip with this one on (default: the --bind IP, else --addr, else the --listen IP, else a private IP of this host)"},
-			&cli.StringFlag{Name: "name", EnvVars: []string{"MUSTER_NAME"}, Usage: "this node's name (default: the host name); unique in the cluster"},
-			&cli.StringFlag{Name: "addr", EnvVars: []string{"MUSTER_ADDR"}, Usage: "this node's `IP` for workers (MASTER_ADDR, NCCL root); default: the gossip address, else the --listen host, else 127.0.0.1"},
-			cmdline.WithEnv(cmdline.Flag(nodeRank, "node-rank", nil, "explicit node `RANK`; nodes without one (-1) are ordered by name"), "MUSTER_AGENT_NODE_RANK"),
-			&cli.StringFlag{Name: "gpu-devices", EnvVars: []string{"MUSTER_GPU_DEVICES"}, Usage: "offer these GPUs (`LIST` of indices) instead of the ones NVML finds"},
-			&cli.StringFlag{Name: "health-check", EnvVars: []string{"MUSTER_HEALTH_CHECK"}, Usage: "run `CMD` (with /bin/sh -c) before the workers of every round of every job; a node where it does not exit 0 is left out of the job's rounds"},
-			cmdline.WithEnv(cmdline.Flag(healthTimeout, "health-check-timeout", nil, "how long --health-check may run (`DURATION`)"), "MUSTER_HEALTH_CHECK_TIMEOUT"),
-			&cli.StringFlag{Name: "socket", EnvVars: []string{"MUSTER_SOCKET"}, Usage: "with --listen, also serve the store on the Unix socket `PATH` for launchers on this machine " +
-				"(default: " + security.SystemSocket + " as root, where every local user may submit and their jobs run as them; " +
-				"else $XDG_RUNTIME_DIR/muster/agent.sock, for this user only)"},
-			&cli.StringFlag{Name: "token-file", EnvVars: []string{"MUSTER_TOKEN_FILE"}, Usage: "file holding the cluster token; with --listen it is " +
-				"created (mode 0600) when missing (default: " + security.SystemTokenFile + " as root, else ~/.config/muster/token)"},
-			&cli.StringFlag{Name: "tls-cert", EnvVars: []string{"MUSTER_TLS_CERT"}, Usage: "the store's TLS certificate"},
-			&cli.StringFlag{Name: "tls-key", EnvVars: []string{"MUSTER_TLS_KEY"}, Usage: "the store's TLS key"},
-			&cli.StringFlag{Name: "tls-ca", EnvVars: []string{"MUSTER_TLS_CA"}, Usage: "CA certificate that signed the store's certificate"},
-			cmdline.WithEnv(cmdline.Flag(killTimeout, "kill-timeout", nil, "the most grace workers get when the agent stops, each job's own --kill-timeout when shorter (`DURATION`: 30s, 2m, or seconds)"), "MUSTER_KILL_TIMEOUT"),
-			cmdline.WithEnv(cmdline.Flag(nodeTimeout, "node-timeout", nil, nodeTimeoutUsage), "MUSTER_NODE_TIMEOUT"),
-			&cli.StringFlag{Name: "rank-logs", EnvVars: []string{"MUSTER_RANK_LOGS"}, Value: ranklog.DefaultDir(),
-				Usage: "keep each rank's output of recent jobs in `DIR`, for `launcher logs` (none: keep nothing)"},
-			cmdline.WithEnv(cmdline.Flag(keptSize, "rank-logs-max-size", nil, "bound the kept output to `SIZE` (512M, 2G), the oldest jobs dropped first (default: 1G, or a tenth of its file system if less)"), "MUSTER_RANK_LOGS_MAX_SIZE"),
-			cmdline.WithEnv(cmdline.Flag(keptAge, "rank-logs-max-age", nil, "drop a job's kept output `DURATION` after its last line (default 168h)"), "MUSTER_RANK_LOGS_MAX_AGE"),
-			&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"MUSTER_METRICS_ADDR"}, Usage: metricsAddrUsage},
-			&cli.StringFlag{Name: "data-dir", EnvVars: []string{"MUSTER_DATA_DIR"}, Usage: "with --listen, keep the store's job history in `DIR` (" + jobhistory.FileName + "), which outlives a restart; \"\" keeps it in memory only " +
-				"(default: systemd's StateDirectory, else /var/lib/muster as root, else $XDG_STATE_HOME/muster or ~/.local/state/muster)"},
-			cmdline.WithEnv(cmdline.Flag(historyJobs, "history-max-jobs", nil, "keep at most `N` finished jobs in the store's history; the oldest go first"), "MUSTER_HISTORY_MAX_JOBS"),
-			cmdline.WithEnv(cmdline.Flag(historyAge, "history-max-age", nil, "keep a finished job in the store's history for `DURATION` (168h is a week)"), "MUSTER_HISTORY_MAX_AGE"),
-			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, EnvVars: []string{"MUSTER_VERBOSE"}, Usage: "log debug detail, memberlist's own lines included"},
-			&cli.StringFlag{Name: "log-format", Value: "auto", EnvVars: []string{"MUSTER_LOG_FORMAT"}, Usage: "`auto` (lines for a person when stderr is a terminal, JSON otherwise), console or json"},
-		},
+		Name:                  "agent",
+		Usage:                 "run this node's muster agent, and the cluster's store with --listen",
+		CustomAppHelpTemplate: agentHelpTemplate(),
+		ArgsUsage:             " ",
+		Flags: slices.Concat(
+			cmdline.InCategory("Store",
+				&cli.StringFlag{Name: "listen", EnvVars: []string{"MUSTER_LISTEN"}, Usage: "host the store on `HOST:PORT` (default 127.0.0.1:29400 without --join); every call over TCP needs the cluster token, and an address other than loopback also TLS"},
+				&cli.StringFlag{Name: "store", EnvVars: []string{"MUSTER_STORE"}, Usage: "join the store at `HOST:PORT` (or unix:///PATH of its socket) instead of hosting one or finding it through gossip; a replicated store's replicas as a list, HOST:PORT,HOST:PORT,..."},
+				&cli.StringFlag{Name: "store-peers", EnvVars: []string{"MUSTER_STORE_PEERS"}, Usage: "with --listen, host one replica of a replicated store: every replica's `HOST:PORT,...` (3 or 5), --listen's among them, the same list on each; raft uses the port after each (docs/operations.md)"},
+				&cli.BoolFlag{Name: "store-join", Usage: "with --store-peers, this replica is new to a running store: it waits for launcher stores add instead of beginning the store"},
+				&cli.BoolFlag{Name: "store-alone", Usage: "with --store-peers, recover a store that lost its quorum for good: this replica, with the table in --data-dir, becomes its only replica (docs/operations.md); on one replica only, once"},
+				&cli.StringFlag{Name: "socket", EnvVars: []string{"MUSTER_SOCKET"}, Usage: "with --listen, also serve the store on the Unix socket `PATH` for launchers on this machine " +
+					"(default: " + security.SystemSocket + " as root, where every local user may submit and their jobs run as them; " +
+					"else $XDG_RUNTIME_DIR/muster/agent.sock, for this user only)"},
+				&cli.StringFlag{Name: "data-dir", EnvVars: []string{"MUSTER_DATA_DIR"}, Usage: "with --listen, keep the store's job history in `DIR` (" + jobhistory.FileName + "), which outlives a restart; \"\" keeps it in memory only " +
+					"(default: systemd's StateDirectory, else /var/lib/muster as root, else $XDG_STATE_HOME/muster or ~/.local/state/muster)"},
+				cmdline.WithEnv(cmdline.Flag(historyJobs, "history-max-jobs", nil, "keep at most `N` finished jobs in the store's history; the oldest go first"), "MUSTER_HISTORY_MAX_JOBS"),
+				cmdline.WithEnv(cmdline.Flag(historyAge, "history-max-age", nil, "keep a finished job in the store's history for `DURATION` (168h is a week)"), "MUSTER_HISTORY_MAX_AGE"),
+			),
+			cmdline.InCategory("Cluster",
+				&cli.StringFlag{Name: "join", EnvVars: []string{"MUSTER_JOIN"}, Usage: "gossip with these `PEERS` (HOST[:PORT],...; port 7946 by default) and, without --listen or --store, use the store they know"},
+				&cli.StringFlag{Name: "bind", EnvVars: []string{"MUSTER_BIND"}, Usage: "gossip on `IP[:PORT]` (default 0.0.0.0:7946); gossip is on with --join, --bind or --advertise, or --listen on an address other than loopback"},
+				&cli.StringFlag{Name: "advertise", EnvVars: []string{"MUSTER_ADVERTISE"}, Usage: "the `IP[:PORT]` other nodes gossip with this one on (default: the --bind IP, else --addr, else the --listen IP, else a private IP of this host)"},
+				&cli.StringFlag{Name: "name", EnvVars: []string{"MUSTER_NAME"}, Usage: "this node's name (default: the host name); unique in the cluster"},
+				&cli.StringFlag{Name: "addr", EnvVars: []string{"MUSTER_ADDR"}, Usage: "this node's `IP` for workers (MASTER_ADDR, NCCL root); default: the gossip address, else the --listen host, else 127.0.0.1"},
+				cmdline.WithEnv(cmdline.Flag(nodeRank, "node-rank", nil, "explicit node `RANK`; nodes without one (-1) are ordered by name"), "MUSTER_AGENT_NODE_RANK"),
+				cmdline.WithEnv(cmdline.Flag(nodeTimeout, "node-timeout", nil, nodeTimeoutUsage), "MUSTER_NODE_TIMEOUT"),
+			),
+			cmdline.InCategory("Security",
+				&cli.StringFlag{Name: "token-file", EnvVars: []string{"MUSTER_TOKEN_FILE"}, Usage: "file holding the cluster token; with --listen it is " +
+					"created (mode 0600) when missing (default: " + security.SystemTokenFile + " as root, else ~/.config/muster/token)"},
+				&cli.StringFlag{Name: "tls-cert", EnvVars: []string{"MUSTER_TLS_CERT"}, Usage: "the store's TLS certificate"},
+				&cli.StringFlag{Name: "tls-key", EnvVars: []string{"MUSTER_TLS_KEY"}, Usage: "the store's TLS key"},
+				&cli.StringFlag{Name: "tls-ca", EnvVars: []string{"MUSTER_TLS_CA"}, Usage: "CA certificate that signed the store's certificate"},
+			),
+			cmdline.InCategory("GPUs and health",
+				&cli.StringFlag{Name: "gpu-devices", EnvVars: []string{"MUSTER_GPU_DEVICES"}, Usage: "offer these GPUs (`LIST` of indices) instead of the ones NVML finds"},
+				&cli.StringFlag{Name: "health-check", EnvVars: []string{"MUSTER_HEALTH_CHECK"}, Usage: "run `CMD` (with /bin/sh -c) before the workers of every round of every job; a node where it does not exit 0 is left out of the job's rounds"},
+				cmdline.WithEnv(cmdline.Flag(healthTimeout, "health-check-timeout", nil, "how long --health-check may run (`DURATION`)"), "MUSTER_HEALTH_CHECK_TIMEOUT"),
+			),
+			cmdline.InCategory("Workers",
+				cmdline.WithEnv(cmdline.Flag(killTimeout, "kill-timeout", nil, "the most grace workers get when the agent stops, each job's own --kill-timeout when shorter (`DURATION`: 30s, 2m, or seconds)"), "MUSTER_KILL_TIMEOUT"),
+				&cli.StringFlag{Name: "rank-logs", EnvVars: []string{"MUSTER_RANK_LOGS"}, Value: ranklog.DefaultDir(),
+					Usage: "keep each rank's output of recent jobs in `DIR`, for `launcher logs` (none: keep nothing)"},
+				cmdline.WithEnv(cmdline.WithDefaultText(cmdline.Flag(keptSize, "rank-logs-max-size", nil, "bound the kept output to `SIZE` (512M, 2G), the oldest jobs dropped first"), "1G, or a tenth of its file system if less"), "MUSTER_RANK_LOGS_MAX_SIZE"),
+				cmdline.WithEnv(cmdline.Flag(keptAge, "rank-logs-max-age", nil, "drop a job's kept output `DURATION` after its last line"), "MUSTER_RANK_LOGS_MAX_AGE"),
+			),
+			cmdline.InCategory("Logs and metrics",
+				&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"MUSTER_METRICS_ADDR"}, Usage: metricsAddrUsage},
+				&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, EnvVars: []string{"MUSTER_VERBOSE"}, Usage: "log debug detail, memberlist's own lines included"},
+				&cli.StringFlag{Name: "log-format", Value: "auto", EnvVars: []string{"MUSTER_LOG_FORMAT"}, Usage: "`auto` (lines for a person when stderr is a terminal, JSON otherwise), console or json"},
+			),
+		),
 		Action: func(c *cli.Context) error {
 			kept := ranklog.Config{Dir: c.String("rank-logs"), MaxBytes: keptSize.Value(), MaxAge: keptAge.Value()}
 			if kept.Dir == "none" {

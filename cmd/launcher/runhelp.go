@@ -1,9 +1,6 @@
 package main
 
-import (
-	"fmt"
-	"strings"
-)
+import "github.com/musterhq/muster/cmdline"
 
 // The groups of run's flags, in the order its help shows them: where the
 // job runs, what its workers get, how Python programs start, its output, what happens when it fails,
@@ -36,25 +33,8 @@ const runExamples = `   launcher run --gpus 2 -- python train.py                
 
    Every flag, durations and exit statuses: docs/flags.md in muster's source.`
 
-// runHelpTemplate is urfave/cli's command help with the flags in groups,
-// in runCategories' order and each in the order run declares them (the
-// default template sorts both by name), then examples.
+// runHelpTemplate is run's help: its flags in runCategories' groups, then
+// examples.
 func runHelpTemplate() string {
-	var b strings.Builder
-	b.WriteString(`NAME:
-   {{template "helpNameTemplate" .}}
-
-USAGE:
-   {{template "usageTemplate" .}}
-
-OPTIONS:`)
-	for _, cat := range append(runCategories, "") {
-		title := cat
-		if title == "" {
-			title = "Help"
-		}
-		fmt.Fprintf(&b, "\n   %s:{{range .VisibleFlags}}{{if eq .GetCategory %q}}\n     {{.String}}{{end}}{{end}}\n", title, cat)
-	}
-	b.WriteString("\nEXAMPLES:\n" + runExamples + "\n")
-	return b.String()
+	return cmdline.GroupedHelp(cmdline.CommandHelpHeader, runCategories, runExamples)
 }
