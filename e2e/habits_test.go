@@ -453,8 +453,8 @@ func TestAgentHelpIsGroupedWithExamples(t *testing.T) {
 	}
 	help := string(out)
 	last := -1
-	for _, group := range []string{"Store:", "Cluster:", "Security:", "GPUs and health:", "Workers:", "Logs and metrics:", "EXAMPLES:"} {
-		i := strings.Index(help, "\n   "+group)
+	for _, group := range []string{"   Store:", "   Cluster:", "   Security:", "   GPUs and health:", "   Workers:", "   Logs and metrics:", "EXAMPLES:"} {
+		i := strings.Index(help, "\n"+group)
 		if i < 0 || i < last {
 			t.Fatalf("agent --help: %q missing or out of order:\n%s", group, help)
 		}
