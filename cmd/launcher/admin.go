@@ -213,8 +213,8 @@ func certsCommand() *cli.Command {
 		Usage:     "make a store certificate for the given host names and addresses, signed by the CA in --dir (made there first when it has none)",
 		ArgsUsage: "HOST...",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "dir", Value: "muster-certs", Usage: "where the CA (ca.pem, ca-key.pem) is kept and store.pem and store-key.pem are written"},
-			&cli.DurationFlag{Name: "valid", Value: 365 * 24 * time.Hour, Usage: "how long the certificates are valid"},
+			&cli.StringFlag{Name: "dir", Value: "muster-certs", Usage: "`DIR` where the CA (ca.pem, ca-key.pem) is kept and store.pem and store-key.pem are written"},
+			&cli.DurationFlag{Name: "valid", Value: 365 * 24 * time.Hour, Usage: "how long the certificates are valid (`DURATION`)"},
 		},
 		Action: func(c *cli.Context) error {
 			files, err := security.GenerateCerts(c.String("dir"), c.Args().Slice(), c.Duration("valid"))

@@ -23,9 +23,9 @@ func clusterFlags(required bool) []cli.Flag {
 	}
 	return []cli.Flag{
 		&cli.StringFlag{Name: "cluster", EnvVars: []string{"MUSTER_CLUSTER"}, Usage: usage},
-		&cli.StringFlag{Name: "token-file", EnvVars: []string{"MUSTER_TOKEN_FILE"}, Usage: "file holding the cluster token " +
+		&cli.StringFlag{Name: "token-file", EnvVars: []string{"MUSTER_TOKEN_FILE"}, Usage: "`FILE` holding the cluster token " +
 			"(default: ~/.config/muster/token or " + security.SystemTokenFile + ", whichever this user can read)"},
-		&cli.StringFlag{Name: "tls-ca", EnvVars: []string{"MUSTER_TLS_CA"}, Usage: "CA certificate that signed the store's certificate (turns TLS on)"},
+		&cli.StringFlag{Name: "tls-ca", EnvVars: []string{"MUSTER_TLS_CA"}, Usage: "`FILE` of the CA certificate that signed the store's certificate (turns TLS on)"},
 	}
 }
 

@@ -27,7 +27,7 @@ func hostfileCommand() *cli.Command {
 			&cli.StringFlag{
 				Name:  "format",
 				Value: string(hostfile.OpenMPI),
-				Usage: "output format: " + strings.Join(formats, ", "),
+				Usage: "output `FORMAT`: " + strings.Join(formats, ", "),
 			},
 			&cli.StringFlag{
 				Name:      "hostfile",
