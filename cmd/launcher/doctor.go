@@ -25,8 +25,8 @@ func doctorCommand() *cli.Command {
 		Usage:     "show the NCCL network settings muster would give workers on this node, and why, and the node's topology",
 		ArgsUsage: " ",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "master", Usage: "the job's master address or host name", EnvVars: []string{"MASTER_ADDR"}},
-			&cli.StringFlag{Name: "nccl-version", Usage: "assume this NCCL version (e.g. 2.20.5) instead of the loaded library's"},
+			&cli.StringFlag{Name: "master", Usage: "the job's master `ADDR` or host name", EnvVars: []string{"MASTER_ADDR"}},
+			&cli.StringFlag{Name: "nccl-version", Usage: "assume this NCCL `VERSION` (e.g. 2.20.5) instead of the loaded library's"},
 			outputFlag(string(listing.Table), "print the report as text or as a Doctor object"),
 			&cli.StringFlag{Name: "sysfs", Value: "/sys", Usage: "where sysfs is mounted", Hidden: true},
 		},
