@@ -155,7 +155,7 @@ func TestProgressBarShowsBeforeItsNewline(t *testing.T) {
 	}()
 	select {
 	case got := <-seen:
-		if got != "[0] \r[0] 50%" {
+		if got != "\r[0] 50%" {
 			t.Fatalf("before the newline: %q", got)
 		}
 	case <-time.After(20 * time.Second):

@@ -36,13 +36,14 @@ type Printer struct {
 }
 
 type printStream struct {
-	w     io.Writer
-	tty   bool
-	buf   bytes.Buffer
-	held  map[int32][]byte // unfinished lines not shown yet, by rank
-	open  int32            // the rank whose unfinished line is shown, or -1
-	shown []byte           // what of that line is shown, to show it again
-	err   error            // the first write error
+	w      io.Writer
+	tty    bool
+	buf    bytes.Buffer
+	held   map[int32][]byte // unfinished lines not shown yet, by rank
+	open   int32            // the rank whose unfinished line is shown, or -1
+	shown  []byte           // what of that line is shown, to show it again
+	tagDue bool             // that line ended its last piece with a \r: its next drawing is tagged
+	err    error            // the first write error
 }
 
 // NewPrinter returns a printer writing stdout lines to out and stderr lines
@@ -138,19 +139,28 @@ func (p *Printer) write(st *printStream, rank int32, data []byte) {
 		tag = append(tag, "["+strconv.Itoa(int(rank))+"] "...)
 	}
 	continuing := st.open == rank
-	if !continuing {
-		st.buf.Write(tag)
+	// A tag goes before each drawing of a line: its text, and each redraw
+	// after a \r, never before a \r itself (a pipe would show it twice).
+	pending, afterCR := !continuing, false
+	if continuing {
+		pending, afterCR = st.tagDue, st.tagDue
 	}
-	for i, b := range data {
+	for _, b := range data {
+		if pending && tag != nil && b != '\r' && (b != '\n' || !afterCR) {
+			st.buf.Write(tag)
+		}
+		if b != '\r' {
+			pending = false
+		}
 		st.buf.WriteByte(b)
-		last := i == len(data)-1
-		if tag != nil && !last && (b == '\n' || (b == '\r' && data[i+1] != '\n')) {
-			st.buf.Write(tag)
-		}
-		if tag != nil && last && b == '\r' {
-			st.buf.Write(tag)
+		switch b {
+		case '\n':
+			pending, afterCR = true, false
+		case '\r':
+			pending, afterCR = true, true
 		}
 	}
+	st.tagDue = pending && afterCR
 	switch {
 	case data[len(data)-1] == '\n':
 		st.open, st.shown = -1, nil

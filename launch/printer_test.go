@@ -34,11 +34,13 @@ func TestPrinter(t *testing.T) {
 			out(0, so, "he"), out(1, so, "other\n"), out(0, so, "llo\n")},
 			"[1] other\n[0] hello\n", ""},
 		{"an unfinished piece is printed at close", true, []*musterv1.Output{out(3, se, "cut")}, "", "[3] cut\n"},
-		// A progress bar shows as it is drawn, its tag kept after each \r.
+		// A progress bar shows as it is drawn, its tag before each drawing
+		// and never before a \r itself.
 		{"progress bar", true, []*musterv1.Output{paused(0, "\r10%"), paused(0, "\r50%"), out(0, so, "\r100%\n")},
-			"[0] \r[0] 10%\r[0] 50%\r[0] 100%\n", ""},
+			"\r[0] 10%\r[0] 50%\r[0] 100%\n", ""},
+		{"redraws in a row tag once", true, []*musterv1.Output{out(0, so, "a\r\r10%\r\r\n")}, "[0] a\r\r[0] 10%\r\r\n", ""},
 		{"another rank ends a shown bar", true, []*musterv1.Output{paused(0, "\r50%"), out(1, so, "x\n"), out(0, so, " done\n")},
-			"[0] \r[0] 50%\n[1] x\n[0]  done\n", ""},
+			"\r[0] 50%\n[1] x\n[0]  done\n", ""},
 		// Off a terminal, a line merely slow to finish stays whole.
 		{"a slow line stays whole", true, []*musterv1.Output{paused(0, "12"), out(1, so, "x\n"), out(0, so, "34\n")},
 			"[1] x\n[0] 1234\n", ""},
@@ -149,7 +151,7 @@ func TestPrinterOnATerminalRedrawsOnlyTheLatestState(t *testing.T) {
 	}
 	t.Logf("%d bytes to the terminal for %d ranks × %d updates", o.Len(), ranks, updates)
 	last := progressBar(updates, updates)[1:]
-	if want := "[0] \r[0] " + last + "\n[1] \r[1] " + last + "\n"; !strings.HasSuffix(o.String(), want) {
+	if want := "\r[0] " + last + "\n\r[1] " + last + "\n"; !strings.HasSuffix(o.String(), want) {
 		t.Fatalf("ends %q, want %q", o.String()[max(0, o.Len()-len(want)):], want)
 	}
 }
@@ -182,7 +184,7 @@ func TestPrinterOutputRanksAndTimestamps(t *testing.T) {
 	}
 	p.Close()
 	ts := "2026-11-25T15:04:05.123Z "
-	if want := ts + "[0] a\n" + ts + "[0] b\n" + ts + "[2] \r" + ts + "[2] 5%\r" + ts + "[2] 9%\n"; o.String() != want {
+	if want := ts + "[0] a\n" + ts + "[0] b\n" + "\r" + ts + "[2] 5%\r" + ts + "[2] 9%\n"; o.String() != want {
 		t.Fatalf("stdout %q, want %q", o.String(), want)
 	}
 	if want := ts + "[2] c\n"; e.String() != want {
