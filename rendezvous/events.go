@@ -250,3 +250,18 @@ func (l *eventLog) read(from uint64, max int) (evs []*musterv1.JobEvent, lost, l
 	}
 	return evs, lost, lostBytes, l.closed && from >= l.next, l.wake
 }
+
+// drained says whether the log is complete and every follower has read it.
+func (l *eventLog) drained() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed {
+		return false
+	}
+	for _, pos := range l.followers {
+		if pos < l.next {
+			return false
+		}
+	}
+	return true
+}

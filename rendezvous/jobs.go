@@ -197,3 +197,34 @@ func fromUnixMs(ms int64) time.Time {
 	}
 	return time.UnixMilli(ms)
 }
+
+// AwaitFollowers waits, for at most d, until every job that has ended or
+// is stopping has had its last events read by the launchers that follow
+// it: a store that shuts down does not cut a job's end from its launcher.
+func (s *Store) AwaitFollowers(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		s.mu.Lock()
+		var busy []*job
+		for _, j := range s.jobs {
+			if j.attached > 0 && (j.finished() || j.round.state == roundStopping) {
+				busy = append(busy, j)
+			}
+		}
+		changed := s.jobsChanged
+		s.mu.Unlock()
+		done := true
+		for _, j := range busy {
+			if !j.finished() || !j.events.drained() {
+				done = false
+			}
+		}
+		if done {
+			return
+		}
+		select {
+		case <-changed:
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}

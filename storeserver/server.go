@@ -320,13 +320,16 @@ func (s *Server) Store() *rendezvous.Store { return s.store }
 // SetLiveness records what gossip says of a node (see rendezvous.Store.SetLiveness).
 func (s *Server) SetLiveness(name string, l rendezvous.Liveness) { s.store.SetLiveness(name, l) }
 
-// Close shuts the server down, in order: (1) the store fails unfinished jobs
-// and drops nodes, which ends Watch streams; (2) gRPC stops gracefully,
+// Close shuts the server down, in order: (0) the launchers of jobs that
+// ended get their last events, for at most ShutdownTimeout; (1) the store
+// drops nodes, which ends Watch streams; (2) gRPC stops gracefully,
 // finishing the calls in flight, for at most ShutdownTimeout; (3) then hard,
 // closing every connection, since long waits would otherwise hold it. Err is
 // closed once serving has stopped. Calling it again does nothing.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
+		// The jobs that just ended reach their launchers first.
+		s.store.AwaitFollowers(s.cfg.ShutdownTimeout)
 		if s.replica != nil {
 			if err := s.replica.Close(); err != nil {
 				s.log.Warn("store replica not closed cleanly", zap.Error(err))
