@@ -94,6 +94,12 @@ type Config struct {
 	// --hang-timeout, --hang-first-timeout and --hang-on-silence.
 	HangTimeout, HangFirstTimeout time.Duration
 	HangOnSilence                 bool
+	// StoreReplicas is --store-replicas: 0 or 1 is one store, on node rank
+	// 0; 3 or 5 replicate it on node ranks 0..N-1 (replicated.go).
+	StoreReplicas int
+	// StorePeers is --store-peers: the replicas' HOST[:PORT], node rank 0's
+	// first; by default the platform's names of those nodes.
+	StorePeers []string
 }
 
 // Plan is what a node does: Config with the platform's answers filled in,
@@ -105,7 +111,13 @@ type Plan struct {
 	Platform string
 	// From names, by field, where its value came from: a flag or a variable.
 	From map[string]string
+	// Peers are the store's replicas, HOST:PORT, node rank i's at i, when
+	// Replicated.
+	Peers []string
 }
+
+// Replicated says whether the store has replicas on the first nodes.
+func (p *Plan) Replicated() bool { return len(p.Peers) > 1 }
 
 // Resolve fills what the flags leave out from the platform's variables
 // (flags win) and checks that the node can take part. set says which flags
@@ -146,6 +158,9 @@ func Resolve(cfg Config, det platform.Detected, set func(flag string) bool) (*Pl
 		p.NodeRank = det.NodeRank
 	}
 	from("NodeRank", "node-rank")
+	if err := p.resolvePeers(det); err != nil {
+		return nil, err
+	}
 	if !set("gpus") && !set("nproc") && det.GPUsPerNode > 0 {
 		p.GPUs = det.GPUsPerNode
 		from("GPUsPerNode", "gpus")
@@ -238,7 +253,7 @@ func (p *Plan) Describe(role string) []string {
 	default:
 		per = "no GPUs, 1 worker"
 	}
-	return []string{
+	lines := []string{
 		"platform: " + platformName,
 		"rendezvous: " + p.Endpoint() + src("RdzvHost"),
 		"role: " + role,
@@ -249,4 +264,10 @@ func (p *Plan) Describe(role string) []string {
 		"PyTorch's TCPStore: " + store,
 		"command: " + strings.Join(p.Argv, " "),
 	}
+	if p.Replicated() {
+		line := fmt.Sprintf("store: %d replicas, on node ranks 0..%d: %s%s; each of them submits the job and follows it",
+			len(p.Peers), len(p.Peers)-1, strings.Join(p.Peers, ","), src("StorePeers"))
+		lines = append(lines[:3], append([]string{line}, lines[3:]...)...)
+	}
+	return lines
 }

@@ -33,6 +33,14 @@ func (r Role) String() string {
 // that does not resolve yet (a Service whose records come with its pods)
 // is looked up again until the join timeout, saying so.
 func DecideRole(ctx context.Context, p *Plan, local func() ([]netip.Addr, error), stderr io.Writer) (Role, error) {
+	if p.Replicated() && p.NodeRank >= 0 {
+		// Resolve made sure the rank is known: it decides.
+		r := Role{Host: p.NodeRank == 0, Reason: fmt.Sprintf("node rank %d (%s)", p.NodeRank, p.From["NodeRank"])}
+		if p.NodeRank < len(p.Peers) {
+			r.Reason += fmt.Sprintf(", which hosts store replica %d of %d at %s", p.NodeRank+1, len(p.Peers), p.Peers[p.NodeRank])
+		}
+		return r, nil
+	}
 	switch {
 	case p.Host:
 		return Role{Host: true, Reason: "--rdzv-host"}, nil

@@ -55,8 +55,21 @@ func Run(ctx context.Context, p *Plan) (int, error) {
 			return
 		}
 	}()
+	dir, err := os.MkdirTemp("", "muster-run-")
+	if err != nil {
+		stopWaiting()
+		<-watching
+		return 1, err
+	}
+	defer os.RemoveAll(dir)
 	role, err := DecideRole(waitCtx, p, LocalAddrs, p.Stderr)
-	if err == nil && !role.Host {
+	var peers []string
+	var join string
+	switch {
+	case err != nil:
+	case p.Replicated():
+		peers, join, err = waitForReplicas(waitCtx, p, dir)
+	case !role.Host:
 		err = waitForHost(waitCtx, p, p.Stderr)
 	}
 	stopWaiting()
@@ -70,11 +83,9 @@ func Run(ctx context.Context, p *Plan) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	dir, err := os.MkdirTemp("", "muster-run-")
-	if err != nil {
-		return 1, err
+	if p.Replicated() {
+		return runReplicated(ctx, p, peers, join, dir)
 	}
-	defer os.RemoveAll(dir)
 	if role.Host {
 		return runHost(ctx, p, role, dir)
 	}
@@ -121,9 +132,39 @@ func runHost(ctx context.Context, p *Plan, role Role, dir string) (int, error) {
 		return 1, err
 	}
 	defer c.Close()
-	workdir, err := launch.Workdir()
+	spec, err := p.jobSpec()
 	if err != nil {
 		return 1, err
+	}
+	// The store failing ends the job here: the other nodes can no longer
+	// reach it, and the deferred Close stops this node's workers.
+	jctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	failed := make(chan error, 1)
+	go func() {
+		select {
+		case err := <-n.Err():
+			failed <- err
+			cancel()
+		case <-jctx.Done():
+		}
+	}()
+	code, err := launch.Run(jctx, p.Logger, c, launch.Options{Spec: spec, Stdout: p.Stdout, Stderr: p.Stderr, TagOutput: true,
+		OutputRanks: p.OutputRanks, TimestampOutput: p.TimestampOutput, Signals: p.Signals, Forward: p.Forward, CoalesceSignals: coalesceSignals,
+		ReportBindings: p.ReportBindings, Store: "the rendezvous on " + p.Endpoint(), WaitFlag: "--join-timeout"})
+	select {
+	case ferr := <-failed:
+		return 1, ferr
+	default:
+	}
+	return code, err
+}
+
+// jobSpec is the job agent run submits.
+func (p *Plan) jobSpec() (*musterv1.JobSpec, error) {
+	workdir, err := launch.Workdir()
+	if err != nil {
+		return nil, err
 	}
 	spec := &musterv1.JobSpec{
 		Name:               JobName,
@@ -153,28 +194,7 @@ func runHost(ctx context.Context, p *Plan, role Role, dir string) (int, error) {
 	for _, a := range p.Argv {
 		spec.Argv = append(spec.Argv, []byte(a))
 	}
-	// The store failing ends the job here: the other nodes can no longer
-	// reach it, and the deferred Close stops this node's workers.
-	jctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	failed := make(chan error, 1)
-	go func() {
-		select {
-		case err := <-n.Err():
-			failed <- err
-			cancel()
-		case <-jctx.Done():
-		}
-	}()
-	code, err := launch.Run(jctx, p.Logger, c, launch.Options{Spec: spec, Stdout: p.Stdout, Stderr: p.Stderr, TagOutput: true,
-		OutputRanks: p.OutputRanks, TimestampOutput: p.TimestampOutput, Signals: p.Signals, Forward: p.Forward, CoalesceSignals: coalesceSignals,
-		ReportBindings: p.ReportBindings, Store: "the rendezvous on " + p.Endpoint(), WaitFlag: "--join-timeout"})
-	select {
-	case ferr := <-failed:
-		return 1, ferr
-	default:
-	}
-	return code, err
+	return spec, nil
 }
 
 // runJoiner waits for the rendezvous host, joins its store and gossip, and
@@ -207,6 +227,15 @@ func runJoiner(ctx context.Context, p *Plan, dir string) (int, error) {
 		return 1, err
 	}
 	defer c.Close()
+	return followJob(ctx, p, n, c, false, func() { closed = true })
+}
+
+// followJob follows the job from a node that does not print its output, to
+// its end. Without replicas the store's host is the job's: its death stops
+// this node's workers at once. With them (replicated), the store's leader
+// is followed wherever it goes, and a lost node is the job's to restart.
+// closing says the node is closed here.
+func followJob(ctx context.Context, p *Plan, n *node.Node, c *storeclient.Client, replicated bool, closing func()) (int, error) {
 	ends := make(chan jobEnd, 1)
 	goesOn := make(chan struct{}, 1)
 	wctx, cancel := context.WithCancel(ctx)
@@ -214,23 +243,33 @@ func runJoiner(ctx context.Context, p *Plan, dir string) (int, error) {
 	hostClosed := make(chan struct{}, 1)
 	go func() { ends <- followEnd(wctx, p, c, goesOn, hostClosed) }()
 	hostLost := make(chan string, 1)
-	go watchHost(wctx, n, hostLost)
+	var storeClosed <-chan struct{}
+	if !replicated {
+		// A replica's connection closing is a leader to follow instead.
+		storeClosed = hostClosed
+		go watchHost(wctx, n, hostLost)
+	}
 	for {
 		select {
 		case end := <-ends:
 			return end.code, end.err
+		case err := <-n.Err():
+			// Only a node hosting a replica gets this: its store failed.
+			closing()
+			n.Close(p.KillTimeout)
+			return 1, err
 		case name := <-hostLost:
 			// The job is gone with its store: nothing left is worth a grace.
-			closed = true
+			closing()
 			n.Agent().StoreGone()
 			n.Close(0)
 			return 1, fmt.Errorf("the rendezvous host %s (node %s) died: gossip lost it; this node's workers were stopped, and the job's end is not known here", p.Endpoint(), name)
-		case <-hostClosed:
+		case <-storeClosed:
 			name, left := storeHost(n)
 			if left {
 				continue // it went away cleanly: its job's end may yet be known
 			}
-			closed = true
+			closing()
 			n.Agent().StoreGone()
 			n.Close(0)
 			return 1, fmt.Errorf("the rendezvous host %s (node %s) died: its connection closed; this node's workers were stopped, and the job's end is not known here", p.Endpoint(), name)
@@ -241,7 +280,7 @@ func runJoiner(ctx context.Context, p *Plan, dir string) (int, error) {
 				continue
 			}
 			fmt.Fprintf(p.Stderr, "muster: %s: stopping this node's workers (--kill-timeout %s)\n", sig, p.KillTimeout)
-			closed = true
+			closing()
 			n.Close(p.KillTimeout)
 			code := 128 + int(sig.(syscall.Signal))
 			// The job's end gives its code; a job that goes on without this
@@ -314,6 +353,9 @@ func followEnd(ctx context.Context, p *Plan, c *storeclient.Client, restarted, h
 		}
 		if id != "" {
 			fin, next, err := watch(ctx, p, c, id, from, restarted)
+			if p.Replicated() && next != from {
+				lost = time.Time{} // the stream went on: a lost leader was followed
+			}
 			from = next
 			if fin != nil {
 				fmt.Fprintf(p.Stderr, "muster: job %s %s, exit code %d%s\n", id, describeState(fin.GetState()), fin.GetExitCode(), summary(fin))
@@ -325,11 +367,16 @@ func followEnd(ctx context.Context, p *Plan, c *storeclient.Client, restarted, h
 			if connectionClosed(err) {
 				signal(hostClosed)
 			}
+			// To the leader a replica named, or the next replica.
+			c.FollowLeader(err)
 		}
 		if ctx.Err() != nil {
 			return jobEnd{code: 1, err: ctx.Err()}
 		}
-		if !lost.IsZero() && time.Since(lost) > hostLostWait {
+		if p.Replicated() && !lost.IsZero() && time.Since(lost) > replicaLostWait {
+			return jobEnd{code: 1, err: fmt.Errorf("lost the store replicas %s for %s: the job's end is not known here", strings.Join(p.Peers, ","), replicaLostWait)}
+		}
+		if !p.Replicated() && !lost.IsZero() && time.Since(lost) > hostLostWait {
 			return jobEnd{code: 1, err: fmt.Errorf("lost the rendezvous host %s for %s: the job's end is not known here", p.Endpoint(), hostLostWait)}
 		}
 		select {

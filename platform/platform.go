@@ -431,3 +431,45 @@ func (d Detected) Describe() []string {
 	}
 	return lines
 }
+
+// NodeHosts names node ranks 0..n-1, in order, when the platform names its
+// nodes: dstack's DSTACK_NODES_IPS, or an indexed Job's pods, JOB-INDEX
+// under the subdomain that index 0's name (RdzvHost, from this pod's host
+// name and /etc/hosts) has. from says where the names came from; ok is
+// false when the platform names no nodes, or fewer than n.
+func (d Detected) NodeHosts(n int) (hosts []string, from string, ok bool) {
+	switch {
+	case n < 1:
+		return nil, "", false
+	case len(d.NodeAddrs) > 0:
+		if len(d.NodeAddrs) < n {
+			return nil, "", false
+		}
+		return append([]string(nil), d.NodeAddrs[:n]...), d.From["NodeAddrs"], true
+	case d.Platform == KubernetesIndexedJob && d.From["RdzvHost"] == "hostname and /etc/hosts":
+		if d.NNodes > 0 && d.NNodes < n {
+			return nil, "", false
+		}
+		for i := range n {
+			h, ok := IndexedHost(d.RdzvHost, i)
+			if !ok {
+				return nil, "", false
+			}
+			hosts = append(hosts, h)
+		}
+		return hosts, "index 0's pod name, from this pod's hostname and /etc/hosts", true
+	}
+	return nil, "", false
+}
+
+// IndexedHost is the name of an indexed Job's pod of index i, from index
+// 0's: JOB-0.DOMAIN gives JOB-i.DOMAIN.
+func IndexedHost(zero string, i int) (string, bool) {
+	short, domain, _ := strings.Cut(zero, ".")
+	job, ok := strings.CutSuffix(short, "-0")
+	if !ok || job == "" || domain == "" || i < 0 {
+		return "", false
+	}
+	host := job + "-" + strconv.Itoa(i) + "." + domain
+	return host, validHost(host)
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -33,6 +34,7 @@ type runFlags struct {
 	outputRanks                        *cmdline.Ranks
 	hangTimeout, hangFirst             *cmdline.Duration
 	forward                            *cmdline.Signals
+	storeReplicas                      *cmdline.Count
 }
 
 func runCommand() *cli.Command {
@@ -54,6 +56,7 @@ func runCommand() *cli.Command {
 		hangTimeout:    cmdline.NewDuration(0),
 		hangFirst:      cmdline.NewDuration(0),
 		forward:        cmdline.NewSignals(jobspec.DefaultForwardSignals),
+		storeReplicas:  cmdline.NewCount(0, 0, 5),
 	}
 	return &cli.Command{
 		Name:      "run",
@@ -61,7 +64,12 @@ func runCommand() *cli.Command {
 		ArgsUsage: "-- COMMAND [ARGS...]",
 		Description: "Node rank 0, or the node whose address is the --rdzv host, hosts the rendezvous and prints every rank's output; " +
 			"the others join it. Every node exits when the job ends, with the job's exit code. Kubernetes indexed Jobs, " +
-			"PyTorchJob, dstack and Slurm are detected from their variables; flags win.",
+			"PyTorchJob, dstack and Slurm are detected from their variables; flags win. " +
+			"With --store-replicas 3 (or 5), node ranks 0..2 (0..4) each host a replica of the store and each submits the job, " +
+			"under one submission name, so the store holds it once, and follows it: the job depends on no single node, and the death " +
+			"of any of them, node rank 0's too, is a lost node, which with --nnodes MIN:MAX and --max-restarts restarts the job's round " +
+			"on the rest instead of stopping every node. Node rank 0 still prints the output and its signals stop the job; " +
+			"the other nodes' signals stop their own workers.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "rdzv", Aliases: []string{"rdzv-endpoint", "rdzv_endpoint"}, EnvVars: []string{"MUSTER_RDZV"}, Usage: "the rendezvous `HOST[:PORT]` (port 29400 by default): node rank 0's address, the same on every node"},
 			&cli.BoolFlag{Name: "rdzv-host", Usage: "this node hosts the rendezvous, whatever its address"},
@@ -88,6 +96,10 @@ func runCommand() *cli.Command {
 			cmdline.WithDefaultText(cmdline.WithEnv(cmdline.Flag(f.hangFirst, "hang-first-timeout", nil, "with --hang-timeout, the timeout before a worker's first heartbeat (`DURATION`)"), "MUSTER_HANG_FIRST_TIMEOUT"), "--hang-timeout"),
 			&cli.BoolFlag{Name: "hang-on-silence", EnvVars: []string{"MUSTER_HANG_ON_SILENCE"}, Usage: "with --hang-timeout, every line a worker writes is a heartbeat too"},
 			cmdline.WithEnv(cmdline.Flag(f.forward, "forward-signals", nil, "signals sent on to every worker of the job instead of stopping it (`LIST`: USR1,USR2,TERM..., or none)"), "MUSTER_FORWARD_SIGNALS"),
+			cmdline.WithEnv(cmdline.Flag(f.storeReplicas, "store-replicas", nil, "`N`: 0 or 1, one store, hosted by node rank 0, which the job cannot outlive; "+
+				"3 or 5, node ranks 0..N-1 host its replicas (the nodes' ranks must be known: --node-rank or the platform's), so that the job outlives any one of them"), "MUSTER_STORE_REPLICAS"),
+			&cli.StringFlag{Name: "store-peers", EnvVars: []string{"MUSTER_STORE_PEERS"}, Usage: "with --store-replicas, node ranks 0..N-1's `HOST[:PORT],...`, node rank 0's first, the same on every node " +
+				"(the port is --rdzv's by default; raft uses the next); default: the platform's names for them (dstack's DSTACK_NODES_IPS, an indexed Job's pods)"},
 			&cli.StringFlag{Name: "mpi", EnvVars: []string{"MUSTER_MPI"}, Usage: "the agents serve `MPI`'s process manager interface, so its programs start without mpiexec: mpich (MPICH, Intel MPI), or openmpi (mpirun on node rank 0, the agents its remote shell)"},
 			&cli.BoolFlag{Name: "no-agent-store", EnvVars: []string{"MUSTER_NO_AGENT_STORE"}, Usage: "rank 0 hosts PyTorch's TCPStore on MASTER_PORT (by default node rank 0's agent serves it, and workers get TORCHELASTIC_USE_AGENT_STORE=True)"},
 			&cli.StringFlag{Name: "token-file", EnvVars: []string{"MUSTER_TOKEN_FILE"}, Usage: "file holding the cluster token (or set MUSTER_TOKEN); the same on every node"},
@@ -139,8 +151,11 @@ func run(c *cli.Context, f runFlags) error {
 		Forward:     f.forward.Values(),
 		KillTimeout: f.killTimeout.Value(), NodeTimeout: f.nodeTimeout.Value(), Argv: c.Args().Slice(), MPI: c.String("mpi"), NoAgentStore: c.Bool("no-agent-store"),
 		MemoryLimit: f.memoryLimit.Bytes(), OutputRanks: f.outputRanks.Contains, TimestampOutput: c.Bool("timestamp-output"), ReportBindings: c.Bool("report-bindings"), Token: token, Name: name, Addr: c.String("addr"),
-		MetricsAddr: c.String("metrics-addr"),
-		Environ:     os.Environ(), Stdout: os.Stdout, Stderr: os.Stderr,
+		MetricsAddr: c.String("metrics-addr"), StoreReplicas: int(f.storeReplicas.Int32()),
+		Environ: os.Environ(), Stdout: os.Stdout, Stderr: os.Stderr,
+	}
+	if peers := c.String("store-peers"); peers != "" {
+		cfg.StorePeers = strings.Split(peers, ",")
 	}
 	det, err := platform.DetectFrom(platform.OSSources())
 	if err != nil {
