@@ -42,6 +42,10 @@ import (
 type Config struct {
 	Logger    *zap.Logger
 	StoreAddr string
+	// NCCLVersion, when set, reads the NCCL library's version (22809 for
+	// 2.28.9) for GPU jobs' network settings, outside the agent's process
+	// (package ncclprobe): the daemon loads no worker library. Unset: unknown.
+	NCCLVersion func() (int, error)
 	// StoreReplicas are a replicated store's replicas' addresses, StoreAddr
 	// among them: the agent follows their leader (session.go). The store
 	// tells them too, when the agent registers.

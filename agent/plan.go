@@ -12,7 +12,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/musterhq/muster/engine"
 	"github.com/musterhq/muster/envprop"
 	"github.com/musterhq/muster/ncclnet"
 	"github.com/musterhq/muster/openmpi"
@@ -80,8 +79,8 @@ func (a *Agent) detectNCCLNet(asg *musterv1.Assignment, base, user []string) ncc
 		return ncclnet.Result{}
 	}
 	version := 0
-	if len(asg.GetGpus()) > 0 {
-		a.ncclOnce.Do(func() { a.ncclVersion, _ = engine.LibraryNCCLVersion() })
+	if len(asg.GetGpus()) > 0 && a.cfg.NCCLVersion != nil {
+		a.ncclOnce.Do(func() { a.ncclVersion, _ = a.cfg.NCCLVersion() })
 		version = a.ncclVersion
 	}
 	userVars := ncclnet.UserVars(append(append([]string(nil), base...), user...))

@@ -45,6 +45,8 @@ const sweepWait = 2 * time.Second
 // Config configures the embedded default.
 type Config struct {
 	Logger *zap.Logger
+	// NCCLVersion: see agent.Config.
+	NCCLVersion func() (int, error)
 	// DiscoverGPUs asks NVML for the machine's GPUs; jobs without GPUs skip it.
 	DiscoverGPUs bool
 	// GPUs, when set, declares the GPUs instead of discovering them.
@@ -136,7 +138,7 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 		return nil, err
 	}
 	acfg := agent.Config{Logger: log, Addr: "127.0.0.1", Rank: -1, Environ: os.Environ(), GPUs: cfg.GPUs, Spare: spare,
-		TempDir: e.dir, StoreAddr: e.Store.Addr()}
+		TempDir: e.dir, StoreAddr: e.Store.Addr(), NCCLVersion: cfg.NCCLVersion}
 	acfg.Name, _ = os.Hostname()
 	if acfg.GPUs == nil && cfg.DiscoverGPUs {
 		if acfg.GPUs, err = gpu.FromEnvironment(); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/cluster"
 	"github.com/musterhq/muster/launch"
+	"github.com/musterhq/muster/ncclprobe"
 	"github.com/musterhq/muster/node"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/security"
@@ -99,7 +100,7 @@ func (p *Plan) agentConfig(addr string, rank int) agent.Config {
 	// A node whose store is gone must not wait long to deliver its last
 	// events: the container's stop grace is short.
 	return agent.Config{Name: p.Name, Addr: addr, Rank: int32(rank), Environ: p.Environ, GPUs: p.GPUDevices, GPUError: p.GPUError,
-		ShutdownTimeout: shutdownTimeout}
+		ShutdownTimeout: shutdownTimeout, NCCLVersion: ncclprobe.Self()}
 }
 
 // runHost hosts the store and gossip's seed, submits the job and follows

@@ -26,7 +26,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/musterhq/muster/engine"
+	"github.com/musterhq/muster/jobkv"
 	"github.com/musterhq/muster/envprop"
 )
 
@@ -156,7 +156,7 @@ func runLaunch(args []string) int {
 		}
 	}
 	code := runChild(cmd, "mpirun")
-	store, err := engine.DialStore()
+	store, err := jobkv.Dial()
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err = store.Set(ctx, doneKey(round), []byte(strconv.Itoa(code)))
@@ -190,7 +190,7 @@ func runRSH(args []string) int {
 		fmt.Fprintf(os.Stderr, "muster rsh: %q is not a node of this job (its others: %s)\n", host, strings.Join(names[1:], ", "))
 		return 1
 	}
-	store, err := engine.DialStore()
+	store, err := jobkv.Dial()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "muster rsh: %v\n", err)
 		return 1
@@ -217,7 +217,7 @@ func runDaemon(args []string) int {
 		return 2
 	}
 	round, node := os.Getenv(envprop.RoundID), os.Getenv(envprop.NodeName)
-	store, err := engine.DialStore()
+	store, err := jobkv.Dial()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "muster mpi-daemon: %v\n", err)
 		return 1
@@ -278,13 +278,13 @@ func sessionDirEnv(env []string, dir string) []string {
 
 // waitKey waits for key until ctx ends, asking again whenever the store's
 // own bound on one wait passes.
-func waitKey(ctx context.Context, store *engine.Store, key string) ([]byte, error) {
+func waitKey(ctx context.Context, store *jobkv.Client, key string) ([]byte, error) {
 	for {
 		v, err := store.Wait(ctx, key)
 		if err == nil || ctx.Err() != nil {
 			return v, err
 		}
-		if errors.Is(err, engine.ErrKeyNotFound) || strings.Contains(err.Error(), "deadline") {
+		if errors.Is(err, jobkv.ErrKeyNotFound) || strings.Contains(err.Error(), "deadline") {
 			continue
 		}
 		// The store may be restarting: try again shortly.

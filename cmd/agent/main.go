@@ -18,6 +18,8 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/urfave/cli/v2"
 
+	"github.com/musterhq/muster/engine"
+	"github.com/musterhq/muster/ncclprobe"
 	"github.com/musterhq/muster/openmpi"
 	"github.com/musterhq/muster/supervise"
 	"go.uber.org/zap"
@@ -39,6 +41,7 @@ import (
 func main() {
 	// An Open MPI job's workers, and mpirun's remote shell, are this binary.
 	openmpi.RunIfRequested()
+	ncclprobe.RunIfRequested(engine.LibraryNCCLVersion)
 	// As PID 1 (a container's entrypoint), the agent runs as the child of a
 	// minimal init that reaps orphans and forwards signals to it.
 	supervise.RunInitIfPID1()
@@ -231,7 +234,7 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout, healthTi
 	ncfg := node.Config{Logger: log, Listen: listen, Join: storeAddr, JoinReplicas: joinReplicas, StorePeers: storePeers,
 		StoreJoining: c.Bool("store-join"), StoreAlone: c.Bool("store-alone"), Gossip: gossip, Security: sec, TokenFile: tokenFile,
 		Socket: c.String("socket"), SocketRequired: c.IsSet("socket"), SocketUsers: os.Geteuid() == 0, MetricsAddr: c.String("metrics-addr"), History: history}
-	ncfg.Agent = agent.Config{Name: c.String("name"), Addr: c.String("addr"), Rank: nodeRank, Environ: os.Environ(), RankLogs: kept,
+	ncfg.Agent = agent.Config{NCCLVersion: ncclprobe.Self(), Name: c.String("name"), Addr: c.String("addr"), Rank: nodeRank, Environ: os.Environ(), RankLogs: kept,
 		HealthCommand: c.String("health-check"), HealthTimeout: healthTimeout}
 	if list := c.String("gpu-devices"); list != "" {
 		if ncfg.Agent.GPUs, err = gpu.Parse(list); err != nil {

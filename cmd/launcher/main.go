@@ -7,12 +7,15 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/musterhq/muster/cmdline"
+	"github.com/musterhq/muster/engine"
+	"github.com/musterhq/muster/ncclprobe"
 	"github.com/musterhq/muster/openmpi"
 )
 
 func main() {
 	// An Open MPI job's workers, and mpirun's remote shell, are this binary.
 	openmpi.RunIfRequested()
+	ncclprobe.RunIfRequested(engine.LibraryNCCLVersion)
 	app := &cli.App{
 		Name:  "launcher",
 		Usage: "start distributed GPU jobs",

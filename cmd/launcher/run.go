@@ -16,6 +16,7 @@ import (
 	"github.com/musterhq/muster/gpu"
 	"github.com/musterhq/muster/jobspec"
 	"github.com/musterhq/muster/launch"
+	"github.com/musterhq/muster/ncclprobe"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/security"
 	"github.com/musterhq/muster/storeclient"
@@ -235,7 +236,7 @@ func run(c *cli.Context, f runFlags) error {
 	}
 	var client *storeclient.Client
 	if target.Embedded() {
-		cfg := embedded.Config{Logger: log, DiscoverGPUs: spec.Gpus > 0}
+		cfg := embedded.Config{Logger: log, DiscoverGPUs: spec.Gpus > 0, NCCLVersion: ncclprobe.Self()}
 		if list := c.String("gpu-devices"); list != "" {
 			if cfg.GPUs, err = gpu.Parse(list); err != nil {
 				return cli.Exit("--gpu-devices: "+err.Error(), cmdline.UsageExitCode)

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/musterhq/muster/engine"
+	"github.com/musterhq/muster/jobkv"
 )
 
 func main() {
@@ -18,7 +18,7 @@ func main() {
 	defer cancel()
 	rank := os.Getenv("RANK")
 	n, _ := strconv.Atoi(os.Getenv("WORLD_SIZE"))
-	st, err := engine.DialStore()
+	st, err := jobkv.Dial()
 	if err != nil {
 		fail(err)
 	}

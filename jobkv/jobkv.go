@@ -1,4 +1,6 @@
-package engine
+// Package jobkv is a worker's connection to its job's key-value space and
+// barriers in muster's store, reached with the credential its agent gave it.
+package jobkv
 
 import (
 	"context"
@@ -35,19 +37,19 @@ const jobTokenHeader = "muster-job-token"
 // ErrKeyNotFound is returned by Get for a key the job has not set.
 var ErrKeyNotFound = errors.New("key not found")
 
-// Store is a worker's connection to its job's key-value space and barriers
-// in muster's store. The job is the one whose credential the worker was
-// given: a worker reaches no other job's keys.
-type Store struct {
+// Client is a worker's connection to its job's key-value space and
+// barriers. The job is the one whose credential the worker was given: a
+// worker reaches no other job's keys.
+type Client struct {
 	conn *grpc.ClientConn
 	c    musterv1.KVClient
 }
 
-// DialStore connects to the store the worker's environment names.
-func DialStore() (*Store, error) { return DialStoreFromLookup(os.LookupEnv) }
+// Dial connects to the store the worker's environment names.
+func Dial() (*Client, error) { return DialFromLookup(os.LookupEnv) }
 
-// DialStoreFromLookup connects to the store named by lookup's variables.
-func DialStoreFromLookup(lookup func(string) (string, bool)) (*Store, error) {
+// DialFromLookup connects to the store named by lookup's variables.
+func DialFromLookup(lookup func(string) (string, bool)) (*Client, error) {
 	addr, _ := lookup(EnvStoreAddr)
 	token, _ := lookup(EnvJobToken)
 	if addr == "" || token == "" {
@@ -82,7 +84,7 @@ func DialStoreFromLookup(lookup func(string) (string, bool)) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", addr, err)
 	}
-	return &Store{conn: conn, c: musterv1.NewKVClient(conn)}, nil
+	return &Client{conn: conn, c: musterv1.NewKVClient(conn)}, nil
 }
 
 type jobCreds struct {
@@ -97,16 +99,16 @@ func (j jobCreds) GetRequestMetadata(context.Context, ...string) (map[string]str
 func (j jobCreds) RequireTransportSecurity() bool { return j.secure }
 
 // Close closes the connection.
-func (s *Store) Close() error { return s.conn.Close() }
+func (s *Client) Close() error { return s.conn.Close() }
 
 // Set stores value under key.
-func (s *Store) Set(ctx context.Context, key string, value []byte) error {
+func (s *Client) Set(ctx context.Context, key string, value []byte) error {
 	_, err := s.c.KVSet(ctx, &musterv1.KVSetRequest{Key: key, Value: value})
 	return storeError(err)
 }
 
 // Get returns key's value, or ErrKeyNotFound.
-func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
+func (s *Client) Get(ctx context.Context, key string) ([]byte, error) {
 	resp, err := s.c.KVGet(ctx, &musterv1.KVGetRequest{Key: key})
 	if err != nil {
 		return nil, storeError(err)
@@ -116,7 +118,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 
 // Wait returns key's value once some worker of the job has set it, or an
 // error when ctx ends first.
-func (s *Store) Wait(ctx context.Context, key string) ([]byte, error) {
+func (s *Client) Wait(ctx context.Context, key string) ([]byte, error) {
 	req := &musterv1.KVGetRequest{Key: key, Wait: true}
 	if d, ok := ctx.Deadline(); ok {
 		req.TimeoutMs = max(1, time.Until(d).Milliseconds())
@@ -130,7 +132,7 @@ func (s *Store) Wait(ctx context.Context, key string) ([]byte, error) {
 
 // Barrier returns once count distinct participants (ranks, usually) of the
 // job have arrived at the barrier name, or an error when ctx ends first.
-func (s *Store) Barrier(ctx context.Context, name, participant string, count int) error {
+func (s *Client) Barrier(ctx context.Context, name, participant string, count int) error {
 	req := &musterv1.BarrierRequest{Name: name, Participant: participant, Count: int32(count)}
 	if d, ok := ctx.Deadline(); ok {
 		req.TimeoutMs = max(1, time.Until(d).Milliseconds())

@@ -1,4 +1,4 @@
-package engine_test
+package jobkv_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/agent/agenttest"
-	"github.com/musterhq/muster/engine"
+	"github.com/musterhq/muster/jobkv"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
@@ -27,7 +27,7 @@ func TestStoreWorker(t *testing.T) {
 	defer cancel()
 	rank, world := os.Getenv("RANK"), os.Getenv("WORLD_SIZE")
 	n, _ := strconv.Atoi(world)
-	st, err := engine.DialStore()
+	st, err := jobkv.Dial()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestDialStoreNeedsItsVariables(t *testing.T) {
 	lookup := func(env map[string]string) func(string) (string, bool) {
 		return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	}
-	if _, err := engine.DialStoreFromLookup(lookup(map[string]string{"MUSTER_STORE_ADDR": "127.0.0.1:1"})); err == nil ||
+	if _, err := jobkv.DialFromLookup(lookup(map[string]string{"MUSTER_STORE_ADDR": "127.0.0.1:1"})); err == nil ||
 		!strings.Contains(err.Error(), "MUSTER_JOB_TOKEN") {
 		t.Fatalf("no job credential: %v", err)
 	}
