@@ -34,7 +34,10 @@ const (
 	reconnectMin    = 100 * time.Millisecond
 	reconnectMax    = 5 * time.Second
 	registerTimeout = 10 * time.Second
-	logEvery        = 30 * time.Second
+	// replicaRegisterTimeout bounds a registration with one replica of a
+	// replicated store, which has others to try.
+	replicaRegisterTimeout = 3 * time.Second
+	logEvery               = 30 * time.Second
 )
 
 func newNodeKey() string {
@@ -96,7 +99,13 @@ func (a *Agent) StoreSilentFor() time.Duration {
 // register registers the node with what it runs and opens its Watch stream;
 // it returns once the stream is in place. stop ends the stream.
 func (a *Agent) register(ctx context.Context) (watch musterv1.Agents_WatchClient, stop context.CancelFunc, err error) {
-	rctx, cancel := context.WithTimeout(ctx, registerTimeout)
+	timeout := registerTimeout
+	if a.client.Replicated() {
+		// A replica cut off answers nothing: the next one is tried soon
+		// enough for the agent to reach a leader well within the fence.
+		timeout = replicaRegisterTimeout
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
 	sent := time.Now()
 	reg, err := a.client.Register(rctx, &musterv1.RegisterRequest{Node: a.node, NodeKey: a.key, Jobs: a.report(),
 		TorchStores: a.torchStoreJobs()})
@@ -108,7 +117,7 @@ func (a *Agent) register(ctx context.Context) (watch musterv1.Agents_WatchClient
 	watch, err = a.client.Watch(wctx, &musterv1.WatchRequest{Session: reg.GetSession()})
 	if err == nil {
 		// The store sends the stream's header once it serves it.
-		t := time.AfterFunc(registerTimeout, stop)
+		t := time.AfterFunc(timeout, stop)
 		_, err = watch.Header()
 		if !t.Stop() && err == nil {
 			err = errors.New("watch stream: no answer")
@@ -233,21 +242,21 @@ func (a *Agent) report() []*musterv1.RunningJob {
 		asg := r.asg
 		acked := r.pub.ackedSeq()
 		out = append(out, &musterv1.RunningJob{
-			JobId:        asg.GetJobId(),
-			RoundId:      asg.GetRoundId(),
-			RoundNumber:  asg.GetRoundNumber(),
-			RestartCount: asg.GetRestartCount(),
-			Spec:         asg.GetSpec(),
-			NodeRank:     asg.GetNodeRank(),
-			Nnodes:       asg.GetNnodes(),
-			Nproc:        asg.GetNproc(),
-			WorldSize:    asg.GetWorldSize(),
-			Gpus:         asg.GetGpus(),
-			RunAs:        asg.GetRunAs(),
-			JobToken:     asg.GetJobToken(),
-			Ranks:        r.sup.rankStates(int32(envprop.GlobalRank(int(asg.GetNodeRank()), int(asg.GetNproc()), 0)), asg.GetNproc(), acked),
-			AckedSeq:     acked,
-			StoreId:      r.storeID,
+			JobId:         asg.GetJobId(),
+			RoundId:       asg.GetRoundId(),
+			RoundNumber:   asg.GetRoundNumber(),
+			RestartCount:  asg.GetRestartCount(),
+			Spec:          asg.GetSpec(),
+			NodeRank:      asg.GetNodeRank(),
+			Nnodes:        asg.GetNnodes(),
+			Nproc:         asg.GetNproc(),
+			WorldSize:     asg.GetWorldSize(),
+			Gpus:          asg.GetGpus(),
+			RunAs:         asg.GetRunAs(),
+			JobToken:      asg.GetJobToken(),
+			Ranks:         r.sup.rankStates(int32(envprop.GlobalRank(int(asg.GetNodeRank()), int(asg.GetNproc()), 0)), asg.GetNproc(), acked),
+			AckedSeq:      acked,
+			StoreId:       r.storeID,
 			StartedUnixMs: r.since.UnixMilli(),
 		})
 	}

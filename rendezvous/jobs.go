@@ -167,14 +167,28 @@ func (s *Store) detach(j *job) {
 	if j.attached == 0 && j.finished() {
 		j.events.trim(finishedEvents)
 	}
-	if j.attached == 0 && !j.finished() {
+	if j.attached == 0 && !j.finished() && s.leading {
 		// A launcher that lost its connection follows again within moments:
-		// only one that stays away has its job stopped. Who follows is the
-		// leader's to know: its timer is not in the table, which every
-		// replica keeps alike, and its command applies without a record.
-		c := FireTimer{JobID: j.id, Timer: TimerLauncherGone, Deadline: s.clock().Add(s.cfg.DetachGrace)}
-		time.AfterFunc(s.cfg.DetachGrace, func() { s.fire(&c) })
+		// only one that stays away has its job stopped.
+		s.awaitLauncherLocked(j, s.cfg.DetachGrace)
 	}
+}
+
+// awaitLauncherLocked stops j if no launcher follows it within d. Who
+// follows is the leader's to know: its timer is not in the table, which
+// every replica keeps alike, and its command applies without a record. A
+// store that stops leading meanwhile fires it no more: its successor
+// gives the launchers time of its own (Lead).
+func (s *Store) awaitLauncherLocked(j *job, d time.Duration) {
+	c := FireTimer{JobID: j.id, Timer: TimerLauncherGone, Deadline: s.clock().Add(d)}
+	deposed := s.deposed
+	time.AfterFunc(d, func() {
+		select {
+		case <-deposed:
+		default:
+			s.fire(&c)
+		}
+	})
 }
 
 // launcherGoneLocked stops j if no launcher follows it again.

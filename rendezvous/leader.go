@@ -83,8 +83,10 @@ func (s *Store) Lead() {
 	}
 	for _, j := range s.jobs {
 		if !j.finished() {
-			// Its launcher follows again from where it was.
+			// Its launcher follows again from where it was, once it has
+			// found this leader: a job none follows by then is stopped.
 			j.events.expectFollower(firstFollowerWait)
+			s.awaitLauncherLocked(j, s.cfg.DetachGrace+s.cfg.SessionGrace)
 		}
 	}
 	s.log.Info("store leads", zap.Int("nodes", len(s.nodes)), zap.Int("jobs", len(s.jobs)), zap.Int("timers", len(s.timers)))
