@@ -31,6 +31,12 @@ func TestMain(m *testing.M) {
 	// The tests mostly wait for processes: run more of them at once than
 	// there are CPUs, unless -parallel says otherwise.
 	flag.Parse()
+	if testing.Short() {
+		// The quick loop: these tests run whole binaries, clusters and
+		// network namespaces, two thirds of the suite's time.
+		fmt.Println("e2e: skipped with -short")
+		os.Exit(0)
+	}
 	if !flagGiven("test.parallel") {
 		flag.Set("test.parallel", strconv.Itoa(max(8, 2*runtime.NumCPU())))
 	}
