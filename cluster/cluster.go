@@ -418,13 +418,13 @@ func (c *Cluster) SinceAck(name string) (time.Duration, bool) {
 	return time.Since(at), true
 }
 
-// Refused says whether the named member's process is gone: its host refused a TCP
+// ProcessGone says whether the named member's process is gone: its host refused a TCP
 // connection to the member's gossip port, or reset one it had queued, within timeout. A
 // killed process's sockets are released a little after it dies, its listener sometimes
 // after its other connections: a connection queued on that listener is reset when it goes.
 // A member that keeps the connection open, or a host that does not answer, is not known to
 // be gone: gossip decides those.
-func (c *Cluster) Refused(name string, timeout time.Duration) bool {
+func (c *Cluster) ProcessGone(name string, timeout time.Duration) bool {
 	c.mu.Lock()
 	m, ok := c.alive[name]
 	if !ok {

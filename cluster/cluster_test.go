@@ -218,12 +218,12 @@ func TestDetectionLAN(t *testing.T) {
 	for _, m := range ms {
 		eventually(t, 10*time.Second, "all see 4", func() bool { return len(aliveNames(m)) == 4 })
 	}
-	if ms[0].Refused("n3", 200*time.Millisecond) {
+	if ms[0].ProcessGone("n3", 200*time.Millisecond) {
 		t.Fatal("an alive member's port refused")
 	}
 	start := time.Now()
 	_ = ms[3].Close()
-	if !ms[0].Refused("n3", 200*time.Millisecond) {
+	if !ms[0].ProcessGone("n3", 200*time.Millisecond) {
 		t.Fatal("a closed member's port did not refuse")
 	}
 	for _, m := range ms[:3] {

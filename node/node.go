@@ -335,7 +335,7 @@ func (n *Node) host(ctx context.Context, cfg *Config, acfg *agent.Config) error 
 		c.OwnNode = acfg.Name
 		c.ReplicaJoining, c.ReplicaAlone = cfg.StoreJoining, cfg.StoreAlone
 		if n.gossip != nil {
-			c.AgentGone, c.NodeTimeout, c.OwnNode = n.gossip.Refused, n.nodeTimeout, acfg.Name
+			c.AgentGone, c.NodeTimeout, c.OwnNode = n.gossip.ProcessGone, n.nodeTimeout, acfg.Name
 		}
 		if n.metrics != nil {
 			// Only the node hosting the store counts its events.

@@ -35,9 +35,9 @@ type job struct {
 	fencedUntil time.Time
 	fencedFor   string // what the fence waits for, for people
 	restarts    int32  // rounds begun after a failure (elastic.go)
-	// storeNode serves the job's TCPStore: its last node rank 0 that was
+	// torchStoreNode serves the job's TCPStore: its last node rank 0 that was
 	// asked to, until told to release it.
-	storeNode *node
+	torchStoreNode *node
 	// When it was submitted, its workers first started and it ended (zero
 	// for what the store did not see).
 	submitted, started, ended time.Time
@@ -503,7 +503,7 @@ func (s *Store) finishLocked(j *job) {
 		j.stdin.close()
 	}
 	s.kv.Drop(j.id)
-	s.releaseStoreLocked(j)
+	s.releaseTorchStoreLocked(j)
 	s.pruneLocked()
 	s.log.Info("job finished", zap.String("job", j.id), zap.Stringer("state", fin.State),
 		zap.Int32("exit-code", fin.ExitCode), zap.String("summary", fin.Summary))

@@ -313,9 +313,9 @@ func (s *Store) formLocked(j *job, picked []*node) {
 func (s *Store) reservePortsLocked(j *job) {
 	n := j.round.nodes[0]
 	agentStore := !j.spec.GetNoAgentStore()
-	if agentStore && j.storeNode != n {
-		s.releaseStoreLocked(j)
-		j.storeNode = n
+	if agentStore && j.torchStoreNode != n {
+		s.releaseTorchStoreLocked(j)
+		j.torchStoreNode = n
 	}
 	s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_ReservePorts{
 		ReservePorts: &musterv1.ReservePorts{RoundId: j.round.id, Count: 2, JobId: j.id, AgentStore: agentStore}}})
@@ -326,11 +326,11 @@ func (s *Store) reservePortsLocked(j *job) {
 // gone at that moment reports what it still serves when it registers again
 // (to this store or to one restarted), and is told then.
 
-// releaseStoreLocked tells the node that served j's TCPStore to close it,
+// releaseTorchStoreLocked tells the node that served j's TCPStore to close it,
 // if it is registered; otherwise its registration will.
-func (s *Store) releaseStoreLocked(j *job) {
-	n := j.storeNode
-	j.storeNode = nil
+func (s *Store) releaseTorchStoreLocked(j *job) {
+	n := j.torchStoreNode
+	j.torchStoreNode = nil
 	if n == nil {
 		return
 	}
@@ -347,10 +347,10 @@ func (s *Store) releaseUnneededLocked(n *node, torchStores []string) {
 		j := s.jobs[id]
 		switch {
 		case j == nil || j.finished() || j.spec.GetNoAgentStore():
-		case j.storeNode == n:
+		case j.torchStoreNode == n:
 			continue
-		case j.storeNode == nil && len(j.round.nodes) > 0 && j.round.nodes[0] == n:
-			j.storeNode = n
+		case j.torchStoreNode == nil && len(j.round.nodes) > 0 && j.round.nodes[0] == n:
+			j.torchStoreNode = n
 			continue
 		}
 		s.sendReleaseLocked(n, id)

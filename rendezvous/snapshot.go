@@ -147,8 +147,8 @@ func (s *Store) jobRecordLocked(j *job, ref func(*node) (string, error)) (*muste
 	for _, sig := range slices.Sorted(maps.Keys(j.signalled)) {
 		m.Signalled = append(m.Signalled, &musterv1.SnapshotSignal{Signal: sig, AtUnixNs: unixNs(j.signalled[sig])})
 	}
-	if j.storeNode != nil {
-		session, err := ref(j.storeNode)
+	if j.torchStoreNode != nil {
+		session, err := ref(j.torchStoreNode)
 		if err != nil {
 			return nil, err
 		}
@@ -536,7 +536,7 @@ func (s *Store) readJob(t *table, m *musterv1.SnapshotJob) (*job, error) {
 		return nil, err
 	}
 	if m.StoreNode != nil {
-		if j.storeNode, err = t.nodeOf(m.GetStoreNode()); err != nil {
+		if j.torchStoreNode, err = t.nodeOf(m.GetStoreNode()); err != nil {
 			return nil, fmt.Errorf("its TCPStore's node: %w", err)
 		}
 	}
