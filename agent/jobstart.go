@@ -239,7 +239,7 @@ func (js *jobStart) planWorkers() error {
 	}
 	for l := 0; l < int(js.asg.GetNproc()); l++ {
 		in.LocalRank = l
-		env := envprop.Build(in)
+		env := terminalEnv(envprop.Build(in), js.asg.GetSpec().GetTty(), in.Rank(), in.User)
 		pl := workerPlan{rank: in.Rank(), localRank: l, gpus: in.LocalGPUs(), spec: workerSpec{
 			argv: argv, env: env, dir: js.workdir, cred: js.cred, stdin: js.files.feed.reader(l)}}
 		pl.binding = bindingOf(js.a.topo, pl.gpus)

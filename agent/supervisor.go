@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -168,9 +167,10 @@ func (js *jobStart) closeLogs() {
 	}
 }
 
-// makePipes makes each worker's output pipes and, with an MPI job's PMI
-// service, its PMI socket, and finds its program. A worker whose program is
-// not found never starts: its exit is queued, its pipes end at once.
+// makePipes makes each worker's output pipes (pseudo-terminals for those
+// --tty names) and, with an MPI job's PMI service, its PMI socket, and finds
+// its program. A worker whose program is not found never starts: its exit
+// is queued, its pipes end at once.
 func (js *jobStart) makePipes() error {
 	// Workers of one command share their program: it is looked up once,
 	// not once a worker (a stat of each PATH directory).
@@ -180,17 +180,17 @@ func (js *jobStart) makePipes() error {
 	}
 	programs := map[string]found{}
 	for _, w := range js.workers {
-		outR, outW, err := os.Pipe()
+		outR, outW, err := js.outputStream(w, 0)
 		if err != nil {
 			return err
 		}
-		errR, errW, err := os.Pipe()
+		errR, errW, err := js.outputStream(w, 1)
 		if err != nil {
 			outR.Close()
 			outW.Close()
 			return err
 		}
-		w.readers = [2]*supervise.Reader{supervise.NewReader(outR), supervise.NewReader(errR)}
+		w.readers = [2]*supervise.Reader{outR, errR}
 		ws := w.plan.spec
 		key := ws.argv[0] + "\x00" + ws.dir + "\x00" + searchPath(ws.env)
 		p, ok := programs[key]

@@ -326,6 +326,10 @@ func (r *Ranks) Contains(rank int32) bool {
 // IsSet says whether a list was given.
 func (r *Ranks) IsSet() bool { return len(r.spans) > 0 }
 
+// Spans are the list's ranges, first and last rank both included, as
+// given; none for every rank.
+func (r *Ranks) Spans() [][2]int32 { return r.spans }
+
 // Below says whether some rank of the list is below n: a list that holds
 // none of a job's n ranks selects nothing.
 func (r *Ranks) Below(n int64) bool {

@@ -62,6 +62,12 @@ func WorkersPerNode(spec *musterv1.JobSpec) int32 {
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
+// termName is what a TERM sent with --tty may be: a terminfo entry's name.
+var termName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$`)
+
+// MaxRankSpans bounds the ranks a --tty names (--output-ranks' list).
+const MaxRankSpans = 1024
+
 // LeastNodes is the fewest nodes a round of spec may form with: --nnodes
 // MIN:MAX's MIN for an elastic job, else its node count.
 func LeastNodes(spec *musterv1.JobSpec) int {
@@ -143,6 +149,9 @@ func Validate(spec *musterv1.JobSpec) error {
 	if err := validateHealthCheck(spec); err != nil {
 		return err
 	}
+	if err := validateTerminal(spec.GetTty()); err != nil {
+		return err
+	}
 	if r := spec.StdinRank; r != nil {
 		// An elastic job's smallest round has the fewest ranks.
 		filled := &musterv1.JobSpec{Nproc: spec.Nproc, Gpus: spec.Gpus, Mpi: spec.Mpi}
@@ -191,6 +200,46 @@ func validateHang(spec *musterv1.JobSpec) error {
 		return fmt.Errorf("--hang-first-timeout %s is outside %s..%s", time.Duration(first)*time.Millisecond, MinHangTimeout, MaxHangTimeout)
 	}
 	return nil
+}
+
+// validateTerminal bounds --tty's window size, TERM and ranks.
+func validateTerminal(t *musterv1.Terminal) error {
+	if t == nil {
+		return nil
+	}
+	switch {
+	case !t.Stdout && !t.Stderr:
+		return fmt.Errorf("--tty: neither stdout nor stderr is a terminal")
+	case t.Rows > 0xffff || t.Cols > 0xffff:
+		return fmt.Errorf("--tty: window size %dx%d is more than 65535", t.Cols, t.Rows)
+	case t.Term != "" && !termName.MatchString(t.Term):
+		return fmt.Errorf("--tty: TERM %.40q is not a terminal type's name", t.Term)
+	case len(t.Ranks) > MaxRankSpans:
+		return fmt.Errorf("--tty: %d rank ranges, more than %d", len(t.Ranks), MaxRankSpans)
+	}
+	for _, sp := range t.Ranks {
+		if sp.First < 0 || sp.Last < sp.First {
+			return fmt.Errorf("--tty: ranks %d-%d are not a range of ranks", sp.First, sp.Last)
+		}
+	}
+	return nil
+}
+
+// TerminalRank says whether rank gets t's pseudo-terminals; no rank does
+// when t is nil.
+func TerminalRank(t *musterv1.Terminal, rank int32) bool {
+	if t == nil {
+		return false
+	}
+	if len(t.Ranks) == 0 {
+		return true
+	}
+	for _, sp := range t.Ranks {
+		if rank >= sp.First && rank <= sp.Last {
+			return true
+		}
+	}
+	return false
 }
 
 // validateHosts bounds the placement lists: each is read on every round a

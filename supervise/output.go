@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -33,6 +34,8 @@ type Reader struct {
 	f   *os.File
 	mu  sync.Mutex
 	cut bool
+	// terminal: f is a pseudo-terminal's master, whose end is EIO.
+	terminal bool
 }
 
 // NewReader reads f, which must be pollable (a pipe from os.Pipe).
@@ -109,7 +112,7 @@ func (r *Reader) Read(emit Emit) error {
 			if n > 0 {
 				emit(buf[:n], false)
 			}
-			if errors.Is(err, io.EOF) {
+			if errors.Is(err, io.EOF) || (r.terminal && errors.Is(err, syscall.EIO)) {
 				return nil
 			}
 			if cut && errors.Is(err, os.ErrDeadlineExceeded) {

@@ -97,6 +97,8 @@ func runCommand() *cli.Command {
 				&cli.BoolFlag{Name: "no-tag-output", Usage: "print output lines as they are, untagged (a last line without its newline gets one, so that ranks' lines stay apart)"},
 				&cli.StringFlag{Name: "events", TakesFile: true, Usage: "append the job's lifecycle to `FILE` as JSON lines: submitted, waiting, each round (nodes, unique-ID hash), each rank's start and exit, node lost, restart, ended"},
 				cmdline.Flag(f.outputRanks, "output-ranks", []string{"local-ranks-filter", "local_ranks_filter"}, "print only these ranks' output (`LIST`: 0,2-5); --log-dir still gets every rank's; also --local-ranks-filter"),
+				&cli.BoolFlag{Name: "tty", Usage: "give each printed rank's stdout (and stderr, when the launcher's is one) a pseudo-terminal of the launcher's size, so that progress bars and colours show as under torchrun; on by default for one printed rank on the embedded default without --log-dir (--no-tty turns it off)"},
+				&cli.BoolFlag{Name: "no-tty", Usage: "workers' output on pipes, never a pseudo-terminal"},
 				&cli.BoolFlag{Name: "timestamp-output", Usage: "prefix each output line with the time the launcher got it (UTC, RFC 3339 with milliseconds)"},
 				&cli.BoolFlag{Name: "report-bindings", Usage: "print each rank's GPUs, their NUMA node, the CPUs a NUMA binding gives it and its nearest NIC as it starts (nothing is bound yet)"},
 				&cli.StringFlag{Name: "log-dir", Usage: "write each rank's stdout to `DIR`/JOB-ID/rank-N.log and its stderr to rank-N.err.log (each job a directory of its own)"},
@@ -261,6 +263,18 @@ func run(c *cli.Context, f runFlags) error {
 	}
 	defer client.Close()
 
+	tty := launch.TerminalRequest{Stdout: os.Stdout, Stderr: os.Stderr, Embedded: target.Embedded(),
+		World: int64(spec.Nnodes) * int64(jobspec.WorkersPerNode(spec)), OutputRanks: f.outputRanks.Spans(),
+		LogDir: len(spec.LogDir) > 0, Tag: c.Bool("tag-output") && !c.Bool("no-tag-output"),
+		Timestamp: c.Bool("timestamp-output"), Term: os.Getenv("TERM")}
+	if c.IsSet("tty") || c.Bool("no-tty") {
+		on := c.Bool("tty") && !c.Bool("no-tty")
+		tty.Asked = &on
+	}
+	var note string
+	if spec.Tty, note = launch.Terminal(tty); note != "" {
+		os.Stderr.WriteString(note + "\n")
+	}
 	code, err := launch.Run(ctx, log, client, launch.Options{
 		Spec:            spec,
 		Stdin:           launch.StdinReader(os.Stdin),

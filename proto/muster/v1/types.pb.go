@@ -3096,6 +3096,9 @@ type JobSpec struct {
 	HangFirstTimeoutMs int64 `protobuf:"varint,301,opt,name=hang_first_timeout_ms,json=hangFirstTimeoutMs,proto3" json:"hang_first_timeout_ms,omitempty"`
 	// hang_on_silence counts every line a worker writes as a heartbeat too.
 	HangOnSilence bool `protobuf:"varint,302,opt,name=hang_on_silence,json=hangOnSilence,proto3" json:"hang_on_silence,omitempty"`
+	// tty, when set, gives the workers it names pseudo-terminals for their
+	// output instead of pipes (--tty); unset, every worker gets pipes.
+	Tty           *Terminal `protobuf:"bytes,900,opt,name=tty,proto3" json:"tty,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3361,6 +3364,161 @@ func (x *JobSpec) GetHangOnSilence() bool {
 	return false
 }
 
+func (x *JobSpec) GetTty() *Terminal {
+	if x != nil {
+		return x.Tty
+	}
+	return nil
+}
+
+// Terminal is how a job's workers see the launcher's terminal: each stream
+// it names is a pseudo-terminal of its own, allocated by the agent, raw (the
+// bytes a worker writes reach the launcher as written), of this size.
+type Terminal struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// rows and cols are the window size the workers see; 0 when unknown.
+	// cols is the launcher's terminal's width less its line prefix (the
+	// [rank] tag, the timestamp), so that a full-width bar fits on one line.
+	Rows uint32 `protobuf:"varint,1,opt,name=rows,proto3" json:"rows,omitempty"`
+	Cols uint32 `protobuf:"varint,2,opt,name=cols,proto3" json:"cols,omitempty"`
+	// term is TERM for the workers, the launcher's; "" leaves theirs. A
+	// TERM of the user's -x wins.
+	Term string `protobuf:"bytes,3,opt,name=term,proto3" json:"term,omitempty"`
+	// stdout and stderr say which streams are terminals; the others are pipes.
+	Stdout bool `protobuf:"varint,4,opt,name=stdout,proto3" json:"stdout,omitempty"`
+	Stderr bool `protobuf:"varint,5,opt,name=stderr,proto3" json:"stderr,omitempty"`
+	// ranks are the workers that get them, as --output-ranks lists them;
+	// empty, every worker.
+	Ranks         []*RankSpan `protobuf:"bytes,6,rep,name=ranks,proto3" json:"ranks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Terminal) Reset() {
+	*x = Terminal{}
+	mi := &file_muster_v1_types_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Terminal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Terminal) ProtoMessage() {}
+
+func (x *Terminal) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Terminal.ProtoReflect.Descriptor instead.
+func (*Terminal) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *Terminal) GetRows() uint32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *Terminal) GetCols() uint32 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
+}
+
+func (x *Terminal) GetTerm() string {
+	if x != nil {
+		return x.Term
+	}
+	return ""
+}
+
+func (x *Terminal) GetStdout() bool {
+	if x != nil {
+		return x.Stdout
+	}
+	return false
+}
+
+func (x *Terminal) GetStderr() bool {
+	if x != nil {
+		return x.Stderr
+	}
+	return false
+}
+
+func (x *Terminal) GetRanks() []*RankSpan {
+	if x != nil {
+		return x.Ranks
+	}
+	return nil
+}
+
+// RankSpan is the ranks first..last, both included.
+type RankSpan struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	First         int32                  `protobuf:"varint,1,opt,name=first,proto3" json:"first,omitempty"`
+	Last          int32                  `protobuf:"varint,2,opt,name=last,proto3" json:"last,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RankSpan) Reset() {
+	*x = RankSpan{}
+	mi := &file_muster_v1_types_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RankSpan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RankSpan) ProtoMessage() {}
+
+func (x *RankSpan) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RankSpan.ProtoReflect.Descriptor instead.
+func (*RankSpan) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *RankSpan) GetFirst() int32 {
+	if x != nil {
+		return x.First
+	}
+	return 0
+}
+
+func (x *RankSpan) GetLast() int32 {
+	if x != nil {
+		return x.Last
+	}
+	return 0
+}
+
 // NodeHealth is the result of a node's health check: its GPUs through NVML,
 // and the cluster's and the job's health commands.
 type NodeHealth struct {
@@ -3381,7 +3539,7 @@ type NodeHealth struct {
 
 func (x *NodeHealth) Reset() {
 	*x = NodeHealth{}
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3393,7 +3551,7 @@ func (x *NodeHealth) String() string {
 func (*NodeHealth) ProtoMessage() {}
 
 func (x *NodeHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3406,7 +3564,7 @@ func (x *NodeHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHealth.ProtoReflect.Descriptor instead.
 func (*NodeHealth) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *NodeHealth) GetOk() bool {
@@ -3456,7 +3614,7 @@ type ReportHealthRequest struct {
 
 func (x *ReportHealthRequest) Reset() {
 	*x = ReportHealthRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3468,7 +3626,7 @@ func (x *ReportHealthRequest) String() string {
 func (*ReportHealthRequest) ProtoMessage() {}
 
 func (x *ReportHealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3481,7 +3639,7 @@ func (x *ReportHealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportHealthRequest.ProtoReflect.Descriptor instead.
 func (*ReportHealthRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ReportHealthRequest) GetSession() string {
@@ -3520,7 +3678,7 @@ type ReportHealthResponse struct {
 
 func (x *ReportHealthResponse) Reset() {
 	*x = ReportHealthResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3532,7 +3690,7 @@ func (x *ReportHealthResponse) String() string {
 func (*ReportHealthResponse) ProtoMessage() {}
 
 func (x *ReportHealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3545,7 +3703,7 @@ func (x *ReportHealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportHealthResponse.ProtoReflect.Descriptor instead.
 func (*ReportHealthResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
 }
 
 type SubmitRequest struct {
@@ -3561,7 +3719,7 @@ type SubmitRequest struct {
 
 func (x *SubmitRequest) Reset() {
 	*x = SubmitRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3573,7 +3731,7 @@ func (x *SubmitRequest) String() string {
 func (*SubmitRequest) ProtoMessage() {}
 
 func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3586,7 +3744,7 @@ func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitRequest.ProtoReflect.Descriptor instead.
 func (*SubmitRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SubmitRequest) GetSpec() *JobSpec {
@@ -3616,7 +3774,7 @@ type SubmitResponse struct {
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3628,7 +3786,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3641,7 +3799,7 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SubmitResponse) GetJobId() string {
@@ -3708,7 +3866,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3720,7 +3878,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3733,7 +3891,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Assignment) GetJobId() string {
@@ -3900,7 +4058,7 @@ type Identity struct {
 
 func (x *Identity) Reset() {
 	*x = Identity{}
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3912,7 +4070,7 @@ func (x *Identity) String() string {
 func (*Identity) ProtoMessage() {}
 
 func (x *Identity) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3925,7 +4083,7 @@ func (x *Identity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Identity.ProtoReflect.Descriptor instead.
 func (*Identity) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Identity) GetUid() uint32 {
@@ -3974,7 +4132,7 @@ type StopJob struct {
 
 func (x *StopJob) Reset() {
 	*x = StopJob{}
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3986,7 +4144,7 @@ func (x *StopJob) String() string {
 func (*StopJob) ProtoMessage() {}
 
 func (x *StopJob) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3999,7 +4157,7 @@ func (x *StopJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopJob.ProtoReflect.Descriptor instead.
 func (*StopJob) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *StopJob) GetJobId() string {
@@ -4049,7 +4207,7 @@ type SignalJob struct {
 
 func (x *SignalJob) Reset() {
 	*x = SignalJob{}
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4061,7 +4219,7 @@ func (x *SignalJob) String() string {
 func (*SignalJob) ProtoMessage() {}
 
 func (x *SignalJob) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4074,7 +4232,7 @@ func (x *SignalJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalJob.ProtoReflect.Descriptor instead.
 func (*SignalJob) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SignalJob) GetJobId() string {
@@ -4107,7 +4265,7 @@ type SignalRequest struct {
 
 func (x *SignalRequest) Reset() {
 	*x = SignalRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4119,7 +4277,7 @@ func (x *SignalRequest) String() string {
 func (*SignalRequest) ProtoMessage() {}
 
 func (x *SignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4132,7 +4290,7 @@ func (x *SignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
 func (*SignalRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SignalRequest) GetJobId() string {
@@ -4168,7 +4326,7 @@ type SignalResponse struct {
 
 func (x *SignalResponse) Reset() {
 	*x = SignalResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4180,7 +4338,7 @@ func (x *SignalResponse) String() string {
 func (*SignalResponse) ProtoMessage() {}
 
 func (x *SignalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4193,7 +4351,7 @@ func (x *SignalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalResponse.ProtoReflect.Descriptor instead.
 func (*SignalResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SignalResponse) GetNodes() int32 {
@@ -4225,7 +4383,7 @@ type WorkerStarted struct {
 
 func (x *WorkerStarted) Reset() {
 	*x = WorkerStarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4237,7 +4395,7 @@ func (x *WorkerStarted) String() string {
 func (*WorkerStarted) ProtoMessage() {}
 
 func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4250,7 +4408,7 @@ func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStarted.ProtoReflect.Descriptor instead.
 func (*WorkerStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *WorkerStarted) GetRank() int32 {
@@ -4317,7 +4475,7 @@ type WorkerBinding struct {
 
 func (x *WorkerBinding) Reset() {
 	*x = WorkerBinding{}
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4329,7 +4487,7 @@ func (x *WorkerBinding) String() string {
 func (*WorkerBinding) ProtoMessage() {}
 
 func (x *WorkerBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4342,7 +4500,7 @@ func (x *WorkerBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerBinding.ProtoReflect.Descriptor instead.
 func (*WorkerBinding) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *WorkerBinding) GetGpus() []int32 {
@@ -4417,7 +4575,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4429,7 +4587,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4442,7 +4600,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Output) GetRank() int32 {
@@ -4518,7 +4676,7 @@ type WorkerExited struct {
 
 func (x *WorkerExited) Reset() {
 	*x = WorkerExited{}
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4530,7 +4688,7 @@ func (x *WorkerExited) String() string {
 func (*WorkerExited) ProtoMessage() {}
 
 func (x *WorkerExited) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4543,7 +4701,7 @@ func (x *WorkerExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerExited.ProtoReflect.Descriptor instead.
 func (*WorkerExited) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *WorkerExited) GetRank() int32 {
@@ -4673,7 +4831,7 @@ type PythonError struct {
 
 func (x *PythonError) Reset() {
 	*x = PythonError{}
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4685,7 +4843,7 @@ func (x *PythonError) String() string {
 func (*PythonError) ProtoMessage() {}
 
 func (x *PythonError) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4698,7 +4856,7 @@ func (x *PythonError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PythonError.ProtoReflect.Descriptor instead.
 func (*PythonError) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PythonError) GetType() string {
@@ -4754,7 +4912,7 @@ type WorkerHang struct {
 
 func (x *WorkerHang) Reset() {
 	*x = WorkerHang{}
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4766,7 +4924,7 @@ func (x *WorkerHang) String() string {
 func (*WorkerHang) ProtoMessage() {}
 
 func (x *WorkerHang) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4779,7 +4937,7 @@ func (x *WorkerHang) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerHang.ProtoReflect.Descriptor instead.
 func (*WorkerHang) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *WorkerHang) GetSilentMs() int64 {
@@ -4869,7 +5027,7 @@ type HangVerdict struct {
 
 func (x *HangVerdict) Reset() {
 	*x = HangVerdict{}
-	mi := &file_muster_v1_types_proto_msgTypes[55]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4881,7 +5039,7 @@ func (x *HangVerdict) String() string {
 func (*HangVerdict) ProtoMessage() {}
 
 func (x *HangVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[55]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4894,7 +5052,7 @@ func (x *HangVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HangVerdict.ProtoReflect.Descriptor instead.
 func (*HangVerdict) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *HangVerdict) GetEvidence() HangEvidence {
@@ -4987,7 +5145,7 @@ type Collective struct {
 
 func (x *Collective) Reset() {
 	*x = Collective{}
-	mi := &file_muster_v1_types_proto_msgTypes[56]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4999,7 +5157,7 @@ func (x *Collective) String() string {
 func (*Collective) ProtoMessage() {}
 
 func (x *Collective) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[56]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5012,7 +5170,7 @@ func (x *Collective) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Collective.ProtoReflect.Descriptor instead.
 func (*Collective) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Collective) GetProcessGroup() string {
@@ -5071,7 +5229,7 @@ type HangClues struct {
 
 func (x *HangClues) Reset() {
 	*x = HangClues{}
-	mi := &file_muster_v1_types_proto_msgTypes[57]
+	mi := &file_muster_v1_types_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5083,7 +5241,7 @@ func (x *HangClues) String() string {
 func (*HangClues) ProtoMessage() {}
 
 func (x *HangClues) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[57]
+	mi := &file_muster_v1_types_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5096,7 +5254,7 @@ func (x *HangClues) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HangClues.ProtoReflect.Descriptor instead.
 func (*HangClues) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{57}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *HangClues) GetRoundId() string {
@@ -5145,7 +5303,7 @@ type RankClues struct {
 
 func (x *RankClues) Reset() {
 	*x = RankClues{}
-	mi := &file_muster_v1_types_proto_msgTypes[58]
+	mi := &file_muster_v1_types_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5157,7 +5315,7 @@ func (x *RankClues) String() string {
 func (*RankClues) ProtoMessage() {}
 
 func (x *RankClues) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[58]
+	mi := &file_muster_v1_types_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5170,7 +5328,7 @@ func (x *RankClues) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RankClues.ProtoReflect.Descriptor instead.
 func (*RankClues) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{58}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RankClues) GetRank() int32 {
@@ -5254,7 +5412,7 @@ type RasAnswer struct {
 
 func (x *RasAnswer) Reset() {
 	*x = RasAnswer{}
-	mi := &file_muster_v1_types_proto_msgTypes[59]
+	mi := &file_muster_v1_types_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5266,7 +5424,7 @@ func (x *RasAnswer) String() string {
 func (*RasAnswer) ProtoMessage() {}
 
 func (x *RasAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[59]
+	mi := &file_muster_v1_types_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5279,7 +5437,7 @@ func (x *RasAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RasAnswer.ProtoReflect.Descriptor instead.
 func (*RasAnswer) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{59}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RasAnswer) GetAsked() bool {
@@ -5338,7 +5496,7 @@ type RasCulprit struct {
 
 func (x *RasCulprit) Reset() {
 	*x = RasCulprit{}
-	mi := &file_muster_v1_types_proto_msgTypes[60]
+	mi := &file_muster_v1_types_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5350,7 +5508,7 @@ func (x *RasCulprit) String() string {
 func (*RasCulprit) ProtoMessage() {}
 
 func (x *RasCulprit) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[60]
+	mi := &file_muster_v1_types_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5363,7 +5521,7 @@ func (x *RasCulprit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RasCulprit.ProtoReflect.Descriptor instead.
 func (*RasCulprit) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{60}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RasCulprit) GetRank() int32 {
@@ -5464,7 +5622,7 @@ type NodeLoss struct {
 
 func (x *NodeLoss) Reset() {
 	*x = NodeLoss{}
-	mi := &file_muster_v1_types_proto_msgTypes[61]
+	mi := &file_muster_v1_types_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5476,7 +5634,7 @@ func (x *NodeLoss) String() string {
 func (*NodeLoss) ProtoMessage() {}
 
 func (x *NodeLoss) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[61]
+	mi := &file_muster_v1_types_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5489,7 +5647,7 @@ func (x *NodeLoss) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoss.ProtoReflect.Descriptor instead.
 func (*NodeLoss) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{61}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *NodeLoss) GetNode() string {
@@ -5576,7 +5734,7 @@ type JobFinished struct {
 
 func (x *JobFinished) Reset() {
 	*x = JobFinished{}
-	mi := &file_muster_v1_types_proto_msgTypes[62]
+	mi := &file_muster_v1_types_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5588,7 +5746,7 @@ func (x *JobFinished) String() string {
 func (*JobFinished) ProtoMessage() {}
 
 func (x *JobFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[62]
+	mi := &file_muster_v1_types_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5601,7 +5759,7 @@ func (x *JobFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFinished.ProtoReflect.Descriptor instead.
 func (*JobFinished) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{62}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *JobFinished) GetState() JobState {
@@ -5665,7 +5823,7 @@ type OutputLost struct {
 
 func (x *OutputLost) Reset() {
 	*x = OutputLost{}
-	mi := &file_muster_v1_types_proto_msgTypes[63]
+	mi := &file_muster_v1_types_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5677,7 +5835,7 @@ func (x *OutputLost) String() string {
 func (*OutputLost) ProtoMessage() {}
 
 func (x *OutputLost) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[63]
+	mi := &file_muster_v1_types_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5690,7 +5848,7 @@ func (x *OutputLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLost.ProtoReflect.Descriptor instead.
 func (*OutputLost) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{63}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *OutputLost) GetEvents() uint64 {
@@ -5737,7 +5895,7 @@ type WaitingForNodes struct {
 
 func (x *WaitingForNodes) Reset() {
 	*x = WaitingForNodes{}
-	mi := &file_muster_v1_types_proto_msgTypes[64]
+	mi := &file_muster_v1_types_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5749,7 +5907,7 @@ func (x *WaitingForNodes) String() string {
 func (*WaitingForNodes) ProtoMessage() {}
 
 func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[64]
+	mi := &file_muster_v1_types_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5762,7 +5920,7 @@ func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitingForNodes.ProtoReflect.Descriptor instead.
 func (*WaitingForNodes) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{64}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *WaitingForNodes) GetRound() int32 {
@@ -5857,7 +6015,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_muster_v1_types_proto_msgTypes[65]
+	mi := &file_muster_v1_types_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5869,7 +6027,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[65]
+	mi := &file_muster_v1_types_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5882,7 +6040,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{65}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -6125,7 +6283,7 @@ type RoundStarted struct {
 
 func (x *RoundStarted) Reset() {
 	*x = RoundStarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[66]
+	mi := &file_muster_v1_types_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6137,7 +6295,7 @@ func (x *RoundStarted) String() string {
 func (*RoundStarted) ProtoMessage() {}
 
 func (x *RoundStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[66]
+	mi := &file_muster_v1_types_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6150,7 +6308,7 @@ func (x *RoundStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundStarted.ProtoReflect.Descriptor instead.
 func (*RoundStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{66}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *RoundStarted) GetRound() int32 {
@@ -6236,7 +6394,7 @@ type RoundRestarting struct {
 
 func (x *RoundRestarting) Reset() {
 	*x = RoundRestarting{}
-	mi := &file_muster_v1_types_proto_msgTypes[67]
+	mi := &file_muster_v1_types_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6248,7 +6406,7 @@ func (x *RoundRestarting) String() string {
 func (*RoundRestarting) ProtoMessage() {}
 
 func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[67]
+	mi := &file_muster_v1_types_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6261,7 +6419,7 @@ func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundRestarting.ProtoReflect.Descriptor instead.
 func (*RoundRestarting) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{67}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *RoundRestarting) GetRound() int32 {
@@ -6318,7 +6476,7 @@ type StoreRestarted struct {
 
 func (x *StoreRestarted) Reset() {
 	*x = StoreRestarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[68]
+	mi := &file_muster_v1_types_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6330,7 +6488,7 @@ func (x *StoreRestarted) String() string {
 func (*StoreRestarted) ProtoMessage() {}
 
 func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[68]
+	mi := &file_muster_v1_types_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6343,7 +6501,7 @@ func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreRestarted.ProtoReflect.Descriptor instead.
 func (*StoreRestarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{68}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *StoreRestarted) GetStoreId() string {
@@ -6369,7 +6527,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[69]
+	mi := &file_muster_v1_types_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6381,7 +6539,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[69]
+	mi := &file_muster_v1_types_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6394,7 +6552,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{69}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *PublishRequest) GetSession() string {
@@ -6429,7 +6587,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[70]
+	mi := &file_muster_v1_types_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6441,7 +6599,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[70]
+	mi := &file_muster_v1_types_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6454,7 +6612,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{70}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *PublishResponse) GetAckedSeq() uint64 {
@@ -6483,7 +6641,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[71]
+	mi := &file_muster_v1_types_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6495,7 +6653,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[71]
+	mi := &file_muster_v1_types_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6508,7 +6666,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{71}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -6560,7 +6718,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[72]
+	mi := &file_muster_v1_types_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6572,7 +6730,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[72]
+	mi := &file_muster_v1_types_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6585,7 +6743,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{72}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *CancelRequest) GetJobId() string {
@@ -6627,7 +6785,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[73]
+	mi := &file_muster_v1_types_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6639,7 +6797,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[73]
+	mi := &file_muster_v1_types_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6652,7 +6810,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{73}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *CancelResponse) GetEnded() JobState {
@@ -6670,7 +6828,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[74]
+	mi := &file_muster_v1_types_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6682,7 +6840,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[74]
+	mi := &file_muster_v1_types_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6695,7 +6853,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{74}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{76}
 }
 
 type NodeStatus struct {
@@ -6723,7 +6881,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[75]
+	mi := &file_muster_v1_types_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6735,7 +6893,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[75]
+	mi := &file_muster_v1_types_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6748,7 +6906,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{75}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *NodeStatus) GetNode() *Node {
@@ -6818,7 +6976,7 @@ type SetNodeScheduleRequest struct {
 
 func (x *SetNodeScheduleRequest) Reset() {
 	*x = SetNodeScheduleRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[76]
+	mi := &file_muster_v1_types_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6830,7 +6988,7 @@ func (x *SetNodeScheduleRequest) String() string {
 func (*SetNodeScheduleRequest) ProtoMessage() {}
 
 func (x *SetNodeScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[76]
+	mi := &file_muster_v1_types_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6843,7 +7001,7 @@ func (x *SetNodeScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeScheduleRequest.ProtoReflect.Descriptor instead.
 func (*SetNodeScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{76}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *SetNodeScheduleRequest) GetNode() string {
@@ -6872,7 +7030,7 @@ type SetNodeScheduleResponse struct {
 
 func (x *SetNodeScheduleResponse) Reset() {
 	*x = SetNodeScheduleResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[77]
+	mi := &file_muster_v1_types_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6884,7 +7042,7 @@ func (x *SetNodeScheduleResponse) String() string {
 func (*SetNodeScheduleResponse) ProtoMessage() {}
 
 func (x *SetNodeScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[77]
+	mi := &file_muster_v1_types_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6897,7 +7055,7 @@ func (x *SetNodeScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeScheduleResponse.ProtoReflect.Descriptor instead.
 func (*SetNodeScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{77}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *SetNodeScheduleResponse) GetPrevious() NodeSchedule {
@@ -6923,7 +7081,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[78]
+	mi := &file_muster_v1_types_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6935,7 +7093,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[78]
+	mi := &file_muster_v1_types_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6948,7 +7106,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{78}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeStatus {
@@ -6966,7 +7124,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[79]
+	mi := &file_muster_v1_types_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6978,7 +7136,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[79]
+	mi := &file_muster_v1_types_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6991,7 +7149,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{79}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{81}
 }
 
 type JobStatus struct {
@@ -7031,7 +7189,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[80]
+	mi := &file_muster_v1_types_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7043,7 +7201,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[80]
+	mi := &file_muster_v1_types_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7056,7 +7214,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{80}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *JobStatus) GetJobId() string {
@@ -7177,7 +7335,7 @@ type JobRound struct {
 
 func (x *JobRound) Reset() {
 	*x = JobRound{}
-	mi := &file_muster_v1_types_proto_msgTypes[81]
+	mi := &file_muster_v1_types_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7189,7 +7347,7 @@ func (x *JobRound) String() string {
 func (*JobRound) ProtoMessage() {}
 
 func (x *JobRound) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[81]
+	mi := &file_muster_v1_types_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7202,7 +7360,7 @@ func (x *JobRound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRound.ProtoReflect.Descriptor instead.
 func (*JobRound) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{81}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *JobRound) GetNumber() int32 {
@@ -7235,7 +7393,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[82]
+	mi := &file_muster_v1_types_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7247,7 +7405,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[82]
+	mi := &file_muster_v1_types_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7260,7 +7418,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{82}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *GetJobRequest) GetJobId() string {
@@ -7285,7 +7443,7 @@ type HistoryCommand struct {
 
 func (x *HistoryCommand) Reset() {
 	*x = HistoryCommand{}
-	mi := &file_muster_v1_types_proto_msgTypes[83]
+	mi := &file_muster_v1_types_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7297,7 +7455,7 @@ func (x *HistoryCommand) String() string {
 func (*HistoryCommand) ProtoMessage() {}
 
 func (x *HistoryCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[83]
+	mi := &file_muster_v1_types_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7310,7 +7468,7 @@ func (x *HistoryCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryCommand.ProtoReflect.Descriptor instead.
 func (*HistoryCommand) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{83}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *HistoryCommand) GetCommand() isHistoryCommand_Command {
@@ -7365,7 +7523,7 @@ type HistoryExpire struct {
 
 func (x *HistoryExpire) Reset() {
 	*x = HistoryExpire{}
-	mi := &file_muster_v1_types_proto_msgTypes[84]
+	mi := &file_muster_v1_types_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7377,7 +7535,7 @@ func (x *HistoryExpire) String() string {
 func (*HistoryExpire) ProtoMessage() {}
 
 func (x *HistoryExpire) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[84]
+	mi := &file_muster_v1_types_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7390,7 +7548,7 @@ func (x *HistoryExpire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryExpire.ProtoReflect.Descriptor instead.
 func (*HistoryExpire) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{84}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *HistoryExpire) GetEndedBeforeUnixMs() int64 {
@@ -7409,7 +7567,7 @@ type WatchJobsRequest struct {
 
 func (x *WatchJobsRequest) Reset() {
 	*x = WatchJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[85]
+	mi := &file_muster_v1_types_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7421,7 +7579,7 @@ func (x *WatchJobsRequest) String() string {
 func (*WatchJobsRequest) ProtoMessage() {}
 
 func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[85]
+	mi := &file_muster_v1_types_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7434,7 +7592,7 @@ func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobsRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{85}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{87}
 }
 
 type ListJobsResponse struct {
@@ -7446,7 +7604,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[86]
+	mi := &file_muster_v1_types_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7458,7 +7616,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[86]
+	mi := &file_muster_v1_types_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7471,7 +7629,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{86}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobStatus {
@@ -7492,7 +7650,7 @@ type StdinChunk struct {
 
 func (x *StdinChunk) Reset() {
 	*x = StdinChunk{}
-	mi := &file_muster_v1_types_proto_msgTypes[87]
+	mi := &file_muster_v1_types_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7504,7 +7662,7 @@ func (x *StdinChunk) String() string {
 func (*StdinChunk) ProtoMessage() {}
 
 func (x *StdinChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[87]
+	mi := &file_muster_v1_types_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7517,7 +7675,7 @@ func (x *StdinChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdinChunk.ProtoReflect.Descriptor instead.
 func (*StdinChunk) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{87}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *StdinChunk) GetJobId() string {
@@ -7542,7 +7700,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[88]
+	mi := &file_muster_v1_types_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7554,7 +7712,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[88]
+	mi := &file_muster_v1_types_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7567,7 +7725,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{88}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{90}
 }
 
 type ReadStdinRequest struct {
@@ -7580,7 +7738,7 @@ type ReadStdinRequest struct {
 
 func (x *ReadStdinRequest) Reset() {
 	*x = ReadStdinRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[89]
+	mi := &file_muster_v1_types_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7592,7 +7750,7 @@ func (x *ReadStdinRequest) String() string {
 func (*ReadStdinRequest) ProtoMessage() {}
 
 func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[89]
+	mi := &file_muster_v1_types_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7605,7 +7763,7 @@ func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStdinRequest.ProtoReflect.Descriptor instead.
 func (*ReadStdinRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{89}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *ReadStdinRequest) GetSession() string {
@@ -7636,7 +7794,7 @@ type KVSetRequest struct {
 
 func (x *KVSetRequest) Reset() {
 	*x = KVSetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[90]
+	mi := &file_muster_v1_types_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7648,7 +7806,7 @@ func (x *KVSetRequest) String() string {
 func (*KVSetRequest) ProtoMessage() {}
 
 func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[90]
+	mi := &file_muster_v1_types_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7661,7 +7819,7 @@ func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetRequest.ProtoReflect.Descriptor instead.
 func (*KVSetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{90}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *KVSetRequest) GetScope() string {
@@ -7694,7 +7852,7 @@ type KVSetResponse struct {
 
 func (x *KVSetResponse) Reset() {
 	*x = KVSetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[91]
+	mi := &file_muster_v1_types_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7706,7 +7864,7 @@ func (x *KVSetResponse) String() string {
 func (*KVSetResponse) ProtoMessage() {}
 
 func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[91]
+	mi := &file_muster_v1_types_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7719,7 +7877,7 @@ func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetResponse.ProtoReflect.Descriptor instead.
 func (*KVSetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{91}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *KVSetResponse) GetVersion() uint64 {
@@ -7741,7 +7899,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[92]
+	mi := &file_muster_v1_types_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7753,7 +7911,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[92]
+	mi := &file_muster_v1_types_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7766,7 +7924,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{92}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *KVGetRequest) GetScope() string {
@@ -7807,7 +7965,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[93]
+	mi := &file_muster_v1_types_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7819,7 +7977,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[93]
+	mi := &file_muster_v1_types_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7832,7 +7990,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{93}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *KVGetResponse) GetValue() []byte {
@@ -7863,7 +8021,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[94]
+	mi := &file_muster_v1_types_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7875,7 +8033,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[94]
+	mi := &file_muster_v1_types_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7888,7 +8046,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{94}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *BarrierRequest) GetScope() string {
@@ -7934,7 +8092,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[95]
+	mi := &file_muster_v1_types_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7946,7 +8104,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[95]
+	mi := &file_muster_v1_types_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7959,7 +8117,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{95}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{97}
 }
 
 var File_muster_v1_types_proto protoreflect.FileDescriptor
@@ -8152,7 +8310,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\fLeaveRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x0f\n" +
-	"\rLeaveResponse\"\x8e\t\n" +
+	"\rLeaveResponse\"\xb6\t\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\fR\x04argv\x12\x16\n" +
 	"\x06nnodes\x18\x02 \x01(\x05R\x06nnodes\x12\x12\n" +
@@ -8192,8 +8350,19 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x12memory_limit_bytes\x18\x98\x02 \x01(\x03R\x10memoryLimitBytes\x12'\n" +
 	"\x0fhang_timeout_ms\x18\xac\x02 \x01(\x03R\rhangTimeoutMs\x122\n" +
 	"\x15hang_first_timeout_ms\x18\xad\x02 \x01(\x03R\x12hangFirstTimeoutMs\x12'\n" +
-	"\x0fhang_on_silence\x18\xae\x02 \x01(\bR\rhangOnSilenceB\r\n" +
-	"\v_stdin_rank\"\x89\x01\n" +
+	"\x0fhang_on_silence\x18\xae\x02 \x01(\bR\rhangOnSilence\x12&\n" +
+	"\x03tty\x18\x84\a \x01(\v2\x13.muster.v1.TerminalR\x03ttyB\r\n" +
+	"\v_stdin_rank\"\xa1\x01\n" +
+	"\bTerminal\x12\x12\n" +
+	"\x04rows\x18\x01 \x01(\rR\x04rows\x12\x12\n" +
+	"\x04cols\x18\x02 \x01(\rR\x04cols\x12\x12\n" +
+	"\x04term\x18\x03 \x01(\tR\x04term\x12\x16\n" +
+	"\x06stdout\x18\x04 \x01(\bR\x06stdout\x12\x16\n" +
+	"\x06stderr\x18\x05 \x01(\bR\x06stderr\x12)\n" +
+	"\x05ranks\x18\x06 \x03(\v2\x13.muster.v1.RankSpanR\x05ranks\"4\n" +
+	"\bRankSpan\x12\x14\n" +
+	"\x05first\x18\x01 \x01(\x05R\x05first\x12\x12\n" +
+	"\x04last\x18\x02 \x01(\x05R\x04last\"\x89\x01\n" +
 	"\n" +
 	"NodeHealth\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x16\n" +
@@ -8630,7 +8799,7 @@ func file_muster_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 96)
+var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 98)
 var file_muster_v1_types_proto_goTypes = []any{
 	(RestartOn)(0),                    // 0: muster.v1.RestartOn
 	(JobState)(0),                     // 1: muster.v1.JobState
@@ -8677,64 +8846,66 @@ var file_muster_v1_types_proto_goTypes = []any{
 	(*LeaveRequest)(nil),              // 42: muster.v1.LeaveRequest
 	(*LeaveResponse)(nil),             // 43: muster.v1.LeaveResponse
 	(*JobSpec)(nil),                   // 44: muster.v1.JobSpec
-	(*NodeHealth)(nil),                // 45: muster.v1.NodeHealth
-	(*ReportHealthRequest)(nil),       // 46: muster.v1.ReportHealthRequest
-	(*ReportHealthResponse)(nil),      // 47: muster.v1.ReportHealthResponse
-	(*SubmitRequest)(nil),             // 48: muster.v1.SubmitRequest
-	(*SubmitResponse)(nil),            // 49: muster.v1.SubmitResponse
-	(*Assignment)(nil),                // 50: muster.v1.Assignment
-	(*Identity)(nil),                  // 51: muster.v1.Identity
-	(*StopJob)(nil),                   // 52: muster.v1.StopJob
-	(*SignalJob)(nil),                 // 53: muster.v1.SignalJob
-	(*SignalRequest)(nil),             // 54: muster.v1.SignalRequest
-	(*SignalResponse)(nil),            // 55: muster.v1.SignalResponse
-	(*WorkerStarted)(nil),             // 56: muster.v1.WorkerStarted
-	(*WorkerBinding)(nil),             // 57: muster.v1.WorkerBinding
-	(*Output)(nil),                    // 58: muster.v1.Output
-	(*WorkerExited)(nil),              // 59: muster.v1.WorkerExited
-	(*PythonError)(nil),               // 60: muster.v1.PythonError
-	(*WorkerHang)(nil),                // 61: muster.v1.WorkerHang
-	(*HangVerdict)(nil),               // 62: muster.v1.HangVerdict
-	(*Collective)(nil),                // 63: muster.v1.Collective
-	(*HangClues)(nil),                 // 64: muster.v1.HangClues
-	(*RankClues)(nil),                 // 65: muster.v1.RankClues
-	(*RasAnswer)(nil),                 // 66: muster.v1.RasAnswer
-	(*RasCulprit)(nil),                // 67: muster.v1.RasCulprit
-	(*NodeLoss)(nil),                  // 68: muster.v1.NodeLoss
-	(*JobFinished)(nil),               // 69: muster.v1.JobFinished
-	(*OutputLost)(nil),                // 70: muster.v1.OutputLost
-	(*WaitingForNodes)(nil),           // 71: muster.v1.WaitingForNodes
-	(*JobEvent)(nil),                  // 72: muster.v1.JobEvent
-	(*RoundStarted)(nil),              // 73: muster.v1.RoundStarted
-	(*RoundRestarting)(nil),           // 74: muster.v1.RoundRestarting
-	(*StoreRestarted)(nil),            // 75: muster.v1.StoreRestarted
-	(*PublishRequest)(nil),            // 76: muster.v1.PublishRequest
-	(*PublishResponse)(nil),           // 77: muster.v1.PublishResponse
-	(*WatchJobRequest)(nil),           // 78: muster.v1.WatchJobRequest
-	(*CancelRequest)(nil),             // 79: muster.v1.CancelRequest
-	(*CancelResponse)(nil),            // 80: muster.v1.CancelResponse
-	(*ListNodesRequest)(nil),          // 81: muster.v1.ListNodesRequest
-	(*NodeStatus)(nil),                // 82: muster.v1.NodeStatus
-	(*SetNodeScheduleRequest)(nil),    // 83: muster.v1.SetNodeScheduleRequest
-	(*SetNodeScheduleResponse)(nil),   // 84: muster.v1.SetNodeScheduleResponse
-	(*ListNodesResponse)(nil),         // 85: muster.v1.ListNodesResponse
-	(*ListJobsRequest)(nil),           // 86: muster.v1.ListJobsRequest
-	(*JobStatus)(nil),                 // 87: muster.v1.JobStatus
-	(*JobRound)(nil),                  // 88: muster.v1.JobRound
-	(*GetJobRequest)(nil),             // 89: muster.v1.GetJobRequest
-	(*HistoryCommand)(nil),            // 90: muster.v1.HistoryCommand
-	(*HistoryExpire)(nil),             // 91: muster.v1.HistoryExpire
-	(*WatchJobsRequest)(nil),          // 92: muster.v1.WatchJobsRequest
-	(*ListJobsResponse)(nil),          // 93: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),                // 94: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),        // 95: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),          // 96: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),              // 97: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),             // 98: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),              // 99: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),             // 100: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),            // 101: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),           // 102: muster.v1.BarrierResponse
+	(*Terminal)(nil),                  // 45: muster.v1.Terminal
+	(*RankSpan)(nil),                  // 46: muster.v1.RankSpan
+	(*NodeHealth)(nil),                // 47: muster.v1.NodeHealth
+	(*ReportHealthRequest)(nil),       // 48: muster.v1.ReportHealthRequest
+	(*ReportHealthResponse)(nil),      // 49: muster.v1.ReportHealthResponse
+	(*SubmitRequest)(nil),             // 50: muster.v1.SubmitRequest
+	(*SubmitResponse)(nil),            // 51: muster.v1.SubmitResponse
+	(*Assignment)(nil),                // 52: muster.v1.Assignment
+	(*Identity)(nil),                  // 53: muster.v1.Identity
+	(*StopJob)(nil),                   // 54: muster.v1.StopJob
+	(*SignalJob)(nil),                 // 55: muster.v1.SignalJob
+	(*SignalRequest)(nil),             // 56: muster.v1.SignalRequest
+	(*SignalResponse)(nil),            // 57: muster.v1.SignalResponse
+	(*WorkerStarted)(nil),             // 58: muster.v1.WorkerStarted
+	(*WorkerBinding)(nil),             // 59: muster.v1.WorkerBinding
+	(*Output)(nil),                    // 60: muster.v1.Output
+	(*WorkerExited)(nil),              // 61: muster.v1.WorkerExited
+	(*PythonError)(nil),               // 62: muster.v1.PythonError
+	(*WorkerHang)(nil),                // 63: muster.v1.WorkerHang
+	(*HangVerdict)(nil),               // 64: muster.v1.HangVerdict
+	(*Collective)(nil),                // 65: muster.v1.Collective
+	(*HangClues)(nil),                 // 66: muster.v1.HangClues
+	(*RankClues)(nil),                 // 67: muster.v1.RankClues
+	(*RasAnswer)(nil),                 // 68: muster.v1.RasAnswer
+	(*RasCulprit)(nil),                // 69: muster.v1.RasCulprit
+	(*NodeLoss)(nil),                  // 70: muster.v1.NodeLoss
+	(*JobFinished)(nil),               // 71: muster.v1.JobFinished
+	(*OutputLost)(nil),                // 72: muster.v1.OutputLost
+	(*WaitingForNodes)(nil),           // 73: muster.v1.WaitingForNodes
+	(*JobEvent)(nil),                  // 74: muster.v1.JobEvent
+	(*RoundStarted)(nil),              // 75: muster.v1.RoundStarted
+	(*RoundRestarting)(nil),           // 76: muster.v1.RoundRestarting
+	(*StoreRestarted)(nil),            // 77: muster.v1.StoreRestarted
+	(*PublishRequest)(nil),            // 78: muster.v1.PublishRequest
+	(*PublishResponse)(nil),           // 79: muster.v1.PublishResponse
+	(*WatchJobRequest)(nil),           // 80: muster.v1.WatchJobRequest
+	(*CancelRequest)(nil),             // 81: muster.v1.CancelRequest
+	(*CancelResponse)(nil),            // 82: muster.v1.CancelResponse
+	(*ListNodesRequest)(nil),          // 83: muster.v1.ListNodesRequest
+	(*NodeStatus)(nil),                // 84: muster.v1.NodeStatus
+	(*SetNodeScheduleRequest)(nil),    // 85: muster.v1.SetNodeScheduleRequest
+	(*SetNodeScheduleResponse)(nil),   // 86: muster.v1.SetNodeScheduleResponse
+	(*ListNodesResponse)(nil),         // 87: muster.v1.ListNodesResponse
+	(*ListJobsRequest)(nil),           // 88: muster.v1.ListJobsRequest
+	(*JobStatus)(nil),                 // 89: muster.v1.JobStatus
+	(*JobRound)(nil),                  // 90: muster.v1.JobRound
+	(*GetJobRequest)(nil),             // 91: muster.v1.GetJobRequest
+	(*HistoryCommand)(nil),            // 92: muster.v1.HistoryCommand
+	(*HistoryExpire)(nil),             // 93: muster.v1.HistoryExpire
+	(*WatchJobsRequest)(nil),          // 94: muster.v1.WatchJobsRequest
+	(*ListJobsResponse)(nil),          // 95: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),                // 96: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),        // 97: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),          // 98: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),              // 99: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),             // 100: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),              // 101: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),             // 102: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),            // 103: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),           // 104: muster.v1.BarrierResponse
 }
 var file_muster_v1_types_proto_depIdxs = []int32{
 	7,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
@@ -8745,16 +8916,16 @@ var file_muster_v1_types_proto_depIdxs = []int32{
 	8,  // 5: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
 	17, // 6: muster.v1.RegisterRequest.jobs:type_name -> muster.v1.RunningJob
 	44, // 7: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
-	51, // 8: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
+	53, // 8: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
 	18, // 9: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
-	59, // 10: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
+	61, // 10: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
 	37, // 11: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
-	50, // 12: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
-	52, // 13: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
+	52, // 12: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
+	54, // 13: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
 	36, // 14: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
 	28, // 15: muster.v1.AgentCommand.probe_peer:type_name -> muster.v1.ProbePeer
 	22, // 16: muster.v1.AgentCommand.send_logs:type_name -> muster.v1.SendLogs
-	53, // 17: muster.v1.AgentCommand.signal:type_name -> muster.v1.SignalJob
+	55, // 17: muster.v1.AgentCommand.signal:type_name -> muster.v1.SignalJob
 	21, // 18: muster.v1.AgentCommand.collect_hang_clues:type_name -> muster.v1.CollectHangClues
 	31, // 19: muster.v1.AgentCommand.check_torch_conns:type_name -> muster.v1.CheckTorchConns
 	2,  // 20: muster.v1.LogRecord.stream:type_name -> muster.v1.Stream
@@ -8764,61 +8935,63 @@ var file_muster_v1_types_proto_depIdxs = []int32{
 	29, // 24: muster.v1.CheckTorchConnsRequest.conns:type_name -> muster.v1.TorchConn
 	30, // 25: muster.v1.CheckTorchConnsResponse.verdicts:type_name -> muster.v1.TorchConnVerdict
 	30, // 26: muster.v1.TorchConnsCheckedRequest.verdicts:type_name -> muster.v1.TorchConnVerdict
-	68, // 27: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
+	70, // 27: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
 	0,  // 28: muster.v1.JobSpec.restart_on:type_name -> muster.v1.RestartOn
-	45, // 29: muster.v1.ReportHealthRequest.health:type_name -> muster.v1.NodeHealth
-	44, // 30: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
-	44, // 31: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
-	51, // 32: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
-	57, // 33: muster.v1.WorkerStarted.binding:type_name -> muster.v1.WorkerBinding
-	2,  // 34: muster.v1.Output.stream:type_name -> muster.v1.Stream
-	68, // 35: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
-	3,  // 36: muster.v1.WorkerExited.cause:type_name -> muster.v1.ExitCause
-	61, // 37: muster.v1.WorkerExited.hang:type_name -> muster.v1.WorkerHang
-	60, // 38: muster.v1.WorkerExited.python_error:type_name -> muster.v1.PythonError
-	62, // 39: muster.v1.WorkerHang.verdict:type_name -> muster.v1.HangVerdict
-	4,  // 40: muster.v1.HangVerdict.evidence:type_name -> muster.v1.HangEvidence
-	63, // 41: muster.v1.HangVerdict.collective:type_name -> muster.v1.Collective
-	65, // 42: muster.v1.HangClues.ranks:type_name -> muster.v1.RankClues
-	66, // 43: muster.v1.HangClues.ras:type_name -> muster.v1.RasAnswer
-	63, // 44: muster.v1.RankClues.recorder:type_name -> muster.v1.Collective
-	67, // 45: muster.v1.RasAnswer.culprits:type_name -> muster.v1.RasCulprit
-	5,  // 46: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
-	1,  // 47: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
-	59, // 48: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
-	1,  // 49: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
-	56, // 50: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
-	58, // 51: muster.v1.JobEvent.output:type_name -> muster.v1.Output
-	59, // 52: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
-	69, // 53: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
-	70, // 54: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
-	71, // 55: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
-	75, // 56: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
-	74, // 57: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
-	73, // 58: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
-	68, // 59: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
-	64, // 60: muster.v1.JobEvent.hang_clues:type_name -> muster.v1.HangClues
-	72, // 61: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
-	1,  // 62: muster.v1.CancelResponse.ended:type_name -> muster.v1.JobState
-	8,  // 63: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
-	45, // 64: muster.v1.NodeStatus.health:type_name -> muster.v1.NodeHealth
-	6,  // 65: muster.v1.NodeStatus.schedule:type_name -> muster.v1.NodeSchedule
-	6,  // 66: muster.v1.SetNodeScheduleRequest.schedule:type_name -> muster.v1.NodeSchedule
-	6,  // 67: muster.v1.SetNodeScheduleResponse.previous:type_name -> muster.v1.NodeSchedule
-	82, // 68: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
-	44, // 69: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
-	1,  // 70: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
-	51, // 71: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	59, // 72: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
-	88, // 73: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
-	87, // 74: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
-	91, // 75: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
-	87, // 76: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	77, // [77:77] is the sub-list for method output_type
-	77, // [77:77] is the sub-list for method input_type
-	77, // [77:77] is the sub-list for extension type_name
-	77, // [77:77] is the sub-list for extension extendee
-	0,  // [0:77] is the sub-list for field type_name
+	45, // 29: muster.v1.JobSpec.tty:type_name -> muster.v1.Terminal
+	46, // 30: muster.v1.Terminal.ranks:type_name -> muster.v1.RankSpan
+	47, // 31: muster.v1.ReportHealthRequest.health:type_name -> muster.v1.NodeHealth
+	44, // 32: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
+	44, // 33: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
+	53, // 34: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
+	59, // 35: muster.v1.WorkerStarted.binding:type_name -> muster.v1.WorkerBinding
+	2,  // 36: muster.v1.Output.stream:type_name -> muster.v1.Stream
+	70, // 37: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
+	3,  // 38: muster.v1.WorkerExited.cause:type_name -> muster.v1.ExitCause
+	63, // 39: muster.v1.WorkerExited.hang:type_name -> muster.v1.WorkerHang
+	62, // 40: muster.v1.WorkerExited.python_error:type_name -> muster.v1.PythonError
+	64, // 41: muster.v1.WorkerHang.verdict:type_name -> muster.v1.HangVerdict
+	4,  // 42: muster.v1.HangVerdict.evidence:type_name -> muster.v1.HangEvidence
+	65, // 43: muster.v1.HangVerdict.collective:type_name -> muster.v1.Collective
+	67, // 44: muster.v1.HangClues.ranks:type_name -> muster.v1.RankClues
+	68, // 45: muster.v1.HangClues.ras:type_name -> muster.v1.RasAnswer
+	65, // 46: muster.v1.RankClues.recorder:type_name -> muster.v1.Collective
+	69, // 47: muster.v1.RasAnswer.culprits:type_name -> muster.v1.RasCulprit
+	5,  // 48: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
+	1,  // 49: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
+	61, // 50: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
+	1,  // 51: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
+	58, // 52: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
+	60, // 53: muster.v1.JobEvent.output:type_name -> muster.v1.Output
+	61, // 54: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
+	71, // 55: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
+	72, // 56: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
+	73, // 57: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
+	77, // 58: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
+	76, // 59: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
+	75, // 60: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
+	70, // 61: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
+	66, // 62: muster.v1.JobEvent.hang_clues:type_name -> muster.v1.HangClues
+	74, // 63: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
+	1,  // 64: muster.v1.CancelResponse.ended:type_name -> muster.v1.JobState
+	8,  // 65: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
+	47, // 66: muster.v1.NodeStatus.health:type_name -> muster.v1.NodeHealth
+	6,  // 67: muster.v1.NodeStatus.schedule:type_name -> muster.v1.NodeSchedule
+	6,  // 68: muster.v1.SetNodeScheduleRequest.schedule:type_name -> muster.v1.NodeSchedule
+	6,  // 69: muster.v1.SetNodeScheduleResponse.previous:type_name -> muster.v1.NodeSchedule
+	84, // 70: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
+	44, // 71: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
+	1,  // 72: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
+	53, // 73: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
+	61, // 74: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
+	90, // 75: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
+	89, // 76: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
+	93, // 77: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
+	89, // 78: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	79, // [79:79] is the sub-list for method output_type
+	79, // [79:79] is the sub-list for method input_type
+	79, // [79:79] is the sub-list for extension type_name
+	79, // [79:79] is the sub-list for extension extendee
+	0,  // [0:79] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_types_proto_init() }
@@ -8840,7 +9013,7 @@ func file_muster_v1_types_proto_init() {
 	file_muster_v1_types_proto_msgTypes[15].OneofWrappers = []any{}
 	file_muster_v1_types_proto_msgTypes[19].OneofWrappers = []any{}
 	file_muster_v1_types_proto_msgTypes[37].OneofWrappers = []any{}
-	file_muster_v1_types_proto_msgTypes[65].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[67].OneofWrappers = []any{
 		(*JobEvent_State)(nil),
 		(*JobEvent_Started)(nil),
 		(*JobEvent_Output)(nil),
@@ -8854,7 +9027,7 @@ func file_muster_v1_types_proto_init() {
 		(*JobEvent_NodeLost)(nil),
 		(*JobEvent_HangClues)(nil),
 	}
-	file_muster_v1_types_proto_msgTypes[83].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[85].OneofWrappers = []any{
 		(*HistoryCommand_Finished)(nil),
 		(*HistoryCommand_Expire)(nil),
 	}
@@ -8864,7 +9037,7 @@ func file_muster_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_types_proto_rawDesc), len(file_muster_v1_types_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   96,
+			NumMessages:   98,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
