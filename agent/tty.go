@@ -2,6 +2,7 @@ package agent
 
 import (
 	"os"
+	"slices"
 	"strings"
 
 	"go.uber.org/zap"
@@ -58,11 +59,6 @@ func terminalEnv(env []string, t *musterv1.Terminal, rank int, user []string) []
 			return env
 		}
 	}
-	for i, kv := range env {
-		if strings.HasPrefix(kv, "TERM=") {
-			env[i] = "TERM=" + term
-			return env
-		}
-	}
+	env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "TERM=") })
 	return append(env, "TERM="+term)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -82,7 +83,7 @@ func TestTTYGivesTheRanksItNamesATerminal(t *testing.T) {
 		if out[rank] != w {
 			t.Errorf("rank %d: stdout %q stderr %q, want %q and %q", rank, out[rank][0], out[rank][1], w[0], w[1])
 		}
-		files, _ := filepath.Glob(filepath.Join(logDir, "j-*", "rank-"+string(rune('0'+rank))+".log"))
+		files, _ := filepath.Glob(filepath.Join(logDir, "j-*", "rank-"+strconv.Itoa(int(rank))+".log"))
 		if len(files) != 1 {
 			t.Fatalf("rank %d: log files %v", rank, files)
 		}
