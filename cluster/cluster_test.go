@@ -14,6 +14,8 @@ import (
 	"github.com/hashicorp/go-sockaddr"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 const testToken = "test-token"
@@ -35,18 +37,6 @@ func newMember(t testing.TB, cfg Config) *Cluster {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
-}
-
-// eventually polls cond every 10 ms until it holds or timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func aliveNames(c *Cluster) map[string]bool {
@@ -79,7 +69,7 @@ func TestJoin(t *testing.T) {
 			wg.Wait()
 			for _, m := range ms {
 				// Generous: a loaded machine (the race detector, other packages) slows gossip, not its outcome.
-				eventually(t, 60*time.Second, m.Name()+" sees every member", func() bool { return len(aliveNames(m)) == n })
+				testwait.Until(t, 60*time.Second, m.Name()+" sees every member", func() bool { return len(aliveNames(m)) == n })
 			}
 			for i, mem := range ms[n-1].Members() {
 				want := Meta{GPUsTotal: i, GPUsFree: i / 2, GRPCAddr: fmt.Sprintf("127.0.0.1:%d", 20000+i), Store: i == 0, Version: "test"}
@@ -158,7 +148,7 @@ func TestDeparture(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			eventually(t, 10*time.Second, "a sees 3", func() bool { return len(aliveNames(a)) == 3 })
+			testwait.Until(t, 10*time.Second, "a sees 3", func() bool { return len(aliveNames(a)) == 3 })
 			if err := tc.stop(c); err != nil {
 				t.Fatal(err)
 			}
@@ -216,7 +206,7 @@ func TestDetectionLAN(t *testing.T) {
 		}
 	}
 	for _, m := range ms {
-		eventually(t, 10*time.Second, "all see 4", func() bool { return len(aliveNames(m)) == 4 })
+		testwait.Until(t, 10*time.Second, "all see 4", func() bool { return len(aliveNames(m)) == 4 })
 	}
 	if ms[0].ProcessGone("n3", 200*time.Millisecond) {
 		t.Fatal("an alive member's port refused")
@@ -275,7 +265,7 @@ func TestRejoin(t *testing.T) {
 	_, port, _ := net.SplitHostPort(addr)
 	p, _ := strconv.Atoi(port)
 	b := newMember(t, Config{Name: "b", Profile: Local, BindPort: p})
-	eventually(t, 10*time.Second, "a and b merge", func() bool { return len(aliveNames(a)) == 2 && len(aliveNames(b)) == 2 })
+	testwait.Until(t, 10*time.Second, "a and b merge", func() bool { return len(aliveNames(a)) == 2 && len(aliveNames(b)) == 2 })
 }
 
 func TestCloseIdempotent(t *testing.T) {
@@ -304,7 +294,7 @@ func TestEventsNeverBlock(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 10*time.Second, "a sees 4 with nobody reading", func() bool { return len(aliveNames(a)) == 4 })
+	testwait.Until(t, 10*time.Second, "a sees 4 with nobody reading", func() bool { return len(aliveNames(a)) == 4 })
 	if a.Dropped() == 0 {
 		t.Fatal("no event dropped from a buffer of 1")
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	gometrics "github.com/hashicorp/go-metrics"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // recordingSink keeps what it is given: "key label=value ..." per call.
@@ -53,7 +55,7 @@ func TestMetricsRoutedPerMember(t *testing.T) {
 	ma := newMember(t, Config{Name: "a", Profile: Local, MetricSink: a})
 	newMember(t, Config{Name: "b", Profile: Local, MetricSink: b})
 	newMember(t, Config{Name: "c", Profile: Local})
-	eventually(t, 10*time.Second, "a's sink to hear of its gossip", func() bool {
+	testwait.Until(t, 10*time.Second, "a's sink to hear of its gossip", func() bool {
 		return slices.Contains(a.lines(), "memberlist.msg.alive")
 	})
 

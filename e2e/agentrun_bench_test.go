@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // Timings of agent run in containers. Workers print /proc/uptime, which a
@@ -158,7 +160,7 @@ func BenchmarkAgentRunRestart(b *testing.B) {
 					return append(args, "--", "sh", "-c", tt.job)
 				})
 				host := nodes["node-0"]
-				eventuallyWithin(b, time.Minute, "the first round on every node", func() bool {
+				testwait.Until(b, time.Minute, "the first round on every node", func() bool {
 					return len(uptimes(b, containerLogs(b, host), round(tt.nodes, 0))) == tt.nodes
 				})
 				var failed float64
@@ -166,7 +168,7 @@ func BenchmarkAgentRunRestart(b *testing.B) {
 					failed = uptime(b)
 					dockerKill(b, nodes[names[len(names)-1]], "KILL")
 				}
-				eventuallyWithin(b, time.Minute, "the next round", func() bool {
+				testwait.Until(b, time.Minute, "the next round", func() bool {
 					return len(uptimes(b, containerLogs(b, host), round(2, 1))) == 2
 				})
 				logs := containerLogs(b, host)

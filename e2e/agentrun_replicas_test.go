@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // runNode is one node of an agent run job on a namespace host.
@@ -77,13 +79,13 @@ func TestNetnsAgentRunReplicasOutliveTheRendezvousHost(t *testing.T) {
 		m, _ := filepath.Glob(filepath.Join(dir, "up-"+strconv.Itoa(round)+"-*"))
 		return len(m)
 	}
-	eventuallyWithin(t, 30*time.Second, "a round of four nodes", func() bool { return up(0) == 4 })
+	testwait.Until(t, 30*time.Second, "a round of four nodes", func() bool { return up(0) == 4 })
 	start := time.Now()
 	if err := nodes[0].cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	<-nodes[0].done
-	eventuallyWithin(t, 30*time.Second, "a round of the three nodes left", func() bool { return up(1) == 3 })
+	testwait.Until(t, 30*time.Second, "a round of the three nodes left", func() bool { return up(1) == 3 })
 	t.Logf("the job restarted on three nodes %s after node rank 0's death", time.Since(start).Round(100*time.Millisecond))
 	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // runToken is the cluster token of the agent run tests' containers.
@@ -130,7 +132,7 @@ func TestAgentRunElasticRestartAfterNodeLoss(t *testing.T) {
 	nodes := startNodes(t, net, names, "--rdzv", "node-0:29400", "--nnodes", "2:3", "--last-call", "3s",
 		"--max-restarts", "1", "--", "sh", "-c", job)
 	first := regexp.MustCompile(`^\[\d\] rank \d of 3 restart 0 run (\S+)$`)
-	eventuallyWithin(t, time.Minute, "a round of three nodes", func() bool {
+	testwait.Until(t, time.Minute, "a round of three nodes", func() bool {
 		return matchingLines(containerLogs(t, nodes["node-0"]), first) == 3
 	})
 	dockerKill(t, nodes["node-2"], "KILL")

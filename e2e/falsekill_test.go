@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // nodeTimeout is the agents' node timeout in these tests: the default.
@@ -68,7 +70,7 @@ func TestNetnsNoFalseKill(t *testing.T) {
 				if code := cmd.ProcessState.ExitCode(); code == 0 || !strings.Contains(errb.String(), "node b lost") {
 					t.Fatalf("exit %d, stderr:\n%s", code, errb.String())
 				}
-				eventuallyWithin(t, 10*time.Second, "no worker left", func() bool { return len(jobProcesses(t, marker)) == 0 })
+				testwait.Until(t, 10*time.Second, "no worker left", func() bool { return len(jobProcesses(t, marker)) == 0 })
 				return
 			}
 			// The stimulus: the job runs on past the time a death declared

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // A partition {a, b} | {c, d} with a job on c and d, the store on a. No
@@ -79,7 +81,7 @@ func TestNetnsPartitionRunsNoRankTwice(t *testing.T) {
 			}
 			// Without a restart the launcher exits long before the fence:
 			// c's and d's workers run on until their agents stop them.
-			eventuallyWithin(t, 30*time.Second, "c's and d's workers gone", func() bool {
+			testwait.Until(t, 30*time.Second, "c's and d's workers gone", func() bool {
 				_, goneBy := w.result()
 				return !goneBy.IsZero()
 			})

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // forwardScript is a worker that says when it is ready and each time
@@ -51,7 +53,7 @@ func TestNetnsForwardedSignalsReachEveryWorker(t *testing.T) {
 	t.Cleanup(func() { cmd.Process.Kill() })
 	waitCount := func(what string, n int) {
 		t.Helper()
-		eventuallyWithin(t, 30*time.Second, fmt.Sprintf("%d %q lines", n, what), func() bool {
+		testwait.Until(t, 30*time.Second, fmt.Sprintf("%d %q lines", n, what), func() bool {
 			got := 0
 			for l, c := range signalLines(out.String()) {
 				if strings.HasPrefix(l, what+" ") {
@@ -133,7 +135,7 @@ func TestNetnsAgentRunForwardsSignalsOnce(t *testing.T) {
 	out := &outs[0] // the host prints every rank's output
 	waitCount := func(what string, n int) {
 		t.Helper()
-		eventuallyWithin(t, 60*time.Second, fmt.Sprintf("%d %q lines", n, what), func() bool {
+		testwait.Until(t, 60*time.Second, fmt.Sprintf("%d %q lines", n, what), func() bool {
 			got := 0
 			for l, c := range signalLines(out.String()) {
 				if strings.HasPrefix(l, what+" ") {
@@ -150,7 +152,7 @@ func TestNetnsAgentRunForwardsSignalsOnce(t *testing.T) {
 	// The store sent the first request on and took the second as the same.
 	sent := regexp.MustCompile(`muster: SIGUSR1: sent to job j-\S+'s workers \(2 nodes\)`)
 	already := regexp.MustCompile(`muster: SIGUSR1: already sent to job j-\S+'s workers`)
-	eventuallyWithin(t, 20*time.Second, "both nodes to hear from the store", func() bool {
+	testwait.Until(t, 20*time.Second, "both nodes to hear from the store", func() bool {
 		return len(sent.FindAllString(errs[0].String()+errs[1].String(), -1)) == 1 && len(already.FindAllString(errs[0].String()+errs[1].String(), -1)) == 1
 	})
 	cmds[1].Process.Signal(syscall.SIGUSR2)
@@ -200,9 +202,9 @@ func TestAgentRunAsPID1ForwardsSignals(t *testing.T) {
 		}
 		return n
 	}
-	eventuallyWithin(t, 30*time.Second, "every worker ready", func() bool { return count("ready") == world })
+	testwait.Until(t, 30*time.Second, "every worker ready", func() bool { return count("ready") == world })
 	cmd.Process.Signal(syscall.SIGUSR1)
-	eventuallyWithin(t, 20*time.Second, "SIGUSR1 at every worker", func() bool { return count("usr1") == world })
+	testwait.Until(t, 20*time.Second, "SIGUSR1 at every worker", func() bool { return count("usr1") == world })
 	cmd.Process.Signal(syscall.SIGUSR2)
 	if r := waitLocked(t, cmd, &out, &errb); r.code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // The head node dies (kill -9) while a job runs on two other nodes, and a
@@ -25,14 +27,14 @@ func TestHeadMovesWhileJobsRun(t *testing.T) {
 	dir := t.TempDir()
 	script := `touch ` + dir + `/started-$RANK; while [ ! -e ` + dir + `/go ]; do sleep 0.1; done; exit 3`
 	nw.launcher("run", "-H", b.name+","+c.name, "--", "sh", "-c", script)
-	eventuallyWithin(t, 20*time.Second, "both workers running", func() bool {
+	testwait.Until(t, 20*time.Second, "both workers running", func() bool {
 		m, _ := filepath.Glob(filepath.Join(dir, "started-*"))
 		return len(m) == 2
 	})
 
 	kill9(t, head)
 	// A second store is refused while gossip still takes the head for alive.
-	eventuallyWithin(t, 20*time.Second, "gossip to find the head dead", func() bool {
+	testwait.Until(t, 20*time.Second, "gossip to find the head dead", func() bool {
 		return strings.Contains(bAgent.logText(), "gossip lost a peer")
 	})
 	nw.storeCerts(a, d) // under the one CA, which launcher certs kept
@@ -42,13 +44,13 @@ func TestHeadMovesWhileJobsRun(t *testing.T) {
 			"--token-file", nw.token, "--tls-ca", nw.ca).CombinedOutput()
 		return string(out)
 	}
-	eventuallyWithin(t, 20*time.Second, "the new store to take the job over", func() bool {
+	testwait.Until(t, 20*time.Second, "the new store to take the job over", func() bool {
 		return strings.Contains(jobs(), "running")
 	})
 	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	eventuallyWithin(t, 20*time.Second, "the job to end with its exit code", func() bool {
+	testwait.Until(t, 20*time.Second, "the job to end with its exit code", func() bool {
 		for _, l := range strings.Split(jobs(), "\n") {
 			if f := strings.Fields(l); len(f) >= 3 && strings.HasPrefix(f[0], "j-") && f[1] == "failed" && f[2] == "3" {
 				return true

@@ -5,13 +5,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // nodesRegistered waits until `launcher nodes` lists every one of names as
 // registered with the store.
 func (nw *network) nodesRegistered(names ...string) {
 	nw.t.Helper()
-	eventuallyWithin(nw.t, 20*time.Second, strings.Join(names, ", ")+" registered", func() bool {
+	testwait.Until(nw.t, 20*time.Second, strings.Join(names, ", ")+" registered", func() bool {
 		r := nw.run("nodes")
 		for _, name := range names {
 			row := nodeRow(r.stdout, name)
@@ -109,11 +111,11 @@ func TestLauncherElasticNodes(t *testing.T) {
 		}
 		return nss
 	}
-	eventuallyWithin(t, 30*time.Second, "two nodes after the last call", func() bool {
+	testwait.Until(t, 30*time.Second, "two nodes after the last call", func() bool {
 		return sameSet(lines("2", "0"), []string{a.netns, b.netns})
 	})
 	nw.join(c, nw.token)
-	eventuallyWithin(t, 30*time.Second, "the job grown to three nodes", func() bool {
+	testwait.Until(t, 30*time.Second, "the job grown to three nodes", func() bool {
 		return sameSet(lines("3", "0"), []string{a.netns, b.netns, c.netns})
 	})
 	kill9(t, agentB)

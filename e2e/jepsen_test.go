@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // Nothing lost, nothing run twice, checked as Jepsen would: a workload of
@@ -136,7 +138,7 @@ exit 0`
 	// The nemesis, on the test's goroutine: each disturbance waits for a
 	// leader again before the next.
 	var disturbances []string
-	eventuallyWithin(t, 30*time.Second, "the first jobs running", func() bool {
+	testwait.Until(t, 30*time.Second, "the first jobs running", func() bool {
 		b, _ := os.ReadFile(runs)
 		return bytes.Count(b, []byte("\n")) >= 4
 	})
@@ -536,7 +538,7 @@ func (r *replicated) leading() []string {
 func (r *replicated) soleLeader(t *testing.T, not string, d time.Duration) string {
 	t.Helper()
 	var l []string
-	eventuallyWithin(t, d, "one replica leading, not "+not, func() bool {
+	testwait.Until(t, d, "one replica leading, not "+not, func() bool {
 		l = r.leading()
 		return len(l) == 1 && l[0] != not
 	})
@@ -548,7 +550,7 @@ func (r *replicated) soleLeader(t *testing.T, not string, d time.Duration) strin
 func (r *replicated) soleLeaderAmong(t *testing.T, cut string, d time.Duration) string {
 	t.Helper()
 	var l []string
-	eventuallyWithin(t, d, "one replica other than "+cut+" leading", func() bool {
+	testwait.Until(t, d, "one replica other than "+cut+" leading", func() bool {
 		l = slices.DeleteFunc(r.leading(), func(s string) bool { return s == cut })
 		return len(l) == 1
 	})

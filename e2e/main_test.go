@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 var launcherBin, agentBin string
@@ -249,19 +251,7 @@ func isZombie(stat []byte) bool {
 // eventually polls cond until it holds or 20 s pass.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	eventuallyWithin(t, 20*time.Second, what, cond)
-}
-
-// eventuallyWithin polls cond until it holds or d passes.
-func eventuallyWithin(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Until(t, 20*time.Second, what, cond)
 }
 
 // startAgent runs the agent daemon hosting a store on a free loopback port.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // Three hosts, each in a network namespace of its own: every worker gets
@@ -74,7 +76,7 @@ func TestNetnsAgentKilled(t *testing.T) {
 	if r.code == 0 || !strings.Contains(r.stderr, "node b lost: agent connection closed") {
 		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
 	}
-	eventuallyWithin(t, 10*time.Second, "no worker left", func() bool { return len(jobProcesses(t, marker)) == 0 })
+	testwait.Until(t, 10*time.Second, "no worker left", func() bool { return len(jobProcesses(t, marker)) == 0 })
 }
 
 // A node whose link goes down is declared dead by gossip and the job fails;
@@ -95,7 +97,7 @@ func TestNetnsLinkCut(t *testing.T) {
 		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 	// c's agent stops its own worker too: to it, a and b died.
-	eventuallyWithin(t, 10*time.Second, "no worker left", func() bool { return len(jobProcesses(t, marker)) == 0 })
+	testwait.Until(t, 10*time.Second, "no worker left", func() bool { return len(jobProcesses(t, marker)) == 0 })
 
 	nw.heal(c)
 	nw.waitReady(3, 30*time.Second)

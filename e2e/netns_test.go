@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // network is hosts on one LAN: each host is a network namespace whose eth0
@@ -197,7 +199,7 @@ func (nw *network) startHead() *agent {
 	a := nw.startAgent(h, h.name, "--listen", nw.store(), "--token-file", nw.token,
 		"--tls-cert", filepath.Join(nw.dir, "store.pem"), "--tls-key", filepath.Join(nw.dir, "store-key.pem"),
 		"--tls-ca", nw.ca, "--socket", filepath.Join(nw.dir, "store.sock"))
-	eventuallyWithin(nw.t, 20*time.Second, "the store on "+h.name, func() bool { return nw.ready(1).code == 0 })
+	testwait.Until(nw.t, 20*time.Second, "the store on "+h.name, func() bool { return nw.ready(1).code == 0 })
 	return a
 }
 
@@ -266,7 +268,7 @@ func (nw *network) ready(n int) result {
 // waitReady waits until n nodes are registered.
 func (nw *network) waitReady(n int, d time.Duration) {
 	nw.t.Helper()
-	eventuallyWithin(nw.t, d, fmt.Sprintf("%d nodes registered", n), func() bool { return nw.ready(n).code == 0 })
+	testwait.Until(nw.t, d, fmt.Sprintf("%d nodes registered", n), func() bool { return nw.ready(n).code == 0 })
 }
 
 // runsOn runs a job on hosts, one worker each, and checks that each ran one.

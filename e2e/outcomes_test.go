@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // SIGTERM to the agent that hosts the store fails the running job, naming
@@ -71,7 +73,7 @@ func TestSuspendedLauncherKeepsItsJob(t *testing.T) {
 		return strings.Contains(s, "[0] 1000\n") && strings.Contains(s, "[1] 1000\n")
 	})
 	cmd.Process.Signal(syscall.SIGSTOP)
-	eventuallyWithin(t, time.Minute, "the workers to outlast the timeouts", func() bool {
+	testwait.Until(t, time.Minute, "the workers to outlast the timeouts", func() bool {
 		m, _ := filepath.Glob(filepath.Join(dir, "slept-*"))
 		return len(m) == 2
 	})

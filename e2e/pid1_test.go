@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // The agent as a container's entrypoint: PID 1 of its own PID namespace,
@@ -38,7 +40,7 @@ func TestAgentAsPID1(t *testing.T) {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 
-	eventuallyWithin(t, 20*time.Second, "the agent to take jobs", func() bool {
+	testwait.Until(t, 20*time.Second, "the agent to take jobs", func() bool {
 		return runLauncher(t, "run", "--cluster", addr, "--", "true").code == 0
 	})
 	if r := runLauncher(t, "run", "--cluster", addr, "--", "sh", "-c", "sleep 0.2 & exit 3"); r.code != 3 {

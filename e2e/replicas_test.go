@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // A replicated store on namespace hosts: a, b and c host its replicas,
@@ -47,7 +49,7 @@ func startReplicated(t *testing.T, n int) *replicated {
 		all = append(all, r.workers[h.name])
 	}
 	nw.stopTogetherAtCleanup(all)
-	eventuallyWithin(t, 30*time.Second, "every node registered with the replicas' leader", func() bool {
+	testwait.Until(t, 30*time.Second, "every node registered with the replicas' leader", func() bool {
 		return r.runOn(nw.hosts[n-1], "run", "-n", strconv.Itoa(n), "--wait-timeout", "0", "--", "true").code == 0
 	})
 	return r
@@ -115,7 +117,7 @@ func TestNetnsReplicasKeepJobsThroughTheLeadersLoss(t *testing.T) {
 			dir := t.TempDir()
 			script := `i=0; touch ` + dir + `/started-$RANK; while [ ! -e ` + dir + `/go ]; do i=$((i+1)); echo "rank $RANK line $i"; sleep 0.2; done; echo "rank $RANK end"; exit 3`
 			cmd, out, errb := r.launcherOn(d, "run", "-H", "d,e", "--", "sh", "-c", script)
-			eventuallyWithin(t, 20*time.Second, "both workers running", func() bool {
+			testwait.Until(t, 20*time.Second, "both workers running", func() bool {
 				m, _ := filepath.Glob(filepath.Join(dir, "started-*"))
 				return len(m) == 2
 			})
@@ -221,7 +223,7 @@ func TestNetnsReplicasRollingRestartAndReplacement(t *testing.T) {
 	dir := t.TempDir()
 	script := `touch ` + dir + `/started; while [ ! -e ` + dir + `/go ]; do sleep 0.1; done; exit 3`
 	cmd, out, errb := r.launcherOn(d, "run", "-H", "d", "--", "sh", "-c", script)
-	eventuallyWithin(t, 20*time.Second, "the worker running", func() bool {
+	testwait.Until(t, 20*time.Second, "the worker running", func() bool {
 		_, err := os.Stat(filepath.Join(dir, "started"))
 		return err == nil
 	})
@@ -231,11 +233,11 @@ func TestNetnsReplicasRollingRestartAndReplacement(t *testing.T) {
 		old.cmd.Process.Signal(syscall.SIGTERM)
 		old.cmd.Wait()
 		r.replicas[h.name] = r.startAgent(h, h.name, r.replicaArgs(h, peers)...)
-		eventuallyWithin(t, 30*time.Second, "the replicas settled after "+h.name+"'s restart", func() bool { return r.settled(peers) })
+		testwait.Until(t, 30*time.Second, "the replicas settled after "+h.name+"'s restart", func() bool { return r.settled(peers) })
 	}
 	// c dies for good; e takes its place.
 	kill9(t, r.replicas["c"])
-	eventuallyWithin(t, 30*time.Second, "a leader without c", func() bool {
+	testwait.Until(t, 30*time.Second, "a leader without c", func() bool {
 		return r.roles(peers)[r.hosts[0].ip+":29400"] != "" && r.settled(a.ip+":29400,"+b.ip+":29400")
 	})
 	newPeers := a.ip + ":29400," + b.ip + ":29400," + e.ip + ":29400"
@@ -246,7 +248,7 @@ func TestNetnsReplicasRollingRestartAndReplacement(t *testing.T) {
 	if out, err := r.storesCmd(d, "add", e.ip+":29400"); err != nil {
 		t.Fatalf("stores add: %v: %s", err, out)
 	}
-	eventuallyWithin(t, 30*time.Second, "a, b and e settled", func() bool { return r.settled(newPeers) })
+	testwait.Until(t, 30*time.Second, "a, b and e settled", func() bool { return r.settled(newPeers) })
 	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // The tests here run deploy/slurm/muster.sbatch under a real Slurm (Debian's
@@ -104,7 +106,7 @@ func newSlurm(t *testing.T, n int) *slurmCluster {
 	s.daemon("munged", bin["munged"], "--foreground", "--force", "--key-file="+filepath.Join(munge, "key"),
 		"--socket="+socket, "--pid-file="+filepath.Join(munge, "pid"), "--seed-file="+filepath.Join(munge, "seed"),
 		"--log-file="+filepath.Join(munge, "log"))
-	eventuallyWithin(t, 10*time.Second, "munged's socket", func() bool { _, err := os.Stat(socket); return err == nil })
+	testwait.Until(t, 10*time.Second, "munged's socket", func() bool { _, err := os.Stat(socket); return err == nil })
 
 	var nodes strings.Builder
 	for _, h := range nw.hosts {

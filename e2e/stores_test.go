@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // replicaRow is a row of `launcher stores -o json`.
@@ -128,7 +130,7 @@ func roles(rows []replicaRow) (map[string]int, []string) {
 // exits (agent/agent.go), which is not what these tests are about.
 func (r *replicaAgents) waitRegistered(t *testing.T) {
 	t.Helper()
-	eventuallyWithin(t, 30*time.Second, "the replicas' agents registered", func() bool {
+	testwait.Until(t, 30*time.Second, "the replicas' agents registered", func() bool {
 		res := runLauncherEnv(t, r.env, "nodes", "--cluster", strings.Join(r.addrs, ","), "-o", "json")
 		var list struct {
 			Items []json.RawMessage `json:"items"`
@@ -145,7 +147,7 @@ func TestStores(t *testing.T) {
 	r := startReplicas(t)
 	var rows []replicaRow
 	var last result
-	eventuallyWithin(t, 30*time.Second, "one leader and two followers of one term", func() bool {
+	testwait.Until(t, 30*time.Second, "one leader and two followers of one term", func() bool {
 		last, rows = r.stores(t, r.addrs)
 		n, _ := roles(rows)
 		return len(rows) == 3 && n["leader"] == 1 && n["follower"] == 2 && last.code == 0 &&
@@ -170,7 +172,7 @@ func TestStores(t *testing.T) {
 	if err := r.cmds[old].Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	eventuallyWithin(t, 10*time.Second, "the old leader unreachable and another leading", func() bool {
+	testwait.Until(t, 10*time.Second, "the old leader unreachable and another leading", func() bool {
 		last, rows = r.stores(t, r.addrs)
 		n, leaders := roles(rows)
 		return len(rows) == 3 && n["unreachable"] == 1 && len(leaders) == 1 && leaders[0] != old && last.code == 0
@@ -210,7 +212,7 @@ func TestStores(t *testing.T) {
 	if add.code != 0 || !strings.Contains(add.stdout, "replica "+added+" added") || strings.Count(add.stdout, "127.0.0.1:") != 4 {
 		t.Fatalf("stores add: exit %d\n%s%s", add.code, add.stdout, add.stderr)
 	}
-	eventuallyWithin(t, 10*time.Second, "the added replica following", func() bool {
+	testwait.Until(t, 10*time.Second, "the added replica following", func() bool {
 		last, rows = r.stores(t, live)
 		n, _ := roles(rows)
 		return len(rows) == 3 && n["leader"] == 1 && n["follower"] == 2 && slices.ContainsFunc(rows, func(row replicaRow) bool {
@@ -225,7 +227,7 @@ func TestStoresNoLeader(t *testing.T) {
 	t.Parallel()
 	r := startReplicas(t)
 	var rows []replicaRow
-	eventuallyWithin(t, 30*time.Second, "a leader", func() bool {
+	testwait.Until(t, 30*time.Second, "a leader", func() bool {
 		_, rows = r.stores(t, r.addrs)
 		_, leaders := roles(rows)
 		return len(leaders) == 1
@@ -235,7 +237,7 @@ func TestStoresNoLeader(t *testing.T) {
 		r.cmds[addr].Process.Signal(syscall.SIGKILL)
 	}
 	var last result
-	eventuallyWithin(t, 10*time.Second, "no leader", func() bool {
+	testwait.Until(t, 10*time.Second, "no leader", func() bool {
 		last, rows = r.stores(t, r.addrs)
 		n, _ := roles(rows)
 		return n["unreachable"] == 2 && n["leader"] == 0

@@ -14,6 +14,8 @@ import (
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/security"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // freeAddrs returns n loopback store addresses whose next ports are free too.
@@ -125,7 +127,7 @@ func TestReplicasKeepTheTableWhenTheLeaderGoes(t *testing.T) {
 			t.Fatalf("follower %s: register: %v, want not-leader naming %s", r.rep.cfg.Addr, err, first.rep.cfg.Addr)
 		}
 	}
-	waitFor(t, "every replica holds node w1", func() bool {
+	testwait.Until(t, 20*time.Second, "every replica holds node w1", func() bool {
 		for _, r := range rs {
 			if len(r.store.Nodes()) != 1 {
 				return false
@@ -166,7 +168,7 @@ func TestReplicaWithAnotherTokenIsRefused(t *testing.T) {
 	if _, err := leader.store.Register(&musterv1.Node{Name: "w1", Addr: "10.0.0.9", Rank: -1}, "k", nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the other good replica holds node w1", func() bool {
+	testwait.Until(t, 20*time.Second, "the other good replica holds node w1", func() bool {
 		for _, r := range good {
 			if len(r.store.Nodes()) != 1 {
 				return false
@@ -198,17 +200,6 @@ func TestCheckPeers(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // Two of three replicas are lost for good: the third, started alone with
 // its table, leads and holds the node registered before; a replica added
 // back learns the table from it.
@@ -223,7 +214,7 @@ func TestReplicaRecoversAloneAfterItsQuorumIsLost(t *testing.T) {
 	if _, err := leader.store.Register(&musterv1.Node{Name: "w1", Addr: "10.0.0.9", Rank: -1}, "key-w1", nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "every replica holds node w1", func() bool {
+	testwait.Until(t, 20*time.Second, "every replica holds node w1", func() bool {
 		for _, r := range rs {
 			if len(r.store.Nodes()) != 1 {
 				return false
@@ -248,7 +239,7 @@ func TestReplicaRecoversAloneAfterItsQuorumIsLost(t *testing.T) {
 	if _, err := alone.rep.Change(addrs[1], false); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the added replica holds node w1", func() bool { return len(fresh.store.Nodes()) == 1 })
+	testwait.Until(t, 20*time.Second, "the added replica holds node w1", func() bool { return len(fresh.store.Nodes()) == 1 })
 }
 
 // A job's assignment still queued when its leader died is sent again by the

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 func TestMain(m *testing.M) {
@@ -39,17 +41,6 @@ func marked(marker string) []int {
 		pids = append(pids, pid)
 	}
 	return pids
-}
-
-func eventually(t *testing.T, what string, d time.Duration, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 type testJob struct {
@@ -204,7 +195,7 @@ func TestNoDescendantOutlivesTheJob(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			j := startShell(t, 200*time.Millisecond, tt.script)
-			eventually(t, "the worker to start its child", 5*time.Second, func() bool { return len(marked(j.marker)) >= 2 })
+			testwait.Until(t, 5*time.Second, "the worker to start its child", func() bool { return len(marked(j.marker)) >= 2 })
 			if tt.end != nil {
 				tt.end(j)
 			}
@@ -249,7 +240,7 @@ func TestJobDirRemovedEvenIfTheAgentDies(t *testing.T) {
 	<-g.Events()
 	g.conn.Close()
 	<-g.Done()
-	eventually(t, "the job directory to go", 5*time.Second, func() bool {
+	testwait.Until(t, 5*time.Second, "the job directory to go", func() bool {
 		_, err := os.Stat(dir)
 		return os.IsNotExist(err)
 	})

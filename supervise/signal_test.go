@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // SignalLeaders reaches each worker's own process once and nothing it
@@ -74,7 +76,7 @@ func TestNoCore(t *testing.T) {
 	}
 	// Its environment reads empty while the shell execs sleep.
 	var pids []int
-	eventually(t, "the worker's one process", 5*time.Second, func() bool {
+	testwait.Until(t, 5*time.Second, "the worker's one process", func() bool {
 		pids = marked(j.marker)
 		return len(pids) == 1
 	})
