@@ -171,7 +171,7 @@ type Agent struct {
 type jobRun struct {
 	asg     *musterv1.Assignment
 	since   time.Time // when the assignment came
-	storeID string // the store that assigned it
+	storeID string    // the store that assigned it
 	sup     *Supervisor
 	pub     *jobPublisher
 	ended   chan struct{} // closed once the run is no longer in Agent.jobs

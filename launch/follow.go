@@ -108,7 +108,7 @@ type follower struct {
 	interrupts int
 	gaveUp     error // why the launcher stopped following before the job's end
 	hops       int   // leaders followed at once since the stream last broke
-	quiet      bool // stdout is gone: drain, print nothing more
+	quiet      bool  // stdout is gone: drain, print nothing more
 	lost       uint64
 	lostBytes  uint64
 	waited     bool // a round's wait for nodes was announced
@@ -446,7 +446,6 @@ func (f *follower) stdoutGone(ctx context.Context, err error) {
 	f.cancel(ctx, false, reason, code)
 }
 
-//
 // It reports true when the launcher should give the job up: a second
 // interrupt that could not reach the store either, which leaves the job's
 // fate to be found later rather than a user waiting on a store that is gone.

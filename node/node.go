@@ -87,11 +87,11 @@ type Node struct {
 	// warnedStores are the other store hosts watchGossip warned of (stores.go).
 	warnedStores map[string]bool
 	// replicas are the hosted store's replicas, when it is replicated.
-	replicas []string
-	nodeTimeout  time.Duration            // gossip's node timeout, gossiped in the metadata
-	timeouts     map[string]time.Duration // the node timeout each node last gossiped; watchGossip's
-	metrics      *nodeMetrics             // nil without Config.MetricsAddr (metrics.go)
-	gossipPeers  int                      // how many peers gossip was given to join
+	replicas    []string
+	nodeTimeout time.Duration            // gossip's node timeout, gossiped in the metadata
+	timeouts    map[string]time.Duration // the node timeout each node last gossiped; watchGossip's
+	metrics     *nodeMetrics             // nil without Config.MetricsAddr (metrics.go)
+	gossipPeers int                      // how many peers gossip was given to join
 }
 
 // Start starts the gossip member, if any, hosts the store, joins it or finds

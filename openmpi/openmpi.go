@@ -26,8 +26,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/musterhq/muster/jobkv"
 	"github.com/musterhq/muster/envprop"
+	"github.com/musterhq/muster/jobkv"
 )
 
 // The hidden commands of the agent and launcher binaries that run an Open

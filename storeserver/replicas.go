@@ -18,7 +18,6 @@ import (
 // the nodes, its own status) and refuses the rest with the leader's
 // address as a field (storeclient.LeaderOf), which clients follow.
 
-
 // followerMethods are the calls a follower answers from its own table.
 var followerMethods = map[string]bool{
 	musterv1.Jobs_ListJobs_FullMethodName:          true,
@@ -67,7 +66,6 @@ func (s *Server) whileLeading(ctx context.Context) (context.Context, context.Can
 	}()
 	return ctx, cancel
 }
-
 
 func (s *Server) ReplicaStatus(context.Context, *musterv1.ReplicaStatusRequest) (*musterv1.ReplicaStatusResponse, error) {
 	if s.replica == nil {
