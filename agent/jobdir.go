@@ -14,6 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/musterhq/muster/ownfile"
+
+	"github.com/musterhq/muster/paths"
 )
 
 // A job's directory on a node (its hostfile) is TempDir/muster-JOBID.NODERANK
@@ -35,18 +37,7 @@ const (
 // systemd's RuntimeDirectory when the unit has one, /run/muster/jobs as root,
 // else this user's runtime directory ($XDG_RUNTIME_DIR/muster/jobs, or
 // /tmp/muster-UID/jobs without one).
-func DefaultTempDir() string {
-	if d, _, _ := strings.Cut(os.Getenv("RUNTIME_DIRECTORY"), ":"); filepath.IsAbs(d) {
-		return filepath.Join(d, "jobs")
-	}
-	if os.Geteuid() == 0 {
-		return "/run/muster/jobs"
-	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
-		return filepath.Join(d, "muster", "jobs")
-	}
-	return filepath.Join("/tmp", fmt.Sprintf("muster-%d", os.Geteuid()), "jobs")
-}
+func DefaultTempDir() string { return filepath.Join(paths.OS().RuntimeDir(), "jobs") }
 
 // prepareTempDir makes dir if need be and checks that it is private: a
 // directory of this user that no one else may change, in a parent where

@@ -22,6 +22,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+
+	"github.com/musterhq/muster/paths"
 )
 
 // Defaults for Config's bounds, and the file's name in the data directory.
@@ -494,18 +496,4 @@ func (h *History) Close() error {
 // DefaultDir is where an agent hosting a store keeps its data: systemd's
 // StateDirectory when the unit has one, /var/lib/muster as root, else this
 // user's state directory ($XDG_STATE_HOME/muster, ~/.local/state/muster).
-func DefaultDir() string {
-	if d, _, _ := strings.Cut(os.Getenv("STATE_DIRECTORY"), ":"); filepath.IsAbs(d) {
-		return d
-	}
-	if os.Geteuid() == 0 {
-		return "/var/lib/muster"
-	}
-	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
-		return filepath.Join(d, "muster")
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(home, ".local", "state", "muster")
-	}
-	return ""
-}
+func DefaultDir() string { return paths.OS().StateDir() }

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/musterhq/muster/paths"
 )
 
 // Defaults of Config.
@@ -523,18 +525,4 @@ func countLines(f *os.File, offset int64) (int64, error) {
 // DefaultDir is where an agent keeps its ranks' output: under systemd's
 // StateDirectory when the unit has one, /var/lib/muster/rank-logs as root,
 // else this user's state directory ($XDG_STATE_HOME, or ~/.local/state).
-func DefaultDir() string {
-	if d, _, _ := strings.Cut(os.Getenv("STATE_DIRECTORY"), ":"); filepath.IsAbs(d) {
-		return filepath.Join(d, "rank-logs")
-	}
-	if os.Geteuid() == 0 {
-		return "/var/lib/muster/rank-logs"
-	}
-	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
-		return filepath.Join(d, "muster", "rank-logs")
-	}
-	if home, err := os.UserHomeDir(); err == nil && filepath.IsAbs(home) {
-		return filepath.Join(home, ".local", "state", "muster", "rank-logs")
-	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("muster-%d", os.Geteuid()), "rank-logs")
-}
+func DefaultDir() string { return filepath.Join(paths.OS().StateDir(), "rank-logs") }

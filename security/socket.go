@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/musterhq/muster/paths"
 )
 
 // SystemSocket is the Unix socket of an agent running as root: every local
@@ -25,15 +27,7 @@ const maxSocketPath = 107
 // DefaultSocket is where an agent hosting a store serves its Unix socket by
 // default: SystemSocket for root, else $XDG_RUNTIME_DIR/muster/agent.sock
 // (or /tmp/muster-UID/agent.sock without XDG_RUNTIME_DIR).
-func DefaultSocket() string {
-	if os.Geteuid() == 0 {
-		return SystemSocket
-	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "muster", "agent.sock")
-	}
-	return filepath.Join("/tmp", fmt.Sprintf("muster-%d", os.Geteuid()), "agent.sock")
-}
+func DefaultSocket() string { return filepath.Join(paths.OS().UserRuntimeDir(), "agent.sock") }
 
 // SocketAddr is the dial address of a socket path: unix:///path.
 func SocketAddr(path string) string { return "unix://" + path }

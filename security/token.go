@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/musterhq/muster/paths"
 )
 
 // MinTokenLength is the shortest cluster token accepted, from a file or from
@@ -82,14 +84,11 @@ func ResolveToken(src TokenSource) (tok string, created bool, err error) {
 // creates when none is given: /etc/muster/token for root, else
 // $XDG_CONFIG_HOME/muster/token (~/.config/muster/token).
 func DefaultTokenFile() string {
-	if os.Geteuid() == 0 {
-		return SystemTokenFile
-	}
-	dir, err := os.UserConfigDir()
-	if err != nil {
+	dir := paths.OS().ConfigDir()
+	if dir == "" {
 		return ""
 	}
-	return filepath.Join(dir, "muster", "token")
+	return filepath.Join(dir, "token")
 }
 
 // FindTokenFile returns the first default token file this user can read:
