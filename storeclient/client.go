@@ -98,7 +98,7 @@ func dialMovable(addr string, replicas []string, sec security.Security, pingTime
 	r := manual.NewBuilderWithScheme(movableScheme)
 	r.InitialState(storeState(addr))
 	l := &leaderState{addr: addr, replicas: replicas}
-	opts := append([]grpc.DialOption{grpc.WithResolvers(r), grpc.WithChainUnaryInterceptor(l.unary)}, extra...)
+	opts := append([]grpc.DialOption{grpc.WithResolvers(r), grpc.WithChainUnaryInterceptor(l.unary), grpc.WithChainStreamInterceptor(l.stream)}, extra...)
 	c, err := dial(r.Scheme()+":///"+addr, sec, pingTimeout, opts...)
 	if err != nil {
 		return nil, err

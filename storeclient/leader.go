@@ -126,3 +126,63 @@ func (c *Client) StoreAddr() string {
 	}
 	return c.leader.now()
 }
+
+// stream opens a stream; a server-streaming call a replica refused before
+// its first message is opened again at the leader it named, with the same
+// request, as a unary call is made again (unary).
+func (l *leaderState) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
+	streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	cs, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil {
+		l.afterCall(err)
+		return nil, err
+	}
+	if desc.ClientStreams {
+		return cs, nil
+	}
+	return &leaderStream{ClientStream: cs, l: l, open: func() (grpc.ClientStream, error) {
+		return streamer(ctx, desc, cc, method, opts...)
+	}}, nil
+}
+
+// leaderStream is a server-streaming call that follows the leader until
+// its first message comes.
+type leaderStream struct {
+	grpc.ClientStream
+	l        *leaderState
+	open     func() (grpc.ClientStream, error)
+	req      any
+	received bool
+}
+
+func (s *leaderStream) SendMsg(m any) error {
+	s.req = m
+	return s.ClientStream.SendMsg(m)
+}
+
+func (s *leaderStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	for hop := 0; err != nil && !s.received && s.req != nil && hop < maxLeaderHops; hop++ {
+		leader, refused := LeaderOf(err)
+		if !refused || leader == "" {
+			break
+		}
+		s.l.move(leader)
+		cs, oerr := s.open()
+		if oerr != nil {
+			return oerr
+		}
+		if oerr := cs.SendMsg(s.req); oerr != nil {
+			return oerr
+		}
+		if oerr := cs.CloseSend(); oerr != nil {
+			return oerr
+		}
+		s.ClientStream = cs
+		err = cs.RecvMsg(m)
+	}
+	if err == nil {
+		s.received = true
+	}
+	return err
+}
