@@ -200,7 +200,7 @@ func TestRunHelpGroupsFlags(t *testing.T) {
 		{"Placement", []string{"--nnodes", "--last-call", "--gpus", "--nproc", "--host", "--hostfile", "--exclude"}},
 		{"Environment", []string{"--env", "--workdir", "--isolate-gpus", "--no-nccl-autodetect", "--no-agent-store"}},
 		{"Python", []string{"--module", "--no-python"}},
-		{"Output", []string{"--stdin", "--tag-output", "--no-tag-output", "--events", "--output-ranks", "--timestamp-output", "--report-bindings", "--log-dir", "--verbose"}},
+		{"Output", []string{"--stdin", "--tag-output", "--no-tag-output", "--events", "--output-ranks", "--tty", "--no-tty", "--timestamp-output", "--report-bindings", "--log-dir", "--verbose"}},
 		{"Failure handling", []string{"--timeout", "--kill-timeout", "--memory-limit", "--max-restarts", "--restart-on", "--no-restart-exit-codes",
 			"--restart-backoff", "--restart-backoff-max", "--health-check", "--health-check-timeout", "--hang-timeout", "--hang-first-timeout", "--hang-on-silence", "--forward-signals"}},
 		{"MPI", []string{"--mpi"}},

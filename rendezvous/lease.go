@@ -263,7 +263,9 @@ func (s *Store) settleSuspicionsLocked() {
 			}
 			loss := failure.Loss(n.info.GetName(), signal, "", silent, "")
 			loss.StoreSilentMs = storeSilent.Milliseconds()
-			loss.StoreCutOff = alone
+			// Taken for the fence alone, with no other node's word: the
+			// store itself was the one more likely cut off.
+			loss.StoreCutOff = alone && len(sp.confirmedBy) == 0
 			loss.ConfirmedBy = slices.Clone(sp.confirmedBy)
 			s.proposeLocked(&RemoveNode{Session: n.session, Loss: loss, Renewed: n.renewed})
 		}

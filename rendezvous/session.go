@@ -212,8 +212,6 @@ func (s *Store) awaitAgentLocked(n *node, reason string) {
 		}
 		loss := failure.Loss(n.info.GetName(), musterv1.LossSignal_LOSS_SIGNAL_SESSION_EXPIRED, "", grace, reason)
 		loss.StoreSilentMs = time.Since(n.renewed).Milliseconds()
-		// Back from a spell cut off from many nodes: they lost the store.
-		loss.StoreCutOff = s.alone || s.clock().Sub(s.rejoined) < grace
 		s.proposeLocked(&RemoveNode{Session: session, Loss: loss, Renewed: n.renewed})
 	}
 	n.lost = time.AfterFunc(grace, expire)
