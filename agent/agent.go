@@ -266,8 +266,14 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 	watch, stop, err := a.registerLeader(ctx)
 	// The name may still be held by this node's previous agent, whose end
 	// the store has yet to see: wait a little for it, then give up. A
-	// replicated store may be electing its leader: wait for that too.
-	for deadline := time.Now().Add(nameTakenWait); (status.Code(err) == codes.PermissionDenied || a.electing(err)) && time.Now().Before(deadline); {
+	// replicated store without a leader is waited for as long as it takes:
+	// this node may host one of the replicas it needs for one.
+	var logged time.Time
+	for deadline := time.Now().Add(nameTakenWait); (status.Code(err) == codes.PermissionDenied && time.Now().Before(deadline)) || a.electing(err); {
+		if a.electing(err) && time.Since(logged) >= logEvery/6 {
+			logged = time.Now()
+			a.log.Info("waiting for the store's replicas to elect a leader", zap.String("error", storeclient.ErrorMessage(err)))
+		}
 		time.Sleep(250 * time.Millisecond)
 		watch, stop, err = a.registerLeader(ctx)
 	}
