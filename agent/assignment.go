@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/musterhq/muster/engine/uniqueid"
-	"github.com/musterhq/muster/envprop"
 	"github.com/musterhq/muster/jobspec"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 
@@ -136,7 +135,7 @@ func unplannedWorkers(asg *musterv1.Assignment) []workerPlan {
 	rank := min(max(asg.GetNodeRank(), 0), jobspec.MaxNodes-1)
 	plans := make([]workerPlan, nproc)
 	for l := range plans {
-		plans[l] = workerPlan{rank: envprop.GlobalRank(int(rank), int(nproc), l), localRank: l}
+		plans[l] = workerPlan{rank: jobspec.GlobalRank(int(rank), int(nproc), l), localRank: l}
 	}
 	return plans
 }

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/musterhq/muster/envprop"
+	"github.com/musterhq/muster/jobspec"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/storeclient"
 )
@@ -254,7 +254,7 @@ func (a *Agent) report() []*musterv1.RunningJob {
 			Gpus:          asg.GetGpus(),
 			RunAs:         asg.GetRunAs(),
 			JobToken:      asg.GetJobToken(),
-			Ranks:         r.sup.rankStates(int32(envprop.GlobalRank(int(asg.GetNodeRank()), int(asg.GetNproc()), 0)), asg.GetNproc(), acked),
+			Ranks:         r.sup.rankStates(int32(jobspec.GlobalRank(int(asg.GetNodeRank()), int(asg.GetNproc()), 0)), asg.GetNproc(), acked),
 			AckedSeq:      acked,
 			StoreId:       r.storeID,
 			StartedUnixMs: r.since.UnixMilli(),

@@ -10,6 +10,7 @@
 package envprop
 
 import (
+	"github.com/musterhq/muster/jobspec"
 	"slices"
 	"strconv"
 	"strings"
@@ -205,7 +206,7 @@ func (in Input) Nodes() int {
 }
 
 // Rank is the worker's global rank: node-major, as torchrun numbers them.
-func (in Input) Rank() int { return GlobalRank(in.NodeRank, in.NProc, in.LocalRank) }
+func (in Input) Rank() int { return jobspec.GlobalRank(in.NodeRank, in.NProc, in.LocalRank) }
 
 // WorldSize is the number of workers in the job.
 func (in Input) WorldSize() int { return in.Nodes() * in.NProc }

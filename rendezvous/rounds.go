@@ -17,7 +17,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/musterhq/muster/engine/uniqueid"
-	"github.com/musterhq/muster/envprop"
 	"github.com/musterhq/muster/jobspec"
 	"github.com/musterhq/muster/progress"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
@@ -638,9 +637,9 @@ func (s *Store) assignmentsLocked(j *job) ([]*musterv1.Assignment, uniqueid.ID, 
 
 func validPort(p int32) bool { return p > 0 && p < 65536 }
 
-// globalRank and nodeOf are envprop's rank layout in the store's int32s.
+// globalRank and nodeOf are jobspec's rank layout in the store's int32s.
 func globalRank(node, nproc, local int32) int32 {
-	return int32(envprop.GlobalRank(int(node), int(nproc), int(local)))
+	return int32(jobspec.GlobalRank(int(node), int(nproc), int(local)))
 }
 
-func nodeOf(rank, nproc int32) int32 { return int32(envprop.NodeOf(int(rank), int(nproc))) }
+func nodeOf(rank, nproc int32) int32 { return int32(jobspec.NodeOf(int(rank), int(nproc))) }

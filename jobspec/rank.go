@@ -1,4 +1,4 @@
-package envprop
+package jobspec
 
 // Ranks are laid out by node: node rank n's workers are the global ranks
 // n*nproc to n*nproc+nproc-1, local rank l the (n*nproc+l)-th. These two
