@@ -15,7 +15,7 @@ import (
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/security"
-	"github.com/musterhq/muster/storeclient"
+	"github.com/musterhq/muster/storewire"
 )
 
 // A connection to a job's TCPStore from another of the job's nodes comes
@@ -104,7 +104,7 @@ func (c *torchConnChecker) run(from torchConnFrom) {
 			c.mu.Unlock()
 			return
 		}
-		batch := queue[:min(len(queue), storeclient.MaxTorchConns)]
+		batch := queue[:min(len(queue), storewire.MaxTorchConns)]
 		c.queues[from] = queue[len(batch):]
 		c.mu.Unlock()
 		c.askBatch(from, batch)
@@ -234,8 +234,8 @@ func judgeTorchConns(conns []*musterv1.TorchConn, uid uint32, owner func(local, 
 
 // clipReason keeps a reason within what the store takes, and UTF-8.
 func clipReason(s string) string {
-	if len(s) > storeclient.MaxTorchConnReason {
-		s = s[:storeclient.MaxTorchConnReason]
+	if len(s) > storewire.MaxTorchConnReason {
+		s = s[:storewire.MaxTorchConnReason]
 	}
 	return strings.ToValidUTF8(s, "")
 }

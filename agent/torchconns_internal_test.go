@@ -20,7 +20,7 @@ import (
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/security"
-	"github.com/musterhq/muster/storeclient"
+	"github.com/musterhq/muster/storewire"
 )
 
 // A node's agent says of each connection asked about whether a process of
@@ -154,7 +154,7 @@ func TestTorchConnCheckerBatches(t *testing.T) {
 	if got := asks.Load(); got > 12 {
 		t.Errorf("%d questions for %d connections", got, n)
 	}
-	if got := most.Load(); got > storeclient.MaxTorchConns {
+	if got := most.Load(); got > storewire.MaxTorchConns {
 		t.Errorf("a question about %d connections", got)
 	}
 	c.mu.Lock()

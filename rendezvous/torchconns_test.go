@@ -15,6 +15,7 @@ import (
 	"github.com/musterhq/muster/security"
 	"github.com/musterhq/muster/storeclient"
 	"github.com/musterhq/muster/storeserver"
+	"github.com/musterhq/muster/storewire"
 )
 
 // torchJob runs a job on a (node rank 0, 10.0.0.1) and b (10.0.0.2) while
@@ -121,7 +122,7 @@ func TestCheckTorchConnsRefusals(t *testing.T) {
 		return err
 	}
 	ctx := context.Background()
-	many := make([]*musterv1.TorchConn, storeclient.MaxTorchConns+1)
+	many := make([]*musterv1.TorchConn, storewire.MaxTorchConns+1)
 	for i := range many {
 		many[i] = conn("10.0.0.2:40000")
 	}

@@ -22,29 +22,8 @@ import (
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/storewire"
 )
-
-// Bounds on gRPC traffic. A launcher's pings take a store that does not
-// answer within KeepaliveTimeout for gone. Agents wait longer
-// (AgentKeepaliveTimeout): a store whose CPU is saturated, as when
-// thousands of nodes register at once, answers late. The store sends no
-// pings (a stopped launcher cannot answer them): it drops a peer whose TCP
-// is silent for AgentKeepaliveTimeout. A dead agent is noticed sooner by
-// its stream breaking or by gossip.
-const (
-	KeepaliveTime         = 5 * time.Second
-	KeepaliveTimeout      = 5 * time.Second
-	AgentKeepaliveTimeout = 30 * time.Second
-	MaxMessageBytes       = 16 << 20
-)
-
-// MaxTorchConns bounds the connections to a job's TCPStore that one
-// CheckTorchConns call, and so one CheckTorchConns command, asks about.
-const MaxTorchConns = 1024
-
-// MaxTorchConnReason bounds an agent's word on why it refuses such a
-// connection.
-const MaxTorchConnReason = 256
 
 // Client is a connection to a store.
 type Client struct {
@@ -64,7 +43,7 @@ type Client struct {
 // store's Unix socket. It does not wait for the store: the first call does.
 // Keepalive pings notice a store that stopped answering within seconds.
 func Dial(addr string, sec security.Security) (*Client, error) {
-	return dial(addr, sec, KeepaliveTimeout)
+	return dial(addr, sec, storewire.KeepaliveTimeout)
 }
 
 // DialAgent connects an agent to the store at addr. Its keepalive pings wait
@@ -75,9 +54,9 @@ func Dial(addr string, sec security.Security) (*Client, error) {
 // head node that dies is replaced by a store on another node.
 func DialAgent(addr string, sec security.Security) (*Client, error) {
 	if security.IsUnixAddr(addr) {
-		return dial(addr, sec, AgentKeepaliveTimeout)
+		return dial(addr, sec, storewire.AgentKeepaliveTimeout)
 	}
-	return dialMovable(addr, nil, sec, AgentKeepaliveTimeout, grpc.WithContextDialer(unackedDialer(AgentUnackedAfter)))
+	return dialMovable(addr, nil, sec, storewire.AgentKeepaliveTimeout, grpc.WithContextDialer(unackedDialer(AgentUnackedAfter)))
 }
 
 // DialCluster connects a launcher to a cluster's store at addr (host:port),
@@ -87,7 +66,7 @@ func DialCluster(addr string, replicas []string, sec security.Security) (*Client
 	if security.IsUnixAddr(addr) {
 		return Dial(addr, sec)
 	}
-	return dialMovable(addr, replicas, sec, KeepaliveTimeout)
+	return dialMovable(addr, replicas, sec, storewire.KeepaliveTimeout)
 }
 
 // dialMovable dials a client that can Move, and follows a replicated
@@ -138,14 +117,14 @@ func dial(addr string, sec security.Security, pingTimeout time.Duration, extra .
 	if err != nil {
 		return nil, err
 	}
-	opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes)),
+	opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(storewire.MaxMessageBytes)),
 		// A store that comes back (restarted) is reached within a few
 		// seconds, not after gRPC's default backoff of up to two minutes.
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
 			BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second}, MinConnectTimeout: 5 * time.Second}))
 	if pingTimeout > 0 {
 		opts = append(opts, grpc.WithKeepaliveParams(keepalive.ClientParameters{
-			Time: KeepaliveTime, Timeout: pingTimeout, PermitWithoutStream: true}))
+			Time: storewire.KeepaliveTime, Timeout: pingTimeout, PermitWithoutStream: true}))
 	}
 	conn, err := grpc.NewClient(addr, append(opts, extra...)...)
 	if err != nil {
@@ -245,13 +224,9 @@ func LeaderOf(err error) (leader string, refused bool) {
 		return "", false
 	}
 	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == NotLeaderReason {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == storewire.NotLeaderReason {
 			return info.GetMetadata()["leader"], true
 		}
 	}
 	return "", false
 }
-
-// NotLeaderReason is the ErrorInfo reason of a replica's refusal because it
-// does not lead; its metadata's "leader" names the leader.
-const NotLeaderReason = "NOT_LEADER"

@@ -10,7 +10,7 @@ import (
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous"
-	"github.com/musterhq/muster/storeclient"
+	"github.com/musterhq/muster/storewire"
 )
 
 // A replicated store serves its leader's calls on the leader alone. A
@@ -42,7 +42,7 @@ func (s *Server) notLeader() error {
 
 func notLeaderStatus(leader string) error {
 	st := status.New(codes.Unavailable, (&rendezvous.NotLeaderError{Leader: leader}).Error())
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: storeclient.NotLeaderReason, Domain: "muster",
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: storewire.NotLeaderReason, Domain: "muster",
 		Metadata: map[string]string{"leader": leader}}); err == nil {
 		st = d
 	}

@@ -30,11 +30,11 @@ import (
 	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/replica"
 	"github.com/musterhq/muster/security"
-	"github.com/musterhq/muster/storeclient"
+	"github.com/musterhq/muster/storewire"
 )
 
 // Bounds on gRPC traffic beyond those the clients share
-// (storeclient.KeepaliveTime and the rest).
+// (storewire.KeepaliveTime and the rest).
 const (
 	maxStreams     = 4096
 	maxWaitTimeout = time.Hour
@@ -240,9 +240,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		grpc.Creds(security.TransportCreds{TCP: tcpCreds}),
 		grpc.ChainUnaryInterceptor(s.unaryAuth),
 		grpc.ChainStreamInterceptor(s.streamAuth),
-		grpc.MaxRecvMsgSize(storeclient.MaxMessageBytes),
+		grpc.MaxRecvMsgSize(storewire.MaxMessageBytes),
 		grpc.MaxConcurrentStreams(maxStreams),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: storeclient.KeepaliveTime, PermitWithoutStream: true}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: storewire.KeepaliveTime, PermitWithoutStream: true}),
 	}
 	if cfg.StatsHandler != nil {
 		opts = append(opts, grpc.StatsHandler(cfg.StatsHandler))
@@ -250,7 +250,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	// No keepalive pings from the store: a stopped process cannot answer
 	// them, though its host does (see DeadPeerAfter).
 	if lis != nil {
-		lis = deadPeerListener{Listener: lis, after: cmp.Or(cfg.DeadPeerAfter, storeclient.AgentKeepaliveTimeout)}
+		lis = deadPeerListener{Listener: lis, after: cmp.Or(cfg.DeadPeerAfter, storewire.AgentKeepaliveTimeout)}
 	}
 	s.grpc = grpc.NewServer(opts...)
 	musterv1.RegisterAgentsServer(s.grpc, s)

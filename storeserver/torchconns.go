@@ -14,7 +14,7 @@ import (
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/security"
-	"github.com/musterhq/muster/storeclient"
+	"github.com/musterhq/muster/storewire"
 )
 
 // PyTorch's clients carry no credential, so the agent that serves a job's
@@ -118,8 +118,8 @@ func (tc *torchChecks) answer(id, node string, verdicts []*musterv1.TorchConnVer
 // from who made them, for the agent that serves the store in the round.
 func (s *Server) CheckTorchConns(ctx context.Context, req *musterv1.CheckTorchConnsRequest) (*musterv1.CheckTorchConnsResponse, error) {
 	conns := req.GetConns()
-	if len(conns) == 0 || len(conns) > storeclient.MaxTorchConns {
-		return nil, status.Errorf(codes.InvalidArgument, "%d connections in one question, not 1 to %d", len(conns), storeclient.MaxTorchConns)
+	if len(conns) == 0 || len(conns) > storewire.MaxTorchConns {
+		return nil, status.Errorf(codes.InvalidArgument, "%d connections in one question, not 1 to %d", len(conns), storewire.MaxTorchConns)
 	}
 	ips := make([]netip.Addr, len(conns))
 	for i, c := range conns {
@@ -233,7 +233,7 @@ func (s *Server) TorchConnsChecked(_ context.Context, req *musterv1.TorchConnsCh
 		return nil, rpcError(err)
 	}
 	for _, v := range req.GetVerdicts() {
-		if r := v.GetReason(); len(r) > storeclient.MaxTorchConnReason || !utf8.ValidString(r) {
+		if r := v.GetReason(); len(r) > storewire.MaxTorchConnReason || !utf8.ValidString(r) {
 			return nil, status.Errorf(codes.InvalidArgument, "a reason of %d bytes, or not UTF-8", len(r))
 		}
 	}
