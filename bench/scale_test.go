@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -152,7 +153,9 @@ func roundsFor(n int) int {
 // real gRPC, authenticated with the cluster token over TCP. The floor,
 // measured in the same run with as many connections and streams, is a bare
 // gRPC server that waits until N streams are open and sends each one
-// message of the assignments' mean size.
+// message of the assignments' mean size. With MUSTER_SCALE_REPLICAS=3 the
+// store is replicated on raft (scaleRoundReplicated), measured against a
+// lone store and the floor in the same run.
 func BenchmarkScaleRound(b *testing.B) {
 	bin := filepath.Join(b.TempDir(), "lightagents")
 	if out, err := exec.Command("go", "build", "-o", bin, "./lightagents").CombinedOutput(); err != nil {
@@ -162,10 +165,23 @@ func BenchmarkScaleRound(b *testing.B) {
 	if conns == "" {
 		conns = "0"
 	}
+	// MUSTER_SCALE_REPLICAS=3 measures the store replicated on raft instead,
+	// its rounds in turn with a lone store's and the floor's.
+	replicas := 1
+	if r := os.Getenv("MUSTER_SCALE_REPLICAS"); r != "" {
+		var err error
+		if replicas, err = strconv.Atoi(r); err != nil || replicas < 1 {
+			b.Fatalf("MUSTER_SCALE_REPLICAS: %q is not a number of replicas", r)
+		}
+	}
 	for _, n := range nodeCounts(b, "MUSTER_SCALE_NODES", []int{10, 100, 1000, 5000, 10000}) {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				scaleRound(b, bin, n, conns)
+				if replicas > 1 {
+					scaleRoundReplicated(b, bin, n, conns, replicas)
+				} else {
+					scaleRound(b, bin, n, conns)
+				}
 			}
 		})
 	}
@@ -403,4 +419,221 @@ func scaleJob(b *testing.B, n int) {
 	b.ReportMetric(float64(procStatus("VmHWM"))/(1<<20), "process-peak-MiB")
 	b.ReportMetric(0, "ns/op")
 	b.Logf("| %d | %.3f s | %.3f s | %.2f | jobs %v spawn %v", n, mt.Seconds(), mf.Seconds(), float64(mt)/float64(mf), took, floor)
+}
+
+// replicaAddrs returns n loopback store addresses whose next ports (raft's)
+// are free too, and a listener on each store address, to serve it on.
+func replicaAddrs(b testing.TB, n int) ([]string, []net.Listener) {
+	b.Helper()
+	var addrs []string
+	var lis, spare []net.Listener
+	defer func() {
+		for _, l := range spare {
+			l.Close()
+		}
+	}()
+	for len(addrs) < n {
+		a, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		p := a.Addr().(*net.TCPAddr).Port
+		r, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+1))
+		if err != nil {
+			spare = append(spare, a)
+			continue
+		}
+		// Raft binds it itself: it is only held while the others are found.
+		spare = append(spare, r)
+		addrs, lis = append(addrs, a.Addr().String()), append(lis, a)
+	}
+	return addrs, lis
+}
+
+// startReplicated starts n replicas of a store on loopback in this process,
+// each with its raft log (bbolt) in a directory of its own and raft's
+// default heartbeat, and waits until one leads: it returns the servers and
+// the leader's index. edit may change each one's configuration first.
+func startReplicated(b testing.TB, n int, edit func(i int, cfg *storeserver.Config)) ([]*storeserver.Server, int) {
+	b.Helper()
+	addrs, lis := replicaAddrs(b, n)
+	srvs := make([]*storeserver.Server, n)
+	for i := range srvs {
+		cfg := storeserver.Config{Listener: lis[i], AdvertiseAddr: addrs[i], Security: security.Security{Token: scaleToken},
+			Replicas: addrs, ReplicaDir: b.TempDir()}
+		if edit != nil {
+			edit(i, &cfg)
+		}
+		s, err := storeserver.Start(context.Background(), cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		srvs[i] = s
+		b.Cleanup(s.Close)
+	}
+	return srvs, leaderIndex(b, srvs, 30*time.Second)
+}
+
+// leaderIndex waits until one of srvs leads its store.
+func leaderIndex(b testing.TB, srvs []*storeserver.Server, limit time.Duration) int {
+	b.Helper()
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for i, s := range srvs {
+			if s.Store().Leading() {
+				return i
+			}
+		}
+	}
+	b.Fatalf("no store replica leads within %s", limit)
+	return -1
+}
+
+// roundTarget is a store measured in turn with another: its client, its
+// light agents and the bytes its gRPC server writes.
+type roundTarget struct {
+	c          *storeclient.Client
+	la         *lines
+	eg         *egress
+	registered time.Duration
+	took       []time.Duration
+	bytes      []int64
+	size       int64 // the assignments' mean size in a first, untimed round
+}
+
+// register starts n light agents against addr and waits until the store
+// lists them all.
+func (t *roundTarget) register(b *testing.B, bin, addr string, n int, conns string, limit time.Duration) {
+	start := time.Now()
+	t.la = startLight(b, bin, "agents", "-addr", addr, "-token", scaleToken, "-n", strconv.Itoa(n), "-conns", conns)
+	t.la.next(b, "ready", limit)
+	for {
+		l, err := t.c.ListNodes(context.Background(), &musterv1.ListNodesRequest{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(l.GetNodes()) == n {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.registered = time.Since(start)
+}
+
+// round times one round from Submit until every agent holds its
+// assignment, then ends the job.
+func (t *roundTarget) round(b *testing.B, n int, limit time.Duration, timed bool) {
+	settle()
+	before := t.eg.n.Load()
+	start := time.Now()
+	resp, err := t.c.Submit(context.Background(), &musterv1.SubmitRequest{Spec: &musterv1.JobSpec{Argv: [][]byte{[]byte("true")}, Nnodes: int32(n), Nproc: 1}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := t.la.next(b, "assigned", limit)
+	took, sent := time.Since(start), t.eg.n.Load()-before
+	if timed {
+		t.took, t.bytes = append(t.took, took), append(t.bytes, sent)
+	} else {
+		total, _ := strconv.ParseInt(f[2], 10, 64)
+		t.size = total / int64(n)
+	}
+	endJob(b, t.c, resp.GetJobId(), limit)
+}
+
+// scaleRoundReplicated is scaleRound for a store of replicas replicas on
+// raft (in this process, on loopback), measured in the same run as a lone
+// store and the floor, each with its own N light agents: their rounds come
+// in turn, the replicated store's and the lone store's first on alternate
+// rounds, the floor's last.
+func scaleRoundReplicated(b *testing.B, bin string, n int, conns string, replicas int) {
+	rounds := roundsFor(n)
+	limit := time.Duration(n/10+60) * time.Second
+	sec := security.Security{Token: scaleToken}
+	ctx := context.Background()
+
+	lone := &roundTarget{eg: &egress{}}
+	srv, err := storeserver.Start(ctx, storeserver.Config{ListenAddr: "127.0.0.1:0", Security: sec, StatsHandler: lone.eg})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	if lone.c, err = storeclient.Dial(srv.Addr(), sec); err != nil {
+		b.Fatal(err)
+	}
+	defer lone.c.Close()
+
+	egs := make([]*egress, replicas)
+	srvs, lead := startReplicated(b, replicas, func(i int, cfg *storeserver.Config) {
+		egs[i] = &egress{}
+		cfg.StatsHandler = egs[i]
+	})
+	var addrs []string
+	for _, s := range srvs {
+		addrs = append(addrs, s.AdvertiseAddr())
+		defer s.Close()
+	}
+	rep := &roundTarget{eg: egs[lead]}
+	// The agents dial the leader, as they would once they found it.
+	if rep.c, err = storeclient.DialCluster(srvs[lead].Addr(), addrs, sec); err != nil {
+		b.Fatal(err)
+	}
+	defer rep.c.Close()
+
+	lone.register(b, bin, srv.Addr(), n, conns, limit)
+	rep.register(b, bin, srvs[lead].Addr(), n, conns, limit)
+	lone.round(b, n, limit, false)
+	rep.round(b, n, limit, false)
+
+	fl := startLight(b, bin, "floor", "-n", strconv.Itoa(n), "-size", strconv.FormatInt(lone.size, 10))
+	addr := fl.next(b, "listening", time.Minute)[1]
+	fc, err := storeclient.Dial(addr, sec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fc.Close()
+	fla := startLight(b, bin, "agents", "-addr", addr, "-token", scaleToken, "-n", strconv.Itoa(n), "-conns", conns)
+	fla.next(b, "ready", limit)
+
+	var floor []time.Duration
+	for r := 0; r < rounds; r++ {
+		first, second := rep, lone
+		if r%2 == 1 {
+			first, second = lone, rep
+		}
+		first.round(b, n, limit, true)
+		second.round(b, n, limit, true)
+		settle()
+		start := time.Now()
+		if _, err := fc.Submit(ctx, &musterv1.SubmitRequest{}); err != nil {
+			b.Fatal(err)
+		}
+		fla.next(b, "assigned", limit)
+		floor = append(floor, time.Since(start))
+	}
+	if !srvs[lead].Store().Leading() {
+		b.Fatal("the leader changed during the rounds: a round may have waited for an election")
+	}
+	hwm := procStatus("VmHWM")
+	fla.stop()
+	fl.stop()
+	lone.la.stop()
+	rep.la.stop()
+
+	mr, ml, mf := median(rep.took), median(lone.took), median(floor)
+	slices.Sort(rep.bytes)
+	eb := rep.bytes[len(rep.bytes)/2]
+	b.ReportMetric(mr.Seconds(), "round-s")
+	b.ReportMetric(ml.Seconds(), "single-s")
+	b.ReportMetric(mf.Seconds(), "floor-s")
+	b.ReportMetric(float64(mr)/float64(ml), "replicated/single")
+	b.ReportMetric(float64(mr)/float64(mf), "round/floor")
+	b.ReportMetric(float64(ml)/float64(mf), "single/floor")
+	b.ReportMetric(float64(eb)/float64(n), "egress-B/node")
+	b.ReportMetric(rep.registered.Seconds(), "register-s")
+	b.ReportMetric(lone.registered.Seconds(), "single-register-s")
+	b.ReportMetric(float64(hwm)/(1<<20), "process-peak-MiB")
+	b.ReportMetric(0, "ns/op")
+	b.Logf("| %d | %.4f s | %.4f s | %.4f s | %.2f | %.2f | %.2f | register %.2f s / %.2f s | replicated %v single %v floor %v",
+		n, mr.Seconds(), ml.Seconds(), mf.Seconds(), float64(mr)/float64(ml), float64(mr)/float64(mf), float64(ml)/float64(mf),
+		rep.registered.Seconds(), lone.registered.Seconds(), rep.took, lone.took, floor)
 }
