@@ -34,6 +34,9 @@ const (
 	reconnectMin    = 100 * time.Millisecond
 	reconnectMax    = 5 * time.Second
 	registerTimeout = 10 * time.Second
+	// electingRetry bounds the wait between tries while a replicated
+	// store's replicas elect a leader.
+	electingRetry = 300 * time.Millisecond
 	// replicaRegisterTimeout bounds a registration with one replica of a
 	// replicated store, which has others to try.
 	replicaRegisterTimeout = 3 * time.Second
@@ -209,6 +212,11 @@ func (a *Agent) reconnect() (musterv1.Agents_WatchClient, context.CancelFunc) {
 			return nil, nil
 		}
 		delay = min(2*delay, reconnectMax)
+		if a.electing(err) {
+			// Replicas elect a leader within a second or two: tries stay
+			// close, so that the agent finds it soon after.
+			delay = min(delay, electingRetry)
+		}
 		if try <= 3 || time.Since(logged) >= logEvery {
 			logged = time.Now()
 			msg := "store unreachable; trying again"

@@ -49,6 +49,9 @@ type job struct {
 	// ranOn names the nodes of every round formed, which keep their
 	// ranks' output (logs.go).
 	ranOn []string
+	// ranSet is ranOn as a set: a round of 10,000 nodes is checked against
+	// it in linear time.
+	ranSet map[string]bool
 	// ran are its last rounds that started their workers (maxRoundsShown).
 	ran []*musterv1.JobRound
 	// The restart policy's (restartpolicy.go): the counted restarts the

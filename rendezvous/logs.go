@@ -45,8 +45,16 @@ func (s *Store) SessionNode(session string) (string, error) {
 
 // ranLocked notes the nodes of a round just formed among those that ran j.
 func (j *job) ranLocked(nodes []*node) {
+	if j.ranSet == nil || len(j.ranSet) != len(j.ranOn) {
+		// Made again from the list (a restored table has only that).
+		j.ranSet = make(map[string]bool, len(j.ranOn))
+		for _, name := range j.ranOn {
+			j.ranSet[name] = true
+		}
+	}
 	for _, n := range nodes {
-		if name := n.info.GetName(); !slices.Contains(j.ranOn, name) {
+		if name := n.info.GetName(); !j.ranSet[name] {
+			j.ranSet[name] = true
 			j.ranOn = append(j.ranOn, name)
 		}
 	}
