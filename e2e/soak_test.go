@@ -11,13 +11,13 @@ import (
 )
 
 // The replicated store's soak: jobs started without pause on 20 hosts for
-// MUSTER_SOAK (a duration, e.g. 10m) while the leader's agent is killed
-// every minute and started again: no job is lost. Off unless MUSTER_SOAK
+// MUSTER_E2E_SOAK (a duration, e.g. 10m) while the leader's agent is killed
+// every minute and started again: no job is lost. Off unless MUSTER_E2E_SOAK
 // is set; bench/RESULTS.md has its figures.
 func TestNetnsReplicaSoak(t *testing.T) {
-	d, err := time.ParseDuration(os.Getenv("MUSTER_SOAK"))
+	d, err := time.ParseDuration(os.Getenv("MUSTER_E2E_SOAK"))
 	if err != nil || d <= 0 {
-		t.Skip("MUSTER_SOAK=DURATION runs the soak")
+		t.Skip("MUSTER_E2E_SOAK=DURATION runs the soak")
 	}
 	r := startReplicated(t, 23)
 	workers := r.hosts[3:]
