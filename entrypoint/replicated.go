@@ -228,17 +228,11 @@ func runReplicated(ctx context.Context, p *Plan, peers []string, join, dir strin
 	if replica {
 		home = peers[rank]
 		host, _, _ := net.SplitHostPort(home)
-		hosts := []string{"localhost", "127.0.0.1", host}
-		if ips, err := LocalAddrs(); err == nil {
-			for _, ip := range ips {
-				hosts = append(hosts, ip.String())
-			}
-		}
-		files, err := security.GenerateTokenCerts(dir, p.Token, hosts)
+		sec, err := hostCerts(dir, p.Token, host)
 		if err != nil {
 			return 1, err
 		}
-		cfg.Security = security.Security{Token: p.Token, CertFile: files.Cert, KeyFile: files.Key, CAFile: files.CA}
+		cfg.Security = sec
 		cfg.Listen, cfg.StorePeers = home, peers
 		cfg.History = jobhistory.Config{Dir: filepath.Join(dir, "store")}
 		cfg.Agent = p.agentConfig(host, rank)

@@ -103,23 +103,33 @@ func (p *Plan) agentConfig(addr string, rank int) agent.Config {
 		ShutdownTimeout: shutdownTimeout, NCCLVersion: ncclprobe.Self()}
 }
 
-// runHost hosts the store and gossip's seed, submits the job and follows
-// it, printing every rank's output, as the launcher does.
-func runHost(ctx context.Context, p *Plan, role Role, dir string) (int, error) {
+// hostCerts makes the store certificate of a node that hosts the store (or
+// a replica of it), from the cluster token's CA: valid for loopback, this
+// node's addresses and host, the name the others reach it by ("" for none).
+func hostCerts(dir, token, host string) (security.Security, error) {
 	hosts := []string{"localhost", "127.0.0.1"}
-	if p.RdzvHost != "" {
-		hosts = append(hosts, p.RdzvHost)
+	if host != "" {
+		hosts = append(hosts, host)
 	}
 	if ips, err := LocalAddrs(); err == nil {
 		for _, ip := range ips {
 			hosts = append(hosts, ip.String())
 		}
 	}
-	files, err := security.GenerateTokenCerts(dir, p.Token, hosts)
+	files, err := security.GenerateTokenCerts(dir, token, hosts)
+	if err != nil {
+		return security.Security{}, err
+	}
+	return security.Security{Token: token, CertFile: files.Cert, KeyFile: files.Key, CAFile: files.CA}, nil
+}
+
+// runHost hosts the store and gossip's seed, submits the job and follows
+// it, printing every rank's output, as the launcher does.
+func runHost(ctx context.Context, p *Plan, role Role, dir string) (int, error) {
+	sec, err := hostCerts(dir, p.Token, p.RdzvHost)
 	if err != nil {
 		return 1, err
 	}
-	sec := security.Security{Token: p.Token, CertFile: files.Cert, KeyFile: files.Key, CAFile: files.CA}
 	rank := max(p.NodeRank, 0)
 	n, err := node.Start(ctx, node.Config{Logger: p.Logger, Listen: net.JoinHostPort("", strconv.Itoa(p.RdzvPort)),
 		Gossip: &node.Gossip{NodeTimeout: p.NodeTimeout}, Security: sec, Agent: p.agentConfig(role.Addr, rank), MetricsAddr: p.MetricsAddr,
@@ -128,7 +138,7 @@ func runHost(ctx context.Context, p *Plan, role Role, dir string) (int, error) {
 		return 1, err
 	}
 	defer n.Close(p.KillTimeout)
-	c, err := storeclient.Dial(net.JoinHostPort("127.0.0.1", strconv.Itoa(p.RdzvPort)), security.Security{Token: p.Token, CAFile: files.CA})
+	c, err := storeclient.Dial(net.JoinHostPort("127.0.0.1", strconv.Itoa(p.RdzvPort)), security.Security{Token: p.Token, CAFile: sec.CAFile})
 	if err != nil {
 		return 1, err
 	}
