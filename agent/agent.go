@@ -269,7 +269,7 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 	// replicated store without a leader is waited for as long as it takes:
 	// this node may host one of the replicas it needs for one.
 	var logged time.Time
-	for deadline := time.Now().Add(nameTakenWait); (status.Code(err) == codes.PermissionDenied && time.Now().Before(deadline)) || a.electing(err); {
+	for deadline := time.Now().Add(nameTakenWait); ctx.Err() == nil && ((status.Code(err) == codes.PermissionDenied && time.Now().Before(deadline)) || a.electing(err)); {
 		if a.electing(err) && time.Since(logged) >= logEvery/6 {
 			logged = time.Now()
 			a.log.Info("waiting for the store's replicas to elect a leader", zap.String("error", storeclient.ErrorMessage(err)))

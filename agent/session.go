@@ -162,8 +162,13 @@ func (a *Agent) electing(err error) bool {
 	if _, refused := storeclient.LeaderOf(err); refused {
 		return true
 	}
-	// Aborted: a leader deposed before it answered; registering is safe to repeat.
-	return a.client.Replicated() && (status.Code(err) == codes.Unavailable || status.Code(err) == codes.Aborted)
+	// Aborted: a leader deposed before it answered; DeadlineExceeded: a
+	// replica cut off. Registering again is safe: the next replica is tried.
+	switch status.Code(err) {
+	case codes.Unavailable, codes.Aborted, codes.DeadlineExceeded:
+		return a.client.Replicated()
+	}
+	return false
 }
 
 // sessionLoop serves Watch streams, registering again whenever one ends,
@@ -171,7 +176,18 @@ func (a *Agent) electing(err error) bool {
 func (a *Agent) sessionLoop(watch musterv1.Agents_WatchClient, stop context.CancelFunc) {
 	defer a.loops.Done()
 	for {
+		// A stream left at an address the client moved from (the store's
+		// leader changed, or the store moved) may hang there: it is ended.
+		moved, served := a.client.Moved(), make(chan struct{})
+		go func() {
+			select {
+			case <-moved:
+				stop()
+			case <-served:
+			}
+		}()
 		err := a.serve(watch)
+		close(served)
 		a.connected.Store(false)
 		stop()
 		// A stream's commands are done before the agent registers again,

@@ -76,7 +76,7 @@ func dialMovable(addr string, replicas []string, sec security.Security, pingTime
 	// certificate is verified against that address, not the first one.
 	r := manual.NewBuilderWithScheme(movableScheme)
 	r.InitialState(storeState(addr))
-	l := &leaderState{addr: addr, replicas: replicas}
+	l := &leaderState{addr: addr, replicas: replicas, moved: make(chan struct{})}
 	opts := append([]grpc.DialOption{grpc.WithResolvers(r), grpc.WithChainUnaryInterceptor(l.unary), grpc.WithChainStreamInterceptor(l.stream)}, extra...)
 	c, err := dial(r.Scheme()+":///"+addr, sec, pingTimeout, opts...)
 	if err != nil {

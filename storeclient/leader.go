@@ -26,8 +26,9 @@ const MaxReplicas = 16
 type leaderState struct {
 	moves    *manual.Resolver
 	mu       sync.Mutex
-	addr     string   // where calls go now
-	replicas []string // the store's replicas, when known
+	addr     string        // where calls go now
+	replicas []string      // the store's replicas, when known
+	moved    chan struct{} // closed and replaced when addr changes
 }
 
 func (l *leaderState) move(addr string) {
@@ -38,6 +39,21 @@ func (l *leaderState) move(addr string) {
 	}
 	l.addr = addr
 	l.moves.UpdateState(storeState(addr))
+	close(l.moved)
+	l.moved = make(chan struct{})
+}
+
+// Moved is closed when the client's calls go elsewhere from now on: a
+// stream open at the old address may hang there (gRPC lets a connection it
+// leaves finish its streams), and its owner should open it again. Never
+// closed for a client that cannot move.
+func (c *Client) Moved() <-chan struct{} {
+	if c.leader == nil {
+		return nil
+	}
+	c.leader.mu.Lock()
+	defer c.leader.mu.Unlock()
+	return c.leader.moved
 }
 
 func (l *leaderState) now() string {
@@ -83,7 +99,9 @@ func (l *leaderState) afterCall(err error) {
 	switch {
 	case refused && leader != "":
 		l.move(leader)
-	case refused || status.Code(err) == codes.Unavailable:
+	case refused || status.Code(err) == codes.Unavailable || status.Code(err) == codes.DeadlineExceeded:
+		// A replica down, or cut off; one that lives and does not lead
+		// names the leader on the next call.
 		l.move(l.next())
 	}
 }
