@@ -49,7 +49,9 @@ func TestTerminalReader(t *testing.T) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 	for i := range got {
-		if got[i] != want[i] {
+		// The last piece may come with the terminal's end, unpaused, when
+		// a loaded machine runs the reader late: its bytes are what count.
+		if last := i == len(got)-1; got[i] != want[i] && !(last && got[i].data == want[i].data) {
 			t.Fatalf("chunk %d: %+v, want %+v", i, got[i], want[i])
 		}
 	}
