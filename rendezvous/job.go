@@ -92,7 +92,7 @@ func (s *Store) Submit(spec *musterv1.JobSpec, owner *musterv1.Identity, submiss
 			return id, nil
 		}
 	}
-	res, err := s.Apply(&SubmitJob{JobID: id, Token: security.NewJobToken(id), Spec: spec, Owner: owner, At: s.now()})
+	res, err := s.Apply(&SubmitJob{JobID: id, Token: security.NewJobToken(id), Spec: spec, Owner: owner})
 	if err != nil && submission != "" && s.submitted(id, owner) {
 		// The first try was applied after all.
 		return id, nil

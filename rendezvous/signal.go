@@ -26,7 +26,7 @@ func (s *Store) Signal(jobID string, sig int32, coalesce time.Duration) (nodes i
 	if coalesce < 0 || coalesce > maxCoalesce {
 		return 0, false, fmt.Errorf("coalescing signals over %s: want 0 to %s", coalesce, maxCoalesce)
 	}
-	res, err := s.Apply(&SignalJob{JobID: jobID, Signal: sig, Coalesce: coalesce, At: s.now()})
+	res, err := s.Apply(&SignalJob{JobID: jobID, Signal: sig, Coalesce: coalesce})
 	return res.Nodes, res.Coalesced, err
 }
 
