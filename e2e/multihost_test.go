@@ -73,7 +73,11 @@ func TestNetnsAgentKilled(t *testing.T) {
 
 	kill9(t, agents["b"])
 	r := wait(t, cmd, out, errb)
-	if r.code == 0 || !strings.Contains(r.stderr, "node b lost: agent connection closed") {
+	// Its closed connection says so at once; on a loaded machine its
+	// kernel may free the gossip port too late to tell, and its silence,
+	// confirmed by a peer, says so within the node timeout.
+	if r.code == 0 || !(strings.Contains(r.stderr, "node b lost: agent connection closed") ||
+		strings.Contains(r.stderr, "node b lost: nothing from its agent")) {
 		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 	testwait.Until(t, 10*time.Second, "no worker left", func() bool { return len(jobProcesses(t, marker)) == 0 })
