@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -82,12 +83,14 @@ func replicaPorts(t *testing.T, n int) []int {
 		}
 	}()
 	for len(ports) < n {
-		a, err := net.Listen("tcp", "127.0.0.1:0")
+		// Below the kernel's ephemeral range (32768 on): no other test's
+		// port 0 listener or outgoing connection takes it meanwhile.
+		p := 10000 + rand.IntN(22000)
+		a, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 		if err != nil {
-			t.Fatal(err)
+			continue
 		}
 		held = append(held, a)
-		p := a.Addr().(*net.TCPAddr).Port
 		b, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+1))
 		if err != nil {
 			continue
