@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"syscall"
 
 	"google.golang.org/protobuf/proto"
 
@@ -19,39 +21,110 @@ const (
 	maxBindingNote = 256
 )
 
-// bindingOf is where a worker that uses gpus (indices among the node's
-// GPUs) sits: the CPUs a "numa" binding would give it and the NIC nearest
-// its first GPU. Nothing is bound yet, so applied stays false. Nil when the
-// topology was not read.
-func bindingOf(t *topology.Topology, gpus []int) *musterv1.WorkerBinding {
+// workerBinding is where one worker runs: what the shim binds and what
+// its start reports.
+type workerBinding struct {
+	// report is sent with its start; nil when the topology was not read.
+	report *musterv1.WorkerBinding
+	// cpus and memory are what the shim binds it to (the NUMA nodes its
+	// memory prefers); nil: left alone.
+	cpus, memory []int
+	// threads is how many cores it has to itself, 0 when unbound.
+	threads int
+	// ucxDevice names the RDMA NIC nearest its first GPU as UCX does
+	// (mlx5_0:1), "" for none.
+	ucxDevice string
+}
+
+// bindingsOf is where each of a job's workers on this node runs in mode:
+// gpus[i] are worker i's GPUs (indices among the node's). With
+// topology.BindNone nothing is bound and each report gives the CPUs a
+// "numa" binding would.
+func bindingsOf(t *topology.Topology, mode topology.Mode, gpus [][]int) []workerBinding {
+	out := make([]workerBinding, len(gpus))
 	if t == nil {
-		return nil
-	}
-	b := &musterv1.WorkerBinding{}
-	for _, g := range gpus {
-		b.Gpus = append(b.Gpus, int32(g))
+		return out
 	}
 	vendor := gpuVendor(t)
-	if why := bindingUnknown(t, vendor, gpus); why != "" {
-		b.Unknown = clipNote(why)
+	bound := topology.Bind(t, vendor, mode, gpus)
+	for i, g := range gpus {
+		b := &musterv1.WorkerBinding{}
+		out[i].report = b
+		for _, n := range g {
+			b.Gpus = append(b.Gpus, int32(n))
+		}
+		if why := bindingUnknown(t, vendor, g); why != "" {
+			b.Unknown = clipNote(why)
+			continue
+		}
+		tb := bound[i]
+		for _, n := range tb.NUMANodes {
+			b.NumaNodes = append(b.NumaNodes, int32(n))
+		}
+		b.Cpus, b.CpusNote = tb.CPUs.String(), clipNote(tb.Note)
+		if len(b.Cpus) > maxBindingCPUs {
+			b.Cpus, b.CpusNote = "", fmt.Sprintf("a list of %d CPUs, too long to send", len(tb.CPUs))
+		}
+		if len(g) > 0 {
+			gpu := t.GPUs[gpuIndex(t, vendor, g[0])]
+			b.Nic, b.NicBy = gpu.NearestNIC, gpu.NearestBy
+			if n := slices.IndexFunc(t.NICs, func(n topology.NIC) bool { return n.Name == gpu.NearestNIC }); n >= 0 && t.NICs[n].Kind == topology.NICRDMA && t.NICs[n].Port > 0 {
+				out[i].ucxDevice = fmt.Sprintf("%s:%d", t.NICs[n].Name, t.NICs[n].Port)
+			}
+		}
+		if mode != topology.BindNone && len(tb.CPUs) > 0 {
+			b.Mode, b.Threads = string(mode), int32(tb.Threads)
+			out[i].cpus, out[i].threads = tb.CPUs, tb.Threads
+			out[i].memory = memoryNodes(t, tb)
+			for _, n := range out[i].memory {
+				b.MemoryNodes = append(b.MemoryNodes, int32(n))
+			}
+		}
+		if size := proto.Size(b); size > jobspec.MaxBindingBytes {
+			out[i].report = &musterv1.WorkerBinding{Unknown: fmt.Sprintf("a binding of %d bytes, too long to send", size)}
+		}
+	}
+	return out
+}
+
+// memoryNodes are the NUMA nodes a bound worker's memory prefers: its GPUs'
+// nodes that it runs on. None when it runs on none of them (a cpuset on
+// another socket), and its memory stays where it runs.
+func memoryNodes(t *topology.Topology, b topology.Binding) []int {
+	var out []int
+	for _, n := range t.NUMANodes {
+		if slices.Contains(b.NUMANodes, n.ID) && len(n.CPUs.Intersect(b.CPUs)) > 0 {
+			out = append(out, n.ID)
+		}
+	}
+	return out
+}
+
+// applied notes in a started worker's report what the shim bound.
+func (wb workerBinding) applied(cpuErr, memErr error) {
+	b := wb.report
+	if b == nil || wb.cpus == nil {
+		return
+	}
+	b.Applied = cpuErr == nil
+	if cpuErr != nil {
+		b.CpusNote = clipNote(joinNote(b.CpusNote, "could not bind: "+cpuErr.Error()))
+	}
+	if memErr != nil {
+		b.MemoryNodes = nil
+		if errors.Is(memErr, syscall.EEXIST) {
+			b.CpusNote = clipNote(joinNote(b.CpusNote, "memory policy kept: the agent runs under its own"))
+		} else {
+			b.CpusNote = clipNote(joinNote(b.CpusNote, "memory not bound: "+memErr.Error()))
+		}
+	}
+}
+
+func joinNote(a, b string) string {
+	if a == "" {
 		return b
 	}
-	nb := topology.NUMABinding(t, vendor, gpus)
-	for _, n := range nb.NUMANodes {
-		b.NumaNodes = append(b.NumaNodes, int32(n))
-	}
-	b.Cpus, b.CpusNote = nb.CPUs.String(), clipNote(nb.Note)
-	if len(b.Cpus) > maxBindingCPUs {
-		b.Cpus, b.CpusNote = "", fmt.Sprintf("a list of %d CPUs, too long to send", len(nb.CPUs))
-	}
-	if len(gpus) > 0 {
-		g := t.GPUs[gpuIndex(t, vendor, gpus[0])]
-		b.Nic, b.NicBy = g.NearestNIC, g.NearestBy
-	}
-	if size := proto.Size(b); size > jobspec.MaxBindingBytes {
-		return &musterv1.WorkerBinding{Unknown: fmt.Sprintf("a binding of %d bytes, too long to send", size)}
-	}
-	return b
+	return a + "; " + b
 }
 
 // bindingUnknown says why the topology gives the worker no binding: its

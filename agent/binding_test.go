@@ -122,7 +122,7 @@ func TestBindingOf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := bindingOf(tt.topo, tt.gpus)
+			got := bindingsOf(tt.topo, topology.BindNone, [][]int{tt.gpus})[0].report
 			if proto.Size(got) > jobspec.MaxBindingBytes {
 				t.Errorf("%d bytes, more than %d", proto.Size(got), jobspec.MaxBindingBytes)
 			}
@@ -138,7 +138,7 @@ func TestBindingOf(t *testing.T) {
 			}
 		})
 	}
-	if bindingOf(nil, []int{0}) != nil {
+	if bindingsOf(nil, topology.BindNone, [][]int{{0}})[0].report != nil {
 		t.Error("a binding without a topology")
 	}
 }

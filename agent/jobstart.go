@@ -19,6 +19,7 @@ import (
 	"github.com/musterhq/muster/ownfile"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/supervise"
+	"github.com/musterhq/muster/topology"
 )
 
 // jobStart is one assignment's start on this node: what its steps make, for
@@ -237,12 +238,13 @@ func (js *jobStart) planWorkers() error {
 			return err
 		}
 	}
+	bindings := js.bindings(in)
 	for l := 0; l < int(js.asg.GetNproc()); l++ {
 		in.LocalRank = l
+		in.Threads, in.UCXDevice = bindings[l].threads, bindings[l].ucxDevice
 		env := terminalEnv(envprop.Build(in), js.asg.GetSpec().GetTty(), in.Rank(), in.User)
-		pl := workerPlan{rank: in.Rank(), localRank: l, gpus: in.LocalGPUs(), spec: workerSpec{
+		pl := workerPlan{rank: in.Rank(), localRank: l, gpus: in.LocalGPUs(), binding: bindings[l], spec: workerSpec{
 			argv: argv, env: env, dir: js.workdir, cred: js.cred, stdin: js.files.feed.reader(l)}}
-		pl.binding = bindingOf(js.a.topo, pl.gpus)
 		// Only the agent's own path is read: another one may be anything.
 		if file, _ := envprop.Lookup(env, envprop.TorchelasticErrorFile); file == envprop.ErrorFilePath(js.files.dir, pl.rank) {
 			pl.errorFile = file
@@ -254,6 +256,22 @@ func (js *jobStart) planWorkers() error {
 		js.workers[i] = &worker{plan: pl, exit: make(chan exitStatus, 1)}
 	}
 	return nil
+}
+
+// bindings is where each local worker runs, in the job's --cpu-bind mode.
+// An Open MPI job's workers are its daemons, which start the ranks: they
+// are left unbound, as mpirun's own binding applies to its ranks.
+func (js *jobStart) bindings(in envprop.Input) []workerBinding {
+	mode, err := topology.ParseMode(js.asg.GetSpec().GetCpuBind())
+	if err != nil || in.OpenMPI {
+		mode = topology.BindNone
+	}
+	gpus := make([][]int, js.asg.GetNproc())
+	for l := range gpus {
+		in.LocalRank = l
+		gpus[l] = in.LocalGPUs()
+	}
+	return bindingsOf(js.a.topo, mode, gpus)
 }
 
 // makeHeartbeats makes each worker's heartbeat file, with a hang timeout.

@@ -70,9 +70,9 @@ type workerPlan struct {
 	// gpus are the worker's share of the node's GPUs, those an XID error
 	// of which it is reported to die of.
 	gpus []int
-	// binding is where its GPUs sit, sent with its start; nil when the
-	// node's topology was not read.
-	binding *musterv1.WorkerBinding
+	// binding is where it runs: what the shim binds, and what its start
+	// reports (nil when the node's topology was not read).
+	binding workerBinding
 	// errorFile is its TORCHELASTIC_ERROR_FILE when the agent chose it
 	// (read after a failure); "" when the user chose another.
 	errorFile string
@@ -210,7 +210,8 @@ func (js *jobStart) makePipes() error {
 		}
 		w.path = path
 		js.started = append(js.started, w)
-		sw := supervise.Worker{Path: path, Argv: ws.argv, Env: ws.env, Dir: ws.dir, Cred: ws.cred, Stdin: ws.stdin, Stdout: outW, Stderr: errW}
+		sw := supervise.Worker{Path: path, Argv: ws.argv, Env: ws.env, Dir: ws.dir, Cred: ws.cred, Stdin: ws.stdin, Stdout: outW, Stderr: errW,
+			CPUs: w.plan.binding.cpus, Memory: w.plan.binding.memory}
 		if w.cgroup != nil {
 			sw.Cgroup = w.cgroup.Dir()
 		}
@@ -328,8 +329,9 @@ func (s *Supervisor) run(ctx context.Context, js *jobStart) {
 			if w.watch != nil {
 				w.watch.pid.Store(int32(ev.Pid))
 			}
+			w.plan.binding.applied(ev.CPUErr, ev.MemErr)
 			s.pub.publish(&musterv1.JobEvent{JobId: s.job, Event: &musterv1.JobEvent_Started{Started: &musterv1.WorkerStarted{
-				Rank: int32(w.plan.rank), LocalRank: int32(w.plan.localRank), Node: s.node, Pid: int32(ev.Pid), Binding: w.plan.binding}}})
+				Rank: int32(w.plan.rank), LocalRank: int32(w.plan.localRank), Node: s.node, Pid: int32(ev.Pid), Binding: w.plan.binding.report}}})
 			continue
 		}
 		st := exitStatus{code: ev.Code, signal: ev.Signal}

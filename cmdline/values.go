@@ -340,3 +340,26 @@ func (r *Ranks) Below(n int64) bool {
 	}
 	return !r.IsSet()
 }
+
+// Choice is a flag whose values another package parses, keeping its
+// canonical name: --cpu-bind takes torchrun's names for muster's modes.
+type Choice struct {
+	value string
+	parse func(string) (string, error)
+}
+
+// NewChoice returns a choice flag value of def, parsed by parse.
+func NewChoice(def string, parse func(string) (string, error)) *Choice {
+	return &Choice{value: def, parse: parse}
+}
+
+func (c *Choice) Set(s string) error {
+	v, err := c.parse(s)
+	if err != nil {
+		return err
+	}
+	c.value = v
+	return nil
+}
+
+func (c *Choice) String() string { return c.value }

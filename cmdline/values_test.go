@@ -1,6 +1,7 @@
 package cmdline
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -390,4 +391,24 @@ func FuzzSignals(f *testing.F) {
 			t.Fatalf("%q: String %q does not parse back: %v", list, s.String(), err)
 		}
 	})
+}
+
+func TestChoice(t *testing.T) {
+	parse := func(s string) (string, error) {
+		switch s {
+		case "a", "alpha":
+			return "a", nil
+		}
+		return "", fmt.Errorf("%q: want a", s)
+	}
+	c := NewChoice("none", parse)
+	if c.String() != "none" {
+		t.Errorf("default %q", c)
+	}
+	if err := c.Set("alpha"); err != nil || c.String() != "a" {
+		t.Errorf("Set(alpha): %q, %v", c, err)
+	}
+	if err := c.Set("b"); err == nil || c.String() != "a" {
+		t.Errorf("Set(b): %q, %v; want an error and the value kept", c, err)
+	}
 }

@@ -19,7 +19,7 @@ func TestReportBindings(t *testing.T) {
 	if r.code != 0 || strings.Count(r.stdout, "rank ") != 3 {
 		t.Fatalf("exit %d, want 0 and three ranks' output; stdout %q, stderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	line := regexp.MustCompile(`^muster: rank (\d) \(node \S+, local rank (\d)\): no GPUs, (CPUs \S+ \(all allowed; not applied: no --cpu-bind yet\)|binding unknown)$`)
+	line := regexp.MustCompile(`^muster: rank (\d) \(node \S+, local rank (\d)\): no GPUs, (CPUs \S+ \(all allowed; not bound: --cpu-bind none\)|binding unknown)$`)
 	ranks, unknown := map[string]int{}, 0
 	for l := range strings.SplitSeq(strings.TrimSpace(r.stderr), "\n") {
 		switch m := line.FindStringSubmatch(l); {

@@ -40,8 +40,8 @@ func TestOtherLaunchersFlags(t *testing.T) {
 		{"--rdzv-endpoint", []string{"--rdzv-endpoint", "head:29400"}, 2, "", "launcher: --rdzv-endpoint: give --cluster HOST:PORT to run on a cluster's store, or start each node with agent run --rdzv HOST:PORT"},
 		{"--redirects", []string{"--redirects", "3"}, 2, "", "launcher: --redirects: muster prints every rank's output: --output-ranks LIST"},
 		{"-N", []string{"-N", "2"}, 2, "", "launcher: -N: mpirun's -N is workers per node, --nproc here; srun's is nodes, -n (--nnodes) here"},
-		{"--bind-to", []string{"--bind-to", "core"}, 2, "", "launcher: --bind-to: muster does not bind workers to cores or NUMA nodes yet"},
-		{"--map-by", []string{"--map-by", "socket"}, 2, "", "launcher: --map-by: muster does not bind workers"},
+		{"--bind-to", []string{"--bind-to", "core"}, 2, "", "launcher: --bind-to: muster binds each worker to its own GPUs' CPUs: --cpu-bind numa, socket or cores"},
+		{"--map-by", []string{"--map-by", "socket"}, 2, "", "launcher: --map-by: muster binds each worker to its own GPUs' CPUs"},
 		{"refused among no-ops", []string{"--standalone", "--node-rank", "0"}, 2, "", "launcher: --node-rank: "},
 	}
 	for _, tt := range tests {

@@ -197,7 +197,7 @@ func TestRunHelpGroupsFlags(t *testing.T) {
 		heading string
 		flags   []string
 	}{
-		{"Placement", []string{"--nnodes", "--last-call", "--gpus", "--nproc", "--host", "--hostfile", "--exclude"}},
+		{"Placement", []string{"--nnodes", "--last-call", "--gpus", "--nproc", "--cpu-bind", "--host", "--hostfile", "--exclude"}},
 		{"Environment", []string{"--env", "--workdir", "--isolate-gpus", "--no-nccl-autodetect", "--no-agent-store"}},
 		{"Python", []string{"--module", "--no-python"}},
 		{"Output", []string{"--stdin", "--tag-output", "--no-tag-output", "--events", "--output-ranks", "--tty", "--no-tty", "--timestamp-output", "--report-bindings", "--log-dir", "--verbose"}},

@@ -67,6 +67,9 @@ type Config struct {
 	// ReportBindings has the host print each rank's binding as it starts
 	// (--report-bindings).
 	ReportBindings bool
+	// CPUBind binds each worker's CPUs and memory to its GPUs' (--cpu-bind:
+	// numa, socket, cores; "" for none).
+	CPUBind string
 	// Token is the cluster token every node shares.
 	Token string
 	// Name and Addr are this node's name (default: the host name) and its

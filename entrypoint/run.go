@@ -191,6 +191,7 @@ func (p *Plan) jobSpec() (*musterv1.JobSpec, error) {
 		InheritEnv:         true,
 		Workdir:            workdir,
 		Mpi:                p.MPI,
+		CpuBind:            p.CPUBind,
 		NoAgentStore:       p.NoAgentStore,
 		MemoryLimitBytes:   p.MemoryLimit,
 		HangTimeoutMs:      p.HangTimeout.Milliseconds(),

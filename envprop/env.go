@@ -91,6 +91,13 @@ type Input struct {
 	// Hang, when set, is the job's --hang-timeout: where each rank's
 	// heartbeat file is, and where PyTorch's flight recorder goes.
 	Hang *Hang
+
+	// Threads, when set, is how many cores the worker is bound to itself
+	// (--cpu-bind): OMP_NUM_THREADS unless set.
+	Threads int
+	// UCXDevice, when set, is the RDMA NIC nearest the worker's GPU as UCX
+	// names it (mlx5_0:1): an MPI worker's UCX_NET_DEVICES unless set.
+	UCXDevice string
 }
 
 // Hang is what a job with a hang timeout gives its workers.
@@ -336,6 +343,12 @@ func Build(in Input) []string {
 	}
 	if in.NProc > 1 {
 		defaults["OMP_NUM_THREADS"] = "1"
+	}
+	if in.Threads > 0 {
+		defaults["OMP_NUM_THREADS"] = strconv.Itoa(in.Threads)
+	}
+	if in.UCXDevice != "" && in.MPI {
+		defaults["UCX_NET_DEVICES"] = in.UCXDevice
 	}
 	for _, kv := range in.NCCLVars {
 		if kv[1] != "" {

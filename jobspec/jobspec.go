@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -89,6 +90,10 @@ func Defaults(spec *musterv1.JobSpec) {
 // room to exec its program.
 const MinMemoryLimit = 1 << 20
 
+// cpuBindModes are the names of package topology's binding modes, as a
+// launcher sends them ("" is none).
+var cpuBindModes = []string{"", "none", "numa", "socket", "cores"}
+
 // Validate checks a job spec, as Defaults will fill it in; it changes
 // nothing. The command, environment and directories may hold any bytes but
 // NUL, as on Unix.
@@ -136,6 +141,8 @@ func Validate(spec *musterv1.JobSpec) error {
 		return fmt.Errorf("working directory %q holds a NUL byte", spec.Workdir)
 	case spec.Mpi != "" && spec.Mpi != MPICH && spec.Mpi != OpenMPI:
 		return fmt.Errorf("--mpi %.40q: want mpich or openmpi", spec.Mpi)
+	case !slices.Contains(cpuBindModes, spec.CpuBind):
+		return fmt.Errorf("--cpu-bind %.40q: want none, numa, socket or cores", spec.CpuBind)
 	}
 	if err := validateHang(spec); err != nil {
 		return err

@@ -63,6 +63,8 @@ func TestValidateBytesAndStdin(t *testing.T) {
 		{"openmpi's one worker per node takes stdin", &musterv1.JobSpec{Argv: byteStrings("x"), Mpi: "openmpi", Nproc: 4, StdinRank: rank(1)},
 			"--stdin 1: the job's ranks are 0..0"},
 		{"an MPI not served", &musterv1.JobSpec{Argv: byteStrings("x"), Mpi: "lam"}, `--mpi "lam": want mpich or openmpi`},
+		{"cores binding", &musterv1.JobSpec{Argv: byteStrings("x"), CpuBind: "cores"}, ""},
+		{"torchrun's name reaches no store", &musterv1.JobSpec{Argv: byteStrings("x"), CpuBind: "exclusive"}, `--cpu-bind "exclusive": want none, numa, socket or cores`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -42,6 +42,12 @@ func WriteJobDetail(out io.Writer, j *musterv1.JobStatus) error {
 	if j.Trimmed {
 		line("note", "%s", "the history shortened this job's record to its bound (host lists, older rounds, nodes or command left out)")
 	}
+	for _, st := range j.Workers {
+		line("worker", "%s, pid %d", BindingLine(st), st.Pid)
+	}
+	if j.WorkersLeftOut > 0 {
+		line("workers", "%d more not shown", j.WorkersLeftOut)
+	}
 	if f := j.GetFailure(); f != nil {
 		line("failed rank", "%d on %s", f.Rank, orDash(f.Node))
 		for _, l := range f.StderrTail {

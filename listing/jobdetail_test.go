@@ -32,6 +32,11 @@ func TestWriteJobDetail(t *testing.T) {
 			[]string{"state: pending", "exit code: -", "summary: -", "user: (operator)", "started: -", "ended: -", "nodes: -"}},
 		{"a trimmed record", &musterv1.JobStatus{JobId: "j-3", State: musterv1.JobState_JOB_STATE_SUCCEEDED, Trimmed: true, EndedUnixMs: at},
 			[]string{"exit code: 0", "note: the history shortened this job's record to its bound (host lists, older rounds, nodes or command left out)"}},
+		{"a running job's workers", &musterv1.JobStatus{JobId: "j-4", Spec: spec, State: musterv1.JobState_JOB_STATE_RUNNING, WorkersLeftOut: 6,
+			Workers: []*musterv1.WorkerStarted{{Rank: 0, Node: "a", Pid: 41, Binding: &musterv1.WorkerBinding{Gpus: []int32{0}, NumaNodes: []int32{0},
+				Cpus: "0-13", Applied: true, Mode: "cores", Threads: 14, MemoryNodes: []int32{0}}}, {Rank: 1, LocalRank: 1, Node: "a", Pid: 42}}},
+			[]string{"worker: rank 0 (node a, local rank 0): GPUs 0, NUMA node 0, CPUs 0-13 (bound: cores, 14 core(s)), memory on NUMA node 0, no NIC near, pid 41",
+				"worker: rank 1 (node a, local rank 1): no GPUs, binding unknown, pid 42", "workers: 6 more not shown"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer

@@ -242,6 +242,9 @@ func (s *Store) publishLocked(c *PublishEvents) (uint64, error) {
 			s.hungLocked(j, ex)
 		}
 		s.appendLocked(j, ev)
+		if st := ev.GetStarted(); st != nil {
+			j.round.workerStarted(st)
+		}
 		if ex != nil {
 			j.lastExit = time.Time{} // an exit heard live: the job ends now
 			s.workerExitedLocked(j, ex)

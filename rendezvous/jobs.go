@@ -3,6 +3,7 @@ package rendezvous
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -35,14 +36,47 @@ func (s *Store) JobsChanged() <-chan struct{} {
 	return s.jobsChanged
 }
 
-// Job is the job the store holds under id, or nil.
+// Job is the job the store holds under id, or nil; with its round's
+// started workers, which Jobs leaves out.
 func (s *Store) Job(id string) *musterv1.JobStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if j := s.jobs[id]; j != nil {
-		return s.statusLocked(j)
+	j := s.jobs[id]
+	if j == nil {
+		return nil
 	}
-	return nil
+	st := s.statusLocked(j)
+	workers := startedInOrder(j.round)
+	if len(workers) > maxWorkersShown {
+		st.WorkersLeftOut = int32(len(workers) - maxWorkersShown)
+		workers = workers[:maxWorkersShown]
+	}
+	st.Workers = workers
+	return st
+}
+
+// maxWorkersShown bounds the started workers a job's status lists.
+const maxWorkersShown = 1024
+
+// workerStarted records a worker's start in its round; a worker started
+// again (a restarted node's) replaces its record.
+func (r *round) workerStarted(st *musterv1.WorkerStarted) {
+	if r.started == nil {
+		r.started = map[int32]*musterv1.WorkerStarted{}
+	}
+	r.started[st.GetRank()] = st
+}
+
+// startedInOrder is r's started workers by rank.
+func startedInOrder(r *round) []*musterv1.WorkerStarted {
+	if r == nil {
+		return nil
+	}
+	out := make([]*musterv1.WorkerStarted, 0, len(r.started))
+	for _, rank := range slices.Sorted(maps.Keys(r.started)) {
+		out = append(out, r.started[rank])
+	}
+	return out
 }
 
 // maxRoundsShown bounds the rounds a job's status lists (the last ones);

@@ -112,6 +112,9 @@ type round struct {
 	nproc     int32
 	worldSize int32
 	exited    map[int32]bool // ranks accounted for
+	// started are its workers' starts, with their bindings, by rank:
+	// `launcher jobs JOB` shows them.
+	started map[int32]*musterv1.WorkerStarted
 	// left are its nodes whose agents said they leave, lost already: their
 	// workers' exits are awaited from them, not assumed (leave.go).
 	left map[*node]bool

@@ -182,7 +182,7 @@ func (s *Store) roundRecordLocked(r *round, ref func(*node) (string, error)) (*m
 		Exited: slices.Sorted(maps.Keys(r.exited)), Restart: r.restart,
 		LastCall: timerRecord(r.lastCall), FenceTimer: timerRecord(r.fenceTimer), BackoffTimer: timerRecord(r.backoffTimer),
 		RunningSinceUnixNs: unixNs(r.runningSince), StopSent: r.stopSent, StopGrace: r.stopGrace, DumpFirst: r.dumpFirst,
-		Ports: r.ports, Magic: r.magic,
+		Ports: r.ports, Magic: r.magic, Started: startedInOrder(r),
 		AbortRanks: r.abortRanks, SinceUnixNs: unixNs(r.since), Deadline: timerRecord(r.deadline), Progress: r.progress,
 		ProgressAtUnixNs: unixNs(r.progressAt), ProgressTimer: timerRecord(r.progressTimer), Open: s.rounds[r.id] == r}
 	for _, n := range r.nodes {
@@ -602,6 +602,12 @@ func readRound(t *table, j *job, m *musterv1.SnapshotRound) (*round, error) {
 		since: fromUnixNs(m.GetSinceUnixNs()), progress: m.GetProgress(), progressAt: fromUnixNs(m.GetProgressAtUnixNs())}
 	for _, rank := range m.GetExited() {
 		r.exited[rank] = true
+	}
+	for _, st := range m.GetStarted() {
+		if err := inWorld("started ranks", st.GetRank()); err != nil {
+			return nil, err
+		}
+		r.workerStarted(st)
 	}
 	if nodes > 0 {
 		r.rank = make(map[*node]int32, nodes)

@@ -37,6 +37,10 @@ type Worker struct {
 	// Cgroup, when set, is the cgroup directory the worker starts in, and
 	// every process it starts with it.
 	Cgroup string
+	// CPUs, when set, are the only CPUs the worker may run on, and Memory
+	// the NUMA nodes its memory is preferred on; the shim sets both before
+	// the worker's exec (Event.CPUErr, MemErr say what it could not).
+	CPUs, Memory []int
 }
 
 // Spec is one job's workers on this node.
@@ -83,6 +87,11 @@ type Event struct {
 	Code, Signal int
 	// Err is why it did not start.
 	Err error
+	// CPUErr and MemErr, on Started, say why the worker's CPUs or memory
+	// were not bound as Worker.CPUs and Worker.Memory asked: nil when they
+	// were; for memory, syscall.EEXIST when the agent runs under a memory
+	// policy of its own, which the worker keeps.
+	CPUErr, MemErr error
 }
 
 // Group is a running job's workers, through their shim: Start, Events as
@@ -175,7 +184,8 @@ func Start(spec Spec) (*Group, error) {
 		for _, f := range files {
 			fds = append(fds, int(f.Fd()))
 		}
-		ss.Workers = append(ss.Workers, shimWorker{Path: w.Path, Argv: w.Argv, Env: ss.addEnv(w.Env, envIndex), Dir: w.Dir, Cred: w.Cred, PMI: w.PMI != nil, Cgroup: w.Cgroup})
+		ss.Workers = append(ss.Workers, shimWorker{Path: w.Path, Argv: w.Argv, Env: ss.addEnv(w.Env, envIndex), Dir: w.Dir, Cred: w.Cred, PMI: w.PMI != nil, Cgroup: w.Cgroup,
+			CPUs: w.CPUs, Memory: w.Memory})
 	}
 	if spec.Lock != nil {
 		fds = append(fds, int(spec.Lock.Fd()))
@@ -265,7 +275,7 @@ func (g *Group) read() {
 		}
 		switch ev.Kind {
 		case eventStarted:
-			g.events <- Event{Kind: Started, Index: ev.Index, Pid: ev.Pid}
+			g.events <- Event{Kind: Started, Index: ev.Index, Pid: ev.Pid, CPUErr: errnoOrNil(ev.CPUErr), MemErr: errnoOrNil(ev.MemErr)}
 		case eventStartFailed:
 			g.events <- Event{Kind: StartFailed, Index: ev.Index, Err: ev.Errno}
 		case eventExited:
@@ -280,6 +290,14 @@ func (g *Group) read() {
 	g.conn.Close()
 	close(g.events)
 	close(g.done)
+}
+
+// errnoOrNil is e as an error, nil for 0: a nil interface, not a zero Errno.
+func errnoOrNil(e syscall.Errno) error {
+	if e == 0 {
+		return nil
+	}
+	return e
 }
 
 // Events delivers each worker's start and end; it is closed once every

@@ -64,6 +64,9 @@ type shimWorker struct {
 	PMI bool
 	// Cgroup, when set, is the cgroup directory the worker starts in.
 	Cgroup string
+	// CPUs and Memory bind it: the CPUs it runs on, the NUMA nodes its
+	// memory prefers; empty: left alone.
+	CPUs, Memory []int
 }
 
 // addEnv adds env as the environment of the worker next added, its entries
@@ -116,6 +119,9 @@ type shimEvent struct {
 	Signal int
 	// Errno is why a start failed.
 	Errno syscall.Errno
+	// CPUErr and MemErr, on a start, say why its CPUs or memory were not
+	// bound as asked (see threadBinding.bind); 0 when they were.
+	CPUErr, MemErr syscall.Errno
 	// Note says what went wrong in cleanup (processes that outlived SIGKILL).
 	Note string
 }

@@ -39,6 +39,7 @@ type shim struct {
 	groups  []int       // process group of each started worker
 	notes   []string
 	home    int // v1: the shim's own cgroup's tasks file, once opened; -1 before
+	binding threadBinding
 
 	cleaning, killing bool
 	agentGone         bool // the control socket closed
@@ -157,8 +158,12 @@ func (s *shim) start() {
 		sys := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: w.Cred}
 		leave, err := s.enterCgroup(w.Cgroup, sys)
 		var pid int
+		var cpuErr, memErr syscall.Errno
 		if err == nil {
+			var unbind func()
+			unbind, cpuErr, memErr = s.binding.bind(w.CPUs, w.Memory)
 			pid, err = syscall.ForkExec(w.Path, w.Argv, &syscall.ProcAttr{Dir: w.Dir, Env: s.spec.env(w), Files: files, Sys: sys})
+			unbind()
 			leave()
 		}
 		if err != nil {
@@ -171,7 +176,7 @@ func (s *shim) start() {
 		}
 		s.leaders[pid] = i
 		s.groups[i] = pid
-		starts = append(starts, shimEvent{Kind: eventStarted, Index: i, Pid: pid})
+		starts = append(starts, shimEvent{Kind: eventStarted, Index: i, Pid: pid, CPUErr: cpuErr, MemErr: memErr})
 	}
 	for _, fd := range s.fds {
 		syscall.Close(fd)

@@ -36,8 +36,10 @@ type Binding struct {
 	CPUs      CPUSet
 	NUMANodes []int
 	// Note says why the binding is wider than the GPUs' NUMA nodes, when
-	// it is; "" otherwise.
+	// it is, or why workers share cores; "" otherwise.
 	Note string
+	// Threads is how many cores the worker has to itself (see Bind).
+	Threads int
 }
 
 // NUMABinding is the "numa" binding of a worker that uses the given GPUs

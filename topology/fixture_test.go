@@ -14,6 +14,9 @@ import (
 type fixture struct {
 	t    *testing.T
 	root string
+	// nodesPerSocket is how many NUMA nodes share a socket (sub-NUMA
+	// clustering); 0 or 1: each node is its own socket.
+	nodesPerSocket int
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -77,6 +80,7 @@ func (f *fixture) pci(path, class, vendor string, numa int, local string) string
 func (f *fixture) rdma(name, devDir string) {
 	f.link("sys/class/infiniband/"+name, devDir+"/infiniband/"+name)
 	f.link(devDir+"/infiniband/"+name+"/device", devDir)
+	f.file(devDir+"/infiniband/"+name+"/ports/1/state", "4: ACTIVE")
 }
 
 // netdev adds an interface; devDir "" is a virtual one (no device link).
@@ -101,6 +105,17 @@ func (f *fixture) cpus(online string, siblings func(int) string, nodes []string,
 	}
 	for _, c := range set {
 		f.file(fmt.Sprintf("sys/devices/system/cpu/cpu%d/topology/thread_siblings_list", c), siblings(c))
+	}
+	// Each NUMA node is a socket of its own, unless f.nodesPerSocket says.
+	per := max(f.nodesPerSocket, 1)
+	for i, list := range nodes {
+		cpus, err := ParseCPUList(list)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		for _, c := range cpus {
+			f.file(fmt.Sprintf("sys/devices/system/cpu/cpu%d/topology/physical_package_id", c), fmt.Sprint(i/per))
+		}
 	}
 	for i, list := range nodes {
 		f.file(fmt.Sprintf("sys/devices/system/node/node%d/cpulist", i), list)
@@ -202,5 +217,18 @@ func smtNode(t *testing.T) string {
 	f := newFixture(t)
 	f.cpus("0-7", func(c int) string { return fmt.Sprintf("%d,%d", c%4, c%4+4) }, []string{"0-7"}, []string{"10"}, "0-7", "/", "0-7")
 	f.pci("pci0000:00/0000:00:01.0/0000:01:00.0", "0x030000", "0x10de", 0, "0-7")
+	return f.root
+}
+
+// sncNode has two sockets split into two NUMA nodes each (sub-NUMA
+// clustering), 4 cores a node without SMT, and one GPU on each NUMA node.
+func sncNode(t *testing.T) string {
+	f := newFixture(t)
+	f.nodesPerSocket = 2
+	nodes := []string{"0-3", "4-7", "8-11", "12-15"}
+	f.cpus("0-15", noSMT, nodes, []string{"10 11 21 21", "11 10 21 21", "21 21 10 11", "21 21 11 10"}, "0-15", "/", "0-15")
+	for i := range 4 {
+		f.pci(fmt.Sprintf("pci0000:%02x/0000:%02x:01.0/0000:%02x:00.0", 0x10*(i+1), 0x10*(i+1), 0x10*(i+1)+1), "0x030200", "0x10de", i, nodes[i])
+	}
 	return f.root
 }

@@ -58,6 +58,9 @@ type Topology struct {
 	// is the largest group, 1 without SMT, 0 when unknown.
 	Cores          []CPUSet
 	ThreadsPerCore int
+	// Sockets are the online CPUs of each physical package, by its first
+	// CPU; empty when sysfs does not say.
+	Sockets []CPUSet
 	// Notes says, one line each, what could not be read and what that means.
 	Notes []string
 }
@@ -83,6 +86,9 @@ type NIC struct {
 	Kind    string // NICRDMA or NICEthernet
 	PCIAddr string
 	PCI
+	// Port is an RDMA device's first port (UCX names a device mlx5_0:1), 0
+	// for Ethernet or when sysfs lists none.
+	Port int
 }
 
 // PCI is where a device sits in the PCI tree.
@@ -151,7 +157,13 @@ func (t *Topology) readCPUs(root, sys string) {
 	t.Online = online
 
 	seen := map[string]bool{}
+	sockets := map[int]CPUSet{}
 	for _, c := range online {
+		if id, err := sysfs.Read(filepath.Join(cpuDir, "cpu"+strconv.Itoa(c), "topology", "physical_package_id"), maxAttr); err == nil {
+			if n, err := strconv.Atoi(strings.TrimSpace(string(id))); err == nil && n >= 0 && n < MaxCPUs {
+				sockets[n] = append(sockets[n], c)
+			}
+		}
 		sib, err := readList(filepath.Join(cpuDir, "cpu"+strconv.Itoa(c), "topology", "thread_siblings_list"))
 		if err != nil || len(sib) == 0 {
 			continue
@@ -166,6 +178,10 @@ func (t *Topology) readCPUs(root, sys string) {
 		t.note("SMT siblings unknown: no thread_siblings_list under %s", cpuDir)
 	}
 	slices.SortFunc(t.Cores, func(a, b CPUSet) int { return cmp.Compare(a[0], b[0]) })
+	for _, cpus := range sockets {
+		t.Sockets = append(t.Sockets, cpus)
+	}
+	slices.SortFunc(t.Sockets, func(a, b CPUSet) int { return cmp.Compare(a[0], b[0]) })
 
 	t.Allowed = online
 	status, err := sysfs.Read(filepath.Join(root, "proc", "self", "status"), maxStatusFile)
@@ -340,12 +356,35 @@ func (t *Topology) readNICs(root, sys string) {
 				continue
 			}
 			addr := pci.Path[strings.LastIndexByte(pci.Path, '/')+1:]
-			t.NICs = append(t.NICs, NIC{Name: name, Kind: kind.kind, PCIAddr: addr, PCI: pci})
+			nic := NIC{Name: name, Kind: kind.kind, PCIAddr: addr, PCI: pci}
+			if kind.kind == NICRDMA {
+				nic.Port = firstPort(filepath.Join(kind.dir, name, "ports"))
+			}
+			t.NICs = append(t.NICs, nic)
 		}
 	}
 	slices.SortStableFunc(t.NICs, func(a, b NIC) int {
 		return cmp.Or(cmp.Compare(kindRank(a.Kind), kindRank(b.Kind)), compareNames(a.Name, b.Name))
 	})
+}
+
+// firstPort is the lowest port number listed in an RDMA device's ports
+// directory, 0 for none.
+func firstPort(dir string) int {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	port := 0
+	for i, e := range ents {
+		if i == maxDevices {
+			break
+		}
+		if n, err := strconv.Atoi(e.Name()); err == nil && n > 0 && n < 256 && (port == 0 || n < port) {
+			port = n
+		}
+	}
+	return port
 }
 
 func kindRank(kind string) int {

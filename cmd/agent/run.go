@@ -17,6 +17,7 @@ import (
 	"github.com/musterhq/muster/entrypoint"
 	"github.com/musterhq/muster/gpu"
 	"github.com/musterhq/muster/jobspec"
+	"github.com/musterhq/muster/launch"
 	"github.com/musterhq/muster/logging"
 	"github.com/musterhq/muster/platform"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
@@ -35,6 +36,7 @@ type runFlags struct {
 	hangTimeout, hangFirst             *cmdline.Duration
 	forward                            *cmdline.Signals
 	storeReplicas                      *cmdline.Count
+	cpuBind                            *cmdline.Choice
 }
 
 func runCommand() *cli.Command {
@@ -57,6 +59,7 @@ func runCommand() *cli.Command {
 		hangFirst:      cmdline.NewDuration(0),
 		forward:        cmdline.NewSignals(jobspec.DefaultForwardSignals),
 		storeReplicas:  cmdline.NewCount(0, 0, 5),
+		cpuBind:        cmdline.NewChoice("", launch.ParseCPUBind),
 	}
 	return &cli.Command{
 		Name:      "run",
@@ -91,7 +94,8 @@ func runCommand() *cli.Command {
 			cmdline.WithEnv(cmdline.WithDefaultText(cmdline.Flag(f.memoryLimit, "memory-limit", nil, "each worker's memory limit (`SIZE`: 512M, 2G), in a cgroup of its own: past it the kernel's OOM killer kills it, and muster says so"), "none"), "MUSTER_MEMORY_LIMIT"),
 			cmdline.Flag(f.outputRanks, "output-ranks", nil, "the host prints only these ranks' output (`LIST`: 0,2-5)"),
 			&cli.BoolFlag{Name: "timestamp-output", Usage: "the host prefixes each output line with the time it got it (UTC, RFC 3339 with milliseconds)"},
-			&cli.BoolFlag{Name: "report-bindings", EnvVars: []string{"MUSTER_REPORT_BINDINGS"}, Usage: "the host prints each rank's GPUs, their NUMA node, the CPUs a NUMA binding gives it and its nearest NIC as it starts (nothing is bound yet)"},
+			cmdline.WithEnv(cmdline.WithDefaultText(cmdline.Flag(f.cpuBind, "cpu-bind", []string{"numa-binding", "numa_binding"}, "bind each worker's CPUs and memory to its own GPUs' (`MODE`): none, numa, socket or cores; also torchrun's node|socket|exclusive"), "none"), "MUSTER_CPU_BIND"),
+			&cli.BoolFlag{Name: "report-bindings", EnvVars: []string{"MUSTER_REPORT_BINDINGS"}, Usage: "the host prints each rank's GPUs, NUMA node, CPUs (bound or not) and nearest NIC as it starts"},
 			cmdline.WithEnv(cmdline.Flag(f.hangTimeout, "hang-timeout", nil, "a worker that gives no heartbeat (touching $MUSTER_HEARTBEAT_FILE) for `DURATION` is hung: its stacks are dumped and the job stops (0: off)"), "MUSTER_HANG_TIMEOUT"),
 			cmdline.WithDefaultText(cmdline.WithEnv(cmdline.Flag(f.hangFirst, "hang-first-timeout", nil, "with --hang-timeout, the timeout before a worker's first heartbeat (`DURATION`)"), "MUSTER_HANG_FIRST_TIMEOUT"), "--hang-timeout"),
 			&cli.BoolFlag{Name: "hang-on-silence", EnvVars: []string{"MUSTER_HANG_ON_SILENCE"}, Usage: "with --hang-timeout, every line a worker writes is a heartbeat too"},
@@ -150,7 +154,7 @@ func run(c *cli.Context, f runFlags) error {
 		HangTimeout: f.hangTimeout.Value(), HangFirstTimeout: f.hangFirst.Value(), HangOnSilence: c.Bool("hang-on-silence"),
 		Forward:     f.forward.Values(),
 		KillTimeout: f.killTimeout.Value(), NodeTimeout: f.nodeTimeout.Value(), Argv: c.Args().Slice(), MPI: c.String("mpi"), NoAgentStore: c.Bool("no-agent-store"),
-		MemoryLimit: f.memoryLimit.Bytes(), OutputRanks: f.outputRanks.Contains, TimestampOutput: c.Bool("timestamp-output"), ReportBindings: c.Bool("report-bindings"), Token: token, Name: name, Addr: c.String("addr"),
+		MemoryLimit: f.memoryLimit.Bytes(), OutputRanks: f.outputRanks.Contains, TimestampOutput: c.Bool("timestamp-output"), ReportBindings: c.Bool("report-bindings"), CPUBind: f.cpuBind.String(), Token: token, Name: name, Addr: c.String("addr"),
 		MetricsAddr: c.String("metrics-addr"), StoreReplicas: int(f.storeReplicas.Int32()),
 		Environ: os.Environ(), Stdout: os.Stdout, Stderr: os.Stderr,
 	}

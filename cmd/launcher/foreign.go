@@ -34,5 +34,5 @@ const (
 	nodeRankInstead = "launcher run starts every node's workers itself; to start one node's share as torchrun does, run agent run on each node (--rdzv HOST:PORT, --node-rank there)"
 	masterInstead   = "not needed: muster picks MASTER_ADDR and MASTER_PORT for each round and gives them to every worker"
 	rdzvInstead     = "give --cluster HOST:PORT to run on a cluster's store, or start each node with agent run --rdzv HOST:PORT"
-	bindingInstead  = "muster does not bind workers to cores or NUMA nodes yet: start each worker under numactl or taskset, choosing by its LOCAL_RANK"
+	bindingInstead  = "muster binds each worker to its own GPUs' CPUs: --cpu-bind numa, socket or cores (--report-bindings prints what each rank got)"
 )

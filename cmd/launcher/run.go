@@ -42,7 +42,12 @@ type runFlags struct {
 	hangTimeout          *cmdline.Duration
 	hangFirst            *cmdline.Duration
 	forward              *cmdline.Signals
+	cpuBind              *cmdline.Choice
 }
+
+// cpuBindUsage is --cpu-bind's help, launcher run's and agent run's.
+const cpuBindUsage = "bind each worker's CPUs and memory to its own GPUs' (`MODE`): none, numa (its GPUs' NUMA nodes), socket, " +
+	"or cores (a fair share of those nodes' cores to itself); also torchrun's --numa-binding node|socket|exclusive"
 
 func runCommand() *cli.Command {
 	f := runFlags{
@@ -65,6 +70,7 @@ func runCommand() *cli.Command {
 		hangTimeout:    cmdline.NewDuration(0),
 		hangFirst:      cmdline.NewDuration(0),
 		forward:        cmdline.NewSignals(jobspec.DefaultForwardSignals),
+		cpuBind:        cmdline.NewChoice("", launch.ParseCPUBind),
 	}
 	return &cli.Command{
 		Name:               "run",
@@ -79,6 +85,7 @@ func runCommand() *cli.Command {
 				cmdline.WithDefaultText(cmdline.Flag(f.nproc, "nproc", []string{"np", "nproc-per-node", "nproc_per_node", "npernode"},
 					"`WORKERS` per node, 1 or more (without --gpus: workers with no GPU); also -np, --nproc-per-node, --nproc_per_node, -npernode"),
 					"one per GPU, else 1"),
+				cmdline.WithDefaultText(cmdline.Flag(f.cpuBind, "cpu-bind", []string{"numa-binding", "numa_binding"}, cpuBindUsage), "none"),
 			}, placementFlags()...)...),
 			cmdline.InCategory(catEnvironment,
 				cmdline.Flag(f.env, "env", []string{"x"}, "`VAR` passes the launcher's value of VAR, VAR=value sets it (commas and spaces kept); never overwritten"),
@@ -100,7 +107,7 @@ func runCommand() *cli.Command {
 				&cli.BoolFlag{Name: "tty", Usage: "give each printed rank's stdout (and stderr, when the launcher's is one) a pseudo-terminal of the launcher's size, so that progress bars and colours show as under torchrun; on by default for one printed rank on the embedded default without --log-dir (--no-tty turns it off)"},
 				&cli.BoolFlag{Name: "no-tty", Usage: "workers' output on pipes, never a pseudo-terminal"},
 				&cli.BoolFlag{Name: "timestamp-output", Usage: "prefix each output line with the time the launcher got it (UTC, RFC 3339 with milliseconds)"},
-				&cli.BoolFlag{Name: "report-bindings", Usage: "print each rank's GPUs, their NUMA node, the CPUs a NUMA binding gives it and its nearest NIC as it starts (nothing is bound yet)"},
+				&cli.BoolFlag{Name: "report-bindings", Usage: "print each rank's GPUs, their NUMA node, its CPUs (bound by --cpu-bind or not) and nearest NIC as it starts"},
 				&cli.StringFlag{Name: "log-dir", Usage: "write each rank's stdout to `DIR`/JOB-ID/rank-N.log and its stderr to rank-N.err.log (each job a directory of its own)"},
 				&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log what the store and agent do"},
 			),
@@ -167,6 +174,7 @@ func run(c *cli.Context, f runFlags) error {
 		InheritEnv:         true,
 		Workdir:            []byte(c.String("workdir")),
 		Mpi:                c.String("mpi"),
+		CpuBind:            f.cpuBind.String(),
 		NoAgentStore:       c.Bool("no-agent-store"),
 		MemoryLimitBytes:   f.memoryLimit.Bytes(),
 		HangTimeoutMs:      f.hangTimeout.Value().Milliseconds(),

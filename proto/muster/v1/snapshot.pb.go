@@ -899,8 +899,10 @@ type SnapshotRound struct {
 	// It is among the store's rounds not ended.
 	Open bool `protobuf:"varint,25,opt,name=open,proto3" json:"open,omitempty"`
 	// The ports node rank 0 reserved and the unique ID's magic, once running.
-	Ports         []int32 `protobuf:"varint,26,rep,packed,name=ports,proto3" json:"ports,omitempty"`
-	Magic         uint64  `protobuf:"varint,27,opt,name=magic,proto3" json:"magic,omitempty"`
+	Ports []int32 `protobuf:"varint,26,rep,packed,name=ports,proto3" json:"ports,omitempty"`
+	Magic uint64  `protobuf:"varint,27,opt,name=magic,proto3" json:"magic,omitempty"`
+	// Its started workers, by rank (JobStatus.workers).
+	Started       []*WorkerStarted `protobuf:"bytes,28,rep,name=started,proto3" json:"started,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1122,6 +1124,13 @@ func (x *SnapshotRound) GetMagic() uint64 {
 		return x.Magic
 	}
 	return 0
+}
+
+func (x *SnapshotRound) GetStarted() []*WorkerStarted {
+	if x != nil {
+		return x.Started
+	}
+	return nil
 }
 
 type SnapshotRoundNode struct {
@@ -1603,7 +1612,7 @@ const file_muster_v1_snapshot_proto_rawDesc = "" +
 	"\areaders\x18\x02 \x03(\tR\areaders\"V\n" +
 	"\x11SnapshotUnhealthy\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12-\n" +
-	"\x06health\x18\x02 \x01(\v2\x15.muster.v1.NodeHealthR\x06health\"\x87\b\n" +
+	"\x06health\x18\x02 \x01(\v2\x15.muster.v1.NodeHealthR\x06health\"\xbb\b\n" +
 	"\rSnapshotRound\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06number\x18\x02 \x01(\x05R\x06number\x12\x14\n" +
@@ -1637,7 +1646,8 @@ const file_muster_v1_snapshot_proto_rawDesc = "" +
 	"\x0eprogress_timer\x18\x18 \x01(\v2\x1b.muster.v1.FireTimerCommandR\rprogressTimer\x12\x12\n" +
 	"\x04open\x18\x19 \x01(\bR\x04open\x12\x14\n" +
 	"\x05ports\x18\x1a \x03(\x05R\x05ports\x12\x14\n" +
-	"\x05magic\x18\x1b \x01(\x04R\x05magic\"|\n" +
+	"\x05magic\x18\x1b \x01(\x04R\x05magic\x122\n" +
+	"\astarted\x18\x1c \x03(\v2\x18.muster.v1.WorkerStartedR\astarted\"|\n" +
 	"\x11SnapshotRoundNode\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x129\n" +
 	"\vplaceholder\x18\x02 \x01(\v2\x17.muster.v1.SnapshotNodeR\vplaceholder\x12\x12\n" +
@@ -1708,10 +1718,11 @@ var file_muster_v1_snapshot_proto_goTypes = []any{
 	(*WorkerExited)(nil),      // 23: muster.v1.WorkerExited
 	(*NodeLoss)(nil),          // 24: muster.v1.NodeLoss
 	(*WaitingForNodes)(nil),   // 25: muster.v1.WaitingForNodes
-	(*RankClues)(nil),         // 26: muster.v1.RankClues
-	(*RasAnswer)(nil),         // 27: muster.v1.RasAnswer
-	(*JobEvent)(nil),          // 28: muster.v1.JobEvent
-	(NodeSchedule)(0),         // 29: muster.v1.NodeSchedule
+	(*WorkerStarted)(nil),     // 26: muster.v1.WorkerStarted
+	(*RankClues)(nil),         // 27: muster.v1.RankClues
+	(*RasAnswer)(nil),         // 28: muster.v1.RasAnswer
+	(*JobEvent)(nil),          // 29: muster.v1.JobEvent
+	(NodeSchedule)(0),         // 30: muster.v1.NodeSchedule
 }
 var file_muster_v1_snapshot_proto_depIdxs = []int32{
 	1,  // 0: muster.v1.StoreSnapshot.nodes:type_name -> muster.v1.SnapshotNode
@@ -1747,18 +1758,19 @@ var file_muster_v1_snapshot_proto_depIdxs = []int32{
 	16, // 30: muster.v1.SnapshotRound.deadline:type_name -> muster.v1.FireTimerCommand
 	25, // 31: muster.v1.SnapshotRound.progress:type_name -> muster.v1.WaitingForNodes
 	16, // 32: muster.v1.SnapshotRound.progress_timer:type_name -> muster.v1.FireTimerCommand
-	1,  // 33: muster.v1.SnapshotRoundNode.placeholder:type_name -> muster.v1.SnapshotNode
-	26, // 34: muster.v1.SnapshotHang.clues:type_name -> muster.v1.RankClues
-	27, // 35: muster.v1.SnapshotHang.ras:type_name -> muster.v1.RasAnswer
-	16, // 36: muster.v1.SnapshotHang.timer:type_name -> muster.v1.FireTimerCommand
-	23, // 37: muster.v1.SnapshotHang.held:type_name -> muster.v1.WorkerExited
-	28, // 38: muster.v1.SnapshotEventLog.events:type_name -> muster.v1.JobEvent
-	29, // 39: muster.v1.SnapshotSchedule.schedule:type_name -> muster.v1.NodeSchedule
-	40, // [40:40] is the sub-list for method output_type
-	40, // [40:40] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	26, // 33: muster.v1.SnapshotRound.started:type_name -> muster.v1.WorkerStarted
+	1,  // 34: muster.v1.SnapshotRoundNode.placeholder:type_name -> muster.v1.SnapshotNode
+	27, // 35: muster.v1.SnapshotHang.clues:type_name -> muster.v1.RankClues
+	28, // 36: muster.v1.SnapshotHang.ras:type_name -> muster.v1.RasAnswer
+	16, // 37: muster.v1.SnapshotHang.timer:type_name -> muster.v1.FireTimerCommand
+	23, // 38: muster.v1.SnapshotHang.held:type_name -> muster.v1.WorkerExited
+	29, // 39: muster.v1.SnapshotEventLog.events:type_name -> muster.v1.JobEvent
+	30, // 40: muster.v1.SnapshotSchedule.schedule:type_name -> muster.v1.NodeSchedule
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_snapshot_proto_init() }

@@ -3098,7 +3098,11 @@ type JobSpec struct {
 	HangOnSilence bool `protobuf:"varint,302,opt,name=hang_on_silence,json=hangOnSilence,proto3" json:"hang_on_silence,omitempty"`
 	// tty, when set, gives the workers it names pseudo-terminals for their
 	// output instead of pipes (--tty); unset, every worker gets pipes.
-	Tty           *Terminal `protobuf:"bytes,900,opt,name=tty,proto3" json:"tty,omitempty"`
+	Tty *Terminal `protobuf:"bytes,900,opt,name=tty,proto3" json:"tty,omitempty"`
+	// cpu_bind binds each worker's CPUs and memory to its GPUs' (--cpu-bind):
+	// "none" or "" (nothing bound), "numa", "socket" or "cores" (package
+	// topology's modes).
+	CpuBind       string `protobuf:"bytes,1000,opt,name=cpu_bind,json=cpuBind,proto3" json:"cpu_bind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3369,6 +3373,13 @@ func (x *JobSpec) GetTty() *Terminal {
 		return x.Tty
 	}
 	return nil
+}
+
+func (x *JobSpec) GetCpuBind() string {
+	if x != nil {
+		return x.CpuBind
+	}
+	return ""
 }
 
 // Terminal is how a job's workers see the launcher's terminal: each stream
@@ -4468,7 +4479,16 @@ type WorkerBinding struct {
 	NicBy string `protobuf:"bytes,7,opt,name=nic_by,json=nicBy,proto3" json:"nic_by,omitempty"`
 	// unknown says why the node's topology gives no binding (sysfs hidden
 	// or unreadable); the other fields but gpus are empty then.
-	Unknown       string `protobuf:"bytes,8,opt,name=unknown,proto3" json:"unknown,omitempty"`
+	Unknown string `protobuf:"bytes,8,opt,name=unknown,proto3" json:"unknown,omitempty"`
+	// mode is the job's binding mode ("none", "numa", "socket", "cores"); with
+	// none, cpus are those a numa binding would give, as a hint.
+	Mode string `protobuf:"bytes,9,opt,name=mode,proto3" json:"mode,omitempty"`
+	// threads is how many cores the worker has to itself (OMP_NUM_THREADS
+	// follows it unless set); 0 when nothing is bound.
+	Threads int32 `protobuf:"varint,10,opt,name=threads,proto3" json:"threads,omitempty"`
+	// memory_nodes are the NUMA nodes its memory is preferred on, empty when
+	// its memory policy was left alone.
+	MemoryNodes   []int32 `protobuf:"varint,11,rep,packed,name=memory_nodes,json=memoryNodes,proto3" json:"memory_nodes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4557,6 +4577,27 @@ func (x *WorkerBinding) GetUnknown() string {
 		return x.Unknown
 	}
 	return ""
+}
+
+func (x *WorkerBinding) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *WorkerBinding) GetThreads() int32 {
+	if x != nil {
+		return x.Threads
+	}
+	return 0
+}
+
+func (x *WorkerBinding) GetMemoryNodes() []int32 {
+	if x != nil {
+		return x.MemoryNodes
+	}
+	return nil
 }
 
 type Output struct {
@@ -7182,9 +7223,14 @@ type JobStatus struct {
 	RoundNodes []*JobRound `protobuf:"bytes,247,rep,name=round_nodes,json=roundNodes,proto3" json:"round_nodes,omitempty"`
 	// trimmed says the history shortened the job's record to its bound: the
 	// spec's host lists, older rounds, node lists or command were left out.
-	Trimmed       bool `protobuf:"varint,248,opt,name=trimmed,proto3" json:"trimmed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Trimmed bool `protobuf:"varint,248,opt,name=trimmed,proto3" json:"trimmed,omitempty"`
+	// workers are the current or last round's started workers with their
+	// bindings, by rank, at most 1024 (workers_left_out counts the rest);
+	// GetJob only, and not kept in the history.
+	Workers        []*WorkerStarted `protobuf:"bytes,249,rep,name=workers,proto3" json:"workers,omitempty"`
+	WorkersLeftOut int32            `protobuf:"varint,250,opt,name=workers_left_out,json=workersLeftOut,proto3" json:"workers_left_out,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *JobStatus) Reset() {
@@ -7320,6 +7366,20 @@ func (x *JobStatus) GetTrimmed() bool {
 		return x.Trimmed
 	}
 	return false
+}
+
+func (x *JobStatus) GetWorkers() []*WorkerStarted {
+	if x != nil {
+		return x.Workers
+	}
+	return nil
+}
+
+func (x *JobStatus) GetWorkersLeftOut() int32 {
+	if x != nil {
+		return x.WorkersLeftOut
+	}
+	return 0
 }
 
 // JobRound is one round of a job: its number (0 for the first) and nodes,
@@ -8310,7 +8370,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\fLeaveRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x0f\n" +
-	"\rLeaveResponse\"\xb6\t\n" +
+	"\rLeaveResponse\"\xd2\t\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\fR\x04argv\x12\x16\n" +
 	"\x06nnodes\x18\x02 \x01(\x05R\x06nnodes\x12\x12\n" +
@@ -8351,7 +8411,8 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x0fhang_timeout_ms\x18\xac\x02 \x01(\x03R\rhangTimeoutMs\x122\n" +
 	"\x15hang_first_timeout_ms\x18\xad\x02 \x01(\x03R\x12hangFirstTimeoutMs\x12'\n" +
 	"\x0fhang_on_silence\x18\xae\x02 \x01(\bR\rhangOnSilence\x12&\n" +
-	"\x03tty\x18\x84\a \x01(\v2\x13.muster.v1.TerminalR\x03ttyB\r\n" +
+	"\x03tty\x18\x84\a \x01(\v2\x13.muster.v1.TerminalR\x03tty\x12\x1a\n" +
+	"\bcpu_bind\x18\xe8\a \x01(\tR\acpuBindB\r\n" +
 	"\v_stdin_rank\"\xa1\x01\n" +
 	"\bTerminal\x12\x12\n" +
 	"\x04rows\x18\x01 \x01(\rR\x04rows\x12\x12\n" +
@@ -8447,7 +8508,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"local_rank\x18\x02 \x01(\x05R\tlocalRank\x12\x12\n" +
 	"\x04node\x18\x03 \x01(\tR\x04node\x12\x10\n" +
 	"\x03pid\x18\x04 \x01(\x05R\x03pid\x123\n" +
-	"\abinding\x18\xbc\x05 \x01(\v2\x18.muster.v1.WorkerBindingR\abinding\"\xd0\x01\n" +
+	"\abinding\x18\xbc\x05 \x01(\v2\x18.muster.v1.WorkerBindingR\abinding\"\xa1\x02\n" +
 	"\rWorkerBinding\x12\x12\n" +
 	"\x04gpus\x18\x01 \x03(\x05R\x04gpus\x12\x1d\n" +
 	"\n" +
@@ -8457,7 +8518,11 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\aapplied\x18\x05 \x01(\bR\aapplied\x12\x10\n" +
 	"\x03nic\x18\x06 \x01(\tR\x03nic\x12\x15\n" +
 	"\x06nic_by\x18\a \x01(\tR\x05nicBy\x12\x18\n" +
-	"\aunknown\x18\b \x01(\tR\aunknown\"\x7f\n" +
+	"\aunknown\x18\b \x01(\tR\aunknown\x12\x12\n" +
+	"\x04mode\x18\t \x01(\tR\x04mode\x12\x18\n" +
+	"\athreads\x18\n" +
+	" \x01(\x05R\athreads\x12!\n" +
+	"\fmemory_nodes\x18\v \x03(\x05R\vmemoryNodes\"\x7f\n" +
 	"\x06Output\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12)\n" +
 	"\x06stream\x18\x02 \x01(\x0e2\x11.muster.v1.StreamR\x06stream\x12\x12\n" +
@@ -8674,7 +8739,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x04jobs\x18\x02 \x03(\tR\x04jobs\"@\n" +
 	"\x11ListNodesResponse\x12+\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x15.muster.v1.NodeStatusR\x05nodes\"\x11\n" +
-	"\x0fListJobsRequest\"\xa5\x04\n" +
+	"\x0fListJobsRequest\"\x85\x05\n" +
 	"\tJobStatus\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12&\n" +
 	"\x04spec\x18\x02 \x01(\v2\x12.muster.v1.JobSpecR\x04spec\x12)\n" +
@@ -8691,7 +8756,9 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\afailure\x18\xf6\x01 \x01(\v2\x17.muster.v1.WorkerExitedR\afailure\x125\n" +
 	"\vround_nodes\x18\xf7\x01 \x03(\v2\x13.muster.v1.JobRoundR\n" +
 	"roundNodes\x12\x19\n" +
-	"\atrimmed\x18\xf8\x01 \x01(\bR\atrimmed\"`\n" +
+	"\atrimmed\x18\xf8\x01 \x01(\bR\atrimmed\x123\n" +
+	"\aworkers\x18\xf9\x01 \x03(\v2\x18.muster.v1.WorkerStartedR\aworkers\x12)\n" +
+	"\x10workers_left_out\x18\xfa\x01 \x01(\x05R\x0eworkersLeftOut\"`\n" +
 	"\bJobRound\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x14\n" +
 	"\x05nodes\x18\x02 \x03(\tR\x05nodes\x12&\n" +
@@ -8984,14 +9051,15 @@ var file_muster_v1_types_proto_depIdxs = []int32{
 	53, // 73: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
 	61, // 74: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
 	90, // 75: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
-	89, // 76: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
-	93, // 77: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
-	89, // 78: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	79, // [79:79] is the sub-list for method output_type
-	79, // [79:79] is the sub-list for method input_type
-	79, // [79:79] is the sub-list for extension type_name
-	79, // [79:79] is the sub-list for extension extendee
-	0,  // [0:79] is the sub-list for field type_name
+	58, // 76: muster.v1.JobStatus.workers:type_name -> muster.v1.WorkerStarted
+	89, // 77: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
+	93, // 78: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
+	89, // 79: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	80, // [80:80] is the sub-list for method output_type
+	80, // [80:80] is the sub-list for method input_type
+	80, // [80:80] is the sub-list for extension type_name
+	80, // [80:80] is the sub-list for extension extendee
+	0,  // [0:80] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_types_proto_init() }

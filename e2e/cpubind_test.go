@@ -1,0 +1,127 @@
+package e2e
+
+import (
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/musterhq/muster/topology"
+)
+
+// --cpu-bind on the embedded default: each worker runs on the CPUs its
+// binding names, and --report-bindings says it bound them; with cores, the
+// workers' CPUs are disjoint and OMP_NUM_THREADS counts them. torchrun's
+// --numa-binding names are taken; an unknown mode is refused, naming the
+// flag.
+func TestCPUBind(t *testing.T) {
+	t.Parallel()
+	allowed := ownAllowedCPUs(t)
+	if len(allowed) < 2 {
+		t.Skip("one CPU allowed: nothing to bind apart")
+	}
+	script := `echo "$RANK $(grep Cpus_allowed_list /proc/self/status | cut -f2) $OMP_NUM_THREADS"`
+	report := regexp.MustCompile(`^muster: rank (\d) \(node \S+, local rank \d\): no GPUs, CPUs (\S+) \(bound: (\w+), (\d+) core\(s\); no GPUs: (all|a share of the) allowed CPUs\)$`)
+	for _, tc := range []struct {
+		flags    []string
+		mode     string
+		disjoint bool
+	}{
+		{[]string{"--cpu-bind", "cores"}, "cores", true},
+		{[]string{"--numa-binding", "exclusive"}, "cores", true},
+		{[]string{"--cpu-bind", "numa"}, "numa", false},
+		{[]string{"--numa-binding=node"}, "numa", false},
+	} {
+		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
+			args := append([]string{"run", "--nproc", "2", "--report-bindings"}, tc.flags...)
+			r := runLauncher(t, append(args, "sh", "-c", script)...)
+			if r.code != 0 {
+				t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+			}
+			reported := map[string]string{}
+			for l := range strings.SplitSeq(strings.TrimSpace(r.stderr), "\n") {
+				m := report.FindStringSubmatch(l)
+				if m == nil || m[3] != tc.mode {
+					t.Errorf("line %q: not a %s binding", l, tc.mode)
+					continue
+				}
+				reported[m[1]] = m[2]
+			}
+			var sets []topology.CPUSet
+			for l := range strings.SplitSeq(strings.TrimSpace(r.stdout), "\n") {
+				f := strings.Fields(strings.TrimPrefix(l, "["+strings.SplitN(l, "]", 2)[0][1:]+"] "))
+				if len(f) != 3 {
+					t.Fatalf("output line %q: want RANK CPUS OMP_NUM_THREADS", l)
+				}
+				cpus, err := topology.ParseCPUList(f[1])
+				if err != nil || len(cpus) == 0 || len(cpus.Intersect(allowed)) != len(cpus) {
+					t.Errorf("rank %s runs on %q, not a part of the allowed %s", f[0], f[1], allowed)
+				}
+				if reported[f[0]] != f[1] {
+					t.Errorf("rank %s runs on %s, its binding said %q", f[0], f[1], reported[f[0]])
+				}
+				if n, _ := strconv.Atoi(f[2]); n < 1 || n > len(cpus) {
+					t.Errorf("rank %s: OMP_NUM_THREADS %q for %d CPUs", f[0], f[2], len(cpus))
+				}
+				sets = append(sets, cpus)
+			}
+			if len(sets) != 2 {
+				t.Fatalf("%d ranks' lines, want 2; stdout:\n%s", len(sets), r.stdout)
+			}
+			if tc.disjoint && len(sets[0].Intersect(sets[1])) > 0 {
+				t.Errorf("cores: ranks share CPUs: %s and %s", sets[0], sets[1])
+			}
+		})
+	}
+	r := runLauncher(t, "run", "--cpu-bind", "closest", "true")
+	if r.code != 2 || !strings.Contains(r.stderr, "--cpu-bind") || !strings.Contains(r.stderr, "want none, numa, socket or cores") {
+		t.Errorf("--cpu-bind closest: exit %d, stderr %q; want 2 and an error naming the flag and the modes", r.code, r.stderr)
+	}
+}
+
+// launcher jobs JOB shows where each worker of the job's round ran, and
+// whether it was bound.
+func TestJobShowsBindings(t *testing.T) {
+	t.Parallel()
+	if len(ownAllowedCPUs(t)) < 2 {
+		t.Skip("one CPU allowed: nothing to bind apart")
+	}
+	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--name", "binder"})
+	r := runLauncher(t, "run", "--cluster", host.addr, "--nproc", "2", "--cpu-bind", "cores", "--", "echo", "bound job")
+	if r.code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	job := jobListed(t, runLauncher(t, "jobs", "--cluster", host.addr).stdout, "bound job")
+	one := runLauncher(t, "jobs", "--cluster", host.addr, job)
+	worker := regexp.MustCompile(`(?m)^worker:\s+rank (\d) \(node binder, local rank \d\): no GPUs, CPUs \S+ \(bound: cores, \d+ core\(s\)[^)]*\), pid \d+$`)
+	var ranks []string
+	for _, m := range worker.FindAllStringSubmatch(one.stdout, -1) {
+		ranks = append(ranks, m[1])
+	}
+	if !slices.Equal(ranks, []string{"0", "1"}) {
+		t.Errorf("launcher jobs %s: worker lines for ranks %v, want 0 and 1:\n%s%s", job, ranks, one.stdout, one.stderr)
+	}
+}
+
+// ownAllowedCPUs is the CPUs this test may run on, which its launchers and
+// agents inherit.
+func ownAllowedCPUs(t *testing.T) topology.CPUSet {
+	t.Helper()
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := range strings.SplitSeq(string(status), "\n") {
+		if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
+			set, err := topology.ParseCPUList(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return set
+		}
+	}
+	t.Fatal("no Cpus_allowed_list in /proc/self/status")
+	return nil
+}
