@@ -144,9 +144,9 @@ type Agent struct {
 	loops       sync.WaitGroup // the session loop, the lease's, and the clean-up
 	cmds        sync.WaitGroup // the command queues' goroutines; Add by the session loop only
 	logSends    sync.WaitGroup // answers to SendLogs; Add by the command queues only
-	// stepHook, when set, is called ahead of each step of a job's start:
-	// tests hold a start there.
-	stepHook func(job, step string)
+	// stepHook and undoHook, when set, are called ahead of each step of a
+	// job's start and each undo: tests hold a start there, or watch its end.
+	stepHook, undoHook func(job, step string)
 
 	qmu    sync.Mutex
 	queues map[string][]func() // each job's commands not yet run, while it has any
@@ -367,14 +367,20 @@ func (a *Agent) drain(job string) {
 	}
 }
 
-// beforeStep calls the step hook, if any, ahead of step of job's start.
-func (a *Agent) beforeStep(job, step string) {
+// stepHooks call the test hooks, if any, ahead of each step of job's
+// start and each undo.
+func (a *Agent) stepHooks(job string) stepHooks {
 	a.mu.Lock()
-	hook := a.stepHook
+	do, undo := a.stepHook, a.undoHook
 	a.mu.Unlock()
-	if hook != nil {
-		hook(job, step)
+	var hooks stepHooks
+	if do != nil {
+		hooks.do = func(name string) { do(job, name) }
 	}
+	if undo != nil {
+		hooks.undo = func(name string) { undo(job, name) }
+	}
+	return hooks
 }
 
 func (a *Agent) stopJob(st *musterv1.StopJob) {
@@ -467,7 +473,8 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 	a.signalGPUs()
 	go pub.run()
 	js := &jobStart{a: a, asg: asg, sup: sup}
-	err := runSteps(js.startSteps(), func(name string) { a.beforeStep(asg.GetJobId(), name) })
+	steps, hooks := js.steps(), a.stepHooks(asg.GetJobId())
+	err := runSteps(steps, hooks)
 	go func() {
 		defer a.wg.Done()
 		if err != nil {
@@ -482,10 +489,7 @@ func (a *Agent) startJob(ctx context.Context, asg *musterv1.Assignment) {
 			}
 		} else {
 			sup.run(ctx, js)
-			js.removeJobDir()
-			js.removeCgroups()
-			js.mpi.close()
-			js.files.feed.close()
+			undoSteps(steps, hooks)
 		}
 		// The job's last events reach the store before it counts as ended here.
 		pub.close()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -87,10 +88,16 @@ func TestMinimalEnviron(t *testing.T) {
 	}
 }
 
-// plan runs the planning steps of asg's start, as the job's start does.
+// plan runs the planning steps of asg's start, as the job's start does:
+// from the assignment's check to the heartbeat files, but the health check,
+// which reports to a store.
 func (a *Agent) plan(asg *musterv1.Assignment) ([]workerPlan, jobFiles, error) {
 	js := &jobStart{a: a, asg: asg}
-	if err := runSteps(js.planSteps(), nil); err != nil {
+	steps := js.steps()
+	first := slices.IndexFunc(steps, func(st step) bool { return st.name == "assignment" })
+	last := slices.IndexFunc(steps, func(st step) bool { return st.name == "heartbeat files" })
+	plan := slices.DeleteFunc(steps[first:last+1], func(st step) bool { return st.name == "health" })
+	if err := runSteps(plan, stepHooks{}); err != nil {
 		return nil, jobFiles{}, err
 	}
 	return js.plans, js.files, nil

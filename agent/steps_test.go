@@ -21,10 +21,12 @@ func TestRunSteps(t *testing.T) {
 		fail    string // the step that fails, if any
 		noUndo  string // the step without an undo, if any
 		noDo    string // the step without a do, if any
+		end     bool   // the job ends once its steps are done
 		want    string
 		wantErr error
 	}{
 		{name: "all done", want: "before a, do a, before b, do b, before c, do c"},
+		{name: "all done, then the end", end: true, want: "before a, do a, before b, do b, before c, do c, undo c, undo b, undo a"},
 		{name: "first fails", fail: "a", want: "before a, do a, undo a", wantErr: bad},
 		{name: "middle fails", fail: "b", want: "before a, do a, before b, do b, undo b, undo a", wantErr: bad},
 		{name: "last fails", fail: "c", want: "before a, do a, before b, do b, before c, do c, undo c, undo b, undo a", wantErr: bad},
@@ -51,7 +53,10 @@ func TestRunSteps(t *testing.T) {
 				}
 				steps = append(steps, st)
 			}
-			err := runSteps(steps, func(name string) { log = append(log, "before "+name) })
+			err := runSteps(steps, stepHooks{do: func(name string) { log = append(log, "before "+name) }})
+			if tt.end {
+				undoSteps(steps, stepHooks{})
+			}
 			if got := strings.Join(log, ", "); got != tt.want || !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil) {
 				t.Fatalf("got %q, %v\nwant %q, %v", got, err, tt.want, tt.wantErr)
 			}
@@ -78,16 +83,16 @@ func TestStartUndoneTwice(t *testing.T) {
 	}
 	js := &jobStart{a: a, asg: asg, sup: newSupervisor(a.log, asg.GetJobId(), "node", 0, nil)}
 	// The health check reports to a store, which this agent has none of.
-	steps := slices.DeleteFunc(js.startSteps(), func(st step) bool { return st.name == "health" })
+	steps := slices.DeleteFunc(js.steps(), func(st step) bool { return st.name == "health" })
 	if last := steps[len(steps)-1].name; last != "workers" {
 		t.Fatalf("the last step is %q", last)
 	}
 	bad := errors.New("bad")
 	steps[len(steps)-1] = step{name: "fails", do: func() error { return bad }}
-	if err := runSteps(steps, nil); err != bad {
+	if err := runSteps(steps, stepHooks{}); err != bad {
 		t.Fatalf("runSteps: %v", err)
 	}
-	undoSteps(steps)
+	undoSteps(steps, stepHooks{})
 	if len(js.workers) != 2 || js.workers[0].readers[0] == nil {
 		t.Fatalf("the steps made no pipes: %+v", js.workers)
 	}

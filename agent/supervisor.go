@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -118,172 +116,11 @@ func (w *worker) facts(xids *gpu.XIDLog) *failure.Facts {
 	return f
 }
 
-// openLogs opens each worker's kept output and, when the job has a log
-// directory, its two log files there: rank-N.log for its stdout and
-// rank-N.err.log for its stderr, so that each line keeps its stream and its
-// order in it (the order of lines of two pipes, one against the other, is
-// not known to anyone who reads them).
-func (js *jobStart) openLogs() error {
-	for _, w := range js.workers {
-		if kept := js.a.rankLogs; kept != nil {
-			kw, err := kept.Rank(js.asg.GetJobId(), w.plan.rank)
-			if err != nil {
-				// The job runs anyway: only `launcher logs` misses it.
-				js.sup.log.Warn("rank output not kept", zap.String("job", js.sup.job), zap.Int("rank", w.plan.rank), zap.Error(err))
-			} else {
-				w.kept = kw
-			}
-		}
-		if js.files.logDir == "" {
-			continue
-		}
-		for i, name := range [2]string{"rank-%d.log", "rank-%d.err.log"} {
-			lf, err := openLogFile(filepath.Join(js.files.logDir, fmt.Sprintf(name, w.plan.rank)), w.plan.spec.cred)
-			if err != nil {
-				return errors.New(validText(fmt.Sprintf("--log-dir: %v", err)))
-			}
-			w.logs[i] = lf
-		}
-	}
-	return nil
-}
-
-// closeLogs closes the workers' log files and kept output, once the job is
-// over or will not start.
-func (js *jobStart) closeLogs() {
-	for _, w := range js.workers {
-		for i, lf := range w.logs {
-			if lf != nil {
-				if err := lf.Close(); err != nil {
-					js.sup.log.Warn("log file incomplete", zap.String("job", js.sup.job), zap.Int("rank", w.plan.rank), zap.Error(err))
-				}
-				w.logs[i] = nil
-			}
-		}
-		if w.kept != nil {
-			w.kept.Close()
-			w.kept = nil
-		}
-	}
-}
-
-// makePipes makes each worker's output pipes (pseudo-terminals for those
-// --tty names) and, with an MPI job's PMI service, its PMI socket, and finds
-// its program. A worker whose program is not found never starts: its exit
-// is queued, its pipes end at once.
-func (js *jobStart) makePipes() error {
-	// Workers of one command share their program: it is looked up once,
-	// not once a worker (a stat of each PATH directory).
-	type found struct {
-		path string
-		err  error
-	}
-	programs := map[string]found{}
-	for _, w := range js.workers {
-		outR, outW, err := js.outputStream(w, 0)
-		if err != nil {
-			return err
-		}
-		errR, errW, err := js.outputStream(w, 1)
-		if err != nil {
-			outR.Close()
-			outW.Close()
-			return err
-		}
-		w.readers = [2]*supervise.Reader{outR, errR}
-		ws := w.plan.spec
-		key := ws.argv[0] + "\x00" + ws.dir + "\x00" + searchPath(ws.env)
-		p, ok := programs[key]
-		if !ok {
-			p.path, p.err = lookPath(ws.argv[0], ws.dir, ws.env)
-			programs[key] = p
-		}
-		path, err := p.path, p.err
-		if err != nil {
-			w.exit <- startError(ws.argv[0], err)
-			outW.Close()
-			errW.Close()
-			if ws.stdin != nil {
-				ws.stdin.Close()
-			}
-			continue
-		}
-		w.path = path
-		js.started = append(js.started, w)
-		sw := supervise.Worker{Path: path, Argv: ws.argv, Env: ws.env, Dir: ws.dir, Cred: ws.cred, Stdin: ws.stdin, Stdout: outW, Stderr: errW,
-			CPUs: w.plan.binding.cpus, Memory: w.plan.binding.memory}
-		if w.cgroup != nil {
-			sw.Cgroup = w.cgroup.Dir()
-		}
-		js.spec.Workers = append(js.spec.Workers, sw)
-		if js.mpi != nil {
-			if w.pmi, err = newPMIConn(); err != nil {
-				return err
-			}
-			js.spec.Workers[len(js.spec.Workers)-1].PMI = w.pmi.worker
-		}
-	}
-	return nil
-}
-
-// abandon closes the pipes and PMI sockets of workers that will not start.
-func (js *jobStart) abandon() {
-	for _, w := range js.workers {
-		for _, r := range w.readers {
-			if r != nil {
-				r.Close()
-			}
-		}
-		if w.pmi != nil {
-			w.pmi.close()
-			w.pmi = nil
-		}
-	}
-	for _, w := range js.spec.Workers {
-		w.Stdout.Close()
-		w.Stderr.Close()
-	}
-}
-
-// startWorkers gives back the round's ports, for the workers to bind, and
-// starts the workers, unless a stop came first.
-func (js *jobStart) startWorkers() error {
-	s := js.sup
-	js.releasePorts()
-	js.spec.Grace, js.spec.Unkillable = s.killAt, unkillableAfter
-	js.spec.JobDir, js.spec.Lock = js.files.dir, js.files.lock
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopping {
-		return errStopping
-	}
-	js.spec.Spare = js.a.takeSpare()
-	now := time.Now()
-	for _, w := range js.started {
-		w.started = now
-	}
-	if js.hang != nil {
-		js.hang.sup, js.hang.epoch = s, time.Now()
-	}
-	g, err := supervise.Start(js.spec)
-	if err != nil {
-		return err
-	}
-	s.group, js.group, s.started = g, g, time.Now()
-	if js.hang != nil {
-		s.watch = js.hang
-		js.hang.start(js.started, g)
-	}
-	return nil
-}
-
 // run reports the started workers' output and exits and returns once every
 // one has ended and been reported, and every process they started is gone.
 // The job directory goes with the last of them, even if the agent dies
 // first. With an MPI job, each worker speaks PMI to its service on fd 3.
 func (s *Supervisor) run(ctx context.Context, js *jobStart) {
-	defer js.files.lock.Close()
-	defer js.closeLogs()
 	workers, started, g := js.workers, js.started, js.group
 	var reported sync.WaitGroup
 	reported.Add(len(workers))

@@ -2,6 +2,8 @@ package cmdline
 
 import (
 	"fmt"
+	"os"
+	"os/signal"
 	"slices"
 	"strings"
 	"syscall"
@@ -62,3 +64,18 @@ func (s *Signals) String() string {
 
 // Values are the signals, each once, in the order given.
 func (s *Signals) Values() []syscall.Signal { return slices.Clone(s.sigs) }
+
+// CatchSignals delivers, from now on, the signals that stop a job
+// gracefully (SIGINT, SIGTERM, and SIGHUP, a closed terminal, as torchrun
+// has it) and forward, which go to the workers instead, until stop. A
+// closed stdout then fails the write instead of killing the process
+// (SIGPIPE), which stops the job and exits as a pipeline would.
+func CatchSignals(forward []syscall.Signal) (sigs <-chan os.Signal, stop func()) {
+	c := make(chan os.Signal, 4)
+	signal.Notify(c, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	for _, s := range forward {
+		signal.Notify(c, s)
+	}
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	return c, func() { signal.Stop(c) }
+}

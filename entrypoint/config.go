@@ -19,8 +19,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/musterhq/muster/gpu"
+	"github.com/musterhq/muster/launch"
 	"github.com/musterhq/muster/platform"
-	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
 // DefaultRdzvPort is the rendezvous port when --rdzv gives none, as
@@ -52,11 +52,9 @@ type Config struct {
 	MPI string
 	// NoAgentStore leaves PyTorch's TCPStore to rank 0 (--no-agent-store).
 	NoAgentStore bool
-	// Policy holds the job's restart policy and health check, as the
-	// launcher's flags of the same names give them: NoRestartExitCodes,
-	// RestartOn, RestartBackoffMs, RestartBackoffMaxMs, HealthCheck,
-	// HealthCheckTimeoutMs. Its other fields are ignored.
-	Policy *musterv1.JobSpec
+	// Policy is the job's restart policy and health check, as the
+	// launcher's flags of the same names give them.
+	Policy launch.Policy
 	// MemoryLimit is each worker's memory limit in bytes, 0 for none
 	// (--memory-limit).
 	MemoryLimit int64

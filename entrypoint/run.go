@@ -177,36 +177,13 @@ func (p *Plan) jobSpec() (*musterv1.JobSpec, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec := &musterv1.JobSpec{
-		Name:               JobName,
-		Nnodes:             int32(p.NNodes),
-		MinNodes:           int32(p.MinNodes),
-		Gpus:               int32(p.GPUs),
-		Nproc:              int32(p.NProc),
-		KillTimeoutMs:      p.KillTimeout.Milliseconds(),
-		WaitTimeoutMs:      p.JoinTimeout.Milliseconds(),
-		LastCallMs:         p.LastCall.Milliseconds(),
-		MaxRestarts:        int32(p.MaxRestarts),
-		NcclAutodetect:     true,
-		InheritEnv:         true,
-		Workdir:            workdir,
-		Mpi:                p.MPI,
-		CpuBind:            p.CPUBind,
-		NoAgentStore:       p.NoAgentStore,
-		MemoryLimitBytes:   p.MemoryLimit,
-		HangTimeoutMs:      p.HangTimeout.Milliseconds(),
-		HangFirstTimeoutMs: p.HangFirstTimeout.Milliseconds(),
-		HangOnSilence:      p.HangOnSilence,
-	}
-	if pol := p.Policy; pol != nil {
-		spec.NoRestartExitCodes, spec.RestartOn = pol.NoRestartExitCodes, pol.RestartOn
-		spec.RestartBackoffMs, spec.RestartBackoffMaxMs = pol.RestartBackoffMs, pol.RestartBackoffMaxMs
-		spec.HealthCheck, spec.HealthCheckTimeoutMs = pol.HealthCheck, pol.HealthCheckTimeoutMs
-	}
-	for _, a := range p.Argv {
-		spec.Argv = append(spec.Argv, []byte(a))
-	}
-	return spec, nil
+	job := launch.Job{Name: JobName, Argv: p.Argv,
+		Nnodes: int32(p.NNodes), MinNodes: int32(p.MinNodes), GPUs: int32(p.GPUs), NProc: int32(p.NProc),
+		KillTimeout: p.KillTimeout, WaitTimeout: p.JoinTimeout, LastCall: p.LastCall, MaxRestarts: int32(p.MaxRestarts),
+		Workdir: workdir, MPI: p.MPI, CPUBind: p.CPUBind, NoAgentStore: p.NoAgentStore, MemoryLimit: p.MemoryLimit,
+		HangTimeout: p.HangTimeout, HangFirstTimeout: p.HangFirstTimeout, HangOnSilence: p.HangOnSilence,
+		Policy: p.Policy}
+	return job.Spec(), nil
 }
 
 // runJoiner waits for the rendezvous host, joins its store and gossip, and

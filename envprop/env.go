@@ -237,12 +237,30 @@ func (in Input) LocalGPUs() []int {
 func Build(in Input) []string {
 	// env maps each name to its whole NAME=value entry: an inherited one is
 	// kept as it is, not cut and joined again for each worker.
-	env := make(map[string]string, len(in.Base)+48)
-	for _, kv := range in.Base {
-		if k, _, ok := strings.Cut(kv, "="); ok {
-			env[k] = kv
+	env := inherited(in)
+	for k, v := range identity(in) {
+		env[k] = k + "=" + v
+	}
+	for k, v := range defaults(in, env) {
+		if _, ok := env[k]; !ok {
+			env[k] = k + "=" + v
 		}
 	}
+	addByName(env, in.User)
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		out = append(out, kv)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// inherited is the environment the worker inherits, by name, less what
+// would mislead it: another job's or launcher's identity and roster, and
+// the agent's own secrets.
+func inherited(in Input) map[string]string {
+	env := make(map[string]string, len(in.Base)+48)
+	addByName(env, in.Base)
 	// An inherited NCCL_COMM_ID would make every rank try to be the root.
 	delete(env, NCCLCommID)
 	// The agent's cluster token is not the workers': they get their job's.
@@ -255,7 +273,23 @@ func Build(in Input) []string {
 	for _, k := range outerPMI {
 		delete(env, k)
 	}
+	if in.OpenMPI {
+		// mpirun sets Open MPI's own, which an outer launcher's must not
+		// contradict.
+		for _, k := range ompiIdentity {
+			delete(env, k)
+		}
+	}
+	return env
+}
 
+// ompiIdentity are Open MPI's variables that identify a process, which
+// mpirun sets itself under --mpi openmpi.
+var ompiIdentity = []string{OMPIRank, OMPISize, OMPILocalRank, OMPILocalSize, OMPINodeRank}
+
+// identity are the variables that identify the worker in its job: its
+// ranks, the sizes, the job's addresses and credentials, its GPUs.
+func identity(in Input) map[string]string {
 	rank, world := in.Rank(), in.WorldSize()
 	itoa := strconv.Itoa
 	set := map[string]string{
@@ -275,12 +309,6 @@ func Build(in Input) []string {
 		TorchelasticMaxRestarts:  itoa(in.MaxRestarts),
 		TorchelasticAgentStore:   pythonBool(in.AgentStore),
 
-		OMPIRank:      itoa(rank),
-		OMPISize:      itoa(world),
-		OMPILocalRank: itoa(in.LocalRank),
-		OMPILocalSize: itoa(in.NProc),
-		OMPINodeRank:  itoa(in.NodeRank),
-
 		JobID:        in.JobID,
 		NodeRank:     itoa(in.NodeRank),
 		NNodes:       itoa(in.Nodes()),
@@ -290,6 +318,14 @@ func Build(in Input) []string {
 		StoreAddr:    in.StoreAddr,
 		JobToken:     in.JobToken,
 		LocalGPUs:    joinInts(in.LocalGPUs()),
+	}
+	if in.OpenMPI {
+		set[NodeName] = in.NodeName
+		set[RoundID] = in.RoundID
+	} else {
+		set[OMPIRank], set[OMPISize] = itoa(rank), itoa(world)
+		set[OMPILocalRank], set[OMPILocalSize] = itoa(in.LocalRank), itoa(in.NProc)
+		set[OMPINodeRank] = itoa(in.NodeRank)
 	}
 	if len(in.NodeAddrs) > 0 && NodeAddrsFit(in.NodeAddrs) {
 		set[NodeAddrs] = JoinNodeAddrs(in.NodeAddrs)
@@ -307,14 +343,6 @@ func Build(in Input) []string {
 		set[MPILocalNRanks] = itoa(in.NProc)
 		set[MPILocalRankID] = itoa(in.LocalRank)
 	}
-	if in.OpenMPI {
-		for _, k := range []string{OMPIRank, OMPISize, OMPILocalRank, OMPILocalSize, OMPINodeRank} {
-			delete(set, k)
-			delete(env, k)
-		}
-		set[NodeName] = in.NodeName
-		set[RoundID] = in.RoundID
-	}
 	if rank == 0 && in.NCCLCommID != "" {
 		set[NCCLCommID] = in.NCCLCommID
 	}
@@ -329,10 +357,16 @@ func Build(in Input) []string {
 		set[CUDAVisibleDevices] = ""
 		delete(set, LocalGPUs)
 	}
-	for k, v := range set {
-		env[k] = k + "=" + v
+	if h := in.Hang; h != nil {
+		set[HeartbeatFile] = HeartbeatPath(h.Dir, rank)
 	}
+	return set
+}
 
+// defaults are the variables that fill gaps only: PyTorch's, CUDA's and
+// NCCL's settings, detected or usual for a job like this one. env is what
+// the worker has without them, for the defaults that depend on it.
+func defaults(in Input, env map[string]string) map[string]string {
 	defaults := map[string]string{TorchNCCLAsyncErrors: "1"}
 	if in.StoreCA != "" {
 		defaults[TLSCA] = in.StoreCA
@@ -356,13 +390,12 @@ func Build(in Input) []string {
 		}
 	}
 	if in.ErrorDir != "" {
-		defaults[TorchelasticErrorFile] = ErrorFilePath(in.ErrorDir, rank)
+		defaults[TorchelasticErrorFile] = ErrorFilePath(in.ErrorDir, in.Rank())
 	}
 	if in.RASAddr != "" && !isSet(env, in.User, NCCLRASAddr) && !rasOff(env, in.User) {
 		defaults[NCCLRASAddr] = in.RASAddr
 	}
 	if h := in.Hang; h != nil {
-		env[HeartbeatFile] = HeartbeatFile + "=" + HeartbeatPath(h.Dir, rank)
 		defaults[PythonFaultHandler] = "1"
 		defaults[TorchDumpOnTimeout] = "1"
 		defaults[TorchDumpPipe] = h.Dir + "/nccl-dump-rank-"
@@ -378,23 +411,17 @@ func Build(in Input) []string {
 			defaults[TorchDumpFileOld] = defaults[TorchDumpFile]
 		}
 	}
-	for k, v := range defaults {
-		if _, ok := env[k]; !ok {
-			env[k] = k + "=" + v
-		}
-	}
+	return defaults
+}
 
-	for _, kv := range in.User {
+// addByName adds each NAME=value entry of kvs to env, by name, over what
+// env had.
+func addByName(env map[string]string, kvs []string) {
+	for _, kv := range kvs {
 		if k, _, ok := strings.Cut(kv, "="); ok {
 			env[k] = kv
 		}
 	}
-	out := make([]string, 0, len(env))
-	for _, kv := range env {
-		out = append(out, kv)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // isSet says whether name is in the inherited environment or the user's.

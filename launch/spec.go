@@ -6,9 +6,92 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
+
+// Job is what a command line says of the job it runs, the launcher's run
+// and agent run alike; Spec makes its JobSpec. Zero values are not given.
+type Job struct {
+	Name string
+	Argv []string
+	// Nnodes is the most nodes, MinNodes the least of an elastic job.
+	Nnodes, MinNodes int32
+	GPUs, NProc      int32
+	Env              [][]byte
+	LogDir, Workdir  []byte
+	KillTimeout      time.Duration
+	Timeout          time.Duration
+	WaitTimeout      time.Duration
+	// LastCall is how long an elastic job's round waits for more nodes.
+	LastCall         time.Duration
+	MaxRestarts      int32
+	IsolateGPUs      bool
+	NoNCCLAutodetect bool
+	MPI              string
+	// CPUBind is the job's binding mode (--cpu-bind), "" for none.
+	CPUBind          string
+	NoAgentStore     bool
+	MemoryLimit      int64
+	HangTimeout      time.Duration
+	HangFirstTimeout time.Duration
+	HangOnSilence    bool
+	Policy           Policy
+}
+
+// Policy is a job's restart policy and health check, as --restart-on,
+// --no-restart-exit-codes, --restart-backoff, --restart-backoff-max,
+// --health-check and --health-check-timeout give them.
+type Policy struct {
+	RestartOn          musterv1.RestartOn
+	NoRestartExitCodes []int32
+	RestartBackoff     time.Duration
+	RestartBackoffMax  time.Duration
+	HealthCheck        string
+	HealthCheckTimeout time.Duration
+}
+
+// Spec is the job's spec, as submitted: workers inherit the environment
+// they start in.
+func (j Job) Spec() *musterv1.JobSpec {
+	spec := &musterv1.JobSpec{
+		Name:                j.Name,
+		Nnodes:              j.Nnodes,
+		MinNodes:            j.MinNodes,
+		Gpus:                j.GPUs,
+		Nproc:               j.NProc,
+		Env:                 j.Env,
+		LogDir:              j.LogDir,
+		KillTimeoutMs:       j.KillTimeout.Milliseconds(),
+		TimeoutMs:           j.Timeout.Milliseconds(),
+		WaitTimeoutMs:       j.WaitTimeout.Milliseconds(),
+		LastCallMs:          j.LastCall.Milliseconds(),
+		MaxRestarts:         j.MaxRestarts,
+		IsolateGpus:         j.IsolateGPUs,
+		NcclAutodetect:      !j.NoNCCLAutodetect,
+		InheritEnv:          true,
+		Workdir:             j.Workdir,
+		Mpi:                 j.MPI,
+		CpuBind:             j.CPUBind,
+		NoAgentStore:        j.NoAgentStore,
+		MemoryLimitBytes:    j.MemoryLimit,
+		HangTimeoutMs:       j.HangTimeout.Milliseconds(),
+		HangFirstTimeoutMs:  j.HangFirstTimeout.Milliseconds(),
+		HangOnSilence:       j.HangOnSilence,
+		RestartOn:           j.Policy.RestartOn,
+		NoRestartExitCodes:  j.Policy.NoRestartExitCodes,
+		RestartBackoffMs:    j.Policy.RestartBackoff.Milliseconds(),
+		RestartBackoffMaxMs: j.Policy.RestartBackoffMax.Milliseconds(),
+	}
+	if j.Policy.HealthCheck != "" {
+		spec.HealthCheck, spec.HealthCheckTimeoutMs = []byte(j.Policy.HealthCheck), j.Policy.HealthCheckTimeout.Milliseconds()
+	}
+	for _, a := range j.Argv {
+		spec.Argv = append(spec.Argv, []byte(a))
+	}
+	return spec
+}
 
 // ResolveEnv turns -x flags into a job's variables: NAME=value sets NAME to
 // value exactly as given (commas, spaces and any bytes kept), NAME passes

@@ -3,6 +3,9 @@ package launch
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
@@ -82,5 +85,33 @@ func TestStdinFlag(t *testing.T) {
 	s.Apply(spec)
 	if spec.StdinRank == nil || *spec.StdinRank != 0 || spec.StdinAll {
 		t.Errorf("default: rank %v, all %v; want rank 0", spec.StdinRank, spec.StdinAll)
+	}
+}
+
+func TestJobSpec(t *testing.T) {
+	tests := []struct {
+		name string
+		job  Job
+		want *musterv1.JobSpec
+	}{
+		{name: "defaults", job: Job{Argv: []string{"python3", "train.py"}, Nnodes: 2},
+			want: &musterv1.JobSpec{Argv: [][]byte{[]byte("python3"), []byte("train.py")}, Nnodes: 2, NcclAutodetect: true, InheritEnv: true}},
+		{name: "a health check with its timeout", job: Job{Policy: Policy{HealthCheck: "nvidia-smi", HealthCheckTimeout: time.Minute,
+			RestartOn: musterv1.RestartOn_RESTART_ON_NODE_LOSS, RestartBackoff: time.Second}},
+			want: &musterv1.JobSpec{HealthCheck: []byte("nvidia-smi"), HealthCheckTimeoutMs: 60000, RestartOn: musterv1.RestartOn_RESTART_ON_NODE_LOSS,
+				RestartBackoffMs: 1000, NcclAutodetect: true, InheritEnv: true}},
+		{name: "no health check, no timeout", job: Job{Policy: Policy{HealthCheckTimeout: time.Minute}, NoNCCLAutodetect: true},
+			want: &musterv1.JobSpec{InheritEnv: true}},
+		{name: "durations in milliseconds", job: Job{KillTimeout: 10 * time.Second, Timeout: time.Hour, WaitTimeout: time.Minute, LastCall: 30 * time.Second,
+			HangTimeout: 5 * time.Second, HangFirstTimeout: time.Minute},
+			want: &musterv1.JobSpec{KillTimeoutMs: 10000, TimeoutMs: 3600000, WaitTimeoutMs: 60000, LastCallMs: 30000,
+				HangTimeoutMs: 5000, HangFirstTimeoutMs: 60000, NcclAutodetect: true, InheritEnv: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.job.Spec(); !proto.Equal(got, tt.want) {
+				t.Fatalf("got %v\nwant %v", got, tt.want)
+			}
+		})
 	}
 }

@@ -525,25 +525,20 @@ func (s *Store) PortsReserved(session, roundID string, ports []int32, errText st
 }
 
 func (s *Store) completeRoundLocked(c *CompleteRound) error {
-	session, roundID, ports, errText := c.Session, c.RoundID, c.Ports, c.Error
-	r := s.rounds[roundID]
+	r := s.rounds[c.RoundID]
 	if r == nil || r.state != roundReserving {
-		return fmt.Errorf("round %q: %w or not waiting for ports", roundID, ErrNotFound)
+		return fmt.Errorf("round %q: %w or not waiting for ports", c.RoundID, ErrNotFound)
 	}
 	j := r.job
-	if r.nodes[0].session != session {
-		return fmt.Errorf("round %q: ports must come from node rank 0", roundID)
+	if r.nodes[0].session != c.Session {
+		return fmt.Errorf("round %q: ports must come from node rank 0", c.RoundID)
 	}
-	if errText == "" && (len(ports) != 2 || !validPort(ports[0]) || !validPort(ports[1])) {
-		errText = fmt.Sprintf("agent returned ports %v, want two in 1..65535", ports)
-	}
-	if errText != "" {
+	if errText := portsError(c); errText != "" {
 		s.decideLocked(j, outcome{kind: notRun, code: 1, reason: "could not reserve ports on node " + r.nodes[0].info.GetName() + ": " + errText})
 		s.finishLocked(j)
 		return nil
 	}
-	master := r.nodes[0].info.GetAddr()
-	r.ports, r.magic = ports, c.Magic
+	r.ports, r.magic = c.Ports, c.Magic
 	asgs, id, err := s.assignmentsLocked(j)
 	if err != nil {
 		return err
@@ -555,6 +550,32 @@ func (s *Store) completeRoundLocked(c *CompleteRound) error {
 			names[i] = n.info.GetName()
 		}
 	}
+	s.keepRosterLocked(j, r)
+	s.setRoundStateLocked(j, roundRunning)
+	s.roundRanLocked(j, names)
+	s.roundStartedLocked(j, r, names, id)
+	for rank, n := range r.nodes {
+		s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_Start{Start: asgs[rank]}})
+	}
+	if spec := j.spec; spec.TimeoutMs > 0 && j.timer == nil {
+		// The job's wall-clock limit counts from its first round's start.
+		j.timer = s.afterLocked(time.Duration(spec.TimeoutMs)*time.Millisecond, j, nil, TimerTimeout)
+	}
+	return nil
+}
+
+// portsError says what is wrong with the ports node rank 0 reserved for a
+// round: its agent's error, or ports that are not two valid ones.
+func portsError(c *CompleteRound) string {
+	if c.Error == "" && (len(c.Ports) != 2 || !validPort(c.Ports[0]) || !validPort(c.Ports[1])) {
+		return fmt.Sprintf("agent returned ports %v, want two in 1..65535", c.Ports)
+	}
+	return c.Error
+}
+
+// keepRosterLocked keeps the addresses of the nodes of j's round r in j's
+// KV (RosterKey), where its workers read them.
+func (s *Store) keepRosterLocked(j *job, r *round) {
 	addrs := make([]string, len(r.nodes))
 	for i, n := range r.nodes {
 		addrs[i] = n.info.GetAddr()
@@ -562,12 +583,15 @@ func (s *Store) completeRoundLocked(c *CompleteRound) error {
 	if _, err := s.kv.Space(j.id).Set(RosterKey, []byte(strings.Join(addrs, " "))); err != nil {
 		s.log.Warn("job roster not kept in its KV", zap.String("job", j.id), zap.Error(err))
 	}
-	s.setRoundStateLocked(j, roundRunning)
-	s.roundRanLocked(j, names)
+}
+
+// roundStartedLocked records that j's round r, on the nodes named, runs
+// from now: its event, with the hash of its NCCL unique ID, and its metrics.
+func (s *Store) roundStartedLocked(j *job, r *round, names []string, id uniqueid.ID) {
 	idHash := sha256.Sum256(id[:])
 	s.appendLocked(j, &musterv1.JobEvent{Event: &musterv1.JobEvent_RoundStarted{RoundStarted: &musterv1.RoundStarted{
-		Round: r.number, RoundId: r.id, Nodes: names, Nproc: r.nproc, WorldSize: r.worldSize, MasterAddr: master,
-		MasterPort: ports[0], UniqueIdSha256: hex.EncodeToString(idHash[:]), RestartCount: j.restarts}}})
+		Round: r.number, RoundId: r.id, Nodes: names, Nproc: r.nproc, WorldSize: r.worldSize, MasterAddr: r.nodes[0].info.GetAddr(),
+		MasterPort: r.ports[0], UniqueIdSha256: hex.EncodeToString(idHash[:]), RestartCount: j.restarts}}})
 	s.jobsChangedLocked()
 	now := s.now()
 	s.cfg.Recorder.RoundFormed(now.Sub(r.since))
@@ -575,15 +599,6 @@ func (s *Store) completeRoundLocked(c *CompleteRound) error {
 		s.cfg.Recorder.JobStarted(now.Sub(j.submitted))
 	}
 	r.runningSince = now
-	for rank, n := range r.nodes {
-		s.sendLocked(n, &musterv1.AgentCommand{Command: &musterv1.AgentCommand_Start{Start: asgs[rank]}})
-	}
-	spec := j.spec
-	if spec.TimeoutMs > 0 && j.timer == nil {
-		// The job's wall-clock limit counts from its first round's start.
-		j.timer = s.afterLocked(time.Duration(spec.TimeoutMs)*time.Millisecond, j, nil, TimerTimeout)
-	}
-	return nil
 }
 
 // assignmentsLocked are the assignments of j's running round, by node

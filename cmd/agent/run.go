@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -20,7 +18,6 @@ import (
 	"github.com/musterhq/muster/launch"
 	"github.com/musterhq/muster/logging"
 	"github.com/musterhq/muster/platform"
-	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/security"
 )
 
@@ -142,11 +139,9 @@ func run(c *cli.Context, f runFlags) error {
 	if err != nil {
 		return cmdline.Usagef(c, "%s", err)
 	}
-	policy := &musterv1.JobSpec{NoRestartExitCodes: f.noRestartCodes.Codes(), RestartOn: restartOn,
-		RestartBackoffMs: f.backoff.Value().Milliseconds(), RestartBackoffMaxMs: f.backoffMax.Value().Milliseconds()}
-	if cmd := c.String("health-check"); cmd != "" {
-		policy.HealthCheck, policy.HealthCheckTimeoutMs = []byte(cmd), f.healthTimeout.Value().Milliseconds()
-	}
+	policy := launch.Policy{RestartOn: restartOn, NoRestartExitCodes: f.noRestartCodes.Codes(),
+		RestartBackoff: f.backoff.Value(), RestartBackoffMax: f.backoffMax.Value(),
+		HealthCheck: c.String("health-check"), HealthCheckTimeout: f.healthTimeout.Value()}
 	cfg := entrypoint.Config{Policy: policy,
 		Rdzv: c.String("rdzv"), Host: c.Bool("rdzv-host"), NNodes: nnodes, MinNodes: minNodes,
 		GPUs: int(f.gpus.Int32()), NProc: int(f.nproc.Int32()), NodeRank: int(f.nodeRank.Int32()),
@@ -203,13 +198,8 @@ func run(c *cli.Context, f runFlags) error {
 		plan.GPUs = len(plan.GPUDevices)
 	}
 
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	for _, s := range plan.Forward {
-		signal.Notify(sigs, s)
-	}
-	defer signal.Stop(sigs)
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	sigs, stopSignals := cmdline.CatchSignals(plan.Forward)
+	defer stopSignals()
 	plan.Signals = sigs
 	ctx := context.Background()
 

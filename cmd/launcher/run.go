@@ -3,12 +3,11 @@ package main
 import (
 	"context"
 	"os"
-	"os/signal"
 	"slices"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
 
 	"github.com/musterhq/muster/cmdline"
 	"github.com/musterhq/muster/embedded"
@@ -45,7 +44,7 @@ type runFlags struct {
 	cpuBind              *cmdline.Choice
 }
 
-// cpuBindUsage is --cpu-bind's help, launcher run's and agent run's.
+// cpuBindUsage is --cpu-bind's help.
 const cpuBindUsage = "bind each worker's CPUs and memory to its own GPUs' (`MODE`): none, numa (its GPUs' NUMA nodes), socket, " +
 	"or cores (a fair share of those nodes' cores to itself); also torchrun's --numa-binding node|socket|exclusive"
 
@@ -146,65 +145,9 @@ func run(c *cli.Context, f runFlags) error {
 	if err := cmdline.CheckForeign(c, foreignRunFlags); err != nil {
 		return err
 	}
-	argv := c.Args().Slice()
-	if len(argv) == 0 {
-		return cmdline.Usagef(c, "no command given: launcher run [flags] -- COMMAND [ARGS...]")
-	}
-	py := launch.Python{Module: c.Bool("module"), NoPython: c.Bool("no-python") || c.Bool("no_python"), Exec: os.Getenv("PYTHON_EXEC")}
-	argv, err := py.Argv(argv)
+	spec, err := jobSpec(c, f)
 	if err != nil {
-		return cmdline.Usagef(c, "%s", err)
-	}
-	env, err := launch.ResolveEnv(f.env.Values(), os.LookupEnv)
-	if err != nil {
-		return cmdline.Usagef(c, "%s", err)
-	}
-	spec := &musterv1.JobSpec{
-		Nnodes:             f.nnodes.Most(),
-		MinNodes:           f.nnodes.Least(),
-		Gpus:               f.gpus.Int32(),
-		Nproc:              f.nproc.Int32(),
-		Env:                env,
-		LogDir:             []byte(c.String("log-dir")),
-		KillTimeoutMs:      f.killTimeout.Value().Milliseconds(),
-		MaxRestarts:        f.maxRestarts.Int32(),
-		TimeoutMs:          f.timeout.Value().Milliseconds(),
-		IsolateGpus:        c.Bool("isolate-gpus"),
-		NcclAutodetect:     !c.Bool("no-nccl-autodetect"),
-		InheritEnv:         true,
-		Workdir:            []byte(c.String("workdir")),
-		Mpi:                c.String("mpi"),
-		CpuBind:            f.cpuBind.String(),
-		NoAgentStore:       c.Bool("no-agent-store"),
-		MemoryLimitBytes:   f.memoryLimit.Bytes(),
-		HangTimeoutMs:      f.hangTimeout.Value().Milliseconds(),
-		HangFirstTimeoutMs: f.hangFirst.Value().Milliseconds(),
-		HangOnSilence:      c.Bool("hang-on-silence"),
-	}
-	if spec.MinNodes > 0 {
-		spec.LastCallMs = f.lastCall.Value().Milliseconds()
-	}
-	if spec.RestartOn, err = jobspec.ParseRestartOn(c.String("restart-on")); err != nil {
-		return cmdline.Usagef(c, "%s", err)
-	}
-	spec.NoRestartExitCodes = f.noRestartCodes.Codes()
-	spec.RestartBackoffMs, spec.RestartBackoffMaxMs = f.backoff.Value().Milliseconds(), f.backoffMax.Value().Milliseconds()
-	if cmd := c.String("health-check"); cmd != "" {
-		spec.HealthCheck, spec.HealthCheckTimeoutMs = []byte(cmd), f.healthTimeout.Value().Milliseconds()
-	}
-	for _, a := range argv {
-		spec.Argv = append(spec.Argv, []byte(a))
-	}
-	if err := placement(c, f).Apply(spec); err != nil {
-		return usageError(c, err)
-	}
-	f.stdin.Apply(spec)
-	if err := jobspec.Validate(spec); err != nil {
-		return cmdline.Usagef(c, "%s", err)
-	}
-	jobspec.Defaults(spec)
-	if world := int64(spec.Nnodes) * int64(spec.Nproc); !f.outputRanks.Below(world) {
-		return cmdline.Usagef(c, "--output-ranks %s: the job's ranks are 0..%d", f.outputRanks, world-1)
+		return err
 	}
 	var events *eventfile.Writer
 	if name := c.String("events"); name != "" {
@@ -222,17 +165,8 @@ func run(c *cli.Context, f runFlags) error {
 	defer log.Sync()
 
 	// Signals are caught from the start so that Ctrl-C never leaves workers behind.
-	// SIGHUP (a closed terminal) stops the job gracefully too, as torchrun does.
-	// The signals of --forward-signals go to the workers instead.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	for _, s := range f.forward.Values() {
-		signal.Notify(sigs, s)
-	}
-	defer signal.Stop(sigs)
-	// A closed stdout then fails the write instead of killing the launcher,
-	// which stops the job and exits as a pipeline would.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	sigs, stopSignals := cmdline.CatchSignals(f.forward.Values())
+	defer stopSignals()
 	ctx := context.Background()
 
 	// Without --cluster, an agent serving this machine takes the job (its
@@ -244,43 +178,14 @@ func run(c *cli.Context, f runFlags) error {
 	if err := target.Prepare(spec, f.waitTimeout.Value(), f.nproc.IsSet() || f.gpus.IsSet()); err != nil {
 		return usageError(c, err)
 	}
-	var client *storeclient.Client
-	if target.Embedded() {
-		cfg := embedded.Config{Logger: log, DiscoverGPUs: spec.Gpus > 0, NCCLVersion: ncclprobe.Self()}
-		if list := c.String("gpu-devices"); list != "" {
-			if cfg.GPUs, err = gpu.Parse(list); err != nil {
-				return cli.Exit("--gpu-devices: "+err.Error(), cmdline.UsageExitCode)
-			}
-		}
-		emb, err := embedded.Start(ctx, cfg)
-		if err != nil {
-			return cli.Exit(err.Error(), 1)
-		}
-		defer emb.Close(0)
-		if client, err = storeclient.DialInProcess(emb.Store.Addr(), security.Security{}); err != nil {
-			return cli.Exit(err.Error(), 1)
-		}
-	} else {
-		sec, err := clusterSecurity(c, target.Store)
-		if err != nil {
-			return cli.Exit(err.Error(), cmdline.UsageExitCode)
-		}
-		if client, err = storeclient.DialCluster(target.Store, target.Replicas, sec); err != nil {
-			return cli.Exit(err.Error(), 1)
-		}
+	client, closeClient, err := dialTarget(ctx, c, log, target, spec.Gpus > 0)
+	if err != nil {
+		return err
 	}
-	defer client.Close()
+	defer closeClient()
 
-	tty := launch.TerminalRequest{Stdout: os.Stdout, Stderr: os.Stderr, Embedded: target.Embedded(),
-		World: int64(spec.Nnodes) * int64(jobspec.WorkersPerNode(spec)), OutputRanks: f.outputRanks.Spans(),
-		LogDir: len(spec.LogDir) > 0, Tag: c.Bool("tag-output") && !c.Bool("no-tag-output"),
-		Timestamp: c.Bool("timestamp-output"), Term: os.Getenv("TERM")}
-	if c.IsSet("tty") || c.Bool("no-tty") {
-		on := c.Bool("tty") && !c.Bool("no-tty")
-		tty.Asked = &on
-	}
 	var note string
-	if spec.Tty, note = launch.Terminal(tty); note != "" {
+	if spec.Tty, note = launch.Terminal(terminalRequest(c, f, spec, target)); note != "" {
 		os.Stderr.WriteString(note + "\n")
 	}
 	code, err := launch.Run(ctx, log, client, launch.Options{
@@ -307,6 +212,98 @@ func run(c *cli.Context, f runFlags) error {
 		return cli.Exit("", code)
 	}
 	return nil
+}
+
+// jobSpec is the job run's flags and command ask for, checked, its
+// defaults filled in.
+func jobSpec(c *cli.Context, f runFlags) (*musterv1.JobSpec, error) {
+	argv := c.Args().Slice()
+	if len(argv) == 0 {
+		return nil, cmdline.Usagef(c, "no command given: launcher run [flags] -- COMMAND [ARGS...]")
+	}
+	py := launch.Python{Module: c.Bool("module"), NoPython: c.Bool("no-python") || c.Bool("no_python"), Exec: os.Getenv("PYTHON_EXEC")}
+	argv, err := py.Argv(argv)
+	if err != nil {
+		return nil, cmdline.Usagef(c, "%s", err)
+	}
+	env, err := launch.ResolveEnv(f.env.Values(), os.LookupEnv)
+	if err != nil {
+		return nil, cmdline.Usagef(c, "%s", err)
+	}
+	job := launch.Job{
+		Argv: argv, Nnodes: f.nnodes.Most(), MinNodes: f.nnodes.Least(), GPUs: f.gpus.Int32(), NProc: f.nproc.Int32(),
+		Env: env, LogDir: []byte(c.String("log-dir")), Workdir: []byte(c.String("workdir")),
+		KillTimeout: f.killTimeout.Value(), Timeout: f.timeout.Value(), MaxRestarts: f.maxRestarts.Int32(),
+		IsolateGPUs: c.Bool("isolate-gpus"), NoNCCLAutodetect: c.Bool("no-nccl-autodetect"),
+		MPI: c.String("mpi"), CPUBind: f.cpuBind.String(), NoAgentStore: c.Bool("no-agent-store"), MemoryLimit: f.memoryLimit.Bytes(),
+		HangTimeout: f.hangTimeout.Value(), HangFirstTimeout: f.hangFirst.Value(), HangOnSilence: c.Bool("hang-on-silence"),
+	}
+	if job.MinNodes > 0 {
+		job.LastCall = f.lastCall.Value()
+	}
+	if job.Policy.RestartOn, err = jobspec.ParseRestartOn(c.String("restart-on")); err != nil {
+		return nil, cmdline.Usagef(c, "%s", err)
+	}
+	job.Policy.NoRestartExitCodes = f.noRestartCodes.Codes()
+	job.Policy.RestartBackoff, job.Policy.RestartBackoffMax = f.backoff.Value(), f.backoffMax.Value()
+	job.Policy.HealthCheck, job.Policy.HealthCheckTimeout = c.String("health-check"), f.healthTimeout.Value()
+	spec := job.Spec()
+	if err := placement(c, f).Apply(spec); err != nil {
+		return nil, usageError(c, err)
+	}
+	f.stdin.Apply(spec)
+	if err := jobspec.Validate(spec); err != nil {
+		return nil, cmdline.Usagef(c, "%s", err)
+	}
+	jobspec.Defaults(spec)
+	if world := int64(spec.Nnodes) * int64(spec.Nproc); !f.outputRanks.Below(world) {
+		return nil, cmdline.Usagef(c, "--output-ranks %s: the job's ranks are 0..%d", f.outputRanks, world-1)
+	}
+	return spec, nil
+}
+
+// dialTarget connects to the store that runs the job: the embedded
+// default's, started here, or a cluster's. closeClient closes both.
+func dialTarget(ctx context.Context, c *cli.Context, log *zap.Logger, target launch.Target, gpus bool) (client *storeclient.Client, closeClient func(), err error) {
+	if !target.Embedded() {
+		sec, err := clusterSecurity(c, target.Store)
+		if err != nil {
+			return nil, nil, cli.Exit(err.Error(), cmdline.UsageExitCode)
+		}
+		if client, err = storeclient.DialCluster(target.Store, target.Replicas, sec); err != nil {
+			return nil, nil, cli.Exit(err.Error(), 1)
+		}
+		return client, func() { client.Close() }, nil
+	}
+	cfg := embedded.Config{Logger: log, DiscoverGPUs: gpus, NCCLVersion: ncclprobe.Self()}
+	if list := c.String("gpu-devices"); list != "" {
+		if cfg.GPUs, err = gpu.Parse(list); err != nil {
+			return nil, nil, cli.Exit("--gpu-devices: "+err.Error(), cmdline.UsageExitCode)
+		}
+	}
+	emb, err := embedded.Start(ctx, cfg)
+	if err != nil {
+		return nil, nil, cli.Exit(err.Error(), 1)
+	}
+	if client, err = storeclient.DialInProcess(emb.Store.Addr(), security.Security{}); err != nil {
+		emb.Close(0)
+		return nil, nil, cli.Exit(err.Error(), 1)
+	}
+	return client, func() { client.Close(); emb.Close(0) }, nil
+}
+
+// terminalRequest is what decides whether the printed ranks get a
+// pseudo-terminal.
+func terminalRequest(c *cli.Context, f runFlags, spec *musterv1.JobSpec, target launch.Target) launch.TerminalRequest {
+	tty := launch.TerminalRequest{Stdout: os.Stdout, Stderr: os.Stderr, Embedded: target.Embedded(),
+		World: int64(spec.Nnodes) * int64(jobspec.WorkersPerNode(spec)), OutputRanks: f.outputRanks.Spans(),
+		LogDir: len(spec.LogDir) > 0, Tag: c.Bool("tag-output") && !c.Bool("no-tag-output"),
+		Timestamp: c.Bool("timestamp-output"), Term: os.Getenv("TERM")}
+	if c.IsSet("tty") || c.Bool("no-tty") {
+		on := c.Bool("tty") && !c.Bool("no-tty")
+		tty.Asked = &on
+	}
+	return tty
 }
 
 // defaultWaitTimeout is how long a job waits for its nodes by default:
