@@ -43,14 +43,17 @@ func GoroutinesGone(t testing.TB, d time.Duration, prefix string) {
 	}
 }
 
-// goroutineOf is the stack of a goroutine other than this one that runs
-// code under prefix, outside a _test package, or "".
+// goroutineOf is the stack of a goroutine other than this one and the
+// tests' own that runs code under prefix, outside a _test package, or "".
 func goroutineOf(prefix string) string {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	// The first stack is this goroutine's.
 	stacks := strings.Split(string(buf), "\n\n")
 	for _, st := range stacks[1:] {
+		if strings.Contains(st, "\ntesting.tRunner(") {
+			continue
+		}
 		for _, line := range strings.Split(st, "\n") {
 			if strings.HasPrefix(line, prefix) && !strings.Contains(line, "_test.") && !strings.Contains(line, "/testwait.") {
 				return st
