@@ -81,8 +81,9 @@ type Config struct {
 	// RankLogs is where and how much of its jobs' ranks' output the agent
 	// keeps, for `launcher logs`; with no Dir it keeps none.
 	RankLogs ranklog.Config
-	// GPUHealth checks the node's GPUs before every round (health.go);
-	// nil: no GPU check.
+	// GPUHealth checks the node's GPUs before every round (health.go); the
+	// agent owns it, closing it when it has a Close method. Nil: NVML's
+	// (gpu.Checker), which passes a node without NVML's GPUs at once.
 	GPUHealth GPUHealth
 	// HealthCommand, when set, runs with /bin/sh -c before every round's
 	// workers start, and must exit 0 within HealthTimeout (60 s when 0).
@@ -154,10 +155,11 @@ type Agent struct {
 	// queued behind the start need not wait for the check (health.go).
 	checking map[string]context.CancelFunc
 
-	xids       *gpu.XIDLog // the GPUs' recent XID errors
-	cgroupOnce sync.Once   // cgroups.go
-	cgroups    *cgroup.Root
-	cgroupErr  error
+	xids        *gpu.XIDLog // the GPUs' recent XID errors
+	xidsWatched bool        // watchXIDs took Config.XIDs, which it closes
+	cgroupOnce  sync.Once   // cgroups.go
+	cgroups     *cgroup.Root
+	cgroupErr   error
 
 	ncclOnce    sync.Once
 	ncclVersion int
@@ -184,29 +186,51 @@ const nameTakenWait = 5 * time.Second
 // Start registers with the store and begins taking assignments. The agent is
 // ready for jobs once Start returns: registered, and its Watch stream in
 // place. It fails when the first registration does; later, a lost
-// store is reconnected to, however long that takes (see session.go).
-func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
-	if cfg.Spare != nil {
-		defer func() {
-			if err != nil {
-				cfg.Spare.Close()
-			}
-		}()
+// store is reconnected to, however long that takes (see session.go). ctx
+// bounds the start only. A failed Start undoes what it made, and closes
+// what the agent owns from the call: Spare, XIDs and GPUHealth.
+func Start(ctx context.Context, cfg Config) (_ *Agent, err error) {
+	a := newAgent(withDefaults(cfg))
+	defer func() {
+		if err != nil {
+			a.undoStart()
+		}
+	}()
+	if _, err := netip.ParseAddr(a.cfg.Addr); err != nil {
+		return nil, fmt.Errorf("--addr %q is not an IP address", a.cfg.Addr)
 	}
+	a.openGPUHealth()
+	if err := prepareTempDir(a.cfg.TempDir); err != nil {
+		return nil, err
+	}
+	a.openRankLogs()
+	if a.client, err = storeclient.DialAgent(a.cfg.StoreAddr, a.cfg.Security); err != nil {
+		return nil, err
+	}
+	a.client.LearnReplicas(a.cfg.StoreReplicas)
+	a.node = describeNode(a.cfg)
+	a.watchXIDs()
+	watch, stop, err := a.firstRegister(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("register with store %s: %s", a.cfg.StoreAddr, storeclient.ErrorMessage(err))
+	}
+	a.loops.Add(3)
+	go a.sessionLoop(watch, stop)
+	go a.keepLease()
+	// What crashes left goes meanwhile: it never holds up registration.
+	go func() { defer a.loops.Done(); removeStaleJobDirs(a.log, a.cfg.TempDir) }()
+	a.log.Info("agent registered", zap.String("node", a.cfg.Name), zap.String("addr", a.cfg.Addr),
+		zap.String("store", a.cfg.StoreAddr), zap.Int("gpus", len(a.cfg.GPUs)))
+	return a, nil
+}
+
+// withDefaults fills in what cfg leaves unset.
+func withDefaults(cfg Config) Config {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
 	if cfg.Name == "" {
 		cfg.Name, _ = os.Hostname()
-	}
-	if cfg.GPUHealth == nil {
-		// A node without GPUs, or with declared ones, passes at once. The
-		// session opens now, to see XID errors before the first round.
-		c := gpu.NewChecker(cfg.GPUs)
-		if err := c.Open(); err != nil {
-			cfg.Logger.Warn("GPU health", zap.Error(err))
-		}
-		cfg.GPUHealth = c
 	}
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1"
@@ -217,41 +241,15 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 15 * time.Second
 	}
-	if _, err := netip.ParseAddr(cfg.Addr); err != nil {
-		return nil, fmt.Errorf("--addr %q is not an IP address", cfg.Addr)
-	}
-	if err := prepareTempDir(cfg.TempDir); err != nil {
-		return nil, err
-	}
-	var kept *ranklog.Store
-	var keptErr error
-	if cfg.RankLogs.Dir != "" {
-		// A directory per node: agents sharing a machine keep theirs apart.
-		kc := cfg.RankLogs
-		kc.Dir = filepath.Join(kc.Dir, nodeDirName(cfg.Name))
-		// Workers run without it: only `launcher logs` misses their output,
-		// and says why.
-		if kept, keptErr = ranklog.Open(cfg.Logger, kc); keptErr != nil {
-			cfg.Logger.Warn("keeping no rank output", zap.Error(keptErr))
-		}
-	}
-	c, err := storeclient.DialAgent(cfg.StoreAddr, cfg.Security)
-	if err == nil {
-		c.LearnReplicas(cfg.StoreReplicas)
-	}
-	if err != nil {
-		return nil, err
-	}
-	// NumCPU counts the CPUs the process may run on (its affinity mask).
-	topo := topology.Read(cmp.Or(cfg.TopologyRoot, "/"))
-	node := &musterv1.Node{Name: cfg.Name, Addr: cfg.Addr, Rank: cfg.Rank, GpuError: cfg.GPUError, Cpus: int32(runtime.NumCPU()),
-		Topology: topo.Proto()}
-	for _, d := range cfg.GPUs {
-		node.Gpus = append(node.Gpus, &musterv1.GPU{Index: int32(d.Index), Uuid: d.UUID, Name: d.Name, MemoryBytes: d.MemoryBytes})
-	}
+	return cfg
+}
+
+// newAgent is an agent for cfg that holds nothing yet but what its caller
+// gave it.
+func newAgent(cfg Config) *Agent {
 	actx, cancel := context.WithCancel(context.Background())
-	a = &Agent{
-		cfg: cfg, log: cfg.Logger, client: c, node: node, topo: topo, rankLogs: kept, rankLogsErr: keptErr, storeAddr: cfg.StoreAddr, key: newNodeKey(), ctx: actx, cancel: cancel, spare: cfg.Spare,
+	a := &Agent{
+		cfg: cfg, log: cfg.Logger, storeAddr: cfg.StoreAddr, key: newNodeKey(), ctx: actx, cancel: cancel, spare: cfg.Spare,
 		jobs:        map[string]*jobRun{},
 		ports:       map[string][]net.Listener{},
 		torchStores: map[string]*torchStore{},
@@ -260,36 +258,107 @@ func Start(ctx context.Context, cfg Config) (a *Agent, err error) {
 		torchConns:  torchConnLimit(),
 		torchBytes:  kv.NewBudget(torchStoreBytes, "this agent's TCPStores"),
 		gpusChanged: make(chan struct{}, 1),
+		xids:        &gpu.XIDLog{},
 	}
 	a.sendCtx, a.storeGone = context.WithCancel(actx)
-	a.watchXIDs()
+	return a
+}
+
+// openGPUHealth makes the GPU check when none is given. A node without
+// GPUs, or with declared ones, passes at once. The NVML session opens now,
+// to see XID errors before the first round.
+func (a *Agent) openGPUHealth() {
+	if a.cfg.GPUHealth != nil {
+		return
+	}
+	c := gpu.NewChecker(a.cfg.GPUs)
+	if err := c.Open(); err != nil {
+		a.log.Warn("GPU health", zap.Error(err))
+	}
+	a.cfg.GPUHealth = c
+}
+
+// openRankLogs opens where the jobs' ranks' output is kept, a directory
+// per node: agents sharing a machine keep theirs apart. Workers run
+// without it: only `launcher logs` misses their output, and says why.
+func (a *Agent) openRankLogs() {
+	if a.cfg.RankLogs.Dir == "" {
+		return
+	}
+	kc := a.cfg.RankLogs
+	kc.Dir = filepath.Join(kc.Dir, nodeDirName(a.cfg.Name))
+	if a.rankLogs, a.rankLogsErr = ranklog.Open(a.log, kc); a.rankLogsErr != nil {
+		a.log.Warn("keeping no rank output", zap.Error(a.rankLogsErr))
+	}
+}
+
+// describeNode is the node as it registers: its address, GPUs, CPUs and
+// topology, read once.
+func describeNode(cfg Config) *musterv1.Node {
+	topo := topology.Read(cmp.Or(cfg.TopologyRoot, "/"))
+	// NumCPU counts the CPUs the process may run on (its affinity mask).
+	node := &musterv1.Node{Name: cfg.Name, Addr: cfg.Addr, Rank: cfg.Rank, GpuError: cfg.GPUError, Cpus: int32(runtime.NumCPU()),
+		Topology: topo.Proto()}
+	for _, d := range cfg.GPUs {
+		node.Gpus = append(node.Gpus, &musterv1.GPU{Index: int32(d.Index), Uuid: d.UUID, Name: d.Name, MemoryBytes: d.MemoryBytes})
+	}
+	return node
+}
+
+// firstRegister registers with the store for Start. The name may still be
+// held by this node's previous agent, whose end the store has yet to see:
+// it waits a little for it, then gives up. A replicated store without a
+// leader is waited for as long as ctx allows: this node may host one of
+// the replicas it needs for one.
+func (a *Agent) firstRegister(ctx context.Context) (musterv1.Agents_WatchClient, context.CancelFunc, error) {
 	watch, stop, err := a.registerLeader(ctx)
-	// The name may still be held by this node's previous agent, whose end
-	// the store has yet to see: wait a little for it, then give up. A
-	// replicated store without a leader is waited for as long as it takes:
-	// this node may host one of the replicas it needs for one.
 	var logged time.Time
-	for deadline := time.Now().Add(nameTakenWait); ctx.Err() == nil && ((status.Code(err) == codes.PermissionDenied && time.Now().Before(deadline)) || a.electing(err)); {
+	retry := time.NewTicker(250 * time.Millisecond)
+	defer retry.Stop()
+	for deadline := time.Now().Add(nameTakenWait); (status.Code(err) == codes.PermissionDenied && time.Now().Before(deadline)) || a.electing(err); {
 		if a.electing(err) && time.Since(logged) >= logEvery/6 {
 			logged = time.Now()
 			a.log.Info("waiting for the store's replicas to elect a leader", zap.String("error", storeclient.ErrorMessage(err)))
 		}
-		time.Sleep(250 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return nil, nil, err
+		case <-retry.C:
+		}
 		watch, stop, err = a.registerLeader(ctx)
 	}
-	if err != nil {
-		cancel()
-		c.Close()
-		return nil, fmt.Errorf("register with store %s: %s", cfg.StoreAddr, storeclient.ErrorMessage(err))
+	return watch, stop, err
+}
+
+// undoStart closes what a failed Start made, and what the agent owns from
+// the call, waiting for its goroutines closeJoinTimeout at most.
+func (a *Agent) undoStart() {
+	a.cancel()
+	if !waitFor(&a.loops, closeJoinTimeout) {
+		a.log.Warn("agent: its goroutines did not end")
 	}
-	a.loops.Add(3)
-	go a.sessionLoop(watch, stop)
-	go a.keepLease()
-	// What crashes left goes meanwhile: it never holds up registration.
-	go func() { defer a.loops.Done(); removeStaleJobDirs(a.log, cfg.TempDir) }()
-	a.log.Info("agent registered", zap.String("node", cfg.Name), zap.String("addr", cfg.Addr),
-		zap.String("store", cfg.StoreAddr), zap.Int("gpus", len(cfg.GPUs)))
-	return a, nil
+	if !a.xidsWatched && a.cfg.XIDs != nil {
+		a.cfg.XIDs.Close()
+	}
+	a.closeOwned()
+}
+
+// closeOwned closes the shim started ahead when no job took it, the GPU
+// check and the connection to the store.
+func (a *Agent) closeOwned() {
+	a.mu.Lock()
+	spare := a.spare
+	a.spare = nil
+	a.mu.Unlock()
+	if spare != nil {
+		spare.Close()
+	}
+	if c, ok := a.cfg.GPUHealth.(interface{ Close() }); ok {
+		c.Close()
+	}
+	if a.client != nil {
+		a.client.Close()
+	}
 }
 
 // serve carries out the commands of one Watch stream until it ends: each
@@ -534,22 +603,14 @@ func (a *Agent) Close(grace time.Duration) error {
 		a.mu.Lock()
 		rounds := slices.Collect(maps.Keys(a.ports))
 		jobs := slices.Collect(maps.Keys(a.torchStores))
-		spare := a.spare
-		a.spare = nil
 		a.mu.Unlock()
-		if spare != nil {
-			spare.Close()
-		}
 		for _, round := range rounds {
 			a.releasePorts(round)
 		}
 		for _, job := range jobs {
 			a.releaseTorchStore(job)
 		}
-		if c, ok := a.cfg.GPUHealth.(interface{ Close() }); ok {
-			c.Close()
-		}
-		a.client.Close()
+		a.closeOwned()
 	})
 	return err
 }
@@ -580,7 +641,6 @@ func waitFor(wg *sync.WaitGroup, d time.Duration) bool {
 // watchXIDs records the GPUs' XID errors for the agent's life, so that a
 // worker that dies of one is reported so. Declared GPUs (no NVML) have none.
 func (a *Agent) watchXIDs() {
-	a.xids = &gpu.XIDLog{}
 	src := a.cfg.XIDs
 	if src == nil {
 		var indices []int
@@ -598,7 +658,11 @@ func (a *Agent) watchXIDs() {
 			return
 		}
 	}
+	// Run closes src when it ends.
+	a.xidsWatched = true
+	a.loops.Add(1)
 	go func() {
+		defer a.loops.Done()
 		if err := a.xids.Run(a.ctx, src); a.ctx.Err() == nil {
 			a.log.Warn("GPUs' XID errors no longer watched", zap.Error(err))
 		}

@@ -139,3 +139,10 @@ func unplannedWorkers(asg *musterv1.Assignment) []workerPlan {
 	}
 	return plans
 }
+
+// hasRoster says whether the assignment carries the job's roster: every
+// node's address and slots.
+func hasRoster(asg *musterv1.Assignment) bool {
+	n := len(asg.GetNodeAddrs())
+	return n > 0 && n == int(asg.GetNnodes()) && len(asg.GetNodeSlots()) == n
+}

@@ -179,3 +179,22 @@ func showPath(s string) string {
 // validText makes s valid UTF-8, as protobuf strings must be: any byte that
 // is not becomes U+FFFD.
 func validText(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+
+// checkWorkdir says what is wrong with a job's working directory on this
+// node, if anything (the failure names the node). A path is quoted when it
+// must be: it may be any bytes.
+func checkWorkdir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("working directory %s does not exist", showPath(dir))
+	case err != nil:
+		return fmt.Errorf("working directory %s: %v", showPath(dir), errors.Unwrap(err))
+	case !fi.IsDir():
+		return fmt.Errorf("working directory %s is not a directory", showPath(dir))
+	}
+	return nil
+}

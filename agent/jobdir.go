@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -168,4 +170,30 @@ func jobDirLocked(path string) (bool, error) {
 	}
 	defer f.Close()
 	return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil, nil
+}
+
+// jobFiles is what a job has on this node besides its processes: its
+// directory (held by a lock until its shim ends) and its log directory.
+type jobFiles struct {
+	dir    string
+	lock   *os.File
+	logDir string
+	feed   *stdinFeed
+}
+
+// writeFile creates path and writes it with emit.
+func writeFile(path string, emit func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	err = emit(w)
+	if ferr := w.Flush(); err == nil {
+		err = ferr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

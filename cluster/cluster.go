@@ -155,8 +155,8 @@ type departure struct {
 }
 
 // Start creates the member: it binds its UDP and TCP ports and is alive on its own until Join.
-// ctx bounds only the start.
-func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+// ctx bounds only the start. A failed Start undoes what it made.
+func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	mc, rejoin, err := cfg.memberlistConfig()
 	if err != nil {
 		return nil, err
@@ -202,17 +202,18 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		mc.MetricLabels = []gometrics.Label{{Name: memberLabel, Value: c.metricsID}}
 		c.unrouteMetrics = routeMetrics(c.metricsID, cfg.MetricSink)
 	}
-	ml, err := memberlist.Create(mc)
-	if err != nil {
-		c.unrouteMetrics()
+	defer func() {
+		if err != nil {
+			c.undoStart()
+		}
+	}()
+	if c.ml, err = memberlist.Create(mc); err != nil {
 		return nil, fmt.Errorf("cluster: start member %q: %w", cfg.Name, err)
 	}
-	c.ml = ml
 	// A copy: memberlist changes its nodes under its own lock; the delegate sees them under it.
-	local := *ml.LocalNode()
+	local := *c.ml.LocalNode()
 	self := &local
 	if err := checkAdvertise(self.Addr, nil); err != nil {
-		_ = ml.Shutdown()
 		return nil, err
 	}
 	c.local = self.Addr
@@ -493,6 +494,15 @@ func (c *Cluster) Leave(timeout time.Duration) error {
 		err = cerr
 	}
 	return err
+}
+
+// undoStart closes what a failed Start made: the member, if created, and
+// the route of its metrics.
+func (c *Cluster) undoStart() {
+	if c.ml != nil {
+		_ = c.ml.Shutdown()
+	}
+	c.unrouteMetrics()
 }
 
 // Close stops this member at once, without telling the others, who declare it dead. It

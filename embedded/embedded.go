@@ -32,7 +32,8 @@ type Embedded struct {
 	Store *storeserver.Server
 	Agent *agent.Agent
 	dir   string
-	swept chan struct{} // closed once stale socket directories are removed
+	spare *supervise.Spare // the shim started ahead, until the agent owns it
+	swept chan struct{}    // closed once stale socket directories are removed
 	errc  chan error
 	once  sync.Once
 	err   error // Close's
@@ -98,46 +99,34 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	// The job's shim starts now, while the store and the agent do: a new
-	// process's exec and start-up are a third of a small job's time.
-	spare, err := supervise.StartSpare()
-	if err != nil {
-		return nil, err
-	}
 	parent := os.TempDir()
 	if len(parent) > 64 {
 		parent = "/tmp"
 	}
+	e := &Embedded{swept: make(chan struct{}), errc: make(chan error, 1)}
 	// Directories that launchers killed before they could clean up left
 	// behind go while the store and the agent start; Close waits for it.
-	e := &Embedded{swept: make(chan struct{}), errc: make(chan error, 1)}
 	go func() {
 		defer close(e.swept)
 		removeStaleDirs(parent)
 	}()
-	spareTaken := false
 	defer func() {
-		if err == nil {
-			return
+		if err != nil {
+			e.Close(0)
 		}
-		if e.Store != nil {
-			e.Store.Close()
-		}
-		if e.dir != "" {
-			os.RemoveAll(e.dir)
-		}
-		if !spareTaken {
-			spare.Close()
-		}
-		e.waitSwept()
 	}()
+	// The job's shim starts now, while the store and the agent do: a new
+	// process's exec and start-up are a third of a small job's time.
+	if e.spare, err = supervise.StartSpare(); err != nil {
+		return nil, err
+	}
 	if e.dir, err = privateDir(parent); err != nil {
 		return nil, err
 	}
 	if e.Store, err = storeserver.Start(ctx, storeserver.Config{Logger: log, Socket: filepath.Join(e.dir, "store.sock"), InProcess: true}); err != nil {
 		return nil, err
 	}
-	acfg := agent.Config{Logger: log, Addr: "127.0.0.1", Rank: -1, Environ: os.Environ(), GPUs: cfg.GPUs, Spare: spare,
+	acfg := agent.Config{Logger: log, Addr: "127.0.0.1", Rank: -1, Environ: os.Environ(), GPUs: cfg.GPUs, Spare: e.spare,
 		TempDir: e.dir, StoreAddr: e.Store.Addr(), NCCLVersion: cfg.NCCLVersion}
 	acfg.Name, _ = os.Hostname()
 	if acfg.GPUs == nil && cfg.DiscoverGPUs {
@@ -145,24 +134,30 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 			acfg.GPUError = err.Error()
 		}
 	}
-	spareTaken = true // the agent closes it when it fails
+	// The agent owns the shim from here, and closes it when it fails.
+	e.spare = nil
 	if e.Agent, err = agent.Start(ctx, acfg); err != nil {
 		return nil, err
 	}
-	go func() {
-		defer close(e.errc)
-		for err := range e.Store.Err() {
-			log.Error("the store failed", zap.Error(err))
-			select {
-			case e.errc <- err:
-			default:
-			}
-		}
-	}()
+	go e.watchStore(log)
 	return e, nil
 }
 
-// Err delivers the store's failure, and is closed once the store is over.
+// watchStore passes on the store's first failure, and closes Err once the
+// store has stopped serving.
+func (e *Embedded) watchStore(log *zap.Logger) {
+	defer close(e.errc)
+	for err := range e.Store.Err() {
+		log.Error("the store failed", zap.Error(err))
+		select {
+		case e.errc <- err:
+		default:
+		}
+	}
+}
+
+// Err delivers the store's failure, and is closed once the store is over,
+// after Close; a receive then gives nil.
 func (e *Embedded) Err() <-chan error { return e.errc }
 
 // waitSwept waits for the removal of stale socket directories, sweepWait
@@ -177,23 +172,41 @@ func (e *Embedded) waitSwept() {
 }
 
 // Close stops the agent (its workers get grace before SIGKILL), then the
-// store, and removes the socket's directory; again, it does nothing more.
+// store, and removes the socket's directory, waiting sweepWait at most for
+// the directory and for the sweep of stale ones. Calling it again does
+// nothing more and returns the first call's error. It closes what a failed
+// Start made too.
 func (e *Embedded) Close(grace time.Duration) error {
 	e.once.Do(func() { e.err = e.close(grace) })
 	return e.err
 }
 
 func (e *Embedded) close(grace time.Duration) error {
-	err := e.Agent.Close(grace)
+	var err error
+	if e.Agent != nil {
+		err = e.Agent.Close(grace)
+	}
+	if e.spare != nil {
+		e.spare.Close()
+	}
 	// Once the agent is gone no one dials the store: its socket's directory
 	// goes while the store closes, a few file system writes off the exit.
 	removed := make(chan struct{})
 	go func() {
 		defer close(removed)
-		os.RemoveAll(e.dir)
+		if e.dir != "" {
+			os.RemoveAll(e.dir)
+		}
 	}()
-	e.Store.Close()
-	<-removed
+	if e.Store != nil {
+		e.Store.Close()
+	}
+	t := time.NewTimer(sweepWait)
+	defer t.Stop()
+	select {
+	case <-removed:
+	case <-t.C:
+	}
 	e.waitSwept()
 	if err != nil {
 		return fmt.Errorf("embedded agent: %w", err)

@@ -12,6 +12,7 @@ import (
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/security"
 	"github.com/musterhq/muster/storeclient"
+	"github.com/musterhq/muster/testwait"
 )
 
 func TestEmbeddedStoreIsASocketOfItsOwn(t *testing.T) {
@@ -96,7 +97,8 @@ func TestCloseTwiceAndErr(t *testing.T) {
 	}
 }
 
-// A failed start undoes what it made: no socket directory is left.
+// A failed start undoes what it made: no socket directory, no goroutine of
+// muster's (its shim started ahead closed too) is left.
 func TestFailedStartLeavesNothing(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
@@ -109,4 +111,5 @@ func TestFailedStartLeavesNothing(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(tmp, socketDirPrefix+"*")); len(left) != 0 {
 		t.Errorf("a failed start left %v", left)
 	}
+	testwait.GoroutinesGone(t, 10*time.Second, "github.com/musterhq/muster/")
 }

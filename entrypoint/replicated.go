@@ -284,8 +284,11 @@ func runReplicated(ctx context.Context, p *Plan, peers []string, join, dir strin
 		go func() {
 			select {
 			case err := <-n.Err():
-				failed <- err
-				cancel()
+				// nil: Err closed, the node over, which is no failure.
+				if err != nil {
+					failed <- err
+					cancel()
+				}
 			case <-jctx.Done():
 			}
 		}()

@@ -155,8 +155,11 @@ func runHost(ctx context.Context, p *Plan, role Role, dir string) (int, error) {
 	go func() {
 		select {
 		case err := <-n.Err():
-			failed <- err
-			cancel()
+			// nil: Err closed, the node over, which is no failure.
+			if err != nil {
+				failed <- err
+				cancel()
+			}
 		case <-jctx.Done():
 		}
 	}()

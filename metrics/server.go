@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,9 +51,13 @@ type Server struct {
 	lis  net.Listener
 	http *http.Server
 	errc chan error
+
+	closeOnce sync.Once
+	closeErr  error // Close's
 }
 
-// Start listens on cfg.Addr and serves in the background.
+// Start listens on cfg.Addr and serves in the background; a failure to
+// serve later comes on Err. A failed Start holds nothing.
 func Start(cfg ServerConfig) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
@@ -107,14 +112,17 @@ func (s *Server) Addr() string { return s.lis.Addr().String() }
 func (s *Server) Err() <-chan error { return s.errc }
 
 // Close stops the server, waiting at most shutdownTimeout for requests in
-// flight.
+// flight; Err is closed once it has stopped. Calling it again does nothing
+// more and returns the first call's error.
 func (s *Server) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer cancel()
-	if err := s.http.Shutdown(ctx); err != nil {
-		return s.http.Close()
-	}
-	return nil
+	s.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		if err := s.http.Shutdown(ctx); err != nil {
+			s.closeErr = s.http.Close()
+		}
+	})
+	return s.closeErr
 }
 
 // readiness is the grpc.health.v1 service of the node's readiness, for

@@ -54,3 +54,31 @@ func TestProbesAnswerWhileOneSourceHoldsConnections(t *testing.T) {
 		t.Errorf("the source's connection past its share: read %d, %v; want it closed", n, err)
 	}
 }
+
+// Close twice is Close once: Err is closed after it, and the port is free
+// again.
+func TestCloseTwiceClosesErr(t *testing.T) {
+	s, err := Start(ServerConfig{Addr: "127.0.0.1:0", Gatherer: prometheus.NewRegistry(), Ready: func() error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := s.Addr()
+	for i := range 2 {
+		if err := s.Close(); err != nil {
+			t.Fatalf("Close %d: %v", i+1, err)
+		}
+	}
+	select {
+	case err, ok := <-s.Err():
+		if ok {
+			t.Fatalf("Err delivered %v after Close, want it closed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Err not closed after Close")
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("port still held after Close: %v", err)
+	}
+	l.Close()
+}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -57,7 +58,8 @@ type Config struct {
 	Gossip *Gossip
 	// Security is the store's (hosting) or the way to reach it (joining).
 	Security security.Security
-	// TokenFile, when hosting on TCP without a token, is where one is made.
+	// TokenFile holds the cluster token when Security gives none and
+	// MUSTER_TOKEN is unset; a node hosting the store makes it when missing.
 	TokenFile string
 	// History is the hosted store's job history: where its file lives and
 	// its bounds (see storeserver.Config).
@@ -84,6 +86,7 @@ type Node struct {
 	gpus       int              // GPUs the node offers
 	gpusWhy    string           // Config.GPUsExpected
 	errc       chan error       // see Err
+	storeDone  chan struct{}    // closed when watchStore ends; nil while it has not begun
 	// warnedStores are the other store hosts watchGossip warned of (stores.go).
 	warnedStores map[string]bool
 	// replicas are the hosted store's replicas, when it is replicated.
@@ -92,16 +95,35 @@ type Node struct {
 	timeouts    map[string]time.Duration // the node timeout each node last gossiped; watchGossip's
 	metrics     *nodeMetrics             // nil without Config.MetricsAddr (metrics.go)
 	gossipPeers int                      // how many peers gossip was given to join
+
+	closeOnce sync.Once
+	closeErr  error // Close's
+}
+
+// listenAt is where a node hosting the store listens, as Resolve found it.
+type listenAt struct {
+	ip   netip.Addr
+	addr string // ip:port
 }
 
 // Start starts the gossip member, if any, hosts the store, joins it or finds
 // it through gossip, then starts the agent. The node takes jobs once Start
-// returns; Err says when its store fails later.
-func Start(ctx context.Context, cfg Config) (*Node, error) {
+// returns; Err says when its store fails later. ctx bounds the start only.
+// A failed Start undoes what it made.
+func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
+	at, peers, err := cfg.resolve(ctx)
+	if err != nil {
+		return nil, err
+	}
 	n := &Node{log: cfg.Logger, gpus: len(cfg.Agent.GPUs), gpusWhy: cfg.GPUsExpected, errc: make(chan error, 1), replicas: cfg.StorePeers}
+	defer func() {
+		if err != nil {
+			n.undoStart()
+		}
+	}()
 	acfg := cfg.Agent
 	acfg.Logger = cfg.Logger
 	if acfg.Name == "" {
@@ -110,20 +132,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := n.startMetrics(cfg); err != nil {
 		return nil, err
 	}
-	var peers []string
 	if cfg.Gossip != nil {
-		var err error
-		if peers, err = n.startGossipFirst(ctx, &cfg, &acfg); err != nil {
-			n.closeMetrics()
+		if err := n.startGossipFirst(ctx, &cfg, &acfg); err != nil {
 			return nil, err
 		}
 		n.gossipPeers = len(peers)
 	}
-	if err := n.startStoreAndAgent(ctx, cfg, acfg, peers); err != nil {
-		if n.gossip != nil {
-			n.gossip.Close()
-		}
-		n.closeMetrics()
+	if err := n.startStoreAndAgent(ctx, cfg, acfg, at, peers); err != nil {
 		return nil, err
 	}
 	if n.gossip != nil {
@@ -138,15 +153,31 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 	}
 	if n.store != nil {
+		n.storeDone = make(chan struct{})
 		go n.watchStore()
 	}
 	n.metricsStarted()
 	return n, nil
 }
 
+// undoStart closes what a failed Start made: the store, the gossip member
+// and the metrics server. The agent, started last, is never among them.
+func (n *Node) undoStart() {
+	if n.store != nil {
+		n.store.Close()
+	}
+	if n.gossip != nil {
+		n.gossip.Close()
+	}
+	n.closeMetrics()
+}
+
 // watchStore passes on the first error that stopped the hosted store serving
-// a listener: its nodes and launchers can no longer reach it there.
+// a listener: its nodes and launchers can no longer reach it there. It closes
+// Err once the store has stopped serving.
 func (n *Node) watchStore() {
+	defer close(n.storeDone)
+	defer close(n.errc)
 	for err := range n.store.Err() {
 		n.log.Error("the store failed", zap.Error(err))
 		select {
@@ -156,62 +187,100 @@ func (n *Node) watchStore() {
 	}
 }
 
-// startGossipFirst checks what gossip needs and starts the node's member,
-// before the store and the agent: its key derives from the cluster token,
-// and the agent's address defaults to the gossip address. It returns the
-// peers to join.
-func (n *Node) startGossipFirst(ctx context.Context, cfg *Config, acfg *agent.Config) ([]string, error) {
-	peers, err := JoinAddrs(cfg.Gossip.Join)
-	if err != nil {
-		return nil, err
+// CheckHostOrJoin refuses a node told both to host a store and to join one.
+func CheckHostOrJoin(listen, join string) error {
+	if listen != "" && join != "" {
+		return errors.New("--listen and --store: give one (host the store, or join one)")
 	}
-	if cfg.Listen != "" {
-		// Refused before a token is made for it, as host does without gossip.
-		ip, port, err := resolveListen(ctx, cfg.Listen)
-		if err != nil {
-			return nil, err
-		}
-		if err := security.CheckListen(net.JoinHostPort(ip.String(), port), cfg.Security); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.Listen == "" && cfg.Join == "" && len(peers) == 0 {
-		return nil, errors.New("gossip without peers, a store to host or a store to join: give --join, --listen or --store")
-	}
-	// Gossip's key derives from the cluster token: the node needs it
-	// before it hosts or joins anything.
-	if err := resolveToken(n.log, cfg); err != nil {
-		return nil, err
-	}
-	hint := acfg.Addr
-	if host, _, err := net.SplitHostPort(cfg.Listen); hint == "" && err == nil {
-		if ip, err := netip.ParseAddr(host); err == nil && !ip.IsUnspecified() && !ip.IsLoopback() {
-			hint = host // the store's address is this node's
-		}
-	}
-	if err := n.startGossip(ctx, cfg.Gossip, acfg.Name, cfg.Security.Token, hint); err != nil {
-		return nil, err
-	}
-	if acfg.Addr == "" {
-		// Workers reach this node where other nodes gossip with it.
-		acfg.Addr, _, _ = net.SplitHostPort(n.gossip.Addr())
-	}
-	return peers, nil
+	return nil
 }
 
-// resolveToken fills in the cluster token a gossiping node needs: the one
-// given, else (hosting) the token file, made when missing, else (joining)
-// the token file found in the usual places.
-func resolveToken(log *zap.Logger, cfg *Config) error {
+// Resolve checks what the node is to host or join and fills in its cluster
+// token (Security.Token), making the token file of a node that hosts the
+// store when it has none. Start resolves cfg itself; a caller resolves it
+// first to fail before it says the node is starting.
+func (cfg *Config) Resolve(ctx context.Context) error {
+	_, _, err := cfg.resolve(ctx)
+	return err
+}
+
+// resolve is Resolve, with where the store is to listen and the gossip
+// peers to join.
+func (cfg *Config) resolve(ctx context.Context) (listenAt, []string, error) {
+	var at listenAt
+	if err := CheckHostOrJoin(cfg.Listen, cfg.Join); err != nil {
+		return at, nil, err
+	}
+	var peers []string
+	if cfg.Gossip != nil {
+		var err error
+		if peers, err = JoinAddrs(cfg.Gossip.Join); err != nil {
+			return at, nil, err
+		}
+	}
+	switch {
+	case cfg.Listen == "" && cfg.Join == "" && cfg.Gossip == nil:
+		return at, nil, errors.New("neither a store to host nor one to join")
+	case cfg.Listen == "" && cfg.Join == "" && len(peers) == 0:
+		return at, nil, errors.New("gossip without peers, a store to host or a store to join: give --join, --listen or --store")
+	}
+	if err := cfg.givenToken(); err != nil {
+		return at, nil, err
+	}
+	if cfg.Listen != "" {
+		// Refused before a token is made for it.
+		ip, port, err := resolveListen(ctx, cfg.Listen)
+		if err != nil {
+			return at, nil, err
+		}
+		at = listenAt{ip: ip, addr: net.JoinHostPort(ip.String(), port)}
+		if err := security.CheckListen(at.addr, cfg.Security); err != nil {
+			return at, nil, err
+		}
+		if len(cfg.StorePeers) > 0 {
+			if err := checkReplica(at.addr, cfg); err != nil {
+				return at, nil, err
+			}
+		}
+	}
+	return at, peers, cfg.foundToken()
+}
+
+// givenToken fills in the cluster token given explicitly: Security.Token,
+// else MUSTER_TOKEN, else the token file, unless it is one this node, hosting
+// the store, has yet to make.
+func (cfg *Config) givenToken() error {
 	if cfg.Security.Token != "" {
 		return nil
 	}
+	file := cfg.TokenFile
+	if cfg.Listen != "" && !fileExists(file) {
+		file = ""
+	}
 	var err error
+	cfg.Security.Token, _, err = security.ResolveToken(security.TokenSource{File: file})
+	return err
+}
+
+// foundToken fills in the cluster token none gave: a node hosting the store
+// makes the token file (by default the user's or the system's); a node
+// joining one finds it in the usual places, needing none for a store on a
+// Unix socket unless it gossips, which derives its key from the token.
+func (cfg *Config) foundToken() error {
+	if cfg.Security.Token != "" {
+		return nil
+	}
 	if cfg.Listen != "" {
-		cfg.Security.Token, err = hostToken(log, cfg.TokenFile)
+		tok, err := hostToken(cfg.Logger, cfg.TokenFile)
+		cfg.Security.Token = tok
 		return err
 	}
-	if cfg.Security.Token, _, err = security.ResolveToken(security.TokenSource{File: cfg.TokenFile, Find: true}); err == nil && cfg.Security.Token == "" {
+	if cfg.Gossip == nil && security.IsUnixAddr(security.NormalizeAddr(cfg.Join)) {
+		return nil
+	}
+	var err error
+	cfg.Security.Token, _, err = security.ResolveToken(security.TokenSource{File: cfg.TokenFile, Find: true})
+	if err == nil && cfg.Security.Token == "" && cfg.Gossip != nil {
 		err = errors.New("gossip needs the cluster token: set MUSTER_TOKEN or --token-file (copy the store's token file to this node)")
 	}
 	return err
@@ -224,25 +293,41 @@ func hostToken(log *zap.Logger, file string) (string, error) {
 		file = security.DefaultTokenFile()
 	}
 	tok, created, err := security.ResolveToken(security.TokenSource{File: file, Create: true})
-	if err == nil {
+	if err == nil && log != nil {
 		log.Info("cluster token", zap.String("file", file), zap.Bool("created", created))
 	}
 	return tok, err
 }
 
+// startGossipFirst starts the node's member before the store and the agent:
+// its key derives from the cluster token, and the agent's address defaults
+// to the gossip address.
+func (n *Node) startGossipFirst(ctx context.Context, cfg *Config, acfg *agent.Config) error {
+	hint := acfg.Addr
+	if host, _, err := net.SplitHostPort(cfg.Listen); hint == "" && err == nil {
+		if ip, err := netip.ParseAddr(host); err == nil && !ip.IsUnspecified() && !ip.IsLoopback() {
+			hint = host // the store's address is this node's
+		}
+	}
+	if err := n.startGossip(ctx, cfg.Gossip, acfg.Name, cfg.Security.Token, hint); err != nil {
+		return err
+	}
+	if acfg.Addr == "" {
+		// Workers reach this node where other nodes gossip with it.
+		acfg.Addr, _, _ = net.SplitHostPort(n.gossip.Addr())
+	}
+	return nil
+}
+
 // startStoreAndAgent hosts, joins or finds the store, then starts the agent.
-func (n *Node) startStoreAndAgent(ctx context.Context, cfg Config, acfg agent.Config, peers []string) error {
-	switch {
-	case cfg.Listen != "" && cfg.Join != "":
-		return errors.New("host a store (listen) or join one, not both")
-	case cfg.Listen != "":
-		if err := n.host(ctx, &cfg, &acfg); err != nil {
+func (n *Node) startStoreAndAgent(ctx context.Context, cfg Config, acfg agent.Config, at listenAt, peers []string) error {
+	if cfg.Listen != "" {
+		if err := n.host(ctx, &cfg, &acfg, at); err != nil {
 			return err
 		}
 		if n.gossip != nil {
 			n.setMeta(n.gpus, n.gpus, n.store.AdvertiseAddr(), true)
 			if err := n.joinGossip(peers); err != nil {
-				n.store.Close()
 				return err
 			}
 			if err := n.claimStore(ctx, cfg.StorePeers); err != nil {
@@ -250,84 +335,62 @@ func (n *Node) startStoreAndAgent(ctx context.Context, cfg Config, acfg agent.Co
 				// start, whatever address that advertises, and suspect nothing; a store
 				// this one yielded to stops waiting for it.
 				n.gossip.Leave(gossipLeaveTimeout)
-				n.store.Close()
 				return err
 			}
 			n.setMeta(n.gpus, n.gpus, n.store.AdvertiseAddr(), false)
 		}
-	case cfg.Join != "" || n.gossip != nil:
-		if n.gossip != nil {
-			n.setMeta(n.gpus, n.gpus, "", false)
-			if err := n.joinGossip(peers); err != nil {
-				return err
-			}
-		}
-		join := cfg.Join
-		if join == "" {
-			var err error
-			if join, err = n.discoverStore(ctx, peers); err != nil {
-				return err
-			}
-		}
-		acfg.StoreAddr = security.NormalizeAddr(join)
-		acfg.StoreReplicas = cfg.JoinReplicas
-		acfg.Security = security.Security{Token: cfg.Security.Token, CAFile: cfg.Security.CAFile}
-		if host, _, err := net.SplitHostPort(acfg.StoreAddr); err == nil && cfg.Join == "" && !security.IsLoopback(host) {
-			// A store found through gossip on another host serves TLS.
-			acfg.Security.TLS = true
-		}
-		if acfg.Security.Token == "" && !security.IsUnixAddr(acfg.StoreAddr) {
-			var err error
-			if acfg.Security.Token, _, err = security.ResolveToken(security.TokenSource{Find: true}); err != nil {
-				return err
-			}
-		}
-		if acfg.StoreCA == "" {
-			acfg.StoreCA = cfg.Security.CAFile
-		}
-		if acfg.Addr == "" {
-			acfg.Addr = "127.0.0.1"
-		}
-	default:
-		return errors.New("neither a store to host nor one to join")
+	} else if err := n.join(ctx, cfg, &acfg, peers); err != nil {
+		return err
 	}
 	a, err := agent.Start(ctx, acfg)
 	if err != nil {
-		if n.store != nil {
-			n.store.Close()
-		}
 		return err
 	}
 	n.agent = a
 	return nil
 }
 
-// host starts the store on cfg.Listen (and its socket), making a cluster
-// token when none is given: every call over TCP needs one, loopback too.
-func (n *Node) host(ctx context.Context, cfg *Config, acfg *agent.Config) error {
-	sec := cfg.Security
-	ip, port, err := resolveListen(ctx, cfg.Listen)
-	if err != nil {
-		return err
-	}
-	listenAddr := net.JoinHostPort(ip.String(), port)
-	if err := security.CheckListen(listenAddr, sec); err != nil {
-		return err
-	}
-	if sec.Token == "" {
-		if sec.Token, err = hostToken(n.log, cfg.TokenFile); err != nil {
+// join finds the store through gossip, when not given, and tells the agent
+// how to reach it.
+func (n *Node) join(ctx context.Context, cfg Config, acfg *agent.Config, peers []string) error {
+	if n.gossip != nil {
+		n.setMeta(n.gpus, n.gpus, "", false)
+		if err := n.joinGossip(peers); err != nil {
 			return err
 		}
 	}
+	join := cfg.Join
+	if join == "" {
+		var err error
+		if join, err = n.discoverStore(ctx, peers); err != nil {
+			return err
+		}
+	}
+	acfg.StoreAddr = security.NormalizeAddr(join)
+	acfg.StoreReplicas = cfg.JoinReplicas
+	acfg.Security = security.Security{Token: cfg.Security.Token, CAFile: cfg.Security.CAFile}
+	if host, _, err := net.SplitHostPort(acfg.StoreAddr); err == nil && cfg.Join == "" && !security.IsLoopback(host) {
+		// A store found through gossip on another host serves TLS.
+		acfg.Security.TLS = true
+	}
+	if acfg.StoreCA == "" {
+		acfg.StoreCA = cfg.Security.CAFile
+	}
+	if acfg.Addr == "" {
+		acfg.Addr = "127.0.0.1"
+	}
+	return nil
+}
+
+// host starts the store where resolve said (and on its socket), with the
+// cluster token resolve found or made: every call over TCP needs one,
+// loopback too.
+func (n *Node) host(ctx context.Context, cfg *Config, acfg *agent.Config, at listenAt) error {
+	sec, ip, listenAddr := cfg.Security, at.ip, at.addr
 	if acfg.Addr == "" {
 		acfg.Addr = "127.0.0.1"
 		if !ip.IsUnspecified() {
 			acfg.Addr = ip.String()
-		}
-	}
-	if len(cfg.StorePeers) > 0 {
-		if err := checkReplica(listenAddr, cfg); err != nil {
-			return err
 		}
 	}
 	configure := func(c *storeserver.Config) {
@@ -400,7 +463,8 @@ func hostStore(ctx context.Context, log *zap.Logger, cfg *Config, listenAddr, no
 	store, err := storeserver.Start(ctx, rcfg)
 	if err != nil && !cfg.SocketRequired {
 		log.Warn("serving no socket for local launchers", zap.String("socket", rcfg.Socket), zap.Error(err))
-		// The listener is still this node's: the store starts on it again.
+		// A failed start leaves the listener to this node: the store starts
+		// on it again, with no port given up meanwhile for another to take.
 		rcfg.Socket = ""
 		store, err = storeserver.Start(ctx, rcfg)
 	}
@@ -443,19 +507,32 @@ func (n *Node) Agent() *agent.Agent { return n.agent }
 
 // Err delivers why the store this node hosts stopped serving, which ends
 // the node's use: nothing comes on it when the node joined a store, whose
-// loss its agent rides out, nor once Close began.
+// loss its agent rides out. It is closed once the node is over: Close has
+// stopped it (and its store, if any, has stopped serving); a receive then
+// gives nil.
 func (n *Node) Err() <-chan error { return n.errc }
 
 // gossipLeaveTimeout bounds how long Close waits for its leave to be gossiped.
 const gossipLeaveTimeout = time.Second
+
+// storeStopWait bounds how long Close waits, once the store has closed, for
+// its serving goroutines to end and Err to close.
+const storeStopWait = time.Second
 
 // Close stops the node, in order: (1) the agent stops its jobs, which fail
 // naming this node, and delivers their last events to the store, within
 // grace and its own bounds (agent.Agent.Close); (2) the gossip member
 // leaves, so the others see it left rather than dead, within
 // gossipLeaveTimeout, and its watcher ends, waited for as long again; (3)
-// the hosted store, if any, closes within its ShutdownTimeout.
+// the hosted store, if any, closes within its ShutdownTimeout, and Err is
+// closed, within storeStopWait. Calling it again does nothing more and
+// returns the first call's error.
 func (n *Node) Close(grace time.Duration) error {
+	n.closeOnce.Do(func() { n.closeErr = n.close(grace) })
+	return n.closeErr
+}
+
+func (n *Node) close(grace time.Duration) error {
 	err := n.agent.Close(grace)
 	if n.gossip != nil {
 		if lerr := n.gossip.Leave(gossipLeaveTimeout); lerr != nil {
@@ -469,6 +546,13 @@ func (n *Node) Close(grace time.Duration) error {
 	}
 	if n.store != nil {
 		n.store.Close()
+		select {
+		case <-n.storeDone:
+		case <-time.After(storeStopWait):
+			n.log.Warn("the store still serving after its close")
+		}
+	} else {
+		close(n.errc)
 	}
 	n.closeMetrics()
 	return err
@@ -477,8 +561,8 @@ func (n *Node) Close(grace time.Duration) error {
 // Gossip is the node's gossip member, or nil.
 func (n *Node) Gossip() *cluster.Cluster { return n.gossip }
 
-// FileExists reports whether path names something that exists.
-func FileExists(path string) bool {
+// fileExists reports whether path names something that exists.
+func fileExists(path string) bool {
 	if path == "" {
 		return false
 	}

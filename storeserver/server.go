@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -46,7 +47,8 @@ type Config struct {
 	// ListenAddr is the TCP host:port; port 0 picks a free one. Calls over
 	// TCP carry the cluster token, or a job's credential.
 	ListenAddr string
-	// Listener, when set, is used instead of ListenAddr.
+	// Listener, when set, is used instead of ListenAddr. The server closes
+	// it on Close; a failed Start leaves it open, to its caller.
 	Listener net.Listener
 	// Socket, when set, is the path of a Unix socket the store also serves,
 	// with or without TCP. Its callers are known by their peer credentials:
@@ -136,106 +138,132 @@ type Server struct {
 }
 
 // Start listens, then serves in the background: the store takes calls once
-// Start returns. A failure to serve later comes on Err.
-func Start(ctx context.Context, cfg Config) (*Server, error) {
+// Start returns. ctx bounds the start only; a failure to serve later comes
+// on Err. A failed Start undoes what it made, and leaves a Config.Listener
+// to its caller; once Start succeeds, Close closes that listener too.
+func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
+	if cfg, err = checkConfig(cfg); err != nil {
+		return nil, err
+	}
+	tcpCreds, err := cfg.Security.TCPCredentials()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, uid: uint32(os.Geteuid()), errc: make(chan error, 2)}
+	defer func() {
+		if err != nil {
+			s.undoStart()
+		}
+	}()
+	if err := s.listen(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.openStore(); err != nil {
+		return nil, err
+	}
+	s.newGRPC(tcpCreds)
+	s.serve()
+	return s, nil
+}
+
+// checkConfig refuses a configuration the store cannot serve and fills in
+// its defaults.
+func checkConfig(cfg Config) (Config, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 2 * time.Second
 	}
-	if cfg.ListenAddr == "" && cfg.Listener == nil && cfg.Socket == "" {
-		return nil, errors.New("store: nothing to listen on: give a TCP address or a socket")
-	}
-	if cfg.SocketUsers && os.Geteuid() != 0 {
-		return nil, errors.New("store: only a store running as root may serve other users (it runs their jobs as them)")
-	}
-	tcpCreds, err := cfg.Security.TCPCredentials()
-	if err != nil {
-		return nil, err
-	}
-	lis := cfg.Listener
-	if lis == nil && cfg.ListenAddr != "" {
-		if err := security.CheckListen(cfg.ListenAddr, cfg.Security); err != nil {
-			return nil, err
-		}
-		if lis, err = (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.ListenAddr); err != nil {
-			return nil, fmt.Errorf("store: listen on %s: %w", cfg.ListenAddr, err)
-		}
-	}
-	var sock net.Listener
-	if cfg.Socket != "" {
-		ul, err := security.ListenUnix(cfg.Socket, cfg.SocketUsers)
-		if err != nil {
-			// A listener the caller gave stays the caller's.
-			if lis != nil && cfg.Listener == nil {
-				lis.Close()
-			}
-			return nil, fmt.Errorf("store: %w", err)
-		}
-		sock = ul
-	}
-	addr := cfg.AdvertiseAddr
-	switch {
-	case addr != "":
-	case lis != nil:
-		addr = lis.Addr().String()
-	default:
-		addr = security.SocketAddr(cfg.Socket)
-	}
 	if cfg.History.Logger == nil {
 		cfg.History.Logger = cfg.Logger
 	}
-	closeListeners := func() {
-		if lis != nil && cfg.Listener == nil {
-			lis.Close()
-		}
-		if sock != nil {
-			sock.Close()
-		}
+	if cfg.ListenAddr == "" && cfg.Listener == nil && cfg.Socket == "" {
+		return cfg, errors.New("store: nothing to listen on: give a TCP address or a socket")
 	}
-	var rep *replica.Replica
-	storeCfg := rendezvous.StoreConfig{Logger: cfg.Logger, Addr: addr, SessionGrace: cfg.SessionGrace, DetachGrace: cfg.DetachGrace,
+	if cfg.SocketUsers && os.Geteuid() != 0 {
+		return cfg, errors.New("store: only a store running as root may serve other users (it runs their jobs as them)")
+	}
+	return cfg, nil
+}
+
+// listen takes the TCP listener (the one given, or a new one on
+// ListenAddr) and the Unix socket's.
+func (s *Server) listen(ctx context.Context) error {
+	s.lis = s.cfg.Listener
+	if s.lis == nil && s.cfg.ListenAddr != "" {
+		if err := security.CheckListen(s.cfg.ListenAddr, s.cfg.Security); err != nil {
+			return err
+		}
+		lis, err := (&net.ListenConfig{}).Listen(ctx, "tcp", s.cfg.ListenAddr)
+		if err != nil {
+			return fmt.Errorf("store: listen on %s: %w", s.cfg.ListenAddr, err)
+		}
+		s.lis = lis
+	}
+	if s.cfg.Socket != "" {
+		sock, err := security.ListenUnix(s.cfg.Socket, s.cfg.SocketUsers)
+		if err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		s.sock = sock
+	}
+	return nil
+}
+
+// advertiseAddr is where workers and other nodes reach the store:
+// AdvertiseAddr, else the TCP listener's address, else the socket's.
+func (s *Server) advertiseAddr() string {
+	switch {
+	case s.cfg.AdvertiseAddr != "":
+		return s.cfg.AdvertiseAddr
+	case s.lis != nil:
+		return s.lis.Addr().String()
+	}
+	return security.SocketAddr(s.cfg.Socket)
+}
+
+// openStore makes the state machine, its history and, for a replicated
+// store, the replica that applies its commands.
+func (s *Server) openStore() error {
+	cfg := s.cfg
+	storeCfg := rendezvous.StoreConfig{Logger: cfg.Logger, Addr: s.advertiseAddr(), SessionGrace: cfg.SessionGrace, DetachGrace: cfg.DetachGrace,
 		AgentGone: cfg.AgentGone, Refused: cfg.Refused, FenceAfter: cfg.FenceAfter, RenewSilence: cfg.RenewSilence,
 		NodeTimeout: cfg.NodeTimeout, OwnNode: cfg.OwnNode, Recorder: cfg.Recorder}
+	var rep *replica.Replica
 	if len(cfg.Replicas) > 0 {
 		bind := ""
 		if cfg.ListenAddr != "" {
 			bind, _, _ = net.SplitHostPort(cfg.ListenAddr)
 		}
-		rep, err = replica.New(replica.Config{Logger: cfg.Logger, Addr: addr, BindHost: bind, Peers: cfg.Replicas,
+		var err error
+		rep, err = replica.New(replica.Config{Logger: cfg.Logger, Addr: storeCfg.Addr, BindHost: bind, Peers: cfg.Replicas,
 			DataDir: cfg.ReplicaDir, Security: cfg.Security, HeartbeatTimeout: cfg.HeartbeatTimeout,
 			Joining: cfg.ReplicaJoining, Alone: cfg.ReplicaAlone})
 		if err != nil {
-			closeListeners()
-			return nil, fmt.Errorf("store: %w", err)
+			return fmt.Errorf("store: %w", err)
 		}
 		storeCfg.Log, storeCfg.ID = rep, rep.StoreID()
 	}
-	history := jobhistory.Open(cfg.History)
-	storeCfg.Record = history.Propose
-	s := &Server{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		history: history,
-		store:   rendezvous.NewStore(storeCfg),
-		replica: rep,
-		lis:     lis,
-		sock:    sock,
-		uid:     uint32(os.Geteuid()),
-		errc:    make(chan error, 2),
-	}
+	s.history = jobhistory.Open(cfg.History)
+	storeCfg.Record = s.history.Propose
+	s.store = rendezvous.NewStore(storeCfg)
 	if rep != nil {
+		// A replica that fails to start undoes its own start.
 		if err := rep.Start(s.store); err != nil {
-			s.store.Close()
-			history.Close()
-			closeListeners()
-			return nil, fmt.Errorf("store: %w", err)
+			return fmt.Errorf("store: %w", err)
 		}
+		s.replica = rep
 	}
 	if cfg.Security.Token != "" {
 		s.token = []byte("Bearer " + cfg.Security.Token)
 	}
+	return nil
+}
+
+// newGRPC makes the gRPC server of the store's services, each call
+// authenticated and authorized.
+func (s *Server) newGRPC(tcpCreds credentials.TransportCredentials) {
 	opts := []grpc.ServerOption{
 		grpc.Creds(security.TransportCreds{TCP: tcpCreds}),
 		grpc.ChainUnaryInterceptor(s.unaryAuth),
@@ -244,23 +272,28 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		grpc.MaxConcurrentStreams(maxStreams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: storewire.KeepaliveTime, PermitWithoutStream: true}),
 	}
-	if cfg.StatsHandler != nil {
-		opts = append(opts, grpc.StatsHandler(cfg.StatsHandler))
-	}
-	// No keepalive pings from the store: a stopped process cannot answer
-	// them, though its host does (see DeadPeerAfter).
-	if lis != nil {
-		lis = deadPeerListener{Listener: lis, after: cmp.Or(cfg.DeadPeerAfter, storewire.AgentKeepaliveTimeout)}
+	if s.cfg.StatsHandler != nil {
+		opts = append(opts, grpc.StatsHandler(s.cfg.StatsHandler))
 	}
 	s.grpc = grpc.NewServer(opts...)
 	musterv1.RegisterAgentsServer(s.grpc, s)
 	musterv1.RegisterJobsServer(s.grpc, s)
 	musterv1.RegisterKVServer(s.grpc, s)
 	musterv1.RegisterReplicasServer(s.grpc, s)
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(s.grpc, hs)
+	healthpb.RegisterHealthServer(s.grpc, health.NewServer())
+}
+
+// serve serves every listener in the background; Err is closed once all
+// have stopped.
+func (s *Server) serve() {
+	var tcp net.Listener
+	if s.lis != nil {
+		// No keepalive pings from the store: a stopped process cannot answer
+		// them, though its host does (see DeadPeerAfter).
+		tcp = deadPeerListener{Listener: s.lis, after: cmp.Or(s.cfg.DeadPeerAfter, storewire.AgentKeepaliveTimeout)}
+	}
 	var serving sync.WaitGroup
-	for _, l := range []net.Listener{lis, sock} {
+	for _, l := range []net.Listener{tcp, s.sock} {
 		if l == nil {
 			continue
 		}
@@ -276,13 +309,36 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		serving.Wait()
 		close(s.errc)
 	}()
-	if lis != nil {
-		s.log.Info("store listening", zap.String("addr", lis.Addr().String()))
+	if s.lis != nil {
+		s.log.Info("store listening", zap.String("addr", s.lis.Addr().String()))
 	}
-	if sock != nil {
-		s.log.Info("store socket", zap.String("path", cfg.Socket), zap.Bool("other-users", cfg.SocketUsers))
+	if s.sock != nil {
+		s.log.Info("store socket", zap.String("path", s.cfg.Socket), zap.Bool("other-users", s.cfg.SocketUsers))
 	}
-	return s, nil
+}
+
+// undoStart closes what a failed Start made, a listener it was given
+// aside: that one stays its caller's.
+func (s *Server) undoStart() {
+	if s.replica != nil {
+		if err := s.replica.Close(); err != nil {
+			s.log.Warn("store replica not closed cleanly", zap.Error(err))
+		}
+	}
+	if s.store != nil {
+		s.store.Close()
+	}
+	if s.history != nil {
+		if err := s.history.Close(); err != nil {
+			s.log.Error("job history not closed", zap.Error(err))
+		}
+	}
+	if s.lis != nil && s.cfg.Listener == nil {
+		s.lis.Close()
+	}
+	if s.sock != nil {
+		s.sock.Close()
+	}
 }
 
 // Err delivers why a listener stopped serving before Close (its Accept

@@ -3,6 +3,8 @@
 package testwait
 
 import (
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -21,4 +23,42 @@ func Until(t testing.TB, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(every)
 	}
+}
+
+// GoroutinesGone waits until no goroutine runs code of the packages whose
+// import paths start with prefix (the test's own package aside), or fails
+// t once d has passed, naming one that is left.
+func GoroutinesGone(t testing.TB, d time.Duration, prefix string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		left := goroutineOf(prefix)
+		if left == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for the goroutines of %s to end; one left:\n%s", d, prefix, left)
+		}
+		time.Sleep(every)
+	}
+}
+
+// goroutineOf is the stack of a goroutine other than this one and the
+// tests' own that runs code under prefix, outside a _test package, or "".
+func goroutineOf(prefix string) string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	// The first stack is this goroutine's.
+	stacks := strings.Split(string(buf), "\n\n")
+	for _, st := range stacks[1:] {
+		if strings.Contains(st, "\ntesting.tRunner(") {
+			continue
+		}
+		for _, line := range strings.Split(st, "\n") {
+			if strings.HasPrefix(line, prefix) && !strings.Contains(line, "_test.") && !strings.Contains(line, "/testwait.") {
+				return st
+			}
+		}
+	}
+	return ""
 }

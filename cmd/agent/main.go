@@ -208,31 +208,20 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout, healthTi
 	if listen == "" && storeAddr == "" && gossip == nil {
 		listen = "127.0.0.1:29400"
 	}
-	if listen != "" && storeAddr != "" {
-		return cmdline.Usagef(c, "--listen and --store: give one (host the store, or join one)")
+	if err := node.CheckHostOrJoin(listen, storeAddr); err != nil {
+		return cmdline.Usagef(c, "%s", err)
 	}
 	if storeAddr != "" && c.IsSet("socket") {
 		return cmdline.Usagef(c, "--socket serves a store this agent hosts (--listen); with --store, launchers on this machine use --cluster %s", storeAddr)
 	}
-	// The token given explicitly: MUSTER_TOKEN, or --token-file, which an
-	// agent hosting the store creates below when it does not exist yet.
-	tokenFile := c.String("token-file")
-	given := tokenFile
-	if listen != "" && !node.FileExists(tokenFile) {
-		given = ""
-	}
-	explicit, _, err := security.ResolveToken(security.TokenSource{File: given})
-	if err != nil {
-		return err
-	}
-	sec := security.Security{Token: explicit, CertFile: c.String("tls-cert"), KeyFile: c.String("tls-key"), CAFile: c.String("tls-ca")}
+	sec := security.Security{CertFile: c.String("tls-cert"), KeyFile: c.String("tls-key"), CAFile: c.String("tls-ca")}
 
 	// SIGHUP (a closed terminal) stops the node gracefully too, as SIGTERM
 	// does: by default it would kill the agent without stopping its jobs.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	ncfg := node.Config{Logger: log, Listen: listen, Join: storeAddr, JoinReplicas: joinReplicas, StorePeers: storePeers,
-		StoreJoining: c.Bool("store-join"), StoreAlone: c.Bool("store-alone"), Gossip: gossip, Security: sec, TokenFile: tokenFile,
+		StoreJoining: c.Bool("store-join"), StoreAlone: c.Bool("store-alone"), Gossip: gossip, Security: sec, TokenFile: c.String("token-file"),
 		Socket: c.String("socket"), SocketRequired: c.IsSet("socket"), SocketUsers: os.Geteuid() == 0, MetricsAddr: c.String("metrics-addr"), History: history}
 	ncfg.Agent = agent.Config{NCCLVersion: ncclprobe.Self(), Name: c.String("name"), Addr: c.String("addr"), Rank: nodeRank, Environ: os.Environ(), RankLogs: kept,
 		HealthCommand: c.String("health-check"), HealthTimeout: healthTimeout}
@@ -247,6 +236,11 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout, healthTi
 	// Only a node that should have GPUs is unready without them.
 	if file := gpu.DeviceFile("/dev"); file != "" {
 		ncfg.GPUsExpected = file + " exists"
+	}
+	// The cluster token, and what the node is to host or join, before
+	// systemd hears that the agent started.
+	if err := ncfg.Resolve(ctx); err != nil {
+		return err
 	}
 	// Under systemd (Type=notify) the unit is started once the agent has read
 	// its configuration: a node waits for its store as long as the head is

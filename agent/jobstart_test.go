@@ -77,17 +77,6 @@ func TestPlanLargeJob(t *testing.T) {
 		t.Errorf("WORLD_SIZE=%s", v)
 	}
 }
-
-func TestMinimalEnviron(t *testing.T) {
-	env := minimalEnviron([]string{"PATH=/bin", "SECRET=x", "HOME=/root"})
-	if strings.Join(env, " ") != "PATH=/bin HOME=/root" {
-		t.Fatalf("minimal environ = %v", env)
-	}
-	if _, ok := envprop.Lookup(env, "SECRET"); ok {
-		t.Fatal("leaked")
-	}
-}
-
 // plan runs the planning steps of asg's start, as the job's start does:
 // from the assignment's check to the heartbeat files, but the health check,
 // which reports to a store.
