@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testfixture"
 )
 
 // A finished job outlives its store: the agent hosting it is killed
@@ -17,7 +19,7 @@ import (
 func TestJobHistoryOutlivesAStoreKill(t *testing.T) {
 	t.Parallel()
 	data := filepath.Join(t.TempDir(), "data")
-	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	listen := "127.0.0.1:" + strconv.Itoa(testfixture.FreePort(t))
 	args := []string{"--name", "head", "--data-dir", data, "--verbose"}
 	host := startAgentAt(t, listen, args)
 
@@ -115,7 +117,7 @@ func TestCorruptJobHistoryMovedAside(t *testing.T) {
 	if err := os.WriteFile(file, []byte(strings.Repeat("not a job history\n", 500)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--data-dir", data})
+	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), []string{"--data-dir", data})
 	if !strings.Contains(host.log(), `"msg":"job history file is corrupt: moved aside, starting empty","file":"`+file+`"`) {
 		t.Fatalf("the agent did not name the corrupt file %s:\n%s", file, host.log())
 	}

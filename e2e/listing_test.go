@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/testfixture"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -127,7 +128,7 @@ func TestNetnsListingAndEvents(t *testing.T) {
 	before := listJobs(t, nw)
 
 	// A watch from the start: it lists the jobs there are, then each change.
-	var watchOut, watchErr lockedBuffer
+	var watchOut, watchErr testfixture.Buffer
 	watch := exec.Command("ip", "netns", "exec", nw.hosts[0].ns, launcherBin, "jobs", "--watch", "-o", "json",
 		"--cluster", nw.store(), "--token-file", nw.token, "--tls-ca", nw.ca)
 	watch.Stdout, watch.Stderr = &watchOut, &watchErr

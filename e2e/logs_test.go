@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testfixture"
 )
 
 var logsToRe = regexp.MustCompile(`muster: job (j-[^ ]+) logs to `)
@@ -100,7 +102,7 @@ func TestLogsRefuseAnotherUsersJob(t *testing.T) {
 	t.Parallel()
 	needOtherUser(t)
 	tok := filepath.Join(t.TempDir(), "token")
-	ag := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--token-file", tok}, "--token-file", tok)
+	ag := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), []string{"--token-file", tok}, "--token-file", tok)
 	sock := "unix://" + ag.socket
 	logDir := t.TempDir()
 	r := runLauncher(t, "run", "--cluster", ag.addr, "--token-file", tok, "--log-dir", logDir, "--", "echo", "root's secret")
@@ -210,7 +212,7 @@ func TestLogsFollowARunningJob(t *testing.T) {
 // ranks.
 func TestLogLinesKeepTheirStream(t *testing.T) {
 	t.Parallel()
-	ag := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), nil)
+	ag := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), nil)
 	const ranks = 16
 	for run := range 8 {
 		logDir := t.TempDir()
@@ -245,7 +247,7 @@ func TestLogLinesKeepTheirStream(t *testing.T) {
 // each once, and it ends with the job.
 func TestLogsFollowARestartedJob(t *testing.T) {
 	t.Parallel()
-	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--name", "solo"})
+	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), []string{"--name", "solo"})
 	dir := t.TempDir()
 	// Each round's ranks print 3 lines; round 0 waits for the follower's go
 	// and then rank 1 fails it.

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/testfixture"
 	"github.com/musterhq/muster/testwait"
 )
 
@@ -261,7 +262,7 @@ func startAgent(t *testing.T) string { return startAgentWith(t, nil) }
 // given launcherArgs can run a job through it.
 func startAgentWith(t *testing.T, agentArgs []string, launcherArgs ...string) string {
 	t.Helper()
-	return startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), agentArgs, launcherArgs...).addr
+	return startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), agentArgs, launcherArgs...).addr
 }
 
 // agentProc is an agent daemon that hosts a store, started by a test.
@@ -342,16 +343,6 @@ func runAgentOnceEnv(t *testing.T, env []string, args ...string) (string, error)
 	cmd.Env = agentEnv(env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // testPrograms are the worker programs of testdata/, built once each.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/testfixture"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -206,19 +207,19 @@ func TestReadyzWithoutGPUs(t *testing.T) {
 	}
 	t.Run("daemon", func(t *testing.T) {
 		t.Parallel()
-		addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-		startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--metrics-addr", addr})
+		addr := "127.0.0.1:" + strconv.Itoa(testfixture.FreePort(t))
+		startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), []string{"--metrics-addr", addr})
 		if code, body := httpGet(t, "http://"+addr+"/readyz"); code != http.StatusOK {
 			t.Errorf("/readyz: %d %s", code, body)
 		}
 	})
 	t.Run("agent run --gpus 0", func(t *testing.T) {
 		t.Parallel()
-		addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-		cmd := exec.Command(agentBin, "run", "--rdzv", "127.0.0.1:"+strconv.Itoa(freePort(t)), "--nnodes", "1", "--gpus", "0",
+		addr := "127.0.0.1:" + strconv.Itoa(testfixture.FreePort(t))
+		cmd := exec.Command(agentBin, "run", "--rdzv", "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), "--nnodes", "1", "--gpus", "0",
 			"--metrics-addr", addr, "--kill-timeout", "1s", "--", "sh", "-c", "echo started; exec sleep 60")
 		cmd.Env = agentEnv("TMPDIR=" + t.TempDir())
-		var out, errb lockedBuffer
+		var out, errb testfixture.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

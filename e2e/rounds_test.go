@@ -1,34 +1,17 @@
 package e2e
 
 import (
-	"bytes"
 	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testfixture"
 )
 
-// lockedBuffer is output a process writes while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
+// testfixture.Buffer is output a process writes while the test reads it.
 // joinAgent starts an agent that joins the store at store as node name on
 // addr; it stops when the test ends. Each "node" has a temporary directory
 // of its own, as a machine of its own would.
@@ -36,7 +19,7 @@ func joinAgent(t *testing.T, store, name, addr string) {
 	t.Helper()
 	cmd := exec.Command(agentBin, "--store", store, "--name", name, "--addr", addr)
 	cmd.Env = agentEnv("TMPDIR=" + t.TempDir())
-	var log lockedBuffer
+	var log testfixture.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -46,12 +29,12 @@ func joinAgent(t *testing.T, store, name, addr string) {
 
 func TestClusterRunWaitsForNodes(t *testing.T) {
 	t.Parallel()
-	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--name", "n1"})
+	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), []string{"--name", "n1"})
 	cluster := t
 	t.Run("nodes come", func(t *testing.T) {
 		cmd := exec.Command(launcherBin, "run", "--cluster", host.addr, "-n", "3", "--wait-timeout", "60s", "--",
 			"sh", "-c", `echo "$RANK $GROUP_RANK $WORLD_SIZE"`)
-		var out, errb lockedBuffer
+		var out, errb testfixture.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testfixture"
 )
 
 // nodeSchedules is each node's schedule, as launcher nodes -o json lists it.
@@ -31,7 +33,7 @@ func nodeSchedules(t *testing.T, store string) map[string]string {
 // and it forms on b the moment b is uncordoned.
 func TestNodeCordon(t *testing.T) {
 	t.Parallel()
-	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--name", "a", "--addr", "127.0.0.1"})
+	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), []string{"--name", "a", "--addr", "127.0.0.1"})
 	joinAgent(t, host.addr, "b", "127.0.0.2")
 	joinAgent(t, host.addr, "c", "127.0.0.3")
 	eventually(t, "b and c to join", func() bool {
@@ -55,7 +57,7 @@ func TestNodeCordon(t *testing.T) {
 	}
 
 	cmd := exec.Command(launcherBin, append([]string{"run", "--cluster", host.addr, "-n", "3", "--wait-timeout", "60s"}, show...)...)
-	var out, errb lockedBuffer
+	var out, errb testfixture.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testfixture"
 )
 
 // The store restarts in the middle of a job. An agent that hosts the store
@@ -23,7 +25,7 @@ import (
 // exits with the job's code.
 func TestJobOutlivesAStoreRestart(t *testing.T) {
 	t.Parallel()
-	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	listen := "127.0.0.1:" + strconv.Itoa(testfixture.FreePort(t))
 	host := startAgentAt(t, listen, []string{"--name", "head"})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
