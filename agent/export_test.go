@@ -6,3 +6,17 @@ func SetStepHook(a *Agent, hook func(job, step string)) {
 	a.stepHook = hook
 	a.mu.Unlock()
 }
+
+// UnackedExits counts the workers of a's jobs that exited and whose exit
+// the store has not acknowledged: exits that wait for a store.
+func UnackedExits(a *Agent) int {
+	n := 0
+	for _, j := range a.report() {
+		for _, r := range j.GetRanks() {
+			if r.GetExited() != nil && !r.GetAcked() {
+				n++
+			}
+		}
+	}
+	return n
+}
