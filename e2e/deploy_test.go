@@ -22,6 +22,7 @@ import (
 
 	"github.com/musterhq/muster/replica"
 	"github.com/musterhq/muster/testfixture"
+	"github.com/musterhq/muster/testwait"
 )
 
 // readUnit reads a systemd unit's Key=Value lines, continuation lines
@@ -162,7 +163,7 @@ func TestAgentStopsGracefullyOnSIGHUP(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	eventually(t, "the worker to start", func() bool { return strings.Contains(out.String(), "started") })
+	testwait.Until(t, 20*time.Second, "the worker to start", func() bool { return strings.Contains(out.String(), "started") })
 	ap.cmd.Process.Signal(syscall.SIGHUP)
 	exited := make(chan struct{})
 	go func() { ap.cmd.Wait(); close(exited) }()

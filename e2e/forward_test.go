@@ -228,7 +228,7 @@ func TestSignalBeforeTheWorkersStartIsNotHeld(t *testing.T) {
 	dir := t.TempDir()
 	cmd, out, errb := launcher(t, nil, "run", "--nproc", "2", "--health-check", `touch `+dir+`/checking; sleep 2`, "--",
 		"sh", "-c", `sleep 0.5; echo "rank $RANK ran"`)
-	eventually(t, "the health check", func() bool { _, err := os.Stat(filepath.Join(dir, "checking")); return err == nil })
+	testwait.Until(t, 20*time.Second, "the health check", func() bool { _, err := os.Stat(filepath.Join(dir, "checking")); return err == nil })
 	if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/testfixture"
+	"github.com/musterhq/muster/testwait"
 )
 
 var logsToRe = regexp.MustCompile(`muster: job (j-[^ ]+) logs to `)
@@ -140,7 +141,7 @@ func TestLogsFollowARunningJob(t *testing.T) {
 	job, _, jobErr := nw.launcher("run", "-n", "2", "--nproc", "2", "--log-dir", logDir, "--", "sh", "-c",
 		fmt.Sprintf(`echo "before $RANK"; while [ ! -e %s/go ]; do sleep 0.05; done; echo "after $RANK"`, dir))
 	var id string
-	eventually(t, "the job's id", func() bool {
+	testwait.Until(t, 20*time.Second, "the job's id", func() bool {
 		m := logsToRe.FindStringSubmatch(jobErr.String())
 		if m != nil {
 			id = m[1]
@@ -259,7 +260,7 @@ func TestLogsFollowARestartedJob(t *testing.T) {
 	fi`, dir)
 	cmd, out, errb := launcher(t, nil, "run", "--cluster", host.addr, "--nproc", "2", "--max-restarts", "1", "--restart-backoff", "1s", "--", "sh", "-c", script)
 	var job string
-	eventually(t, "the job listed", func() bool {
+	testwait.Until(t, 20*time.Second, "the job listed", func() bool {
 		list := runLauncher(t, "jobs", "--cluster", host.addr).stdout
 		if !strings.Contains(list, "follow-me") {
 			return false
@@ -268,7 +269,7 @@ func TestLogsFollowARestartedJob(t *testing.T) {
 		return true
 	})
 	follow, fout, ferr := launcher(t, nil, "logs", "--cluster", host.addr, "--follow", job)
-	eventually(t, "round 0's lines followed", func() bool { return strings.Count(fout.String(), "round 0 line") == 6 })
+	testwait.Until(t, 20*time.Second, "round 0's lines followed", func() bool { return strings.Count(fout.String(), "round 0 line") == 6 })
 	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/testfixture"
-	"github.com/musterhq/muster/testwait"
 )
 
 var launcherBin, agentBin string
@@ -247,12 +246,6 @@ func jobProcesses(t testing.TB, marker string) []int {
 func isZombie(stat []byte) bool {
 	i := bytes.LastIndexByte(stat, ')')
 	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
-}
-
-// eventually polls cond until it holds or 20 s pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testwait.Until(t, 20*time.Second, what, cond)
 }
 
 // startAgent runs the agent daemon hosting a store on a free loopback port.

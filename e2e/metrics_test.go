@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/testfixture"
+	"github.com/musterhq/muster/testwait"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -176,7 +177,7 @@ func TestNetnsMetrics(t *testing.T) {
 
 	// The store gone, b is alive but not ready, and says why.
 	kill9(t, head)
-	eventually(t, "b's /readyz to say it lost its store", func() bool {
+	testwait.Until(t, 20*time.Second, "b's /readyz to say it lost its store", func() bool {
 		code, body := curlIn(t, b, "http://"+bMetrics+"/readyz")
 		return code == 503 && strings.Contains(body, "not registered with the store")
 	})
@@ -225,7 +226,7 @@ func TestReadyzWithoutGPUs(t *testing.T) {
 			t.Fatal(err)
 		}
 		stopAtCleanup(t, cmd, "agent run", errb.String)
-		eventually(t, "the CPU job to start", func() bool { return strings.Contains(out.String(), "started") })
+		testwait.Until(t, 20*time.Second, "the CPU job to start", func() bool { return strings.Contains(out.String(), "started") })
 		if code, body := httpGet(t, "http://"+addr+"/readyz"); code != http.StatusOK {
 			t.Errorf("/readyz: %d %s", code, body)
 		}

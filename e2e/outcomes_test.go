@@ -21,7 +21,7 @@ func TestAgentShutdownFailsItsJob(t *testing.T) {
 	t.Parallel()
 	ap := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), []string{"--name", "head-node", "--kill-timeout", "2s"})
 	cmd, out, errb := launcher(t, nil, "run", "--cluster", ap.addr, "--nproc", "2", "--", "sleep", "1000")
-	eventually(t, "the job to run", func() bool { return strings.Contains(runLauncher(t, "jobs", "--cluster", ap.addr).stdout, "running") })
+	testwait.Until(t, 20*time.Second, "the job to run", func() bool { return strings.Contains(runLauncher(t, "jobs", "--cluster", ap.addr).stdout, "running") })
 	ap.cmd.Process.Signal(syscall.SIGTERM)
 	r := wait(t, cmd, out, errb)
 	if r.code == 0 || !strings.Contains(r.stderr, "the agent on node head-node shut down") {
@@ -46,10 +46,10 @@ func TestLauncherNoticesAStoreThatStoppedAnswering(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
-	eventually(t, "the job to run", func() bool { return strings.Contains(runLauncher(t, "jobs", "--cluster", ap.addr).stdout, "running") })
+	testwait.Until(t, 20*time.Second, "the job to run", func() bool { return strings.Contains(runLauncher(t, "jobs", "--cluster", ap.addr).stdout, "running") })
 	ap.cmd.Process.Signal(syscall.SIGSTOP)
 	defer ap.cmd.Process.Signal(syscall.SIGCONT)
-	eventually(t, "the launcher to say it lost the store", func() bool {
+	testwait.Until(t, 20*time.Second, "the launcher to say it lost the store", func() bool {
 		return strings.Contains(errb.String(), "muster: lost the store at "+ap.addr)
 	})
 	ap.cmd.Process.Signal(syscall.SIGCONT)
@@ -69,7 +69,7 @@ func TestSuspendedLauncherKeepsItsJob(t *testing.T) {
 	dir := t.TempDir()
 	script := fmt.Sprintf(`seq 1 1000; sleep 12; touch %[1]s/slept-$RANK; while [ ! -e %[1]s/go ]; do sleep 0.05; done; echo end`, dir)
 	cmd, out, errb := launcher(t, nil, "run", "--nproc", "2", "--", "sh", "-c", script)
-	eventually(t, "output", func() bool {
+	testwait.Until(t, 20*time.Second, "output", func() bool {
 		s := out.String()
 		return strings.Contains(s, "[0] 1000\n") && strings.Contains(s, "[1] 1000\n")
 	})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/testfixture"
+	"github.com/musterhq/muster/testwait"
 )
 
 // testfixture.Buffer is output a process writes while the test reads it.
@@ -41,11 +42,11 @@ func TestClusterRunWaitsForNodes(t *testing.T) {
 		}
 		t.Cleanup(func() { cmd.Process.Kill() })
 		// Before rounds could wait, the launcher failed here at once.
-		eventually(t, "progress with one node", func() bool {
+		testwait.Until(t, 20*time.Second, "progress with one node", func() bool {
 			return strings.Contains(errb.String(), "muster: waiting for nodes: 1 of 3 ready (n1); 2 missing (for up to 1m0s, --wait-timeout)\n")
 		})
 		joinAgent(cluster, host.addr, "n2", "127.0.0.2")
-		eventually(t, "progress with two nodes", func() bool {
+		testwait.Until(t, 20*time.Second, "progress with two nodes", func() bool {
 			return strings.Contains(errb.String(), "muster: waiting for nodes: 2 of 3 ready (n1, n2); 1 missing\n")
 		})
 		joinAgent(cluster, host.addr, "n3", "127.0.0.3")

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/testfixture"
+	"github.com/musterhq/muster/testwait"
 )
 
 // needOtherUser skips a test that runs commands as nobody (65534).
@@ -101,7 +102,7 @@ func TestEmbeddedDefaultServesOnlyItsOwnUser(t *testing.T) {
 	needOtherUser(t)
 	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-embedded", time.Now().UnixNano())
 	cmd, out, errb := launcher(t, nil, "run", "--nproc", "1", "-x", marker, "--", "sleep", "1000")
-	eventually(t, "the worker", func() bool { return len(jobProcesses(t, marker)) == 1 })
+	testwait.Until(t, 20*time.Second, "the worker", func() bool { return len(jobProcesses(t, marker)) == 1 })
 	tcp, socks := listening(t, cmd.Process.Pid)
 	if len(tcp)+len(socks) == 0 {
 		t.Fatal("the embedded launcher listens on nothing; the test would prove nothing")
@@ -165,7 +166,7 @@ func TestAgentRunsOtherUsersJobsAsThem(t *testing.T) {
 	// nobody sees and stops only their own jobs.
 	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-root-job", time.Now().UnixNano())
 	cmd, out, errb := launcher(t, nil, "run", "--cluster", ag.addr, "--token-file", tok, "-x", marker, "--", "sleep", "1000")
-	eventually(t, "root's job", func() bool { return len(jobProcesses(t, marker)) == 1 })
+	testwait.Until(t, 20*time.Second, "root's job", func() bool { return len(jobProcesses(t, marker)) == 1 })
 	jobs := runLauncher(t, "jobs", "--cluster", ag.addr, "--token-file", tok)
 	var rootJob string
 	for _, l := range strings.Split(jobs.stdout, "\n") {
