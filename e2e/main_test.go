@@ -59,7 +59,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "go build ../cmd/launcher ../cmd/agent: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := testfixture.CheckNoneLeft(m.Run, 10*time.Second)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
