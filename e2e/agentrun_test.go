@@ -208,15 +208,12 @@ func TestAgentRunLeavesNoZombie(t *testing.T) {
 		}
 		return true, string(out)
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		ok, ps := reaped()
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("an orphan is left or unreaped 20 s after it was made:\n%s", ps)
-		}
-	}
+	var ps string
+	testwait.UntilShowing(t, 20*time.Second, "the orphan to be reaped", func() bool {
+		var ok bool
+		ok, ps = reaped()
+		return ok
+	}, func() string { return ps })
 	docker(t, "exec", c, "sh", "-c", "echo > /tmp/release")
 	if code := waitExit(t, c, time.Minute); code != 4 {
 		t.Errorf("exit code %d, want the job's 4:\n%s", code, containerLogs(t, c))

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/testfixture"
+	"github.com/musterhq/muster/testwait"
 )
 
 var launcherBin, agentBin string
@@ -286,24 +287,16 @@ func startAgentAt(t *testing.T, listen string, agentArgs []string, launcherArgs 
 	cmd := exec.Command(agentBin, append([]string{"--listen", listen, "--socket", ap.socket}, agentArgs...)...)
 	cmd.Env = agentEnv()
 	ap.cmd = cmd
-	var errb bytes.Buffer
+	var errb testfixture.Buffer
 	cmd.Stderr = &errb
 	ap.log = errb.String
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	stopAtCleanup(t, cmd, "the agent", errb.String)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for ctx.Err() == nil {
-		args := append(append([]string{"run", "--cluster", ap.addr}, launcherArgs...), "--", "true")
-		if r := runLauncher(t, args...); r.code == 0 {
-			return ap
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("agent never became ready; log:\n%s", errb.String())
-	return nil
+	args := append(append([]string{"run", "--cluster", ap.addr}, launcherArgs...), "--", "true")
+	testwait.UntilShowing(t, 20*time.Second, "the agent to run a job", func() bool { return runLauncher(t, args...).code == 0 }, errb.String)
+	return ap
 }
 
 // stopAtCleanup stops an agent with SIGTERM when the test ends, and fails

@@ -162,12 +162,10 @@ func TestNetnsMetrics(t *testing.T) {
 	nw.cut(c)
 	var n float64
 	var d uint64
-	for deadline := time.Now().Add(40 * time.Second); n == 0 || d == 0; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("c cut off for 40 s: %v nodes lost (%v), %d detection times", n, causes, d)
-		}
+	testwait.UntilShowing(t, 40*time.Second, "c, cut off, to be lost and its detection timed", func() bool {
 		n, d = lost()
-	}
+		return n != 0 && d != 0
+	}, func() string { return fmt.Sprintf("%v nodes lost (%v), %d detection times", n, causes, d) })
 	if n != 1 || d != 1 {
 		t.Errorf("c cut off: %v nodes lost (%v), %d detection times; want 1 and 1", n, causes, d)
 	}
