@@ -14,6 +14,7 @@ import (
 	"github.com/musterhq/muster/agent/agenttest"
 	"github.com/musterhq/muster/gpu"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/testwait"
 )
 
 // args is a command as a JobSpec holds it.
@@ -100,17 +101,9 @@ func TestLogDirAndHostfile(t *testing.T) {
 		}
 	}
 	// The job's own files go with it, once its last worker was reported.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		entries, _ := filepath.Glob(filepath.Join(tmp, "muster-*"))
-		if len(entries) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job files left: %v", entries)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	jobFiles := func() []string { m, _ := filepath.Glob(filepath.Join(tmp, "muster-*")); return m }
+	testwait.UntilShowing(t, 10*time.Second, "the job's files to go", func() bool { return len(jobFiles()) == 0 },
+		func() string { return fmt.Sprint(jobFiles()) })
 }
 
 // fakeXIDs stands in for NVML's XID events, which need a GPU.

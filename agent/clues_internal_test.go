@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // stoppedGroups finds a stopped process by its process group, and only a
@@ -31,13 +33,7 @@ func TestStoppedGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The kernel stops it asynchronously: wait for its state, bounded.
-	deadline := time.Now().Add(5 * time.Second)
-	for !stoppedGroups()[pid] {
-		if time.Now().After(deadline) {
-			t.Fatal("a stopped process's group not found stopped")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, 5*time.Second, "a stopped process's group to be found stopped", func() bool { return stoppedGroups()[pid] })
 }
 
 // localAddrs takes NCCL's node addresses: loopback and this host's own

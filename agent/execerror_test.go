@@ -1,11 +1,12 @@
 package agent
 
 import (
-	"github.com/musterhq/muster/supervise"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/musterhq/muster/supervise"
 )
 
 func TestStartErrorNamesWhatIsMissing(t *testing.T) {

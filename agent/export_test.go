@@ -14,3 +14,17 @@ func SetUndoHook(a *Agent, hook func(job, step string)) {
 	a.undoHook = hook
 	a.mu.Unlock()
 }
+
+// UnackedExits counts the workers of a's jobs that exited and whose exit
+// the store has not acknowledged: exits that wait for a store.
+func UnackedExits(a *Agent) int {
+	n := 0
+	for _, j := range a.report() {
+		for _, r := range j.GetRanks() {
+			if r.GetExited() != nil && !r.GetAcked() {
+				n++
+			}
+		}
+	}
+	return n
+}

@@ -2,12 +2,15 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 func TestRunHealthCommand(t *testing.T) {
@@ -65,11 +68,5 @@ func TestRunHealthCommandKillsItsGroup(t *testing.T) {
 	for _, c := range strings.TrimSpace(string(b)) {
 		pid = pid*10 + int(c-'0')
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("the command's child %d outlived it", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, fmt.Sprintf("the command's child %d to end with it", pid), func() bool { return syscall.Kill(pid, 0) != nil })
 }

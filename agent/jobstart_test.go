@@ -77,6 +77,7 @@ func TestPlanLargeJob(t *testing.T) {
 		t.Errorf("WORLD_SIZE=%s", v)
 	}
 }
+
 // plan runs the planning steps of asg's start, as the job's start does:
 // from the assignment's check to the heartbeat files, but the health check,
 // which reports to a store.

@@ -17,6 +17,7 @@ import (
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
 	"github.com/musterhq/muster/storeclient"
 	"github.com/musterhq/muster/storeserver"
+	"github.com/musterhq/muster/testwait"
 )
 
 // proxy forwards TCP connections to a store, each byte delay later than it
@@ -122,17 +123,10 @@ func (p *proxy) restore() {
 
 func waitFiles(t *testing.T, dir, pattern string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.Until(t, 20*time.Second, fmt.Sprintf("%d files %s", n, pattern), func() bool {
 		m, _ := filepath.Glob(filepath.Join(dir, pattern))
-		if len(m) >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d files %s", len(m), n, pattern)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(m) >= n
+	})
 }
 
 // jobEvents follows a job on c from the store incarnation storeID (empty:
@@ -197,8 +191,10 @@ func TestExitsArriveAcrossACutConnection(t *testing.T) {
 		p.cut()
 	}
 	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
-	waitFiles(t, dir, "done-*", 4)
-	time.Sleep(300 * time.Millisecond)
+	// Each agent saw its two workers end while no store heard it.
+	for _, a := range tc.Agents {
+		testwait.Until(t, 20*time.Second, "the agent to hold its workers' exits", func() bool { return agent.UnackedExits(a) == 2 })
+	}
 	for _, p := range proxies {
 		p.restore()
 	}
@@ -223,17 +219,10 @@ func TestJobOutlivesARestartedStore(t *testing.T) {
 	waitFiles(t, dir, "done-*", 4)
 	// A new store on the same address: the agents come back to it.
 	rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.ListenAddr = addr })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Until(t, 10*time.Second, "the agents to register with the new store", func() bool {
 		nodes, err := tc.Client.ListNodes(context.Background(), &musterv1.ListNodesRequest{})
-		if err == nil && len(nodes.Nodes) == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the agents did not register with the new store")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil && len(nodes.Nodes) == 2
+	})
 	exits, fin, restarted := jobEvents(t, tc.Client, sub.JobId, sub.StoreId)
 	if !restarted {
 		t.Error("the follower was not told the store restarted")

@@ -21,6 +21,7 @@ import (
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/security"
 	"github.com/musterhq/muster/storewire"
+	"github.com/musterhq/muster/testwait"
 )
 
 // A node's agent says of each connection asked about whether a process of
@@ -135,14 +136,15 @@ func TestTorchConnCheckerBatches(t *testing.T) {
 	}
 	// Everyone waits, in the four first questions or behind them, before
 	// they end.
-	for queued := 0; queued+int(held.Load()) < n; time.Sleep(time.Millisecond) {
+	testwait.Until(t, 20*time.Second, "every question to wait", func() bool {
 		c.mu.Lock()
-		queued = 0
+		defer c.mu.Unlock()
+		queued := 0
 		for _, q := range c.queues {
 			queued += len(q)
 		}
-		c.mu.Unlock()
-	}
+		return queued+int(held.Load()) >= n
+	})
 	close(release)
 	wg.Wait()
 	for i, err := range errs {

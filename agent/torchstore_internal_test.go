@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"github.com/musterhq/muster/kv"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/tcpstore"
+	"github.com/musterhq/muster/testwait"
 )
 
 // torchAgent is an agent of just its TCPStores, on addr.
@@ -198,18 +200,13 @@ func TestTorchStoresShareABudget(t *testing.T) {
 	if used := a.torchBytes.Used(); used > 3<<20 {
 		t.Fatalf("the stores hold %d bytes, more than 3 MiB", used)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		entries := logs.FilterMessage("TCPStore connection closed").FilterField(zap.String("job", "j-two")).All()
-		if len(entries) > 0 {
-			if msg := entries[0].ContextMap()["error"]; !strings.Contains(msg.(string), "this agent's TCPStores hold 3145728 bytes") {
-				t.Fatalf("the log says %q", msg)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no line names the job; the log: %v", logs.All())
-		}
-		time.Sleep(10 * time.Millisecond)
+	closed := func() []observer.LoggedEntry {
+		return logs.FilterMessage("TCPStore connection closed").FilterField(zap.String("job", "j-two")).All()
+	}
+	testwait.UntilShowing(t, 10*time.Second, "a line naming the job", func() bool { return len(closed()) > 0 },
+		func() string { return fmt.Sprint(logs.All()) })
+	if msg := closed()[0].ContextMap()["error"]; !strings.Contains(msg.(string), "this agent's TCPStores hold 3145728 bytes") {
+		t.Fatalf("the log says %q", msg)
 	}
 }
 

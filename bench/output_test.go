@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testfixture"
 )
 
 // Output memory: 256 workers print 100,000 lines each while the reader of
@@ -85,15 +86,6 @@ func vmHWM(b *testing.B, pid int) int64 {
 	return 0
 }
 
-func freePort(b *testing.B) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // BenchmarkOutputMemory measures peak memory with a stalled reader: the
 // embedded default (launcher, store and agent in one process), the agent
 // daemon and its launcher apart, and mpirun with the same job when it is
@@ -112,7 +104,7 @@ func BenchmarkOutputMemory(b *testing.B) {
 		b.ReportMetric(took.Seconds(), "embedded-s")
 
 		dir := b.TempDir()
-		addr := "127.0.0.1:" + strconv.Itoa(freePort(b))
+		addr := "127.0.0.1:" + strconv.Itoa(testfixture.FreePort(b))
 		ag := exec.Command(agent, "--listen", addr, "--socket", filepath.Join(dir, "agent.sock"), "--token-file", filepath.Join(dir, "token"),
 			"--rank-logs", filepath.Join(dir, "rank-logs"))
 		if err := ag.Start(); err != nil {

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/musterhq/muster/testfixture"
 	"github.com/musterhq/muster/testwait"
 )
 
@@ -83,7 +84,7 @@ func TestJoin(t *testing.T) {
 
 func TestWrongTokenCannotJoin(t *testing.T) {
 	t.Parallel()
-	logs := &lockedWriter{w: &bytes.Buffer{}}
+	logs := &testfixture.Buffer{}
 	a := newMember(t, Config{Name: "a", Profile: Local})
 	b := newMember(t, Config{Name: "b", Profile: Local, Token: "another", JoinAttempts: 2,
 		Logger: zap.New(zapcoreFor(logs))})
@@ -403,25 +404,8 @@ func TestSecretKey(t *testing.T) {
 	}
 }
 
-func zapcoreFor(w *lockedWriter) zapcore.Core {
+func zapcoreFor(w *testfixture.Buffer) zapcore.Core {
 	return zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(w), zap.DebugLevel)
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-func (l *lockedWriter) Len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Len()
 }
 
 // A member advertises an IPv4 address in its 4-byte form however it got it: memberlist

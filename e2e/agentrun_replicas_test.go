@@ -10,13 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/testfixture"
 	"github.com/musterhq/muster/testwait"
 )
 
 // runNode is one node of an agent run job on a namespace host.
 type runNode struct {
 	cmd  *exec.Cmd
-	out  lockedBuffer
+	out  testfixture.Buffer
 	done chan struct{}
 	code int
 }

@@ -97,7 +97,7 @@ func TestAgentRunDockerStopStopsEveryNode(t *testing.T) {
 	names := nodeNames(3)
 	nodes := startNodes(t, net, names, "--rdzv", "node-0:29400", "--nnodes", "3", "--kill-timeout", "5s", "--",
 		"sh", "-c", `trap 'echo "rank $RANK got TERM"; exit 3' TERM; echo "rank $RANK up"; while :; do sleep 0.1; done`)
-	eventually(t, "every rank up", func() bool {
+	testwait.Until(t, 20*time.Second, "every rank up", func() bool {
 		return matchingLines(containerLogs(t, nodes["node-0"]), regexp.MustCompile(`^\[\d\] rank \d up$`)) == 3
 	})
 	// Each shell set its trap before it printed its line.
@@ -191,7 +191,7 @@ func TestAgentRunLeavesNoZombie(t *testing.T) {
 	nodes := startNodes(t, net, []string{"node-0"}, "--rdzv", "node-0", "--nnodes", "1", "--",
 		"sh", "-c", `mkfifo /tmp/release; (sleep 0.5 &); (sh -c 'sleep 0.5 &' &); echo orphans made; read x < /tmp/release; exit 4`)
 	c := nodes["node-0"]
-	eventually(t, "the worker", func() bool { return strings.Contains(containerLogs(t, c), "orphans made") })
+	testwait.Until(t, 20*time.Second, "the worker", func() bool { return strings.Contains(containerLogs(t, c), "orphans made") })
 	// A process orphaned onto PID 1, as docker exec's children can be.
 	docker(t, "exec", c, "sh", "-c", "sleep 0.5 & exit 0")
 	// Every orphan is a sleep: once none is left, exited or not, each was
@@ -208,15 +208,12 @@ func TestAgentRunLeavesNoZombie(t *testing.T) {
 		}
 		return true, string(out)
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		ok, ps := reaped()
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("an orphan is left or unreaped 20 s after it was made:\n%s", ps)
-		}
-	}
+	var ps string
+	testwait.UntilShowing(t, 20*time.Second, "the orphan to be reaped", func() bool {
+		var ok bool
+		ok, ps = reaped()
+		return ok
+	}, func() string { return ps })
 	docker(t, "exec", c, "sh", "-c", "echo > /tmp/release")
 	if code := waitExit(t, c, time.Minute); code != 4 {
 		t.Errorf("exit code %d, want the job's 4:\n%s", code, containerLogs(t, c))
@@ -233,7 +230,7 @@ func TestAgentRunHostKilled(t *testing.T) {
 	names := nodeNames(3)
 	nodes := startNodes(t, net, names, "--rdzv", "node-0:29400", "--nnodes", "3", "--",
 		"sh", "-c", `echo "rank $RANK up"; sleep 60`)
-	eventually(t, "every rank up", func() bool {
+	testwait.Until(t, 20*time.Second, "every rank up", func() bool {
 		return matchingLines(containerLogs(t, nodes["node-0"]), regexp.MustCompile(`^\[\d\] rank \d up$`)) == 3
 	})
 	dockerKill(t, nodes["node-0"], "KILL")

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // The launcher that submitted a job is killed; `launcher attach` follows
@@ -17,7 +19,7 @@ func TestAttachFollowsAJobWhoseLauncherIsGone(t *testing.T) {
 	dir := t.TempDir()
 	script := `echo first; touch ` + dir + `/started; while [ ! -e ` + dir + `/go ]; do sleep 0.05; done; echo last; exit 5`
 	cmd, _, _ := launcher(t, nil, "run", "--cluster", store, "--", "sh", "-c", script)
-	eventually(t, "the worker to start", func() bool {
+	testwait.Until(t, 20*time.Second, "the worker to start", func() bool {
 		_, err := os.Stat(filepath.Join(dir, "started"))
 		return err == nil
 	})

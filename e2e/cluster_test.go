@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 func TestSecureClusterNeedsTokenAndTLS(t *testing.T) {
@@ -55,7 +57,7 @@ func TestNodesJobsCancel(t *testing.T) {
 	addr := startAgent(t)
 	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-cancel", time.Now().UnixNano())
 	cmd, out, errb := launcher(t, nil, "run", "--cluster", addr, "--nproc", "2", "-x", marker, "--", "sleep", "1000")
-	eventually(t, "2 workers", func() bool { return len(jobProcesses(t, marker)) == 2 })
+	testwait.Until(t, 20*time.Second, "2 workers", func() bool { return len(jobProcesses(t, marker)) == 2 })
 
 	nodes := runLauncher(t, "nodes", "--cluster", addr)
 	if nodes.code != 0 || !strings.Contains(nodes.stdout, "127.0.0.1") {

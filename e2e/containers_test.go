@@ -23,6 +23,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // No image can be pulled where these tests run, so the test image is made
@@ -482,7 +484,7 @@ func TestImageSmoke(t *testing.T) {
 		t.Errorf("stopped sleep exited %d, want 137 (SIGKILL)", code)
 	}
 	trap := runContainer(t, net, "trap", nil, "sh", "-c", "trap 'exit 3' TERM; echo trap set; while :; do sleep 0.1; done")
-	eventually(t, "the shell to set its trap", func() bool { return strings.Contains(containerLogs(t, trap), "trap set\n") })
+	testwait.Until(t, 20*time.Second, "the shell to set its trap", func() bool { return strings.Contains(containerLogs(t, trap), "trap set\n") })
 	dockerKill(t, trap, "TERM")
 	if code := waitExit(t, trap, 30*time.Second); code != 3 {
 		t.Errorf("SIGTERM to a trapping shell: exit code %d, want 3", code)

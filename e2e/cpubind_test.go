@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/musterhq/muster/testfixture"
 	"github.com/musterhq/muster/topology"
 )
 
@@ -88,7 +89,7 @@ func TestJobShowsBindings(t *testing.T) {
 	if len(ownAllowedCPUs(t)) < 2 {
 		t.Skip("one CPU allowed: nothing to bind apart")
 	}
-	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--name", "binder"})
+	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), []string{"--name", "binder"})
 	r := runLauncher(t, "run", "--cluster", host.addr, "--nproc", "2", "--cpu-bind", "cores", "--", "echo", "bound job")
 	if r.code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)

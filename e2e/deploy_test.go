@@ -21,6 +21,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/musterhq/muster/replica"
+	"github.com/musterhq/muster/testfixture"
+	"github.com/musterhq/muster/testwait"
 )
 
 // readUnit reads a systemd unit's Key=Value lines, continuation lines
@@ -122,10 +124,10 @@ func TestAgentNotifiesReadyWhileItsHeadIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	down := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	down := "127.0.0.1:" + strconv.Itoa(testfixture.FreePort(t))
 	cmd := exec.Command(agentBin, "--join", down, "--bind", "127.0.0.1:0")
 	cmd.Env = agentEnv("NOTIFY_SOCKET=" + sock)
-	var errb lockedBuffer
+	var errb testfixture.Buffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -151,17 +153,17 @@ func TestAgentNotifiesReadyWhileItsHeadIsDown(t *testing.T) {
 // their grace, and the agent exits 0 rather than dying of the signal.
 func TestAgentStopsGracefullyOnSIGHUP(t *testing.T) {
 	t.Parallel()
-	ap := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--kill-timeout", "10s"})
+	ap := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), []string{"--kill-timeout", "10s"})
 	dir := t.TempDir()
 	cmd := exec.Command(launcherBin, "run", "--cluster", ap.addr, "--", "sh", "-c",
 		`trap 'touch `+dir+`/term; exit 0' TERM; echo started; while :; do sleep 0.1; done`)
-	var out lockedBuffer
+	var out testfixture.Buffer
 	cmd.Stdout = &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	eventually(t, "the worker to start", func() bool { return strings.Contains(out.String(), "started") })
+	testwait.Until(t, 20*time.Second, "the worker to start", func() bool { return strings.Contains(out.String(), "started") })
 	ap.cmd.Process.Signal(syscall.SIGHUP)
 	exited := make(chan struct{})
 	go func() { ap.cmd.Wait(); close(exited) }()

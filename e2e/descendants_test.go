@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // No descendant of a worker outlives its job, whatever ends the launcher,
@@ -33,7 +35,7 @@ func TestNoDescendantOutlivesTheLauncher(t *testing.T) {
 			marker := fmt.Sprintf("MUSTER_E2E_MARK=%d", time.Now().UnixNano())
 			cmd, out, errb := launcher(t, []string{"TMPDIR=" + tmp}, "run", "--nproc", "2", "--kill-timeout", "2s",
 				"-x", marker, "--", "bash", "-c", tt.script)
-			eventually(t, "the workers' children", func() bool { return len(jobProcesses(t, marker)) >= 4 })
+			testwait.Until(t, 20*time.Second, "the workers' children", func() bool { return len(jobProcesses(t, marker)) >= 4 })
 			if tt.signal != 0 {
 				cmd.Process.Signal(tt.signal)
 			}
@@ -41,8 +43,8 @@ func TestNoDescendantOutlivesTheLauncher(t *testing.T) {
 			if r.code != tt.code {
 				t.Errorf("exit %d, want %d; stderr:\n%s", r.code, tt.code, r.stderr)
 			}
-			eventually(t, "every process of the job to end", func() bool { return len(jobProcesses(t, marker)) == 0 })
-			eventually(t, "the job directory to go", func() bool {
+			testwait.Until(t, 20*time.Second, "every process of the job to end", func() bool { return len(jobProcesses(t, marker)) == 0 })
+			testwait.Until(t, 20*time.Second, "the job directory to go", func() bool {
 				m, _ := filepath.Glob(filepath.Join(tmp, "muster-sock-*", "muster-j-*"))
 				return len(m) == 0
 			})

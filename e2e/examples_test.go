@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/musterhq/muster/testfixture"
 )
 
 // listedJob is what the tests read of a job in `launcher jobs -o json`.
@@ -41,7 +43,7 @@ func docExamples(t *testing.T, page string) []string {
 // and docker's users type them.
 func TestFlagsDocExamples(t *testing.T) {
 	t.Parallel()
-	ap := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), nil)
+	ap := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), nil)
 	if r := runLauncher(t, "run", "--cluster", ap.addr, "--nproc", "2", "--", "sh", "-c", "echo rank $RANK"); r.code != 0 {
 		t.Fatalf("job: exit %d: %s", r.code, r.stderr)
 	}

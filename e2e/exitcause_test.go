@@ -6,8 +6,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/musterhq/muster/cgroup"
+	"github.com/musterhq/muster/testwait"
 )
 
 // The kernel's reasons for a worker's end reach the launcher's summary: the
@@ -81,7 +83,7 @@ func TestCgroupsGoWithAKilledLauncher(t *testing.T) {
 	// job's lies under it, named in its workers' /proc/self/cgroup.
 	name := regexp.MustCompile(`/(muster-j-[0-9a-f]+-[^/]+-node0)/rank-[01]\n`)
 	var jobDir string
-	eventually(t, "the workers in their cgroups", func() bool {
+	testwait.Until(t, 20*time.Second, "the workers in their cgroups", func() bool {
 		a, _ := os.ReadFile(filepath.Join(dir, "cgroup-0"))
 		b, _ := os.ReadFile(filepath.Join(dir, "cgroup-1"))
 		m0, m1 := name.FindSubmatch(a), name.FindSubmatch(b)
@@ -96,7 +98,7 @@ func TestCgroupsGoWithAKilledLauncher(t *testing.T) {
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	eventually(t, "the job's cgroup gone", func() bool {
+	testwait.Until(t, 20*time.Second, "the job's cgroup gone", func() bool {
 		_, err := os.Stat(jobDir)
 		return os.IsNotExist(err)
 	})

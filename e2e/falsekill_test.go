@@ -55,7 +55,7 @@ func TestNetnsNoFalseKill(t *testing.T) {
 				`touch "$DIR/started-$RANK"; while [ ! -e "$DIR/go" ]; do sleep 0.05; done; echo "done $RANK"`)
 			exited := make(chan struct{})
 			go func() { cmd.Wait(); close(exited) }()
-			eventually(t, "2 workers", func() bool {
+			testwait.Until(t, 20*time.Second, "2 workers", func() bool {
 				m, _ := filepath.Glob(filepath.Join(dir, "started-*"))
 				return len(m) == 2
 			})

@@ -50,7 +50,7 @@ func TestNetnsPartitionRunsNoRankTwice(t *testing.T) {
 				if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then exec sleep 1000; fi`)
 			exited := make(chan struct{})
 			go func() { cmd.Wait(); close(exited) }()
-			eventually(t, "2 workers on c and d", func() bool {
+			testwait.Until(t, 20*time.Second, "2 workers on c and d", func() bool {
 				b, _ := os.ReadFile(log)
 				return strings.Count(string(b), "start ") == 2
 			})
@@ -257,7 +257,7 @@ func TestNetnsStoreCutOffFailsNoJob(t *testing.T) {
 		`touch "$DIR/started-$RANK"; while [ ! -e "$DIR/go" ]; do sleep 0.05; done; echo "done $RANK"`)
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
-	eventually(t, "2 workers", func() bool {
+	testwait.Until(t, 20*time.Second, "2 workers", func() bool {
 		m, _ := filepath.Glob(filepath.Join(dir, "started-*"))
 		return len(m) == 2
 	})
@@ -291,7 +291,7 @@ func TestNetnsStoreCutOffPastTheFenceBlamesTheStore(t *testing.T) {
 	dir := t.TempDir()
 	cmd, out, errb := nw.launcher("run", "-H", "c,d", "--nproc", "1", "-x", "DIR="+dir, "--", "sh", "-c",
 		`touch "$DIR/started-$RANK"; exec sleep 300`)
-	eventually(t, "2 workers", func() bool {
+	testwait.Until(t, 20*time.Second, "2 workers", func() bool {
 		m, _ := filepath.Glob(filepath.Join(dir, "started-*"))
 		return len(m) == 2
 	})

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/testfixture"
 	"github.com/musterhq/muster/testwait"
 )
 
@@ -43,7 +44,7 @@ func TestNetnsForwardedSignalsReachEveryWorker(t *testing.T) {
 	nw := newNetwork(t, 2)
 	nw.startCluster()
 	const nproc, world = 8, 16
-	var out, errb lockedBuffer
+	var out, errb testfixture.Buffer
 	cmd := exec.Command("ip", "netns", "exec", nw.hosts[0].ns, launcherBin, "run", "--cluster", nw.store(), "--token-file", nw.token,
 		"--tls-ca", nw.ca, "-n", "2", "--nproc", fmt.Sprint(nproc), "--", "sh", "-c", forwardScript)
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -98,7 +99,7 @@ func TestNetnsForwardedSignalsReachEveryWorker(t *testing.T) {
 }
 
 // waitLocked waits for a launcher whose output the test read as it came.
-func waitLocked(t *testing.T, cmd *exec.Cmd, out, errb *lockedBuffer) result {
+func waitLocked(t *testing.T, cmd *exec.Cmd, out, errb *testfixture.Buffer) result {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -119,7 +120,7 @@ func TestNetnsAgentRunForwardsSignalsOnce(t *testing.T) {
 	t.Parallel()
 	nw := newNetwork(t, 2)
 	const nproc, world = 4, 8
-	var outs, errs [2]lockedBuffer
+	var outs, errs [2]testfixture.Buffer
 	var cmds [2]*exec.Cmd
 	for i, h := range nw.hosts {
 		cmd := exec.Command("ip", "netns", "exec", h.ns, agentBin, "run", "--rdzv", nw.hosts[0].ip, "--nnodes", "2",
@@ -180,11 +181,11 @@ func TestAgentRunAsPID1ForwardsSignals(t *testing.T) {
 	}
 	const world = 4
 	cmd := exec.Command("/bin/sh", "-c", `mount --make-rprivate / && mount -t proc proc /proc && exec "$0" "$@"`,
-		agentBin, "run", "--rdzv", "127.0.0.1:"+strconv.Itoa(freePort(t)), "--nnodes", "1", "--nproc", strconv.Itoa(world),
+		agentBin, "run", "--rdzv", "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), "--nnodes", "1", "--nproc", strconv.Itoa(world),
 		"--", "sh", "-c", forwardScript)
 	cmd.Env = agentEnv("TMPDIR=" + t.TempDir())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}
-	var out, errb lockedBuffer
+	var out, errb testfixture.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
 		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) {
@@ -227,7 +228,7 @@ func TestSignalBeforeTheWorkersStartIsNotHeld(t *testing.T) {
 	dir := t.TempDir()
 	cmd, out, errb := launcher(t, nil, "run", "--nproc", "2", "--health-check", `touch `+dir+`/checking; sleep 2`, "--",
 		"sh", "-c", `sleep 0.5; echo "rank $RANK ran"`)
-	eventually(t, "the health check", func() bool { _, err := os.Stat(filepath.Join(dir, "checking")); return err == nil })
+	testwait.Until(t, 20*time.Second, "the health check", func() bool { _, err := os.Stat(filepath.Join(dir, "checking")); return err == nil })
 	if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}

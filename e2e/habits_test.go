@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // runWithStdin runs the launcher with stdin (nil: /dev/null) in dir (""
@@ -374,7 +376,7 @@ func TestMessagesSayThingsOnce(t *testing.T) {
 
 	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-once", time.Now().UnixNano())
 	cmd, out, errb := launcher(t, nil, "run", "--nproc", "2", "-x", marker, "--", "sleep", "1000")
-	eventually(t, "2 workers", func() bool { return len(jobProcesses(t, marker)) == 2 })
+	testwait.Until(t, 20*time.Second, "2 workers", func() bool { return len(jobProcesses(t, marker)) == 2 })
 	cmd.Process.Signal(syscall.SIGTERM)
 	r = wait(t, cmd, out, errb)
 	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/testfixture"
 	"github.com/musterhq/muster/testwait"
 )
 
@@ -96,7 +97,7 @@ func TestLauncherElasticNodes(t *testing.T) {
 		"-n", "2:3", "--last-call", "1s", "--max-restarts", "1", "--wait-timeout", "60s", "--no-tag-output", "--",
 		"sh", "-c", `echo "$RANK $WORLD_SIZE $TORCHELASTIC_RESTART_COUNT $(readlink /proc/self/ns/net)"; [ "$TORCHELASTIC_RESTART_COUNT" = 1 ] || exec sleep 1000`}
 	cmd := exec.Command("ip", full...)
-	var out, errb lockedBuffer
+	var out, errb testfixture.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testfixture"
+	"github.com/musterhq/muster/testwait"
 )
 
 // A finished job outlives its store: the agent hosting it is killed
@@ -17,7 +20,7 @@ import (
 func TestJobHistoryOutlivesAStoreKill(t *testing.T) {
 	t.Parallel()
 	data := filepath.Join(t.TempDir(), "data")
-	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	listen := "127.0.0.1:" + strconv.Itoa(testfixture.FreePort(t))
 	args := []string{"--name", "head", "--data-dir", data, "--verbose"}
 	host := startAgentAt(t, listen, args)
 
@@ -27,7 +30,7 @@ func TestJobHistoryOutlivesAStoreKill(t *testing.T) {
 		t.Fatalf("the job: exit %d, want 7; stderr:\n%s", r.code, r.stderr)
 	}
 	job := jobListed(t, runLauncher(t, "jobs", "--cluster", host.addr).stdout, "rank one gives up")
-	eventually(t, "the job's record to be written", func() bool {
+	testwait.Until(t, 20*time.Second, "the job's record to be written", func() bool {
 		return strings.Contains(host.log(), `"msg":"job recorded","job":"`+job+`"`)
 	})
 	if err := host.cmd.Process.Kill(); err != nil {
@@ -37,7 +40,7 @@ func TestJobHistoryOutlivesAStoreKill(t *testing.T) {
 
 	host = startAgentAt(t, listen, args)
 	// Its ranks' output too, which the agent kept: the history names its nodes.
-	eventually(t, "the agent to register again", func() bool { return runLauncher(t, "nodes", "--cluster", host.addr).code == 0 })
+	testwait.Until(t, 20*time.Second, "the agent to register again", func() bool { return runLauncher(t, "nodes", "--cluster", host.addr).code == 0 })
 	if logs := runLauncher(t, "logs", "--cluster", host.addr, "--rank", "1", job); logs.code != 0 || logs.stderr != "rank one gives up\n" {
 		t.Errorf("launcher logs --rank 1 %s after the restart: exit %d, stdout %q, stderr %q", job, logs.code, logs.stdout, logs.stderr)
 	}
@@ -115,7 +118,7 @@ func TestCorruptJobHistoryMovedAside(t *testing.T) {
 	if err := os.WriteFile(file, []byte(strings.Repeat("not a job history\n", 500)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--data-dir", data})
+	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), []string{"--data-dir", data})
 	if !strings.Contains(host.log(), `"msg":"job history file is corrupt: moved aside, starting empty","file":"`+file+`"`) {
 		t.Fatalf("the agent did not name the corrupt file %s:\n%s", file, host.log())
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/testfixture"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,7 +20,7 @@ import (
 // or launcher can reach.
 func TestAgentExitsWhenItsStoreFails(t *testing.T) {
 	t.Parallel()
-	ap := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), nil)
+	ap := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), nil)
 	exited := make(chan error, 1)
 	go func() { exited <- ap.cmd.Wait() }()
 	shutdownListenerOf(t, ap.cmd.Process.Pid, ap.addr)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/testfixture"
+	"github.com/musterhq/muster/testwait"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -127,7 +129,7 @@ func TestNetnsListingAndEvents(t *testing.T) {
 	before := listJobs(t, nw)
 
 	// A watch from the start: it lists the jobs there are, then each change.
-	var watchOut, watchErr lockedBuffer
+	var watchOut, watchErr testfixture.Buffer
 	watch := exec.Command("ip", "netns", "exec", nw.hosts[0].ns, launcherBin, "jobs", "--watch", "-o", "json",
 		"--cluster", nw.store(), "--token-file", nw.token, "--tls-ca", nw.ca)
 	watch.Stdout, watch.Stderr = &watchOut, &watchErr
@@ -221,7 +223,7 @@ func TestNetnsListingAndEvents(t *testing.T) {
 	}
 
 	// The watch saw both jobs end, one Job a line.
-	eventually(t, "the watch to see the second job fail", func() bool {
+	testwait.Until(t, 20*time.Second, "the watch to see the second job fail", func() bool {
 		return strings.Contains(watchOut.String(), `"id":"`+failed+`","name":"","state":"failed"`)
 	})
 	watch.Process.Signal(syscall.SIGINT)
@@ -303,7 +305,7 @@ func TestNetnsEventsNodeLostAndRestart(t *testing.T) {
 	events := filepath.Join(t.TempDir(), "events.jsonl")
 	cmd, out, errb := nw.launcher("run", "--events", events, "-n", "2", "--nproc", "2", "--max-restarts", "1",
 		"--kill-timeout", "2s", "-x", marker, "--", "sh", "-c", `[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && exec sleep 1000; exit 0`)
-	eventually(t, "4 workers", func() bool { return len(jobProcesses(t, marker)) == 4 })
+	testwait.Until(t, 20*time.Second, "4 workers", func() bool { return len(jobProcesses(t, marker)) == 4 })
 	kill9(t, agents["b"])
 	if r := wait(t, cmd, out, errb); r.code != 0 {
 		t.Fatalf("exit %d:\n%s", r.code, r.stderr)

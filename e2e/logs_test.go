@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testfixture"
+	"github.com/musterhq/muster/testwait"
 )
 
 var logsToRe = regexp.MustCompile(`muster: job (j-[^ ]+) logs to `)
@@ -100,7 +103,7 @@ func TestLogsRefuseAnotherUsersJob(t *testing.T) {
 	t.Parallel()
 	needOtherUser(t)
 	tok := filepath.Join(t.TempDir(), "token")
-	ag := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--token-file", tok}, "--token-file", tok)
+	ag := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), []string{"--token-file", tok}, "--token-file", tok)
 	sock := "unix://" + ag.socket
 	logDir := t.TempDir()
 	r := runLauncher(t, "run", "--cluster", ag.addr, "--token-file", tok, "--log-dir", logDir, "--", "echo", "root's secret")
@@ -138,7 +141,7 @@ func TestLogsFollowARunningJob(t *testing.T) {
 	job, _, jobErr := nw.launcher("run", "-n", "2", "--nproc", "2", "--log-dir", logDir, "--", "sh", "-c",
 		fmt.Sprintf(`echo "before $RANK"; while [ ! -e %s/go ]; do sleep 0.05; done; echo "after $RANK"`, dir))
 	var id string
-	eventually(t, "the job's id", func() bool {
+	testwait.Until(t, 20*time.Second, "the job's id", func() bool {
 		m := logsToRe.FindStringSubmatch(jobErr.String())
 		if m != nil {
 			id = m[1]
@@ -210,7 +213,7 @@ func TestLogsFollowARunningJob(t *testing.T) {
 // ranks.
 func TestLogLinesKeepTheirStream(t *testing.T) {
 	t.Parallel()
-	ag := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), nil)
+	ag := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), nil)
 	const ranks = 16
 	for run := range 8 {
 		logDir := t.TempDir()
@@ -245,7 +248,7 @@ func TestLogLinesKeepTheirStream(t *testing.T) {
 // each once, and it ends with the job.
 func TestLogsFollowARestartedJob(t *testing.T) {
 	t.Parallel()
-	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--name", "solo"})
+	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), []string{"--name", "solo"})
 	dir := t.TempDir()
 	// Each round's ranks print 3 lines; round 0 waits for the follower's go
 	// and then rank 1 fails it.
@@ -257,7 +260,7 @@ func TestLogsFollowARestartedJob(t *testing.T) {
 	fi`, dir)
 	cmd, out, errb := launcher(t, nil, "run", "--cluster", host.addr, "--nproc", "2", "--max-restarts", "1", "--restart-backoff", "1s", "--", "sh", "-c", script)
 	var job string
-	eventually(t, "the job listed", func() bool {
+	testwait.Until(t, 20*time.Second, "the job listed", func() bool {
 		list := runLauncher(t, "jobs", "--cluster", host.addr).stdout
 		if !strings.Contains(list, "follow-me") {
 			return false
@@ -266,7 +269,7 @@ func TestLogsFollowARestartedJob(t *testing.T) {
 		return true
 	})
 	follow, fout, ferr := launcher(t, nil, "logs", "--cluster", host.addr, "--follow", job)
-	eventually(t, "round 0's lines followed", func() bool { return strings.Count(fout.String(), "round 0 line") == 6 })
+	testwait.Until(t, 20*time.Second, "round 0's lines followed", func() bool { return strings.Count(fout.String(), "round 0 line") == 6 })
 	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/testfixture"
 	"github.com/musterhq/muster/testwait"
 )
 
@@ -59,7 +60,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "go build ../cmd/launcher ../cmd/agent: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := testfixture.CheckNoneLeft(m.Run, 10*time.Second)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -248,12 +249,6 @@ func isZombie(stat []byte) bool {
 	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }
 
-// eventually polls cond until it holds or 20 s pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testwait.Until(t, 20*time.Second, what, cond)
-}
-
 // startAgent runs the agent daemon hosting a store on a free loopback port.
 func startAgent(t *testing.T) string { return startAgentWith(t, nil) }
 
@@ -261,7 +256,7 @@ func startAgent(t *testing.T) string { return startAgentWith(t, nil) }
 // given launcherArgs can run a job through it.
 func startAgentWith(t *testing.T, agentArgs []string, launcherArgs ...string) string {
 	t.Helper()
-	return startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), agentArgs, launcherArgs...).addr
+	return startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), agentArgs, launcherArgs...).addr
 }
 
 // agentProc is an agent daemon that hosts a store, started by a test.
@@ -292,24 +287,16 @@ func startAgentAt(t *testing.T, listen string, agentArgs []string, launcherArgs 
 	cmd := exec.Command(agentBin, append([]string{"--listen", listen, "--socket", ap.socket}, agentArgs...)...)
 	cmd.Env = agentEnv()
 	ap.cmd = cmd
-	var errb bytes.Buffer
+	var errb testfixture.Buffer
 	cmd.Stderr = &errb
 	ap.log = errb.String
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	stopAtCleanup(t, cmd, "the agent", errb.String)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for ctx.Err() == nil {
-		args := append(append([]string{"run", "--cluster", ap.addr}, launcherArgs...), "--", "true")
-		if r := runLauncher(t, args...); r.code == 0 {
-			return ap
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("agent never became ready; log:\n%s", errb.String())
-	return nil
+	args := append(append([]string{"run", "--cluster", ap.addr}, launcherArgs...), "--", "true")
+	testwait.UntilShowing(t, 20*time.Second, "the agent to run a job", func() bool { return runLauncher(t, args...).code == 0 }, errb.String)
+	return ap
 }
 
 // stopAtCleanup stops an agent with SIGTERM when the test ends, and fails
@@ -342,16 +329,6 @@ func runAgentOnceEnv(t *testing.T, env []string, args ...string) (string, error)
 	cmd.Env = agentEnv(env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // testPrograms are the worker programs of testdata/, built once each.

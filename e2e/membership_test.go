@@ -27,7 +27,7 @@ func TestNetnsGracefulLeaveCostsOneRestart(t *testing.T) {
 	cmd, out, errb := nw.launcher("run", "-n", "2", "--nproc", "1", "--max-restarts", "1", "--kill-timeout", "20s", "-x", "DIR="+dir, "--", "sh", "-c",
 		`echo "restart $TORCHELASTIC_RESTART_COUNT $(readlink /proc/self/ns/net)"; `+
 			`if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then touch "$DIR/started-$RANK"; exec sleep 1000; fi`)
-	eventually(t, "2 workers", func() bool {
+	testwait.Until(t, 20*time.Second, "2 workers", func() bool {
 		m, _ := filepath.Glob(filepath.Join(dir, "started-*"))
 		return len(m) == 2
 	})
@@ -50,7 +50,7 @@ func TestNetnsGracefulLeaveCostsOneRestart(t *testing.T) {
 	}
 	b.cmd.Wait()
 	// The node list says b left, not that it died.
-	eventually(t, "b listed as left", func() bool {
+	testwait.Until(t, 20*time.Second, "b listed as left", func() bool {
 		_, list := nw.listsNode("b")
 		return nodeRow(list, "b") != "" && strings.Contains(nodeRow(list, "b"), " left")
 	})
@@ -113,15 +113,15 @@ func TestNetnsOtherStoreMarked(t *testing.T) {
 	nw.storeCerts(a, c)
 	head := nw.startHead()
 	other := nw.startAgent(c, "c", nw.storeArgs(c)...)
-	eventually(t, "c's own store", func() bool { return strings.Contains(other.logText(), "agent registered") })
+	testwait.Until(t, 20*time.Second, "c's own store", func() bool { return strings.Contains(other.logText(), "agent registered") })
 	nw.startAgent(b, "b", "--join", a.ip+","+c.ip, "--token-file", nw.token, "--tls-ca", nw.ca)
 
-	eventually(t, "c marked not registered", func() bool {
+	testwait.Until(t, 20*time.Second, "c marked not registered", func() bool {
 		_, list := nw.listsNode("c")
 		return strings.Contains(nodeRow(list, "c"), " alive,not-registered ")
 	})
 	for _, ag := range []*agent{head, other} {
-		eventually(t, "the stores to warn", func() bool {
+		testwait.Until(t, 20*time.Second, "the stores to warn", func() bool {
 			return strings.Contains(ag.logText(), "ANOTHER STORE IN THIS GOSSIP CLUSTER")
 		})
 	}

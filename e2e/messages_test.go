@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/musterhq/muster/testfixture"
 )
 
 // What goes wrong before a job runs is said in one line: what happened,
@@ -19,7 +21,7 @@ func TestMessagesAPersonCanActOn(t *testing.T) {
 	}
 	defer held.Close()
 	heldAddr := held.Addr().String()
-	closed := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	closed := "127.0.0.1:" + strconv.Itoa(testfixture.FreePort(t))
 	notDir := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -33,7 +35,7 @@ func TestMessagesAPersonCanActOn(t *testing.T) {
 		}
 	})
 	t.Run("gossip port in use", func(t *testing.T) {
-		out, err := runAgentOnce(t, "--listen", "127.0.0.1:"+strconv.Itoa(freePort(t)), "--bind", heldAddr)
+		out, err := runAgentOnce(t, "--listen", "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), "--bind", heldAddr)
 		want := "gossip port " + heldAddr + " is in use (another agent on this machine?): stop it, or give this agent --bind IP:PORT with a free port"
 		if err == nil || !strings.Contains(out, want) {
 			t.Errorf("agent: %v, output:\n%s\nwant a line: %s", err, out, want)

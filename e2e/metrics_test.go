@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/testfixture"
+	"github.com/musterhq/muster/testwait"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -160,12 +162,10 @@ func TestNetnsMetrics(t *testing.T) {
 	nw.cut(c)
 	var n float64
 	var d uint64
-	for deadline := time.Now().Add(40 * time.Second); n == 0 || d == 0; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("c cut off for 40 s: %v nodes lost (%v), %d detection times", n, causes, d)
-		}
+	testwait.UntilShowing(t, 40*time.Second, "c, cut off, to be lost and its detection timed", func() bool {
 		n, d = lost()
-	}
+		return n != 0 && d != 0
+	}, func() string { return fmt.Sprintf("%v nodes lost (%v), %d detection times", n, causes, d) })
 	if n != 1 || d != 1 {
 		t.Errorf("c cut off: %v nodes lost (%v), %d detection times; want 1 and 1", n, causes, d)
 	}
@@ -175,7 +175,7 @@ func TestNetnsMetrics(t *testing.T) {
 
 	// The store gone, b is alive but not ready, and says why.
 	kill9(t, head)
-	eventually(t, "b's /readyz to say it lost its store", func() bool {
+	testwait.Until(t, 20*time.Second, "b's /readyz to say it lost its store", func() bool {
 		code, body := curlIn(t, b, "http://"+bMetrics+"/readyz")
 		return code == 503 && strings.Contains(body, "not registered with the store")
 	})
@@ -206,25 +206,25 @@ func TestReadyzWithoutGPUs(t *testing.T) {
 	}
 	t.Run("daemon", func(t *testing.T) {
 		t.Parallel()
-		addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-		startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--metrics-addr", addr})
+		addr := "127.0.0.1:" + strconv.Itoa(testfixture.FreePort(t))
+		startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), []string{"--metrics-addr", addr})
 		if code, body := httpGet(t, "http://"+addr+"/readyz"); code != http.StatusOK {
 			t.Errorf("/readyz: %d %s", code, body)
 		}
 	})
 	t.Run("agent run --gpus 0", func(t *testing.T) {
 		t.Parallel()
-		addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-		cmd := exec.Command(agentBin, "run", "--rdzv", "127.0.0.1:"+strconv.Itoa(freePort(t)), "--nnodes", "1", "--gpus", "0",
+		addr := "127.0.0.1:" + strconv.Itoa(testfixture.FreePort(t))
+		cmd := exec.Command(agentBin, "run", "--rdzv", "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), "--nnodes", "1", "--gpus", "0",
 			"--metrics-addr", addr, "--kill-timeout", "1s", "--", "sh", "-c", "echo started; exec sleep 60")
 		cmd.Env = agentEnv("TMPDIR=" + t.TempDir())
-		var out, errb lockedBuffer
+		var out, errb testfixture.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		stopAtCleanup(t, cmd, "agent run", errb.String)
-		eventually(t, "the CPU job to start", func() bool { return strings.Contains(out.String(), "started") })
+		testwait.Until(t, 20*time.Second, "the CPU job to start", func() bool { return strings.Contains(out.String(), "started") })
 		if code, body := httpGet(t, "http://"+addr+"/readyz"); code != http.StatusOK {
 			t.Errorf("/readyz: %d %s", code, body)
 		}

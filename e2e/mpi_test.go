@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/musterhq/muster/testfixture"
 )
 
 // MPICH programs run under --mpi mpich with no mpiexec: each rank speaks
@@ -127,7 +129,7 @@ func TestMPIAbort(t *testing.T) {
 func TestMPIThreeAgents(t *testing.T) {
 	t.Parallel()
 	bin := buildMPI(t, "allreduce")
-	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--name", "a", "--addr", "127.0.0.1"})
+	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), []string{"--name", "a", "--addr", "127.0.0.1"})
 	joinAgent(t, host.addr, "b", "127.0.0.2")
 	joinAgent(t, host.addr, "c", "127.0.0.3")
 	r := runLauncher(t, "run", "--cluster", host.addr, "-n", "3", "--nproc", "2", "--wait-timeout", "30s", "--mpi", "mpich", "--", bin)

@@ -69,7 +69,7 @@ func TestNetnsAgentKilled(t *testing.T) {
 	agents := nw.startCluster()
 	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-netns-kill", time.Now().UnixNano())
 	cmd, out, errb := nw.launcher("run", "-n", "3", "--nproc", "1", "-x", marker, "--", "sleep", "1000")
-	eventually(t, "3 workers", func() bool { return len(jobProcesses(t, marker)) == 3 })
+	testwait.Until(t, 20*time.Second, "3 workers", func() bool { return len(jobProcesses(t, marker)) == 3 })
 
 	kill9(t, agents["b"])
 	r := wait(t, cmd, out, errb)
@@ -93,7 +93,7 @@ func TestNetnsLinkCut(t *testing.T) {
 	c := nw.host("c")
 	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-netns-cut", time.Now().UnixNano())
 	cmd, out, errb := nw.launcher("run", "-n", "3", "--nproc", "1", "-x", marker, "--", "sleep", "1000")
-	eventually(t, "3 workers", func() bool { return len(jobProcesses(t, marker)) == 3 })
+	testwait.Until(t, 20*time.Second, "3 workers", func() bool { return len(jobProcesses(t, marker)) == 3 })
 
 	nw.cut(c)
 	r := wait(t, cmd, out, errb)
@@ -105,7 +105,7 @@ func TestNetnsLinkCut(t *testing.T) {
 
 	nw.heal(c)
 	nw.waitReady(3, 30*time.Second)
-	eventually(t, "c listed alive", func() bool { alive, _ := nw.listsNode("c"); return alive })
+	testwait.Until(t, 20*time.Second, "c listed alive", func() bool { alive, _ := nw.listsNode("c"); return alive })
 	nw.runsOn(nw.hosts...)
 }
 
@@ -126,7 +126,7 @@ func TestNetnsPartitionHeals(t *testing.T) {
 			t.Logf("the last 3-node job: exit %d, stderr:\n%s", last.code, last.stderr)
 		}
 	})
-	eventually(t, "c to leave the registered nodes", func() bool {
+	testwait.Until(t, 20*time.Second, "c to leave the registered nodes", func() bool {
 		last = nw.ready(3)
 		return last.code != 0 && strings.Contains(last.stderr, "only 2 node(s) registered")
 	})
@@ -134,7 +134,7 @@ func TestNetnsPartitionHeals(t *testing.T) {
 
 	nw.acceptAll(c)
 	nw.waitReady(3, 30*time.Second)
-	eventually(t, "c listed alive", func() bool { alive, _ := nw.listsNode("c"); return alive })
+	testwait.Until(t, 20*time.Second, "c listed alive", func() bool { alive, _ := nw.listsNode("c"); return alive })
 	nw.runsOn(nw.hosts...)
 }
 
@@ -147,7 +147,7 @@ func TestNetnsWrongToken(t *testing.T) {
 	b := nw.host("b")
 
 	wrong := nw.join(b, nw.tokenFile("wrong", "fedcba9876543210fedcba9876543210"))
-	eventually(t, "the agent with the wrong token to say it waits", func() bool {
+	testwait.Until(t, 20*time.Second, "the agent with the wrong token to say it waits", func() bool {
 		return strings.Contains(wrong.logText(), "waiting for the store through gossip")
 	})
 	// By now (5 s) it would have registered if it could.
@@ -193,7 +193,7 @@ func TestNetnsStoreUnreachable(t *testing.T) {
 	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-netns-store", time.Now().UnixNano())
 	cmd, out, errb := nw.launcher("run", "-n", "3", "--nproc", "1", "-x", marker, "-x", "DIR="+dir, "--", "sh", "-c",
 		`touch "$DIR/started-$RANK"; while [ ! -e "$DIR/go" ]; do sleep 0.05; done; echo "done $RANK"`)
-	eventually(t, "3 workers", func() bool {
+	testwait.Until(t, 20*time.Second, "3 workers", func() bool {
 		m, _ := filepath.Glob(filepath.Join(dir, "started-*"))
 		return len(m) == 3
 	})
@@ -202,7 +202,7 @@ func TestNetnsStoreUnreachable(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the workers to exit", func() bool { return len(jobProcesses(t, marker)) == 0 })
+	testwait.Until(t, 20*time.Second, "the workers to exit", func() bool { return len(jobProcesses(t, marker)) == 0 })
 	// The stimulus: b's exit stays held for this long, longer than gossip
 	// takes to declare a node dead that nobody reaches.
 	time.Sleep(3 * time.Second)

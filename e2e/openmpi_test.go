@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/musterhq/muster/testfixture"
 )
 
 // Open MPI programs run under --mpi openmpi: Open MPI's mpirun on node rank
@@ -61,7 +63,7 @@ func TestOpenMPIRunEmbedded(t *testing.T) {
 // through the job's KV, with the agent as mpirun's remote shell, never ssh.
 func TestOpenMPIThreeAgents(t *testing.T) {
 	bin := buildOpenMPI(t, "allreduce")
-	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--name", "a", "--addr", "127.0.0.1"})
+	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), []string{"--name", "a", "--addr", "127.0.0.1"})
 	joinAgent(t, host.addr, "b", "127.0.0.2")
 	joinAgent(t, host.addr, "c", "127.0.0.3")
 	// Each rank says which remote shell Open MPI has and counts ssh

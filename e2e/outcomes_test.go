@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/testfixture"
 	"github.com/musterhq/muster/testwait"
 )
 
@@ -18,9 +19,9 @@ import (
 // the agent; it was recorded as a success before.
 func TestAgentShutdownFailsItsJob(t *testing.T) {
 	t.Parallel()
-	ap := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--name", "head-node", "--kill-timeout", "2s"})
+	ap := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), []string{"--name", "head-node", "--kill-timeout", "2s"})
 	cmd, out, errb := launcher(t, nil, "run", "--cluster", ap.addr, "--nproc", "2", "--", "sleep", "1000")
-	eventually(t, "the job to run", func() bool { return strings.Contains(runLauncher(t, "jobs", "--cluster", ap.addr).stdout, "running") })
+	testwait.Until(t, 20*time.Second, "the job to run", func() bool { return strings.Contains(runLauncher(t, "jobs", "--cluster", ap.addr).stdout, "running") })
 	ap.cmd.Process.Signal(syscall.SIGTERM)
 	r := wait(t, cmd, out, errb)
 	if r.code == 0 || !strings.Contains(r.stderr, "the agent on node head-node shut down") {
@@ -33,22 +34,22 @@ func TestAgentShutdownFailsItsJob(t *testing.T) {
 // answers, and exits with the job's code.
 func TestLauncherNoticesAStoreThatStoppedAnswering(t *testing.T) {
 	t.Parallel()
-	ap := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), nil)
+	ap := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), nil)
 	dir := t.TempDir()
 	// The job ends only once the test says so: a loaded machine may take
 	// long to get here, and the job must still run when the store stops.
 	cmd := exec.Command(launcherBin, "run", "--cluster", ap.addr, "--nproc", "1", "--", "sh", "-c",
 		"while [ ! -e "+dir+"/go ]; do sleep 0.1; done; exit 3")
-	var errb lockedBuffer
+	var errb testfixture.Buffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
-	eventually(t, "the job to run", func() bool { return strings.Contains(runLauncher(t, "jobs", "--cluster", ap.addr).stdout, "running") })
+	testwait.Until(t, 20*time.Second, "the job to run", func() bool { return strings.Contains(runLauncher(t, "jobs", "--cluster", ap.addr).stdout, "running") })
 	ap.cmd.Process.Signal(syscall.SIGSTOP)
 	defer ap.cmd.Process.Signal(syscall.SIGCONT)
-	eventually(t, "the launcher to say it lost the store", func() bool {
+	testwait.Until(t, 20*time.Second, "the launcher to say it lost the store", func() bool {
 		return strings.Contains(errb.String(), "muster: lost the store at "+ap.addr)
 	})
 	ap.cmd.Process.Signal(syscall.SIGCONT)
@@ -68,7 +69,7 @@ func TestSuspendedLauncherKeepsItsJob(t *testing.T) {
 	dir := t.TempDir()
 	script := fmt.Sprintf(`seq 1 1000; sleep 12; touch %[1]s/slept-$RANK; while [ ! -e %[1]s/go ]; do sleep 0.05; done; echo end`, dir)
 	cmd, out, errb := launcher(t, nil, "run", "--nproc", "2", "--", "sh", "-c", script)
-	eventually(t, "output", func() bool {
+	testwait.Until(t, 20*time.Second, "output", func() bool {
 		s := out.String()
 		return strings.Contains(s, "[0] 1000\n") && strings.Contains(s, "[1] 1000\n")
 	})
@@ -89,7 +90,7 @@ func TestSuspendedLauncherKeepsItsJob(t *testing.T) {
 // rather than the two evicting each other forever.
 func TestSecondAgentOfOneNameIsRefused(t *testing.T) {
 	t.Parallel()
-	ap := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--name", "twin"})
+	ap := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), []string{"--name", "twin"})
 	out, err := runAgentOnce(t, "--store", ap.addr, "--name", "twin", "--addr", "127.0.0.2")
 	if err == nil || !strings.Contains(out, "registered by another agent, which is connected: give this agent another --name") {
 		t.Fatalf("second agent: %v\n%s", err, out)

@@ -12,6 +12,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // countLines counts the lines of each rank in tagged output and checks that
@@ -172,19 +176,43 @@ func TestStalledLauncherHoldsUpOnlyItsJob(t *testing.T) {
 	t.Parallel()
 	addr := startAgent(t)
 	// A launcher whose stdout nobody reads, with a job that writes a lot.
-	slow := exec.Command(launcherBin, "run", "--cluster", addr, "--nproc", "1", "--", "sh", "-c", `yes 0123456789abcdef | head -c 200000000`)
-	r, w, _ := os.Pipe()
+	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-stalled", time.Now().UnixNano())
+	slow := exec.Command(launcherBin, "run", "--cluster", addr, "--nproc", "1", "-x", marker, "--", "sh", "-c", `yes 0123456789abcdef | head -c 200000000`)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer r.Close()
 	slow.Stdout = w
 	if err := slow.Start(); err != nil {
 		t.Fatal(err)
 	}
 	w.Close()
-	t.Cleanup(func() { slow.Process.Kill(); slow.Wait() })
-	time.Sleep(time.Second)
+	slowDone := make(chan struct{})
+	go func() { slow.Wait(); close(slowDone) }()
+	t.Cleanup(func() { slow.Process.Kill(); <-slowDone })
+	// The launcher's stdout is full: it writes no more, and its job waits.
+	capacity, err := unix.FcntlInt(r.Fd(), unix.F_GETPIPE_SZ, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, 20*time.Second, "the stalled launcher's stdout to fill", func() bool {
+		n, err := unix.IoctlGetInt(int(r.Fd()), unix.TIOCINQ) // FIONREAD: the bytes in the pipe
+		return err == nil && n >= capacity-4096
+	})
 	res := runLauncher(t, "run", "--cluster", addr, "--nproc", "2", "--", "seq", "1", "1000")
 	if res.code != 0 || strings.Count(res.stdout, "\n") != 2000 {
 		t.Fatalf("another job: exit %d, %d lines; %s", res.code, strings.Count(res.stdout, "\n"), res.stderr)
+	}
+	// The first job stalled meanwhile: its worker still runs, held back by
+	// its reader, and its launcher still follows it.
+	select {
+	case <-slowDone:
+		t.Fatalf("the stalled launcher ended: %v", slow.ProcessState)
+	default:
+	}
+	if len(jobProcesses(t, marker)) == 0 {
+		t.Fatal("the stalled job's worker finished: its output was not held back")
 	}
 }
 
@@ -230,7 +258,7 @@ func TestClosedStdoutStopsTheJob(t *testing.T) {
 	if r.stdout != "[0] 1\n" && r.stdout != "[1] 1\n" {
 		t.Fatalf("stdout %q", r.stdout)
 	}
-	eventually(t, "the job's processes to end", func() bool { return len(jobProcesses(t, marker)) == 0 })
+	testwait.Until(t, 20*time.Second, "the job's processes to end", func() bool { return len(jobProcesses(t, marker)) == 0 })
 }
 
 // A worker that pauses in the middle of a line (a block-buffered program

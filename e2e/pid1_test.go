@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/testfixture"
 	"github.com/musterhq/muster/testwait"
 )
 
@@ -24,7 +25,7 @@ func TestAgentAsPID1(t *testing.T) {
 		t.Skip("a new PID namespace needs root")
 	}
 	dir := t.TempDir()
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	addr := "127.0.0.1:" + strconv.Itoa(testfixture.FreePort(t))
 	// sh mounts the namespace's /proc, privately, then becomes the agent.
 	cmd := exec.Command("/bin/sh", "-c", `mount --make-rprivate / && mount -t proc proc /proc && exec "$0" "$@"`,
 		agentBin, "--listen", addr, "--socket", filepath.Join(dir, "agent.sock"))

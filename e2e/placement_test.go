@@ -7,16 +7,20 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/musterhq/muster/testfixture"
+	"github.com/musterhq/muster/testwait"
 )
 
 // Three nodes, a (hosting the store), b and c: -H, --hostfile and --exclude
 // choose which run a job, and -H's order is the node rank order.
 func TestPlacementByHostList(t *testing.T) {
 	t.Parallel()
-	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--name", "a", "--addr", "127.0.0.1"})
+	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), []string{"--name", "a", "--addr", "127.0.0.1"})
 	joinAgent(t, host.addr, "b", "127.0.0.2")
 	joinAgent(t, host.addr, "c", "127.0.0.3")
-	eventually(t, "b and c to join", func() bool {
+	testwait.Until(t, 20*time.Second, "b and c to join", func() bool {
 		out := runLauncher(t, "nodes", "--cluster", host.addr).stdout
 		return strings.Contains(out, "127.0.0.2") && strings.Contains(out, "127.0.0.3")
 	})

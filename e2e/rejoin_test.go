@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // conflictLine is what an agent logs when gossip refuses a member whose
@@ -61,7 +63,7 @@ func TestNetnsNodeBackUnderItsName(t *testing.T) {
 			nw.stopTogetherAtCleanup([]*agent{agents["c"]})
 			nw.waitReady(3, 20*time.Second)
 			// The store's gossip has merged c's return.
-			eventually(t, "c alive in gossip", func() bool {
+			testwait.Until(t, 20*time.Second, "c alive in gossip", func() bool {
 				ok, list := nw.listsNode("c")
 				return ok && strings.Contains(nodeRow(list, "c"), " alive")
 			})

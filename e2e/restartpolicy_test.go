@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // The restart policy on the embedded default: an exit code the program
@@ -100,7 +102,7 @@ func TestStopDuringHealthCheck(t *testing.T) {
 	marker := fmt.Sprintf("muster-health-%d", time.Now().UnixNano())
 	cmd, out, errb := launcher(t, nil, "run", "--health-check-timeout", "10m",
 		"--health-check", fmt.Sprintf(`touch %s; exec sleep 600 # %s`, started, marker), "--", "echo", "ran")
-	eventually(t, "the health check running", func() bool {
+	testwait.Until(t, 20*time.Second, "the health check running", func() bool {
 		_, err := os.Stat(started)
 		return err == nil
 	})
@@ -111,7 +113,7 @@ func TestStopDuringHealthCheck(t *testing.T) {
 	if r.code != 130 || strings.Contains(r.stdout, "ran") {
 		t.Fatalf("exit %d, stdout %q, want 130 without the workers; stderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	eventually(t, "the health check gone", func() bool {
+	testwait.Until(t, 20*time.Second, "the health check gone", func() bool {
 		b, _ := exec.Command("pgrep", "-f", marker).Output()
 		return len(strings.TrimSpace(string(b))) == 0
 	})

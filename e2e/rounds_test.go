@@ -1,34 +1,18 @@
 package e2e
 
 import (
-	"bytes"
 	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testfixture"
+	"github.com/musterhq/muster/testwait"
 )
 
-// lockedBuffer is output a process writes while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
+// testfixture.Buffer is output a process writes while the test reads it.
 // joinAgent starts an agent that joins the store at store as node name on
 // addr; it stops when the test ends. Each "node" has a temporary directory
 // of its own, as a machine of its own would.
@@ -36,7 +20,7 @@ func joinAgent(t *testing.T, store, name, addr string) {
 	t.Helper()
 	cmd := exec.Command(agentBin, "--store", store, "--name", name, "--addr", addr)
 	cmd.Env = agentEnv("TMPDIR=" + t.TempDir())
-	var log lockedBuffer
+	var log testfixture.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -46,23 +30,23 @@ func joinAgent(t *testing.T, store, name, addr string) {
 
 func TestClusterRunWaitsForNodes(t *testing.T) {
 	t.Parallel()
-	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--name", "n1"})
+	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), []string{"--name", "n1"})
 	cluster := t
 	t.Run("nodes come", func(t *testing.T) {
 		cmd := exec.Command(launcherBin, "run", "--cluster", host.addr, "-n", "3", "--wait-timeout", "60s", "--",
 			"sh", "-c", `echo "$RANK $GROUP_RANK $WORLD_SIZE"`)
-		var out, errb lockedBuffer
+		var out, errb testfixture.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cmd.Process.Kill() })
 		// Before rounds could wait, the launcher failed here at once.
-		eventually(t, "progress with one node", func() bool {
+		testwait.Until(t, 20*time.Second, "progress with one node", func() bool {
 			return strings.Contains(errb.String(), "muster: waiting for nodes: 1 of 3 ready (n1); 2 missing (for up to 1m0s, --wait-timeout)\n")
 		})
 		joinAgent(cluster, host.addr, "n2", "127.0.0.2")
-		eventually(t, "progress with two nodes", func() bool {
+		testwait.Until(t, 20*time.Second, "progress with two nodes", func() bool {
 			return strings.Contains(errb.String(), "muster: waiting for nodes: 2 of 3 ready (n1, n2); 1 missing\n")
 		})
 		joinAgent(cluster, host.addr, "n3", "127.0.0.3")

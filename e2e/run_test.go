@@ -11,6 +11,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testfixture"
+	"github.com/musterhq/muster/testwait"
+	"golang.org/x/sys/unix"
 )
 
 // envScript prints the variables a worker must get, one "rank:NAME=value" line each.
@@ -190,13 +194,23 @@ func TestInterruptLeavesNoProcesses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			marker := fmt.Sprintf("MUSTER_E2E_MARK=%d", time.Now().UnixNano())
-			cmd, out, errb := launcher(t, nil, "run", "--nproc", "3", "--kill-timeout", "10m", "-x", marker, "--", "sh", "-c", tt.script)
-			eventually(t, "6 worker processes", func() bool { return len(jobProcesses(t, marker)) >= 6 })
-			for _, sig := range tt.signals {
-				cmd.Process.Signal(sig)
-				time.Sleep(100 * time.Millisecond)
+			cmd := exec.Command(launcherBin, "run", "--nproc", "3", "--kill-timeout", "10m", "-x", marker, "--", "sh", "-c", tt.script)
+			var out, errb testfixture.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
 			}
-			r := wait(t, cmd, out, errb)
+			t.Cleanup(func() { cmd.Process.Kill() })
+			testwait.Until(t, 20*time.Second, "6 worker processes", func() bool { return len(jobProcesses(t, marker)) >= 6 })
+			for i, sig := range tt.signals {
+				cmd.Process.Signal(sig)
+				// Heard before the next is sent: the kernel merges a signal
+				// sent again while it is pending.
+				heard := "muster: " + unix.SignalName(sig)
+				testwait.UntilShowing(t, 20*time.Second, "the launcher to say it heard "+unix.SignalName(sig),
+					func() bool { return strings.Count(errb.String(), heard) > i }, errb.String)
+			}
+			r := waitLocked(t, cmd, &out, &errb)
 			if r.code != tt.code {
 				t.Errorf("exit %d, want %d; stderr:\n%s", r.code, tt.code, r.stderr)
 			}
@@ -211,10 +225,10 @@ func TestKilledLauncherTakesWorkersWithIt(t *testing.T) {
 	t.Parallel()
 	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-sigkill", time.Now().UnixNano())
 	cmd, out, errb := launcher(t, nil, "run", "--nproc", "3", "-x", marker, "--", "sleep", "1000")
-	eventually(t, "3 workers", func() bool { return len(jobProcesses(t, marker)) == 3 })
+	testwait.Until(t, 20*time.Second, "3 workers", func() bool { return len(jobProcesses(t, marker)) == 3 })
 	cmd.Process.Kill()
 	wait(t, cmd, out, errb)
-	eventually(t, "workers to die with their launcher", func() bool { return len(jobProcesses(t, marker)) == 0 })
+	testwait.Until(t, 20*time.Second, "workers to die with their launcher", func() bool { return len(jobProcesses(t, marker)) == 0 })
 }
 
 func TestLargeOutputArrivesWholeAndUntangled(t *testing.T) {

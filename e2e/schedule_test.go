@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testfixture"
+	"github.com/musterhq/muster/testwait"
 )
 
 // nodeSchedules is each node's schedule, as launcher nodes -o json lists it.
@@ -31,10 +34,10 @@ func nodeSchedules(t *testing.T, store string) map[string]string {
 // and it forms on b the moment b is uncordoned.
 func TestNodeCordon(t *testing.T) {
 	t.Parallel()
-	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--name", "a", "--addr", "127.0.0.1"})
+	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), []string{"--name", "a", "--addr", "127.0.0.1"})
 	joinAgent(t, host.addr, "b", "127.0.0.2")
 	joinAgent(t, host.addr, "c", "127.0.0.3")
-	eventually(t, "b and c to join", func() bool {
+	testwait.Until(t, 20*time.Second, "b and c to join", func() bool {
 		s := nodeSchedules(t, host.addr)
 		return s["b"] == "schedulable" && s["c"] == "schedulable"
 	})
@@ -55,13 +58,13 @@ func TestNodeCordon(t *testing.T) {
 	}
 
 	cmd := exec.Command(launcherBin, append([]string{"run", "--cluster", host.addr, "-n", "3", "--wait-timeout", "60s"}, show...)...)
-	var out, errb lockedBuffer
+	var out, errb testfixture.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
-	eventually(t, "the wait to name the cordon", func() bool {
+	testwait.Until(t, 20*time.Second, "the wait to name the cordon", func() bool {
 		return strings.Contains(errb.String(), "muster: waiting for nodes: 2 of 3 ready (a, c); 1 missing; not usable: node b is cordoned")
 	})
 	if r := runLauncher(t, "nodes", "uncordon", "--cluster", host.addr, "b"); r.code != 0 || r.stdout != "node b uncordoned\n" {

@@ -13,6 +13,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testfixture"
+	"github.com/musterhq/muster/testwait"
 )
 
 // needOtherUser skips a test that runs commands as nobody (65534).
@@ -99,7 +102,7 @@ func TestEmbeddedDefaultServesOnlyItsOwnUser(t *testing.T) {
 	needOtherUser(t)
 	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-embedded", time.Now().UnixNano())
 	cmd, out, errb := launcher(t, nil, "run", "--nproc", "1", "-x", marker, "--", "sleep", "1000")
-	eventually(t, "the worker", func() bool { return len(jobProcesses(t, marker)) == 1 })
+	testwait.Until(t, 20*time.Second, "the worker", func() bool { return len(jobProcesses(t, marker)) == 1 })
 	tcp, socks := listening(t, cmd.Process.Pid)
 	if len(tcp)+len(socks) == 0 {
 		t.Fatal("the embedded launcher listens on nothing; the test would prove nothing")
@@ -129,7 +132,7 @@ func TestAgentRunsOtherUsersJobsAsThem(t *testing.T) {
 	needOtherUser(t)
 	// A token file of its own, which the agent makes.
 	tok := filepath.Join(t.TempDir(), "token")
-	ag := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), []string{"--token-file", tok}, "--token-file", tok)
+	ag := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), []string{"--token-file", tok}, "--token-file", tok)
 	sock := "unix://" + ag.socket
 
 	// Loopback is no boundary: over TCP nobody needs the token they cannot read.
@@ -163,7 +166,7 @@ func TestAgentRunsOtherUsersJobsAsThem(t *testing.T) {
 	// nobody sees and stops only their own jobs.
 	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-root-job", time.Now().UnixNano())
 	cmd, out, errb := launcher(t, nil, "run", "--cluster", ag.addr, "--token-file", tok, "-x", marker, "--", "sleep", "1000")
-	eventually(t, "root's job", func() bool { return len(jobProcesses(t, marker)) == 1 })
+	testwait.Until(t, 20*time.Second, "root's job", func() bool { return len(jobProcesses(t, marker)) == 1 })
 	jobs := runLauncher(t, "jobs", "--cluster", ag.addr, "--token-file", tok)
 	var rootJob string
 	for _, l := range strings.Split(jobs.stdout, "\n") {
@@ -184,7 +187,7 @@ func TestAgentRunsOtherUsersJobsAsThem(t *testing.T) {
 func TestLauncherFindsTheLocalAgentSocket(t *testing.T) {
 	t.Parallel()
 	needOtherUser(t)
-	ag := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), nil)
+	ag := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), nil)
 	r := runLauncher(t, "nodes", "--cluster", ag.socket)
 	if r.code != 0 || !strings.Contains(r.stdout, "127.0.0.1") {
 		t.Fatalf("nodes through the socket's path: %d %q %q", r.code, r.stdout, r.stderr)
@@ -203,7 +206,7 @@ func TestLauncherFindsTheLocalAgentSocket(t *testing.T) {
 // on /run/muster/agent.sock: their launchers run the embedded default.
 func TestLauncherTakesOnlyTheAgentOfMusterSocket(t *testing.T) {
 	t.Parallel()
-	ag := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(freePort(t)), nil)
+	ag := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), nil)
 	show := []string{"run", "--no-tag-output", "--", "sh", "-c", `echo "$MUSTER_STORE_ADDR"`}
 	cmd, out, errb := launcher(t, []string{"MUSTER_SOCKET=" + ag.socket}, show...)
 	if r := wait(t, cmd, out, errb); r.code != 0 || r.stdout != ag.addr+"\n" {
@@ -222,13 +225,13 @@ func TestLauncherTakesOnlyTheAgentOfMusterSocket(t *testing.T) {
 func TestTokenMinimumLengthInBothBinaries(t *testing.T) {
 	t.Parallel()
 	const want = "MUSTER_TOKEN: token is 1 characters, want at least 16"
-	cmd, out, errb := launcher(t, []string{"MUSTER_TOKEN=x"}, "run", "--cluster", "127.0.0.1:"+strconv.Itoa(freePort(t)), "--", "true")
+	cmd, out, errb := launcher(t, []string{"MUSTER_TOKEN=x"}, "run", "--cluster", "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), "--", "true")
 	if r := wait(t, cmd, out, errb); r.code != 2 || !strings.Contains(r.stderr, want) {
 		t.Errorf("launcher with MUSTER_TOKEN=x: exit %d, %q", r.code, r.stderr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	agent := exec.CommandContext(ctx, agentBin, "--listen", "127.0.0.1:"+strconv.Itoa(freePort(t)), "--socket", filepath.Join(t.TempDir(), "a.sock"))
+	agent := exec.CommandContext(ctx, agentBin, "--listen", "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), "--socket", filepath.Join(t.TempDir(), "a.sock"))
 	agent.Env = agentEnv("MUSTER_TOKEN=x")
 	b, err := agent.CombinedOutput()
 	if err == nil || !strings.Contains(string(b), want) {
@@ -258,7 +261,7 @@ func TestWorkersUseTheirJobsKV(t *testing.T) {
 
 func TestAgentListensOnHostNamesAndEveryAddress(t *testing.T) {
 	t.Parallel()
-	port := strconv.Itoa(freePort(t))
+	port := strconv.Itoa(testfixture.FreePort(t))
 	startAgentAt(t, "localhost:"+port, nil)
 	if r := runLauncher(t, "run", "--cluster", "127.0.0.1:"+port, "--", "echo", "ok"); r.code != 0 || r.stdout != "[0] ok\n" {
 		t.Fatalf("--listen localhost: exit %d %q %q", r.code, r.stdout, r.stderr)
@@ -271,8 +274,8 @@ func TestAgentListensOnHostNamesAndEveryAddress(t *testing.T) {
 	ca := filepath.Join(dir, "ca.pem")
 	// Every address means gossip too; a free port keeps it off another agent's 7946.
 	tls := []string{"--tls-cert", filepath.Join(dir, "store.pem"), "--tls-key", filepath.Join(dir, "store-key.pem"),
-		"--bind", "0.0.0.0:" + strconv.Itoa(freePort(t))}
-	port = strconv.Itoa(freePort(t))
+		"--bind", "0.0.0.0:" + strconv.Itoa(testfixture.FreePort(t))}
+	port = strconv.Itoa(testfixture.FreePort(t))
 	startAgentAt(t, "0.0.0.0:"+port, tls, "--tls-ca", ca)
 	if r := runLauncher(t, "run", "--cluster", "127.0.0.1:"+port, "--tls-ca", ca, "--", "echo", "ok"); r.code != 0 || r.stdout != "[0] ok\n" {
 		t.Fatalf("--listen 0.0.0.0: exit %d %q %q", r.code, r.stdout, r.stderr)

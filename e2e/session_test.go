@@ -12,6 +12,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testfixture"
+	"github.com/musterhq/muster/testwait"
 )
 
 // The store restarts in the middle of a job. An agent that hosts the store
@@ -23,7 +26,7 @@ import (
 // exits with the job's code.
 func TestJobOutlivesAStoreRestart(t *testing.T) {
 	t.Parallel()
-	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	listen := "127.0.0.1:" + strconv.Itoa(testfixture.FreePort(t))
 	host := startAgentAt(t, listen, []string{"--name", "head"})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -36,14 +39,14 @@ func TestJobOutlivesAStoreRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { joined.Process.Signal(syscall.SIGTERM); joined.Wait() })
-	eventually(t, "the second agent to join", func() bool {
+	testwait.Until(t, 20*time.Second, "the second agent to join", func() bool {
 		return strings.Contains(runLauncher(t, "nodes", "--cluster", host.addr).stdout, "joined")
 	})
 
 	dir := t.TempDir()
 	script := fmt.Sprintf(`echo before; touch %[1]s/started; while [ ! -e %[1]s/go ]; do sleep 0.05; done; echo after; exit 5`, dir)
 	cmd, out, errb := launcher(t, nil, "run", "--cluster", host.addr, "--", "sh", "-c", script)
-	eventually(t, "the job to run", func() bool { _, err := os.Stat(filepath.Join(dir, "started")); return err == nil })
+	testwait.Until(t, 20*time.Second, "the job to run", func() bool { _, err := os.Stat(filepath.Join(dir, "started")); return err == nil })
 
 	host.cmd.Process.Signal(syscall.SIGTERM)
 	host.cmd.Wait()

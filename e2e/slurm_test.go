@@ -161,7 +161,7 @@ GresTypes=gpu
 		s.daemon("slurmd-"+h.name, s.onHost(h, bin["slurmd"], "-D", "-N", h.name)...)
 	}
 	want := strings.Repeat("idle\n", n)
-	s.poll(20*time.Second, "every node idle in sinfo", func() bool {
+	testwait.Until(s.t, 20*time.Second, "every node idle in sinfo", func() bool {
 		out, _ := s.run("sinfo", "-h", "-N", "-o", "%t").Output()
 		return string(out) == want
 	})
@@ -223,16 +223,6 @@ func (s *slurmCluster) must(args ...string) string {
 	return string(out)
 }
 
-// poll checks cond every 100 ms until it holds, failing the test after d.
-func (s *slurmCluster) poll(d time.Duration, what string, cond func() bool) {
-	s.t.Helper()
-	for deadline := time.Now().Add(d); !cond(); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			s.t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-	}
-}
-
 // slurmJob is a batch job of the shipped script: its id, the directory it
 // was submitted from (its output, slurm-ID.out, is there) and the one its
 // workers leave their marks in.
@@ -292,7 +282,7 @@ func (j *slurmJob) info() map[string]string {
 // as scontrol shows them (COMPLETED, 0:0).
 func (j *slurmJob) wait(d time.Duration) (state, exit string) {
 	j.s.t.Helper()
-	j.s.poll(d, "job "+j.id+" to end", func() bool {
+	testwait.Until(j.s.t, d, "job "+j.id+" to end", func() bool {
 		f := j.info()
 		state, exit = f["JobState"], f["ExitCode"]
 		return slices.Contains([]string{"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
@@ -349,13 +339,8 @@ func (s *slurmCluster) leftovers() []string {
 // noneLeft waits until nothing of the job runs on any host.
 func (s *slurmCluster) noneLeft() {
 	s.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for left := s.leftovers(); len(left) > 0; left = s.leftovers() {
-		if time.Now().After(deadline) {
-			s.t.Fatalf("processes left on the hosts 20 s after the job ended:\n%s", strings.Join(left, "\n"))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testwait.UntilShowing(s.t, 20*time.Second, "nothing of the job left on the hosts", func() bool { return len(s.leftovers()) == 0 },
+		func() string { return strings.Join(s.leftovers(), "\n") })
 }
 
 // slurmWorker is the workers' program, by its first argument:
@@ -394,7 +379,7 @@ func (s *slurmCluster) worker(args ...string) []string {
 // waitReady waits until all n workers of the job have started.
 func (j *slurmJob) waitReady(n int) {
 	j.s.t.Helper()
-	j.s.poll(30*time.Second, fmt.Sprintf("%d workers started", n), func() bool { return len(j.marked("pid")) == n })
+	testwait.Until(j.s.t, 30*time.Second, fmt.Sprintf("%d workers started", n), func() bool { return len(j.marked("pid")) == n })
 }
 
 // The shipped script runs two nodes of 8 workers each under Slurm: every

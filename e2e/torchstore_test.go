@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // torchLine is one torchclient's report.
@@ -114,16 +116,11 @@ func TestAgentReleasesTorchStore(t *testing.T) {
 	}
 	port := lines[0].port
 	// The release reaches the agent just after the job's end.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Until(t, 10*time.Second, "MASTER_PORT "+port+" to be free after the job ended", func() bool {
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", port))
 		if err == nil {
 			l.Close()
-			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("MASTER_PORT %s still held 10s after the job ended: %v", port, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil
+	})
 }

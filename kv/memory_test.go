@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 func TestSetGetBounds(t *testing.T) {
@@ -124,10 +126,11 @@ func TestWaitAndDrop(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- sp.Wait(context.Background(), "a", "b") }()
 	sp.Set("a", nil)
+	waitFor(t, m, "job", "b")
 	select {
 	case <-done:
 		t.Fatal("Wait returned with a key missing")
-	case <-time.After(20 * time.Millisecond):
+	default:
 	}
 	sp.Set("b", nil)
 	if err := <-done; err != nil {
@@ -135,7 +138,7 @@ func TestWaitAndDrop(t *testing.T) {
 	}
 	// A job that ends wakes its waiters with an error, and its keys go.
 	go func() { done <- sp.Wait(context.Background(), "never") }()
-	time.Sleep(10 * time.Millisecond)
+	waitFor(t, m, "job", "never")
 	m.Drop("job")
 	if err := <-done; err == nil {
 		t.Fatal("a waiter of a dropped job returned nil")
@@ -194,5 +197,16 @@ func FuzzSpace(f *testing.F) {
 		if n, _ := sp.QueueLen(key); n != 0 {
 			t.Fatalf("an item is left after Pop")
 		}
+	})
+}
+
+// waitFor waits until a Wait of scope blocks on key.
+func waitFor(t *testing.T, m *Memory, scope, key string) {
+	t.Helper()
+	testwait.Until(t, 10*time.Second, "a Wait blocked on "+key, func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		sp := m.spaces[scope]
+		return sp != nil && sp.waiters[key] != nil && sp.waiters[key].n > 0
 	})
 }

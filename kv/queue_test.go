@@ -43,7 +43,7 @@ func TestQueue(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- sp.Wait(context.Background(), "w") }()
-	time.Sleep(10 * time.Millisecond)
+	waitFor(t, m, "job", "w")
 	sp.Push("w", []byte("x"))
 	if err := <-done; err != nil {
 		t.Fatalf("a push did not end a wait: %v", err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/musterhq/muster/agent/agenttest"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/testfixture"
 )
 
 // --report-bindings prints one line per rank as it starts, and nothing
@@ -16,7 +17,7 @@ import (
 func TestReportBindings(t *testing.T) {
 	tc := agenttest.NewCluster(t, 2, nil)
 	for _, report := range []bool{false, true} {
-		var stdout, stderr syncBuffer
+		var stdout, stderr testfixture.Buffer
 		code, err := Run(t.Context(), zaptest.NewLogger(t), tc.Client, Options{
 			Spec:   &musterv1.JobSpec{Argv: [][]byte{[]byte("true")}, Nnodes: 2, Nproc: 2, KillTimeoutMs: 1000},
 			Stdout: &stdout, Stderr: &stderr, ReportBindings: report,

@@ -14,6 +14,7 @@ import (
 	"github.com/musterhq/muster/agent/agenttest"
 	"github.com/musterhq/muster/eventfile"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/testfixture"
 )
 
 // --events gets every step of the job, a line each, at the size users run
@@ -41,7 +42,7 @@ func TestEventsFile(t *testing.T) {
 			}
 			defer events.Close()
 			const workers = 64
-			var stdout, stderr syncBuffer
+			var stdout, stderr testfixture.Buffer
 			code, err := Run(context.Background(), zaptest.NewLogger(t), tc.Client, Options{
 				Spec:   &musterv1.JobSpec{Argv: [][]byte{[]byte("true")}, Nnodes: 1, Nproc: workers, KillTimeoutMs: 1000},
 				Stdout: &stdout, Stderr: &stderr, Events: events,

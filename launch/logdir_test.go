@@ -13,6 +13,7 @@ import (
 
 	"github.com/musterhq/muster/agent/agenttest"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/testfixture"
 )
 
 // A --log-dir file the agent could not write whole (a full disk) is named
@@ -34,7 +35,7 @@ func TestRunSaysWhichLogIsIncomplete(t *testing.T) {
 	  until [ -s %s/j-*/rank-0.log ]; do sleep 0.01; done
 	  head -c 262144 /dev/zero | tr '\0' x; echo
 	else echo small; fi`, dir)
-	var stdout, stderr syncBuffer
+	var stdout, stderr testfixture.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	code, err := Run(ctx, zaptest.NewLogger(t), tc.Client, Options{

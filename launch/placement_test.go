@@ -16,13 +16,15 @@ import (
 	"github.com/musterhq/muster/agent/agenttest"
 	"github.com/musterhq/muster/jobspec"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/testfixture"
+	"github.com/musterhq/muster/testwait"
 )
 
 // A job on hosts node-2 and node-0 waits for node-2, which is listed but not
 // there yet, never takes node-1, and gives node-2 node rank 0 once it comes.
 func TestRunWaitsForListedHost(t *testing.T) {
 	tc := agenttest.NewCluster(t, 2, nil) // node-0 on 127.0.0.2, node-1 on 127.0.0.3
-	var stdout, stderr syncBuffer
+	var stdout, stderr testfixture.Buffer
 	done := make(chan int, 1)
 	go func() {
 		code, err := Run(context.Background(), zaptest.NewLogger(t), tc.Client, Options{
@@ -36,13 +38,8 @@ func TestRunWaitsForListedHost(t *testing.T) {
 		done <- code
 	}()
 	const waiting = "muster: waiting for nodes: 1 of 2 ready (node-0); 1 missing; not usable: listed host node-2 is not registered"
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(stderr.String(), waiting) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no progress naming node-2; stderr:\n%s", stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.UntilShowing(t, 20*time.Second, "progress naming node-2",
+		func() bool { return strings.Contains(stderr.String(), waiting) }, stderr.String)
 	tc.AddAgent(t, nil) // node-2 on 127.0.0.4
 	select {
 	case code := <-done:

@@ -21,6 +21,8 @@ import (
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
 	"github.com/musterhq/muster/storeserver"
+	"github.com/musterhq/muster/testfixture"
+	"github.com/musterhq/muster/testwait"
 )
 
 // A store restarted in the middle of a job: the launcher follows the job on
@@ -45,17 +47,10 @@ func TestLauncherFollowsAJobAcrossAStoreRestart(t *testing.T) {
 		})
 		done <- result{code, err}
 	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.Until(t, 20*time.Second, "the job's two workers to start", func() bool {
 		m, _ := filepath.Glob(filepath.Join(dir, "started-*"))
-		if len(m) == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the job did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(m) == 2
+	})
 	addr := tc.Store.Addr()
 	tc.Store.Close()
 	rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.ListenAddr = addr })
@@ -79,18 +74,14 @@ func TestLauncherFollowsAJobAcrossAStoreRestart(t *testing.T) {
 		t.Fatalf("no TCPStore address; stdout:\n%s", stdout.String())
 	}
 	// The release is a command the store sends as the job ends.
-	deadline = time.Now().Add(10 * time.Second)
-	for {
+	testwait.Until(t, 10*time.Second, "the ended job's TCPStore at "+m[1]+" to stop serving", func() bool {
 		c, err := net.DialTimeout("tcp", m[1], time.Second)
 		if err != nil {
-			break
+			return true
 		}
 		c.Close()
-		if time.Now().After(deadline) {
-			t.Fatalf("the job's TCPStore at %s still serves 10s after the job ended", m[1])
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	})
 }
 
 // A store restarted while a job waited for nodes, which no agent held: the
@@ -142,7 +133,7 @@ func TestLauncherSubmitsAgainAJobTheRestartedStoreLost(t *testing.T) {
 			default:
 				close(read)
 			}
-			var stdout, stderr syncBuffer
+			var stdout, stderr testfixture.Buffer
 			type result struct {
 				code int
 				err  error
@@ -158,13 +149,8 @@ func TestLauncherSubmitsAgainAJobTheRestartedStoreLost(t *testing.T) {
 			if tt.started {
 				ready = "rank 0 of 1"
 			}
-			deadline := time.Now().Add(20 * time.Second)
-			for !strings.Contains(stderr.String()+stdout.String(), ready) {
-				if time.Now().After(deadline) {
-					t.Fatalf("no %q; stderr:\n%s", ready, stderr.String())
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			testwait.UntilShowing(t, 20*time.Second, fmt.Sprintf("%q", ready),
+				func() bool { return strings.Contains(stderr.String()+stdout.String(), ready) }, stderr.String)
 			<-read // what stdin gave went to the first job
 			addr := tc.Store.Addr()
 			tc.Store.Close()
@@ -174,13 +160,8 @@ func TestLauncherSubmitsAgainAJobTheRestartedStoreLost(t *testing.T) {
 			}
 			rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.ListenAddr = addr; c.SessionGrace = time.Second })
 			if !tt.started && tt.code == 0 {
-				deadline := time.Now().Add(20 * time.Second)
-				for !strings.Contains(stderr.String(), "submitted it again") {
-					if time.Now().After(deadline) {
-						t.Fatalf("the job was not submitted again; stderr:\n%s", stderr.String())
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
+				testwait.UntilShowing(t, 20*time.Second, "the launcher to submit the job again",
+					func() bool { return strings.Contains(stderr.String(), "submitted it again") }, stderr.String)
 				tc.AddAgent(t, nil)
 			}
 			var r result

@@ -18,6 +18,8 @@ import (
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
 	"github.com/musterhq/muster/storeclient"
 	"github.com/musterhq/muster/storeserver"
+	"github.com/musterhq/muster/testfixture"
+	"github.com/musterhq/muster/testwait"
 )
 
 // stoppable forwards TCP connections to a store, and can stop forwarding
@@ -108,7 +110,7 @@ func TestSuspendedLauncherKeepsItsClusterJob(t *testing.T) {
 	defer c.Close()
 	dir := t.TempDir()
 	script := fmt.Sprintf(`echo before; while [ ! -e %s/go ]; do sleep 0.05; done; seq 1 20000; echo end`, dir)
-	var stdout, stderr syncBuffer
+	var stdout, stderr testfixture.Buffer
 	type result struct {
 		code int
 		err  error
@@ -121,13 +123,8 @@ func TestSuspendedLauncherKeepsItsClusterJob(t *testing.T) {
 		})
 		done <- result{code, err}
 	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(stdout.String(), "before") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the job did not start; stderr:\n%s", stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.UntilShowing(t, 20*time.Second, "the job to start",
+		func() bool { return strings.Contains(stdout.String(), "before") }, stderr.String)
 	proxy.set(true)
 	// Stopped past the bound on a dead peer (rounded up to whole seconds of
 	// TCP keepalive) and the grace for a launcher that went away.

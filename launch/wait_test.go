@@ -1,11 +1,9 @@
 package launch
 
 import (
-	"bytes"
 	"context"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,26 +11,11 @@ import (
 
 	"github.com/musterhq/muster/agent/agenttest"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/testfixture"
+	"github.com/musterhq/muster/testwait"
 )
 
-// syncBuffer is a buffer that one goroutine writes while another reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
+// testfixture.Buffer is a buffer that one goroutine writes while another reads.
 func TestRunWaitsForNodes(t *testing.T) {
 	tests := []struct {
 		name string
@@ -55,7 +38,7 @@ func TestRunWaitsForNodes(t *testing.T) {
 			if tt.join {
 				wait = time.Minute
 			}
-			var stdout, stderr syncBuffer
+			var stdout, stderr testfixture.Buffer
 			done := make(chan int, 1)
 			go func() {
 				code, err := Run(context.Background(), zaptest.NewLogger(t), tc.Client, Options{
@@ -69,9 +52,9 @@ func TestRunWaitsForNodes(t *testing.T) {
 				done <- code
 			}()
 			if tt.join {
-				for !strings.Contains(stderr.String(), "waiting for nodes") {
-					time.Sleep(10 * time.Millisecond)
-				}
+				testwait.Until(t, 20*time.Second, "the launcher to say it waits for nodes", func() bool {
+					return strings.Contains(stderr.String(), "waiting for nodes")
+				})
 				tc.AddAgent(t, nil)
 			}
 			var code int

@@ -21,6 +21,7 @@ type kvService struct {
 	space     kv.Space
 	mu        sync.Mutex
 	cutWaited bool
+	cut       chan struct{} // closed once the first wait was ended
 }
 
 func (f *kvService) KVSet(_ context.Context, req *musterv1.KVSetRequest, _ ...grpc.CallOption) (*musterv1.KVSetResponse, error) {
@@ -47,6 +48,9 @@ func (f *kvService) Barrier(ctx context.Context, req *musterv1.BarrierRequest, _
 		ctx = wctx
 	}
 	err := f.space.Barrier(ctx, req.GetName(), req.GetParticipant(), int(req.GetCount()))
+	if cut {
+		close(f.cut)
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return nil, status.Error(codes.DeadlineExceeded, err.Error())
 	}
@@ -55,7 +59,7 @@ func (f *kvService) Barrier(ctx context.Context, req *musterv1.BarrierRequest, _
 
 func TestStoreBackend(t *testing.T) {
 	space := kv.NewMemory().Space("job")
-	svc := &kvService{space: space}
+	svc := &kvService{space: space, cut: make(chan struct{})}
 	a := StoreBackend{KV: svc, Prefix: "pmi/r-1/", Node: "a", Nodes: 2}
 	b := StoreBackend{KV: svc, Prefix: "pmi/r-1/", Node: "b", Nodes: 2}
 	ctx := t.Context()
@@ -75,7 +79,7 @@ func TestStoreBackend(t *testing.T) {
 	// still meets node b.
 	errs := make(chan error, 2)
 	go func() { errs <- a.Barrier(ctx, 0) }()
-	time.Sleep(50 * time.Millisecond)
+	<-svc.cut
 	go func() { errs <- b.Barrier(ctx, 0) }()
 	for range 2 {
 		if err := <-errs; err != nil {

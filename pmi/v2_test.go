@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // startV2 opens a connection and switches it to PMI-2 as MPICH's client
@@ -60,7 +62,11 @@ func TestV2Flow(t *testing.T) {
 	// A waiting getnodeattr returns once the other local rank puts the key.
 	got := make(chan string, 1)
 	go func() { got <- c.call2("cmd=info-getnodeattr;key=later;wait=TRUE;") }()
-	time.Sleep(20 * time.Millisecond)
+	testwait.Until(t, 10*time.Second, "getnodeattr to wait", func() bool {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		return j.attrSet != nil
+	})
 	if r := other.call2("cmd=info-putnodeattr;key=later;value=42;"); r != "cmd=info-putnodeattr-response;rc=0;" {
 		t.Fatalf("putnodeattr: %q", r)
 	}

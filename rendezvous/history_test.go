@@ -16,6 +16,7 @@ import (
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
 	"github.com/musterhq/muster/security"
 	"github.com/musterhq/muster/storeserver"
+	"github.com/musterhq/muster/testfixture"
 )
 
 // A store that starts again on the same data directory lists the jobs the
@@ -25,7 +26,7 @@ func TestJobHistoryOutlivesTheStore(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to serve other users")
 	}
-	data, sockets := t.TempDir(), sharedDir(t)
+	data, sockets := t.TempDir(), testfixture.SharedDir(t)
 	start := func(sock string) *storeserver.Server {
 		return rendezvoustest.NewStore(t, func(c *storeserver.Config) {
 			c.Socket, c.SocketUsers = filepath.Join(sockets, sock), true

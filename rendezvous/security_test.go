@@ -16,6 +16,7 @@ import (
 	"github.com/musterhq/muster/security"
 	"github.com/musterhq/muster/storeclient"
 	"github.com/musterhq/muster/storeserver"
+	"github.com/musterhq/muster/testfixture"
 )
 
 // runningJob submits a one-node job through op and plays agent a until the
@@ -122,23 +123,11 @@ func TestSocketServesItsOwnUser(t *testing.T) {
 	}
 }
 
-// sharedDir is a directory every user can traverse, as /run/muster is.
-func sharedDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "muster-sock-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(dir, 0o755)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
 func TestSocketRefusesOtherUsers(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to connect as another user")
 	}
-	path := filepath.Join(sharedDir(t), "store.sock")
+	path := filepath.Join(testfixture.SharedDir(t), "store.sock")
 	rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.ListenAddr, c.Socket = "", path })
 	// Even where the file mode would let them in, the peer credentials do not.
 	os.Chmod(path, 0o666)
@@ -153,7 +142,7 @@ func TestSocketUsersRunAsThemselves(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to serve other users")
 	}
-	path := filepath.Join(sharedDir(t), "agent.sock")
+	path := filepath.Join(testfixture.SharedDir(t), "agent.sock")
 	s := rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.Socket, c.SocketUsers = path, true })
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o666 {
 		t.Fatalf("shared socket mode %v %v, want 0666", fi.Mode(), err)
@@ -228,7 +217,7 @@ func TestNodeScheduleIsTheOperators(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to connect as another user")
 	}
-	path := filepath.Join(sharedDir(t), "agent.sock")
+	path := filepath.Join(testfixture.SharedDir(t), "agent.sock")
 	s := rendezvoustest.NewStore(t, func(c *storeserver.Config) { c.Socket, c.SocketUsers = path, true })
 	op := rendezvoustest.NewClient(t, s, security.Security{})
 	a := newTestAgent(t, op, "solo", "127.0.0.1", -1, 0)

@@ -10,10 +10,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
+	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
 	"github.com/musterhq/muster/security"
 	"github.com/musterhq/muster/storeclient"
 	"github.com/musterhq/muster/storeserver"
+	"github.com/musterhq/muster/testwait"
 )
 
 // keyedAgent registers with a node key and, optionally, a report of its jobs.
@@ -131,7 +133,9 @@ func TestNodeComesBackWithItsJobs(t *testing.T) {
 	a, _ := keyedAgent(t, c, "a", "secret-a")
 	asg := startedJob(t, c, a, 1)
 	a.cancel() // the connection breaks
-	time.Sleep(100 * time.Millisecond)
+	testwait.Until(t, 10*time.Second, "the store to see the node's stream end", func() bool {
+		return s.Store().Stats().Nodes[rendezvous.NodeDisconnected] == 1
+	})
 	report := &musterv1.RunningJob{JobId: asg.JobId, RoundId: asg.RoundId, Spec: asg.Spec, NodeRank: 0, Nnodes: 1,
 		Nproc: 1, WorldSize: 1, JobToken: asg.JobToken, Ranks: []*musterv1.RankState{{Rank: 0}}}
 	// Another agent may not take the node, nor its jobs.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
@@ -38,6 +39,8 @@ type StdinRelay struct {
 	writer  bool // a launcher attached
 	readers map[string]*stdinReader
 	wake    chan struct{} // closed and replaced on every change
+	// Reads and Writes waiting for a change, for tests.
+	waitingReads, waitingWrites atomic.Int32
 }
 
 type stdinReader struct {
@@ -125,11 +128,14 @@ func (r *StdinRelay) Write(ctx context.Context, data []byte) error {
 		}
 		wake := r.wake
 		r.mu.Unlock()
+		r.waitingWrites.Add(1)
 		select {
 		case <-wake:
 		case <-ctx.Done():
+			r.waitingWrites.Add(-1)
 			return ctx.Err()
 		}
+		r.waitingWrites.Add(-1)
 	}
 }
 
@@ -180,11 +186,14 @@ func (r *StdinRelay) Read(ctx context.Context, session string) ([]byte, error) {
 		}
 		wake := r.wake
 		r.mu.Unlock()
+		r.waitingReads.Add(1)
 		select {
 		case <-wake:
 		case <-ctx.Done():
+			r.waitingReads.Add(-1)
 			return nil, ctx.Err()
 		}
+		r.waitingReads.Add(-1)
 	}
 }
 

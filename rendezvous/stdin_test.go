@@ -7,6 +7,8 @@ import (
 	"io"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // readAll reads session's chunks until EOF or an error.
@@ -76,13 +78,12 @@ func writeUntilBlocked(t *testing.T, r *StdinRelay) (int, chan error) {
 	for n := 0; n < 10*stdinChunks; n++ {
 		done := make(chan error, 1)
 		go func() { done <- r.Write(context.Background(), make([]byte, 1024)) }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatal(err)
-			}
-		case <-time.After(100 * time.Millisecond):
+		testwait.Until(t, 10*time.Second, "the write to return or wait", func() bool { return len(done) > 0 || r.waitingWrites.Load() > 0 })
+		if r.waitingWrites.Load() > 0 {
 			return n, done
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
 		}
 	}
 	t.Fatal("the writer never waited for its readers")
@@ -142,7 +143,7 @@ func TestStdinRelayEnds(t *testing.T) {
 	r.openReader("a")
 	errc := make(chan error, 1)
 	go func() { _, err := r.Read(context.Background(), "a"); errc <- err }()
-	time.Sleep(20 * time.Millisecond)
+	testwait.Until(t, 10*time.Second, "the read to wait", func() bool { return r.waitingReads.Load() > 0 })
 	r.close()
 	if err := <-errc; !errors.Is(err, ErrStdinClosed) {
 		t.Fatalf("read after the job ended = %v", err)

@@ -3,6 +3,7 @@ package rendezvous_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/musterhq/muster/storeclient"
 	"github.com/musterhq/muster/storeserver"
 	"github.com/musterhq/muster/storewire"
+	"github.com/musterhq/muster/testwait"
 )
 
 // torchJob runs a job on a (node rank 0, 10.0.0.1) and b (10.0.0.2) while
@@ -162,18 +164,12 @@ func TestCheckTorchConnsOfANodeAway(t *testing.T) {
 	c := rendezvoustest.NewClient(t, s, security.Security{})
 	a, b, _, job, round := torchJob(t, c)
 	b.cancel()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err := c.CheckTorchConns(context.Background(), &musterv1.CheckTorchConnsRequest{Session: a.session, JobId: job, RoundId: round,
+	var err error
+	testwait.UntilShowing(t, 10*time.Second, "the store to say node b is away", func() bool {
+		_, err = c.CheckTorchConns(context.Background(), &musterv1.CheckTorchConnsRequest{Session: a.session, JobId: job, RoundId: round,
 			Conns: []*musterv1.TorchConn{conn("10.0.0.2:40000")}})
-		if status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "node b is not connected to the store") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("with node b away: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "node b is not connected to the store")
+	}, func() string { return fmt.Sprint(err) })
 }
 
 // A restarted store that has yet to hear from one of a job's nodes cannot

@@ -86,17 +86,17 @@ func (r *testReplica) close() {
 // leaderOf waits for one of rs to lead its store, and returns it.
 func leaderOf(t *testing.T, rs []*testReplica) *testReplica {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	var lead *testReplica
+	testwait.Until(t, 20*time.Second, "a replica to lead", func() bool {
 		for _, r := range rs {
 			if r != nil && r.store.Leading() {
-				return r
+				lead = r
+				return true
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal("no replica leads")
-	return nil
+		return false
+	})
+	return lead
 }
 
 // Three replicas: a node registered with the leader is in every replica's

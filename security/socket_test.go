@@ -7,26 +7,15 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/musterhq/muster/testfixture"
 	"golang.org/x/sys/unix"
 )
-
-// sharedDir is a directory every user can traverse, as /run/muster is.
-func sharedDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "muster-sock-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(dir, 0o755)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
 
 func TestLauncherTrustsOnlySocketsOfRootOrItself(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to serve a socket as another user")
 	}
-	dir := sharedDir(t)
+	dir := testfixture.SharedDir(t)
 	os.Chmod(dir, 0o777)
 	mine := filepath.Join(dir, "mine.sock")
 	l, err := net.Listen("unix", mine)

@@ -14,12 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/testfixture"
 	"github.com/musterhq/muster/testwait"
 )
 
 func TestMain(m *testing.M) {
 	runInitHelperIfRequested()
-	os.Exit(m.Run())
+	os.Exit(testfixture.CheckNoneLeft(m.Run, 5*time.Second))
 }
 
 // marked lists live processes whose environment holds marker.

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // initHelperEnv names what the test binary does when started as a PID 1 by
@@ -203,13 +205,9 @@ func TestInitReapsOrphans(t *testing.T) {
 	if n := len(childStates(initPid)); n < 2 {
 		t.Fatalf("the init has %d children, want its child and the orphaned sleeps", n)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for states := childStates(initPid); len(states) != 1; states = childStates(initPid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the orphans were not reaped: children of the init and their states: %v", states)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.UntilShowing(t, 10*time.Second, "the orphans to be reaped",
+		func() bool { return len(childStates(initPid)) == 1 },
+		func() string { return fmt.Sprintf("children of the init and their states: %v", childStates(initPid)) })
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	if got := p.exitCode(t); got != 0 {
 		t.Fatalf("exit code %d, want 0", got)

@@ -73,14 +73,21 @@ func TestReaderCut(t *testing.T) {
 	w.WriteString("last words\n")
 	rd := NewReader(r)
 	done := make(chan error, 1)
-	var got []string
-	go func() { done <- rd.Read(func(d []byte, _ bool) { got = append(got, string(d)) }) }()
-	time.Sleep(50 * time.Millisecond)
-	rd.Cut()
+	got := make(chan string, 4)
+	go func() { done <- rd.Read(func(d []byte, _ bool) { got <- string(d) }) }()
+	select {
+	case s := <-got:
+		if s != "last words\n" {
+			t.Fatalf("read %q", s)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the written line was not read")
+	}
+	rd.Cut() // while Read waits for more
 	select {
 	case err := <-done:
-		if err != ErrCut || len(got) != 1 || got[0] != "last words\n" {
-			t.Fatalf("err %v, got %q", err, got)
+		if err != ErrCut || len(got) != 0 {
+			t.Fatalf("err %v, and %d more pieces", err, len(got))
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Cut did not end Read")

@@ -77,9 +77,17 @@ func TestTerminalCut(t *testing.T) {
 	slave.WriteString("last words\n")
 	rd := NewTerminalReader(master)
 	done := make(chan error, 1)
-	go func() { done <- rd.Read(func([]byte, bool) {}) }()
-	time.Sleep(50 * time.Millisecond)
-	rd.Cut()
+	got := make(chan string, 4)
+	go func() { done <- rd.Read(func(d []byte, _ bool) { got <- string(d) }) }()
+	select {
+	case s := <-got:
+		if s != "last words\n" {
+			t.Fatalf("read %q", s)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the written line was not read")
+	}
+	rd.Cut() // while Read waits for more
 	select {
 	case err := <-done:
 		if err != ErrCut {

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/testwait"
 )
 
 // TestClientRoundTrips runs every request once, in an order where each step
@@ -67,7 +69,8 @@ func TestClientRoundTrips(t *testing.T) {
 func TestWaitWoken(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	addr := startServer(t).Addr().String()
+	srv := startServer(t)
+	addr := srv.Addr().String()
 	w, err := Dial(ctx, addr)
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +82,7 @@ func TestWaitWoken(t *testing.T) {
 	}
 	defer s.Close()
 	go func() {
-		time.Sleep(20 * time.Millisecond)
+		testwait.Until(t, 10*time.Second, "the server to put the WAIT aside", func() bool { return srv.waits.Load() == 1 })
 		s.Set("late", []byte("v"))
 	}()
 	if err := w.Wait(ctx, "late"); err != nil {

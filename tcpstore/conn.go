@@ -311,9 +311,11 @@ func (c *conn) wait(q *request) error {
 	ctx, cancel := context.WithCancel(c.ctx)
 	done := make(chan struct{})
 	c.waitCancel, c.waitDone = cancel, done
+	c.s.waits.Add(1)
 	go func() {
 		defer close(done)
 		defer cancel()
+		defer c.s.waits.Add(-1)
 		if err := c.sp.Wait(ctx, keys...); err != nil {
 			if ctx.Err() == nil {
 				// The space went with its round: so does the connection.

@@ -72,6 +72,7 @@ type Server struct {
 	deniedAt time.Time // when that was
 
 	wg        sync.WaitGroup // the accept loop and every connection
+	waits     atomic.Int32   // WAITs waiting aside, for tests
 	closeOnce sync.Once
 }
 

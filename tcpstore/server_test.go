@@ -2,6 +2,7 @@ package tcpstore
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/musterhq/muster/kv"
+	"github.com/musterhq/muster/testwait"
 )
 
 // startServer serves a fresh space, "round-1" of the server's Memory, on
@@ -59,19 +61,11 @@ func dial(t *testing.T, s *Server) *Client {
 // connections waits until the server holds n connections.
 func connections(t *testing.T, s *Server, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Until(t, 10*time.Second, fmt.Sprintf("the server to hold %d connections", n), func() bool {
 		s.mu.Lock()
-		got := len(s.conns)
-		s.mu.Unlock()
-		if got == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the server holds %d connections, want %d", got, n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		defer s.mu.Unlock()
+		return len(s.conns) == n
+	})
 }
 
 // TestManyWaiters has thousands of clients wait for one key, as ranks wait
@@ -127,19 +121,30 @@ func TestDroppedMidRequest(t *testing.T) {
 	if err := other.Set("k", []byte("v")); err != nil {
 		t.Fatal(err)
 	}
+	// What the server has taken in before the drop matters only where it
+	// acts on it: there the test waits for that. The rest reaches it
+	// before the connection's end, in order.
 	tests := []struct {
-		name string
-		sent query
+		name  string
+		sent  query
+		taken func(t *testing.T, nc net.Conn)
 	}{
-		{"inside VALIDATE", query{}.op(opValidate).u32(validateMagic)[:3]},
-		{"inside a key's length", validated().op(opSet).u64(5)[:8]},
-		{"inside a key", validated().op(opSet).u64(5).append("ab")},
-		{"before a value", validated().op(opSet).str("k2")},
-		{"inside a value", validated().op(opSet).str("k2").u64(1 << 20).append("xyz")},
-		{"inside MULTI_SET", validated().op(opMultiSet).u64(3).str("m1").str("1").str("m2")},
-		{"inside WAIT's keys", validated().op(opWait).u64(2).str("a")},
-		{"while waiting", validated().op(opWait).keys([]string{"never"})},
-		{"after CANCEL_WAIT", validated().op(opWait).keys([]string{"never"}).op(opCancelWait)},
+		{"inside VALIDATE", query{}.op(opValidate).u32(validateMagic)[:3], nil},
+		{"inside a key's length", validated().op(opSet).u64(5)[:8], nil},
+		{"inside a key", validated().op(opSet).u64(5).append("ab"), nil},
+		{"before a value", validated().op(opSet).str("k2"), nil},
+		{"inside a value", validated().op(opSet).str("k2").u64(1 << 20).append("xyz"), nil},
+		{"inside MULTI_SET", validated().op(opMultiSet).u64(3).str("m1").str("1").str("m2"), nil},
+		{"inside WAIT's keys", validated().op(opWait).u64(2).str("a"), nil},
+		{"while waiting", validated().op(opWait).keys([]string{"never"}), func(t *testing.T, _ net.Conn) {
+			testwait.Until(t, 10*time.Second, "the server to put the WAIT aside", func() bool { return s.waits.Load() == 1 })
+		}},
+		{"after CANCEL_WAIT", validated().op(opWait).keys([]string{"never"}).op(opCancelWait), func(t *testing.T, nc net.Conn) {
+			nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if b, err := io.ReadAll(io.LimitReader(nc, 1)); err != nil || len(b) != 1 || b[0] != waitCanceled {
+				t.Fatalf("answer to CANCEL_WAIT: %v, %v", b, err)
+			}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -151,9 +156,12 @@ func TestDroppedMidRequest(t *testing.T) {
 			if _, err := nc.Write(tt.sent); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(10 * time.Millisecond)
+			if tt.taken != nil {
+				tt.taken(t, nc)
+			}
 			nc.Close()
 			connections(t, s, 1)
+			testwait.Until(t, 10*time.Second, "the dropped WAIT to end", func() bool { return s.waits.Load() == 0 })
 			if v, err := other.Get("k"); err != nil || string(v) != "v" {
 				t.Fatalf("the other client after the drop: %q, %v", v, err)
 			}
