@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/musterhq/muster/cgroup"
+	"github.com/musterhq/muster/fabric"
 	"github.com/musterhq/muster/gpu"
 	"github.com/musterhq/muster/jobspec"
 	"github.com/musterhq/muster/kv"
@@ -60,6 +61,9 @@ type Config struct {
 	Addr string
 	// Rank is an explicit node rank, or -1.
 	Rank int32
+	// Fabric is the node's place in the network, widest level first; the
+	// store orders node ranks by it. Nil: not known.
+	Fabric fabric.Path
 	// GPUs is what the node offers; GPUError says why it is empty, if it is.
 	GPUs     []gpu.Device
 	GPUError string
@@ -298,7 +302,7 @@ func describeNode(cfg Config) *musterv1.Node {
 	topo := topology.Read(cmp.Or(cfg.TopologyRoot, "/"))
 	// NumCPU counts the CPUs the process may run on (its affinity mask).
 	node := &musterv1.Node{Name: cfg.Name, Addr: cfg.Addr, Rank: cfg.Rank, GpuError: cfg.GPUError, Cpus: int32(runtime.NumCPU()),
-		Topology: topo.Proto()}
+		Topology: topo.Proto(), Fabric: cfg.Fabric.Proto()}
 	for _, d := range cfg.GPUs {
 		node.Gpus = append(node.Gpus, &musterv1.GPU{Index: int32(d.Index), Uuid: d.UUID, Name: d.Name, MemoryBytes: d.MemoryBytes})
 	}

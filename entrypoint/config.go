@@ -5,6 +5,7 @@
 package entrypoint
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +19,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/musterhq/muster/fabric"
 	"github.com/musterhq/muster/gpu"
 	"github.com/musterhq/muster/launch"
 	"github.com/musterhq/muster/platform"
@@ -101,6 +103,9 @@ type Config struct {
 	// StorePeers is --store-peers: the replicas' HOST[:PORT], node rank 0's
 	// first; by default the platform's names of those nodes.
 	StorePeers []string
+	// Fabric is this node's place in the network (--topology, or what
+	// Slurm or the GPUs say): the store orders node ranks without one by it.
+	Fabric fabric.Path
 }
 
 // Plan is what a node does: Config with the platform's answers filled in,
@@ -260,6 +265,7 @@ func (p *Plan) Describe(role string) []string {
 		"role: " + role,
 		"nodes: " + nodes + src("NNodes"),
 		"node rank: " + rank + src("NodeRank"),
+		"fabric: " + cmp.Or(p.Fabric.String(), "none"),
 		"per node: " + per + src("GPUsPerNode"),
 		fmt.Sprintf("restarts: at most %d, job-wide; join timeout %s; last call %s", p.MaxRestarts, p.JoinTimeout, p.LastCall),
 		"PyTorch's TCPStore: " + store,

@@ -100,7 +100,7 @@ func (p *Plan) agentConfig(addr string, rank int) agent.Config {
 	// A node whose store is gone must not wait long to deliver its last
 	// events: the container's stop grace is short.
 	return agent.Config{Name: p.Name, Addr: addr, Rank: int32(rank), Environ: p.Environ, GPUs: p.GPUDevices, GPUError: p.GPUError,
-		ShutdownTimeout: shutdownTimeout, NCCLVersion: ncclprobe.Self()}
+		Fabric: p.Fabric, ShutdownTimeout: shutdownTimeout, NCCLVersion: ncclprobe.Self()}
 }
 
 // hostCerts makes the store certificate of a node that hosts the store (or

@@ -30,6 +30,13 @@ type Doctor struct {
 	PlatformError string   `json:"platformError" yaml:"platformError"`
 	// Topology is this node's hardware as an agent here reads it.
 	Topology *Topology `json:"topology" yaml:"topology"`
+	// Fabric is the node's place in the network an agent here would
+	// register (block=b1,switch=s3), "" for none; FabricFrom says where it
+	// came from (MUSTER_TOPOLOGY, scontrol show topology, NVML GPU fabric)
+	// and FabricError why MUSTER_TOPOLOGY was refused.
+	Fabric      string `json:"fabric" yaml:"fabric"`
+	FabricFrom  string `json:"fabricFrom" yaml:"fabricFrom"`
+	FabricError string `json:"fabricError" yaml:"fabricError"`
 }
 
 // Variable is an environment variable and its value.
@@ -84,6 +91,14 @@ func WriteDoctor(w io.Writer, f Format, d Doctor) error {
 		for _, line := range d.Platform {
 			fmt.Fprintf(w, "  %s\n", line)
 		}
+	}
+	switch {
+	case d.FabricError != "":
+		fmt.Fprintf(w, "\nfabric: %s\n", d.FabricError)
+	case d.Fabric != "":
+		fmt.Fprintf(w, "\nfabric: %s (from %s)\n", d.Fabric, d.FabricFrom)
+	default:
+		fmt.Fprintln(w, "\nfabric: none (agent --topology, Slurm's topology or the GPUs' NVLink fabric give it)")
 	}
 	if d.Topology != nil {
 		fmt.Fprintln(w, "\ntopology (from sysfs):")

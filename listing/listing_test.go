@@ -153,13 +153,13 @@ d     10.0.0.4  -     alive,cordoned        0     0     -     -
 e     10.0.0.5  -     alive,draining        0     0     j-2   -
 f               -     -,drained             0     0     -     -
 `},
-		{Wide, `NODE  ADDR      RANK  STATE                 GPUS  FREE  JOBS  HEALTH  BUSY  CPUS  VERSION  GPU-NAMES
-a     10.0.0.1  -     alive                 2     1     j-1   -       1     8     v1       H100,H100
-b     10.0.0.2  3     alive,leaving         0     0     -     -       -     -     -        -
-c     10.0.0.3  -     alive,not-registered  0     0     -     -       -     -     -        -
-d     10.0.0.4  -     alive,cordoned        0     0     -     -       -     -     -        -
-e     10.0.0.5  -     alive,draining        0     0     j-2   -       -     -     -        -
-f               -     -,drained             0     0     -     -       -     -     -        -
+		{Wide, `NODE  ADDR      RANK  STATE                 GPUS  FREE  JOBS  HEALTH  BUSY  CPUS  VERSION  FABRIC  GPU-NAMES
+a     10.0.0.1  -     alive                 2     1     j-1   -       1     8     v1       -       H100,H100
+b     10.0.0.2  3     alive,leaving         0     0     -     -       -     -     -        -       -
+c     10.0.0.3  -     alive,not-registered  0     0     -     -       -     -     -        -       -
+d     10.0.0.4  -     alive,cordoned        0     0     -     -       -     -     -        -       -
+e     10.0.0.5  -     alive,draining        0     0     j-2   -       -     -     -        -       -
+f               -     -,drained             0     0     -     -       -     -     -        -       -
 `},
 	} {
 		var b bytes.Buffer

@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/musterhq/muster/fabric"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
 
@@ -52,6 +53,9 @@ type Node struct {
 	// Topology is its hardware as its agent read it at start; null from
 	// an agent that reports none.
 	Topology *Topology `json:"topology" yaml:"topology"`
+	// Fabric is its place in the network, widest level first
+	// (block=b1,switch=s3), by which node ranks are ordered; "" for none.
+	Fabric string `json:"fabric" yaml:"fabric"`
 }
 
 // Health is a node's health check.
@@ -84,7 +88,8 @@ func Nodes(nodes []*musterv1.NodeStatus) NodeList {
 			Version: info.GetVersion(), CPUs: info.GetCpus(), GPUs: len(info.GetGpus()),
 			FreeGPUs: len(info.GetGpus()) - len(n.GetBusyGpus()), BusyGPUs: append([]int32{}, n.GetBusyGpus()...),
 			GPUDevices: []GPU{}, GPUError: info.GetGpuError(), Jobs: append([]string{}, n.GetJobs()...),
-			Schedule: scheduleName(n.GetSchedule(), len(n.GetJobs())), Topology: TopologyOf(info.GetTopology())}
+			Schedule: scheduleName(n.GetSchedule(), len(n.GetJobs())), Topology: TopologyOf(info.GetTopology()),
+			Fabric: fabric.FromProto(info.GetFabric()).String()}
 		if h := n.GetHealth(); h != nil {
 			checked := time.UnixMilli(h.GetCheckedUnixMs())
 			item.Health = &Health{OK: h.GetOk(), Check: h.GetCheck(), Reason: h.GetReason(), Job: h.GetJobId(),
@@ -164,7 +169,7 @@ func WriteNodes(w io.Writer, f Format, l NodeList) error {
 	now := time.Now()
 	header := "NODE\tADDR\tRANK\tSTATE\tGPUS\tFREE\tJOBS\tHEALTH"
 	if f == Wide {
-		header += "\tBUSY\tCPUS\tVERSION\tGPU-NAMES"
+		header += "\tBUSY\tCPUS\tVERSION\tFABRIC\tGPU-NAMES"
 	}
 	fmt.Fprintln(tw, header)
 	for _, n := range l.Items {
@@ -186,7 +191,7 @@ func WriteNodes(w io.Writer, f Format, l NodeList) error {
 			if n.CPUs > 0 {
 				cpus = fmt.Sprint(n.CPUs)
 			}
-			fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s", orDash(strings.Join(busy, ",")), cpus, orDash(n.Version), orDash(strings.Join(names, ",")))
+			fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s\t%s", orDash(strings.Join(busy, ",")), cpus, orDash(n.Version), orDash(n.Fabric), orDash(strings.Join(names, ",")))
 		}
 		fmt.Fprintln(tw)
 	}

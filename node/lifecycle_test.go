@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -12,18 +13,13 @@ import (
 	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/cluster"
 	"github.com/musterhq/muster/node"
+	"github.com/musterhq/muster/testfixture"
 	"github.com/musterhq/muster/testwait"
 )
 
 // freePort is a loopback address whose port was free a moment ago.
 func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(testfixture.FreePort(t)))
 }
 
 // A Start that fails after it hosted the store (its agent refused) gives

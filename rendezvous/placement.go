@@ -71,9 +71,10 @@ func (s *Store) countReadyLocked(p *placement) int {
 // spec.Nnodes of them, and describes why the nodes passed over could not be
 // taken. Without hosts, nodes with an explicit node rank come first, then a
 // job without GPUs takes the least loaded nodes and a job with GPUs the
-// first in name order; node ranks follow explicit node rank, then name. With
-// hosts the order is the hosts', and a listed host that no registered node
-// matches is described too.
+// first in name order; node ranks follow explicit node rank, then fabric
+// path, then name. With hosts node rank 0 is the first host taken and the
+// others follow the hosts' order, or the fabric's when the nodes give one;
+// a listed host that no registered node matches is described too.
 func (s *Store) pickLocked(p *placement) (picked []*node, unusable []string) {
 	take := func(n *node) bool {
 		switch {
@@ -106,8 +107,9 @@ func (s *Store) pickLocked(p *placement) (picked []*node, unusable []string) {
 				break
 			}
 		}
-		// Node ranks follow the node order, whichever nodes were taken.
-		slices.SortFunc(picked, compareNodes)
+		// Node ranks follow the node order, whichever nodes were taken, and
+		// the fabric where the nodes gave their place in it (fabric.go).
+		slices.SortFunc(picked, compareRanked)
 		return picked, unusable
 	}
 	// A host matches every node of its name or address; nodes sharing an
@@ -136,11 +138,11 @@ func (s *Store) pickLocked(p *placement) (picked []*node, unusable []string) {
 			}
 			seen[n] = true
 			if take(n) {
-				return picked, unusable
+				return orderListed(picked), unusable
 			}
 		}
 	}
-	return picked, unusable
+	return orderListed(picked), unusable
 }
 
 // workersLocked counts, by node, the workers of the rounds running on it.

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/musterhq/muster/fabric"
 	"github.com/musterhq/muster/jobspec"
 	musterv1 "github.com/musterhq/muster/proto/muster/v1"
 )
@@ -47,6 +48,9 @@ func validateNode(n *musterv1.Node) error {
 	}
 	if t := n.GetTopology(); t != nil && proto.Size(t) > jobspec.MaxTopologyBytes {
 		return fmt.Errorf("register: node %s: topology of %d bytes, more than %d", n.GetName(), proto.Size(t), jobspec.MaxTopologyBytes)
+	}
+	if err := fabric.FromProto(n.GetFabric()).Check(); err != nil {
+		return fmt.Errorf("register: node %s: fabric path: %w", n.GetName(), err)
 	}
 	if n.GetCpus() < 0 {
 		return fmt.Errorf("register: node %s reports %d CPUs", n.GetName(), n.GetCpus())

@@ -79,7 +79,8 @@ func main() {
 				&cli.StringFlag{Name: "advertise", EnvVars: []string{"MUSTER_ADVERTISE"}, Usage: "the `IP[:PORT]` other nodes gossip with this one on (default: the --bind IP, else --addr, else the --listen IP, else a private IP of this host)"},
 				&cli.StringFlag{Name: "name", EnvVars: []string{"MUSTER_NAME"}, Usage: "this node's `NAME` (default: the host name); unique in the cluster"},
 				&cli.StringFlag{Name: "addr", EnvVars: []string{"MUSTER_ADDR"}, Usage: "this node's `IP` for workers (MASTER_ADDR, NCCL root); default: the gossip address, else the --listen host, else 127.0.0.1"},
-				cmdline.WithEnv(cmdline.WithDefaultText(cmdline.Flag(nodeRank, "node-rank", nil, "explicit node `RANK`; nodes without one are ordered by name"), "none"), "MUSTER_AGENT_NODE_RANK"),
+				cmdline.WithEnv(cmdline.WithDefaultText(cmdline.Flag(nodeRank, "node-rank", nil, "explicit node `RANK`; nodes without one are ordered by --topology, then by name"), "none"), "MUSTER_AGENT_NODE_RANK"),
+				topologyFlag(),
 				cmdline.WithEnv(cmdline.Flag(nodeTimeout, "node-timeout", nil, nodeTimeoutUsage), "MUSTER_NODE_TIMEOUT"),
 			),
 			cmdline.InCategory("Security",
@@ -232,6 +233,9 @@ func runAgent(c *cli.Context, nodeRank int32, killTimeout, nodeTimeout, healthTi
 	} else if ncfg.Agent.GPUs, err = gpu.FromEnvironment(); err != nil {
 		ncfg.Agent.GPUError = err.Error()
 		log.Info("no gpus", zap.Error(err))
+	}
+	if ncfg.Agent.Fabric, err = fabricPath(ctx, c, log, c.String("gpu-devices") == "" && len(ncfg.Agent.GPUs) > 0); err != nil {
+		return err
 	}
 	// Only a node that should have GPUs is unready without them.
 	if file := gpu.DeviceFile("/dev"); file != "" {

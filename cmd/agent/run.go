@@ -107,6 +107,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "name", EnvVars: []string{"MUSTER_NAME"}, Usage: "this node's `NAME` (default: the host name)"},
 			&cli.StringFlag{Name: "addr", EnvVars: []string{"MUSTER_ADDR"}, Usage: "this node's `IP` for workers (default: its gossip address)"},
 			&cli.StringFlag{Name: "gpu-devices", EnvVars: []string{"MUSTER_GPU_DEVICES"}, Usage: "offer these GPUs (`LIST` of indices) instead of the ones NVML finds"},
+			topologyFlag(),
 			&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"MUSTER_METRICS_ADDR"}, Usage: metricsAddrUsage},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print what was detected and decided, and exit"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, EnvVars: []string{"MUSTER_VERBOSE"}, Usage: "log what the store and agent do"},
@@ -182,6 +183,9 @@ func run(c *cli.Context, f runFlags) error {
 		}
 	} else if plan.GPUDevices, err = gpu.FromEnvironment(); err != nil {
 		plan.GPUError = err.Error()
+	}
+	if plan.Fabric, err = fabricPath(context.Background(), c, plan.Logger, c.String("gpu-devices") == "" && len(plan.GPUDevices) > 0); err != nil {
+		return err
 	}
 	// A GPU count, given or the platform's, says whether this node must
 	// have GPUs to be ready; without one, its NVIDIA device files do.

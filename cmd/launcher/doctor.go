@@ -101,6 +101,7 @@ func doctor(c *cli.Context) error {
 	// The topology is read from the root above sysfs, as an agent here
 	// reads it: sys/ and proc/self/.
 	d.Topology = listing.TopologyOf(topology.Read(filepath.Dir(filepath.Clean(c.String("sysfs")))).Proto())
+	doctorFabric(c.Context, &d)
 	if err := listing.WriteDoctor(c.App.Writer, f, d); err != nil {
 		return cli.Exit("doctor: "+err.Error(), 1)
 	}

@@ -540,7 +540,12 @@ type Node struct {
 	Cpus int32 `protobuf:"varint,7,opt,name=cpus,proto3" json:"cpus,omitempty"`
 	// topology is what the agent read of its node's hardware from sysfs when
 	// it started; absent from agents that predate it.
-	Topology      *NodeTopology `protobuf:"bytes,600,opt,name=topology,proto3" json:"topology,omitempty"`
+	Topology *NodeTopology `protobuf:"bytes,600,opt,name=topology,proto3" json:"topology,omitempty"`
+	// fabric is where the node sits in the cluster's network, widest level
+	// first (block=b1, switch=s3): the store gives consecutive node ranks to
+	// nodes that share its deepest level. At most 8 levels; the store checks
+	// them. Empty: not known.
+	Fabric        []*FabricLevel `protobuf:"bytes,1100,rep,name=fabric,proto3" json:"fabric,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -631,6 +636,67 @@ func (x *Node) GetTopology() *NodeTopology {
 	return nil
 }
 
+func (x *Node) GetFabric() []*FabricLevel {
+	if x != nil {
+		return x.Fabric
+	}
+	return nil
+}
+
+// FabricLevel is one level of a node's place in the network: its name
+// (block, switch, clique) and the node's value at it (b1, s3).
+type FabricLevel struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FabricLevel) Reset() {
+	*x = FabricLevel{}
+	mi := &file_muster_v1_types_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FabricLevel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FabricLevel) ProtoMessage() {}
+
+func (x *FabricLevel) ProtoReflect() protoreflect.Message {
+	mi := &file_muster_v1_types_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FabricLevel.ProtoReflect.Descriptor instead.
+func (*FabricLevel) Descriptor() ([]byte, []int) {
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *FabricLevel) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FabricLevel) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 // NodeTopology is a node's GPUs and NICs with where they sit on the PCI
 // tree and NUMA nodes, and the node's CPUs. CPU sets are in the kernel's
 // list format ("0-55,112-167"). The agent bounds it; the store checks its
@@ -654,7 +720,7 @@ type NodeTopology struct {
 
 func (x *NodeTopology) Reset() {
 	*x = NodeTopology{}
-	mi := &file_muster_v1_types_proto_msgTypes[2]
+	mi := &file_muster_v1_types_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -666,7 +732,7 @@ func (x *NodeTopology) String() string {
 func (*NodeTopology) ProtoMessage() {}
 
 func (x *NodeTopology) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[2]
+	mi := &file_muster_v1_types_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -679,7 +745,7 @@ func (x *NodeTopology) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeTopology.ProtoReflect.Descriptor instead.
 func (*NodeTopology) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{2}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *NodeTopology) GetGpus() []*TopologyGPU {
@@ -747,7 +813,7 @@ type TopologyGPU struct {
 
 func (x *TopologyGPU) Reset() {
 	*x = TopologyGPU{}
-	mi := &file_muster_v1_types_proto_msgTypes[3]
+	mi := &file_muster_v1_types_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -759,7 +825,7 @@ func (x *TopologyGPU) String() string {
 func (*TopologyGPU) ProtoMessage() {}
 
 func (x *TopologyGPU) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[3]
+	mi := &file_muster_v1_types_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -772,7 +838,7 @@ func (x *TopologyGPU) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologyGPU.ProtoReflect.Descriptor instead.
 func (*TopologyGPU) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{3}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TopologyGPU) GetIndex() int32 {
@@ -853,7 +919,7 @@ type TopologyNIC struct {
 
 func (x *TopologyNIC) Reset() {
 	*x = TopologyNIC{}
-	mi := &file_muster_v1_types_proto_msgTypes[4]
+	mi := &file_muster_v1_types_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +931,7 @@ func (x *TopologyNIC) String() string {
 func (*TopologyNIC) ProtoMessage() {}
 
 func (x *TopologyNIC) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[4]
+	mi := &file_muster_v1_types_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +944,7 @@ func (x *TopologyNIC) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologyNIC.ProtoReflect.Descriptor instead.
 func (*TopologyNIC) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{4}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TopologyNIC) GetName() string {
@@ -935,7 +1001,7 @@ type NUMANode struct {
 
 func (x *NUMANode) Reset() {
 	*x = NUMANode{}
-	mi := &file_muster_v1_types_proto_msgTypes[5]
+	mi := &file_muster_v1_types_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1013,7 @@ func (x *NUMANode) String() string {
 func (*NUMANode) ProtoMessage() {}
 
 func (x *NUMANode) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[5]
+	mi := &file_muster_v1_types_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1026,7 @@ func (x *NUMANode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NUMANode.ProtoReflect.Descriptor instead.
 func (*NUMANode) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{5}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *NUMANode) GetId() int32 {
@@ -1005,7 +1071,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[6]
+	mi := &file_muster_v1_types_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1017,7 +1083,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[6]
+	mi := &file_muster_v1_types_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1030,7 +1096,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{6}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RegisterRequest) GetNode() *Node {
@@ -1082,7 +1148,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[7]
+	mi := &file_muster_v1_types_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1094,7 +1160,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[7]
+	mi := &file_muster_v1_types_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1107,7 +1173,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{7}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RegisterResponse) GetSession() string {
@@ -1149,7 +1215,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[8]
+	mi := &file_muster_v1_types_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1161,7 +1227,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[8]
+	mi := &file_muster_v1_types_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1174,7 +1240,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{8}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RenewRequest) GetSession() string {
@@ -1192,7 +1258,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[9]
+	mi := &file_muster_v1_types_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1204,7 +1270,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[9]
+	mi := &file_muster_v1_types_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1217,7 +1283,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 // RunningJob is what an agent reports of a job on its node when it
@@ -1256,7 +1322,7 @@ type RunningJob struct {
 
 func (x *RunningJob) Reset() {
 	*x = RunningJob{}
-	mi := &file_muster_v1_types_proto_msgTypes[10]
+	mi := &file_muster_v1_types_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1334,7 @@ func (x *RunningJob) String() string {
 func (*RunningJob) ProtoMessage() {}
 
 func (x *RunningJob) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[10]
+	mi := &file_muster_v1_types_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1347,7 @@ func (x *RunningJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunningJob.ProtoReflect.Descriptor instead.
 func (*RunningJob) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{10}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RunningJob) GetJobId() string {
@@ -1411,7 +1477,7 @@ type RankState struct {
 
 func (x *RankState) Reset() {
 	*x = RankState{}
-	mi := &file_muster_v1_types_proto_msgTypes[11]
+	mi := &file_muster_v1_types_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1423,7 +1489,7 @@ func (x *RankState) String() string {
 func (*RankState) ProtoMessage() {}
 
 func (x *RankState) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[11]
+	mi := &file_muster_v1_types_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1436,7 +1502,7 @@ func (x *RankState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RankState.ProtoReflect.Descriptor instead.
 func (*RankState) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{11}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RankState) GetRank() int32 {
@@ -1476,7 +1542,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[12]
+	mi := &file_muster_v1_types_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1488,7 +1554,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[12]
+	mi := &file_muster_v1_types_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1501,7 +1567,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{12}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WatchRequest) GetSession() string {
@@ -1531,7 +1597,7 @@ type AgentCommand struct {
 
 func (x *AgentCommand) Reset() {
 	*x = AgentCommand{}
-	mi := &file_muster_v1_types_proto_msgTypes[13]
+	mi := &file_muster_v1_types_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +1609,7 @@ func (x *AgentCommand) String() string {
 func (*AgentCommand) ProtoMessage() {}
 
 func (x *AgentCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[13]
+	mi := &file_muster_v1_types_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +1622,7 @@ func (x *AgentCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentCommand.ProtoReflect.Descriptor instead.
 func (*AgentCommand) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{13}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AgentCommand) GetCommand() isAgentCommand_Command {
@@ -1718,7 +1784,7 @@ type CollectHangClues struct {
 
 func (x *CollectHangClues) Reset() {
 	*x = CollectHangClues{}
-	mi := &file_muster_v1_types_proto_msgTypes[14]
+	mi := &file_muster_v1_types_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1730,7 +1796,7 @@ func (x *CollectHangClues) String() string {
 func (*CollectHangClues) ProtoMessage() {}
 
 func (x *CollectHangClues) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[14]
+	mi := &file_muster_v1_types_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1743,7 +1809,7 @@ func (x *CollectHangClues) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectHangClues.ProtoReflect.Descriptor instead.
 func (*CollectHangClues) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CollectHangClues) GetJobId() string {
@@ -1780,7 +1846,7 @@ type SendLogs struct {
 
 func (x *SendLogs) Reset() {
 	*x = SendLogs{}
-	mi := &file_muster_v1_types_proto_msgTypes[15]
+	mi := &file_muster_v1_types_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1792,7 +1858,7 @@ func (x *SendLogs) String() string {
 func (*SendLogs) ProtoMessage() {}
 
 func (x *SendLogs) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[15]
+	mi := &file_muster_v1_types_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1805,7 +1871,7 @@ func (x *SendLogs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendLogs.ProtoReflect.Descriptor instead.
 func (*SendLogs) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{15}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SendLogs) GetRequestId() string {
@@ -1862,7 +1928,7 @@ type LogRecord struct {
 
 func (x *LogRecord) Reset() {
 	*x = LogRecord{}
-	mi := &file_muster_v1_types_proto_msgTypes[16]
+	mi := &file_muster_v1_types_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1874,7 +1940,7 @@ func (x *LogRecord) String() string {
 func (*LogRecord) ProtoMessage() {}
 
 func (x *LogRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[16]
+	mi := &file_muster_v1_types_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1887,7 +1953,7 @@ func (x *LogRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogRecord.ProtoReflect.Descriptor instead.
 func (*LogRecord) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{16}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LogRecord) GetRank() int32 {
@@ -1947,7 +2013,7 @@ type PushLogsRequest struct {
 
 func (x *PushLogsRequest) Reset() {
 	*x = PushLogsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[17]
+	mi := &file_muster_v1_types_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1959,7 +2025,7 @@ func (x *PushLogsRequest) String() string {
 func (*PushLogsRequest) ProtoMessage() {}
 
 func (x *PushLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[17]
+	mi := &file_muster_v1_types_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1972,7 +2038,7 @@ func (x *PushLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushLogsRequest.ProtoReflect.Descriptor instead.
 func (*PushLogsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{17}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PushLogsRequest) GetSession() string {
@@ -2011,7 +2077,7 @@ type PushLogsResponse struct {
 
 func (x *PushLogsResponse) Reset() {
 	*x = PushLogsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[18]
+	mi := &file_muster_v1_types_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2023,7 +2089,7 @@ func (x *PushLogsResponse) String() string {
 func (*PushLogsResponse) ProtoMessage() {}
 
 func (x *PushLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[18]
+	mi := &file_muster_v1_types_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2036,7 +2102,7 @@ func (x *PushLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushLogsResponse.ProtoReflect.Descriptor instead.
 func (*PushLogsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{18}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{19}
 }
 
 type LogsRequest struct {
@@ -2051,7 +2117,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[19]
+	mi := &file_muster_v1_types_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2063,7 +2129,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[19]
+	mi := &file_muster_v1_types_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2076,7 +2142,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{19}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LogsRequest) GetJobId() string {
@@ -2120,7 +2186,7 @@ type LogsResponse struct {
 
 func (x *LogsResponse) Reset() {
 	*x = LogsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[20]
+	mi := &file_muster_v1_types_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2132,7 +2198,7 @@ func (x *LogsResponse) String() string {
 func (*LogsResponse) ProtoMessage() {}
 
 func (x *LogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[20]
+	mi := &file_muster_v1_types_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2145,7 +2211,7 @@ func (x *LogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsResponse.ProtoReflect.Descriptor instead.
 func (*LogsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{20}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LogsResponse) GetRecords() []*LogRecord {
@@ -2184,7 +2250,7 @@ type ProbePeer struct {
 
 func (x *ProbePeer) Reset() {
 	*x = ProbePeer{}
-	mi := &file_muster_v1_types_proto_msgTypes[21]
+	mi := &file_muster_v1_types_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2196,7 +2262,7 @@ func (x *ProbePeer) String() string {
 func (*ProbePeer) ProtoMessage() {}
 
 func (x *ProbePeer) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[21]
+	mi := &file_muster_v1_types_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2209,7 +2275,7 @@ func (x *ProbePeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbePeer.ProtoReflect.Descriptor instead.
 func (*ProbePeer) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{21}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ProbePeer) GetNode() string {
@@ -2239,7 +2305,7 @@ type TorchConn struct {
 
 func (x *TorchConn) Reset() {
 	*x = TorchConn{}
-	mi := &file_muster_v1_types_proto_msgTypes[22]
+	mi := &file_muster_v1_types_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2251,7 +2317,7 @@ func (x *TorchConn) String() string {
 func (*TorchConn) ProtoMessage() {}
 
 func (x *TorchConn) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[22]
+	mi := &file_muster_v1_types_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2264,7 +2330,7 @@ func (x *TorchConn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TorchConn.ProtoReflect.Descriptor instead.
 func (*TorchConn) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{22}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TorchConn) GetClient() string {
@@ -2293,7 +2359,7 @@ type TorchConnVerdict struct {
 
 func (x *TorchConnVerdict) Reset() {
 	*x = TorchConnVerdict{}
-	mi := &file_muster_v1_types_proto_msgTypes[23]
+	mi := &file_muster_v1_types_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2305,7 +2371,7 @@ func (x *TorchConnVerdict) String() string {
 func (*TorchConnVerdict) ProtoMessage() {}
 
 func (x *TorchConnVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[23]
+	mi := &file_muster_v1_types_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2318,7 +2384,7 @@ func (x *TorchConnVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TorchConnVerdict.ProtoReflect.Descriptor instead.
 func (*TorchConnVerdict) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{23}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TorchConnVerdict) GetAllowed() bool {
@@ -2349,7 +2415,7 @@ type CheckTorchConns struct {
 
 func (x *CheckTorchConns) Reset() {
 	*x = CheckTorchConns{}
-	mi := &file_muster_v1_types_proto_msgTypes[24]
+	mi := &file_muster_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2361,7 +2427,7 @@ func (x *CheckTorchConns) String() string {
 func (*CheckTorchConns) ProtoMessage() {}
 
 func (x *CheckTorchConns) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[24]
+	mi := &file_muster_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2374,7 +2440,7 @@ func (x *CheckTorchConns) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTorchConns.ProtoReflect.Descriptor instead.
 func (*CheckTorchConns) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{24}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CheckTorchConns) GetRequestId() string {
@@ -2413,7 +2479,7 @@ type CheckTorchConnsRequest struct {
 
 func (x *CheckTorchConnsRequest) Reset() {
 	*x = CheckTorchConnsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[25]
+	mi := &file_muster_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2425,7 +2491,7 @@ func (x *CheckTorchConnsRequest) String() string {
 func (*CheckTorchConnsRequest) ProtoMessage() {}
 
 func (x *CheckTorchConnsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[25]
+	mi := &file_muster_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2438,7 +2504,7 @@ func (x *CheckTorchConnsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTorchConnsRequest.ProtoReflect.Descriptor instead.
 func (*CheckTorchConnsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CheckTorchConnsRequest) GetSession() string {
@@ -2480,7 +2546,7 @@ type CheckTorchConnsResponse struct {
 
 func (x *CheckTorchConnsResponse) Reset() {
 	*x = CheckTorchConnsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[26]
+	mi := &file_muster_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2492,7 +2558,7 @@ func (x *CheckTorchConnsResponse) String() string {
 func (*CheckTorchConnsResponse) ProtoMessage() {}
 
 func (x *CheckTorchConnsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[26]
+	mi := &file_muster_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2505,7 +2571,7 @@ func (x *CheckTorchConnsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTorchConnsResponse.ProtoReflect.Descriptor instead.
 func (*CheckTorchConnsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CheckTorchConnsResponse) GetVerdicts() []*TorchConnVerdict {
@@ -2526,7 +2592,7 @@ type TorchConnsCheckedRequest struct {
 
 func (x *TorchConnsCheckedRequest) Reset() {
 	*x = TorchConnsCheckedRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[27]
+	mi := &file_muster_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2538,7 +2604,7 @@ func (x *TorchConnsCheckedRequest) String() string {
 func (*TorchConnsCheckedRequest) ProtoMessage() {}
 
 func (x *TorchConnsCheckedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[27]
+	mi := &file_muster_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2551,7 +2617,7 @@ func (x *TorchConnsCheckedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TorchConnsCheckedRequest.ProtoReflect.Descriptor instead.
 func (*TorchConnsCheckedRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TorchConnsCheckedRequest) GetSession() string {
@@ -2583,7 +2649,7 @@ type TorchConnsCheckedResponse struct {
 
 func (x *TorchConnsCheckedResponse) Reset() {
 	*x = TorchConnsCheckedResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[28]
+	mi := &file_muster_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2595,7 +2661,7 @@ func (x *TorchConnsCheckedResponse) String() string {
 func (*TorchConnsCheckedResponse) ProtoMessage() {}
 
 func (x *TorchConnsCheckedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[28]
+	mi := &file_muster_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2608,7 +2674,7 @@ func (x *TorchConnsCheckedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TorchConnsCheckedResponse.ProtoReflect.Descriptor instead.
 func (*TorchConnsCheckedResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 // ReleaseStore tells the agent that served a job's TCPStore that no round
@@ -2622,7 +2688,7 @@ type ReleaseStore struct {
 
 func (x *ReleaseStore) Reset() {
 	*x = ReleaseStore{}
-	mi := &file_muster_v1_types_proto_msgTypes[29]
+	mi := &file_muster_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2634,7 +2700,7 @@ func (x *ReleaseStore) String() string {
 func (*ReleaseStore) ProtoMessage() {}
 
 func (x *ReleaseStore) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[29]
+	mi := &file_muster_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2647,7 +2713,7 @@ func (x *ReleaseStore) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseStore.ProtoReflect.Descriptor instead.
 func (*ReleaseStore) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReleaseStore) GetJobId() string {
@@ -2671,7 +2737,7 @@ type ReservePorts struct {
 
 func (x *ReservePorts) Reset() {
 	*x = ReservePorts{}
-	mi := &file_muster_v1_types_proto_msgTypes[30]
+	mi := &file_muster_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2683,7 +2749,7 @@ func (x *ReservePorts) String() string {
 func (*ReservePorts) ProtoMessage() {}
 
 func (x *ReservePorts) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[30]
+	mi := &file_muster_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2696,7 +2762,7 @@ func (x *ReservePorts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservePorts.ProtoReflect.Descriptor instead.
 func (*ReservePorts) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReservePorts) GetRoundId() string {
@@ -2739,7 +2805,7 @@ type PortsReservedRequest struct {
 
 func (x *PortsReservedRequest) Reset() {
 	*x = PortsReservedRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[31]
+	mi := &file_muster_v1_types_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2751,7 +2817,7 @@ func (x *PortsReservedRequest) String() string {
 func (*PortsReservedRequest) ProtoMessage() {}
 
 func (x *PortsReservedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[31]
+	mi := &file_muster_v1_types_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2764,7 +2830,7 @@ func (x *PortsReservedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortsReservedRequest.ProtoReflect.Descriptor instead.
 func (*PortsReservedRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PortsReservedRequest) GetSession() string {
@@ -2803,7 +2869,7 @@ type PortsReservedResponse struct {
 
 func (x *PortsReservedResponse) Reset() {
 	*x = PortsReservedResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[32]
+	mi := &file_muster_v1_types_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2815,7 +2881,7 @@ func (x *PortsReservedResponse) String() string {
 func (*PortsReservedResponse) ProtoMessage() {}
 
 func (x *PortsReservedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[32]
+	mi := &file_muster_v1_types_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2828,7 +2894,7 @@ func (x *PortsReservedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortsReservedResponse.ProtoReflect.Descriptor instead.
 func (*PortsReservedResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{32}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
 }
 
 // ReportLossRequest is an agent's word that gossip found another node lost.
@@ -2844,7 +2910,7 @@ type ReportLossRequest struct {
 
 func (x *ReportLossRequest) Reset() {
 	*x = ReportLossRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2856,7 +2922,7 @@ func (x *ReportLossRequest) String() string {
 func (*ReportLossRequest) ProtoMessage() {}
 
 func (x *ReportLossRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[33]
+	mi := &file_muster_v1_types_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2869,7 +2935,7 @@ func (x *ReportLossRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportLossRequest.ProtoReflect.Descriptor instead.
 func (*ReportLossRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{33}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReportLossRequest) GetSession() string {
@@ -2894,7 +2960,7 @@ type ReportLossResponse struct {
 
 func (x *ReportLossResponse) Reset() {
 	*x = ReportLossResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2906,7 +2972,7 @@ func (x *ReportLossResponse) String() string {
 func (*ReportLossResponse) ProtoMessage() {}
 
 func (x *ReportLossResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[34]
+	mi := &file_muster_v1_types_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2919,7 +2985,7 @@ func (x *ReportLossResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportLossResponse.ProtoReflect.Descriptor instead.
 func (*ReportLossResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
 }
 
 // LeaveRequest is an agent's word that it is shutting down: its node takes
@@ -2935,7 +3001,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2947,7 +3013,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[35]
+	mi := &file_muster_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2960,7 +3026,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *LeaveRequest) GetSession() string {
@@ -2985,7 +3051,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2997,7 +3063,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[36]
+	mi := &file_muster_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3010,7 +3076,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 // JobSpec is what a launcher asks for. The command, environment and
@@ -3109,7 +3175,7 @@ type JobSpec struct {
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3121,7 +3187,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[37]
+	mi := &file_muster_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3134,7 +3200,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *JobSpec) GetArgv() [][]byte {
@@ -3407,7 +3473,7 @@ type Terminal struct {
 
 func (x *Terminal) Reset() {
 	*x = Terminal{}
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3419,7 +3485,7 @@ func (x *Terminal) String() string {
 func (*Terminal) ProtoMessage() {}
 
 func (x *Terminal) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[38]
+	mi := &file_muster_v1_types_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3432,7 +3498,7 @@ func (x *Terminal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Terminal.ProtoReflect.Descriptor instead.
 func (*Terminal) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Terminal) GetRows() uint32 {
@@ -3488,7 +3554,7 @@ type RankSpan struct {
 
 func (x *RankSpan) Reset() {
 	*x = RankSpan{}
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3500,7 +3566,7 @@ func (x *RankSpan) String() string {
 func (*RankSpan) ProtoMessage() {}
 
 func (x *RankSpan) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[39]
+	mi := &file_muster_v1_types_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3513,7 +3579,7 @@ func (x *RankSpan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RankSpan.ProtoReflect.Descriptor instead.
 func (*RankSpan) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{39}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RankSpan) GetFirst() int32 {
@@ -3550,7 +3616,7 @@ type NodeHealth struct {
 
 func (x *NodeHealth) Reset() {
 	*x = NodeHealth{}
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3562,7 +3628,7 @@ func (x *NodeHealth) String() string {
 func (*NodeHealth) ProtoMessage() {}
 
 func (x *NodeHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[40]
+	mi := &file_muster_v1_types_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3575,7 +3641,7 @@ func (x *NodeHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHealth.ProtoReflect.Descriptor instead.
 func (*NodeHealth) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{40}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *NodeHealth) GetOk() bool {
@@ -3625,7 +3691,7 @@ type ReportHealthRequest struct {
 
 func (x *ReportHealthRequest) Reset() {
 	*x = ReportHealthRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3637,7 +3703,7 @@ func (x *ReportHealthRequest) String() string {
 func (*ReportHealthRequest) ProtoMessage() {}
 
 func (x *ReportHealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[41]
+	mi := &file_muster_v1_types_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3650,7 +3716,7 @@ func (x *ReportHealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportHealthRequest.ProtoReflect.Descriptor instead.
 func (*ReportHealthRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{41}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReportHealthRequest) GetSession() string {
@@ -3689,7 +3755,7 @@ type ReportHealthResponse struct {
 
 func (x *ReportHealthResponse) Reset() {
 	*x = ReportHealthResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3701,7 +3767,7 @@ func (x *ReportHealthResponse) String() string {
 func (*ReportHealthResponse) ProtoMessage() {}
 
 func (x *ReportHealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[42]
+	mi := &file_muster_v1_types_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3714,7 +3780,7 @@ func (x *ReportHealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportHealthResponse.ProtoReflect.Descriptor instead.
 func (*ReportHealthResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{42}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
 }
 
 type SubmitRequest struct {
@@ -3730,7 +3796,7 @@ type SubmitRequest struct {
 
 func (x *SubmitRequest) Reset() {
 	*x = SubmitRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3742,7 +3808,7 @@ func (x *SubmitRequest) String() string {
 func (*SubmitRequest) ProtoMessage() {}
 
 func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[43]
+	mi := &file_muster_v1_types_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3755,7 +3821,7 @@ func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitRequest.ProtoReflect.Descriptor instead.
 func (*SubmitRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{43}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SubmitRequest) GetSpec() *JobSpec {
@@ -3785,7 +3851,7 @@ type SubmitResponse struct {
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3797,7 +3863,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[44]
+	mi := &file_muster_v1_types_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3810,7 +3876,7 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{44}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SubmitResponse) GetJobId() string {
@@ -3877,7 +3943,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3889,7 +3955,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[45]
+	mi := &file_muster_v1_types_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3902,7 +3968,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{45}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Assignment) GetJobId() string {
@@ -4069,7 +4135,7 @@ type Identity struct {
 
 func (x *Identity) Reset() {
 	*x = Identity{}
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4081,7 +4147,7 @@ func (x *Identity) String() string {
 func (*Identity) ProtoMessage() {}
 
 func (x *Identity) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[46]
+	mi := &file_muster_v1_types_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4094,7 +4160,7 @@ func (x *Identity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Identity.ProtoReflect.Descriptor instead.
 func (*Identity) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{46}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Identity) GetUid() uint32 {
@@ -4143,7 +4209,7 @@ type StopJob struct {
 
 func (x *StopJob) Reset() {
 	*x = StopJob{}
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4155,7 +4221,7 @@ func (x *StopJob) String() string {
 func (*StopJob) ProtoMessage() {}
 
 func (x *StopJob) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[47]
+	mi := &file_muster_v1_types_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4168,7 +4234,7 @@ func (x *StopJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopJob.ProtoReflect.Descriptor instead.
 func (*StopJob) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{47}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *StopJob) GetJobId() string {
@@ -4218,7 +4284,7 @@ type SignalJob struct {
 
 func (x *SignalJob) Reset() {
 	*x = SignalJob{}
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4230,7 +4296,7 @@ func (x *SignalJob) String() string {
 func (*SignalJob) ProtoMessage() {}
 
 func (x *SignalJob) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[48]
+	mi := &file_muster_v1_types_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4243,7 +4309,7 @@ func (x *SignalJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalJob.ProtoReflect.Descriptor instead.
 func (*SignalJob) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{48}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SignalJob) GetJobId() string {
@@ -4276,7 +4342,7 @@ type SignalRequest struct {
 
 func (x *SignalRequest) Reset() {
 	*x = SignalRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4288,7 +4354,7 @@ func (x *SignalRequest) String() string {
 func (*SignalRequest) ProtoMessage() {}
 
 func (x *SignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[49]
+	mi := &file_muster_v1_types_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4301,7 +4367,7 @@ func (x *SignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
 func (*SignalRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{49}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SignalRequest) GetJobId() string {
@@ -4337,7 +4403,7 @@ type SignalResponse struct {
 
 func (x *SignalResponse) Reset() {
 	*x = SignalResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4349,7 +4415,7 @@ func (x *SignalResponse) String() string {
 func (*SignalResponse) ProtoMessage() {}
 
 func (x *SignalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[50]
+	mi := &file_muster_v1_types_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4362,7 +4428,7 @@ func (x *SignalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalResponse.ProtoReflect.Descriptor instead.
 func (*SignalResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{50}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SignalResponse) GetNodes() int32 {
@@ -4394,7 +4460,7 @@ type WorkerStarted struct {
 
 func (x *WorkerStarted) Reset() {
 	*x = WorkerStarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4406,7 +4472,7 @@ func (x *WorkerStarted) String() string {
 func (*WorkerStarted) ProtoMessage() {}
 
 func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[51]
+	mi := &file_muster_v1_types_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4419,7 +4485,7 @@ func (x *WorkerStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerStarted.ProtoReflect.Descriptor instead.
 func (*WorkerStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{51}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *WorkerStarted) GetRank() int32 {
@@ -4495,7 +4561,7 @@ type WorkerBinding struct {
 
 func (x *WorkerBinding) Reset() {
 	*x = WorkerBinding{}
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4507,7 +4573,7 @@ func (x *WorkerBinding) String() string {
 func (*WorkerBinding) ProtoMessage() {}
 
 func (x *WorkerBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[52]
+	mi := &file_muster_v1_types_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4520,7 +4586,7 @@ func (x *WorkerBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerBinding.ProtoReflect.Descriptor instead.
 func (*WorkerBinding) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{52}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *WorkerBinding) GetGpus() []int32 {
@@ -4616,7 +4682,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4628,7 +4694,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[53]
+	mi := &file_muster_v1_types_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4641,7 +4707,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{53}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Output) GetRank() int32 {
@@ -4717,7 +4783,7 @@ type WorkerExited struct {
 
 func (x *WorkerExited) Reset() {
 	*x = WorkerExited{}
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4729,7 +4795,7 @@ func (x *WorkerExited) String() string {
 func (*WorkerExited) ProtoMessage() {}
 
 func (x *WorkerExited) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[54]
+	mi := &file_muster_v1_types_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4742,7 +4808,7 @@ func (x *WorkerExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerExited.ProtoReflect.Descriptor instead.
 func (*WorkerExited) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{54}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *WorkerExited) GetRank() int32 {
@@ -4872,7 +4938,7 @@ type PythonError struct {
 
 func (x *PythonError) Reset() {
 	*x = PythonError{}
-	mi := &file_muster_v1_types_proto_msgTypes[55]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4884,7 +4950,7 @@ func (x *PythonError) String() string {
 func (*PythonError) ProtoMessage() {}
 
 func (x *PythonError) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[55]
+	mi := &file_muster_v1_types_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4897,7 +4963,7 @@ func (x *PythonError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PythonError.ProtoReflect.Descriptor instead.
 func (*PythonError) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{55}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *PythonError) GetType() string {
@@ -4953,7 +5019,7 @@ type WorkerHang struct {
 
 func (x *WorkerHang) Reset() {
 	*x = WorkerHang{}
-	mi := &file_muster_v1_types_proto_msgTypes[56]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4965,7 +5031,7 @@ func (x *WorkerHang) String() string {
 func (*WorkerHang) ProtoMessage() {}
 
 func (x *WorkerHang) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[56]
+	mi := &file_muster_v1_types_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4978,7 +5044,7 @@ func (x *WorkerHang) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerHang.ProtoReflect.Descriptor instead.
 func (*WorkerHang) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{56}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *WorkerHang) GetSilentMs() int64 {
@@ -5068,7 +5134,7 @@ type HangVerdict struct {
 
 func (x *HangVerdict) Reset() {
 	*x = HangVerdict{}
-	mi := &file_muster_v1_types_proto_msgTypes[57]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5080,7 +5146,7 @@ func (x *HangVerdict) String() string {
 func (*HangVerdict) ProtoMessage() {}
 
 func (x *HangVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[57]
+	mi := &file_muster_v1_types_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5093,7 +5159,7 @@ func (x *HangVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HangVerdict.ProtoReflect.Descriptor instead.
 func (*HangVerdict) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{57}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *HangVerdict) GetEvidence() HangEvidence {
@@ -5186,7 +5252,7 @@ type Collective struct {
 
 func (x *Collective) Reset() {
 	*x = Collective{}
-	mi := &file_muster_v1_types_proto_msgTypes[58]
+	mi := &file_muster_v1_types_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5198,7 +5264,7 @@ func (x *Collective) String() string {
 func (*Collective) ProtoMessage() {}
 
 func (x *Collective) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[58]
+	mi := &file_muster_v1_types_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5211,7 +5277,7 @@ func (x *Collective) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Collective.ProtoReflect.Descriptor instead.
 func (*Collective) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{58}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Collective) GetProcessGroup() string {
@@ -5270,7 +5336,7 @@ type HangClues struct {
 
 func (x *HangClues) Reset() {
 	*x = HangClues{}
-	mi := &file_muster_v1_types_proto_msgTypes[59]
+	mi := &file_muster_v1_types_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5282,7 +5348,7 @@ func (x *HangClues) String() string {
 func (*HangClues) ProtoMessage() {}
 
 func (x *HangClues) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[59]
+	mi := &file_muster_v1_types_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5295,7 +5361,7 @@ func (x *HangClues) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HangClues.ProtoReflect.Descriptor instead.
 func (*HangClues) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{59}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *HangClues) GetRoundId() string {
@@ -5344,7 +5410,7 @@ type RankClues struct {
 
 func (x *RankClues) Reset() {
 	*x = RankClues{}
-	mi := &file_muster_v1_types_proto_msgTypes[60]
+	mi := &file_muster_v1_types_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5356,7 +5422,7 @@ func (x *RankClues) String() string {
 func (*RankClues) ProtoMessage() {}
 
 func (x *RankClues) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[60]
+	mi := &file_muster_v1_types_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5369,7 +5435,7 @@ func (x *RankClues) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RankClues.ProtoReflect.Descriptor instead.
 func (*RankClues) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{60}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RankClues) GetRank() int32 {
@@ -5453,7 +5519,7 @@ type RasAnswer struct {
 
 func (x *RasAnswer) Reset() {
 	*x = RasAnswer{}
-	mi := &file_muster_v1_types_proto_msgTypes[61]
+	mi := &file_muster_v1_types_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5465,7 +5531,7 @@ func (x *RasAnswer) String() string {
 func (*RasAnswer) ProtoMessage() {}
 
 func (x *RasAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[61]
+	mi := &file_muster_v1_types_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5478,7 +5544,7 @@ func (x *RasAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RasAnswer.ProtoReflect.Descriptor instead.
 func (*RasAnswer) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{61}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RasAnswer) GetAsked() bool {
@@ -5537,7 +5603,7 @@ type RasCulprit struct {
 
 func (x *RasCulprit) Reset() {
 	*x = RasCulprit{}
-	mi := &file_muster_v1_types_proto_msgTypes[62]
+	mi := &file_muster_v1_types_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5549,7 +5615,7 @@ func (x *RasCulprit) String() string {
 func (*RasCulprit) ProtoMessage() {}
 
 func (x *RasCulprit) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[62]
+	mi := &file_muster_v1_types_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5562,7 +5628,7 @@ func (x *RasCulprit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RasCulprit.ProtoReflect.Descriptor instead.
 func (*RasCulprit) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{62}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RasCulprit) GetRank() int32 {
@@ -5663,7 +5729,7 @@ type NodeLoss struct {
 
 func (x *NodeLoss) Reset() {
 	*x = NodeLoss{}
-	mi := &file_muster_v1_types_proto_msgTypes[63]
+	mi := &file_muster_v1_types_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5675,7 +5741,7 @@ func (x *NodeLoss) String() string {
 func (*NodeLoss) ProtoMessage() {}
 
 func (x *NodeLoss) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[63]
+	mi := &file_muster_v1_types_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5688,7 +5754,7 @@ func (x *NodeLoss) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoss.ProtoReflect.Descriptor instead.
 func (*NodeLoss) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{63}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *NodeLoss) GetNode() string {
@@ -5775,7 +5841,7 @@ type JobFinished struct {
 
 func (x *JobFinished) Reset() {
 	*x = JobFinished{}
-	mi := &file_muster_v1_types_proto_msgTypes[64]
+	mi := &file_muster_v1_types_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5787,7 +5853,7 @@ func (x *JobFinished) String() string {
 func (*JobFinished) ProtoMessage() {}
 
 func (x *JobFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[64]
+	mi := &file_muster_v1_types_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5800,7 +5866,7 @@ func (x *JobFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFinished.ProtoReflect.Descriptor instead.
 func (*JobFinished) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{64}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *JobFinished) GetState() JobState {
@@ -5864,7 +5930,7 @@ type OutputLost struct {
 
 func (x *OutputLost) Reset() {
 	*x = OutputLost{}
-	mi := &file_muster_v1_types_proto_msgTypes[65]
+	mi := &file_muster_v1_types_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5876,7 +5942,7 @@ func (x *OutputLost) String() string {
 func (*OutputLost) ProtoMessage() {}
 
 func (x *OutputLost) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[65]
+	mi := &file_muster_v1_types_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5889,7 +5955,7 @@ func (x *OutputLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLost.ProtoReflect.Descriptor instead.
 func (*OutputLost) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{65}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *OutputLost) GetEvents() uint64 {
@@ -5936,7 +6002,7 @@ type WaitingForNodes struct {
 
 func (x *WaitingForNodes) Reset() {
 	*x = WaitingForNodes{}
-	mi := &file_muster_v1_types_proto_msgTypes[66]
+	mi := &file_muster_v1_types_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5948,7 +6014,7 @@ func (x *WaitingForNodes) String() string {
 func (*WaitingForNodes) ProtoMessage() {}
 
 func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[66]
+	mi := &file_muster_v1_types_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5961,7 +6027,7 @@ func (x *WaitingForNodes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitingForNodes.ProtoReflect.Descriptor instead.
 func (*WaitingForNodes) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{66}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *WaitingForNodes) GetRound() int32 {
@@ -6056,7 +6122,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_muster_v1_types_proto_msgTypes[67]
+	mi := &file_muster_v1_types_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6068,7 +6134,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[67]
+	mi := &file_muster_v1_types_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6081,7 +6147,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{67}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -6324,7 +6390,7 @@ type RoundStarted struct {
 
 func (x *RoundStarted) Reset() {
 	*x = RoundStarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[68]
+	mi := &file_muster_v1_types_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6336,7 +6402,7 @@ func (x *RoundStarted) String() string {
 func (*RoundStarted) ProtoMessage() {}
 
 func (x *RoundStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[68]
+	mi := &file_muster_v1_types_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6349,7 +6415,7 @@ func (x *RoundStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundStarted.ProtoReflect.Descriptor instead.
 func (*RoundStarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{68}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *RoundStarted) GetRound() int32 {
@@ -6435,7 +6501,7 @@ type RoundRestarting struct {
 
 func (x *RoundRestarting) Reset() {
 	*x = RoundRestarting{}
-	mi := &file_muster_v1_types_proto_msgTypes[69]
+	mi := &file_muster_v1_types_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6447,7 +6513,7 @@ func (x *RoundRestarting) String() string {
 func (*RoundRestarting) ProtoMessage() {}
 
 func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[69]
+	mi := &file_muster_v1_types_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6460,7 +6526,7 @@ func (x *RoundRestarting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundRestarting.ProtoReflect.Descriptor instead.
 func (*RoundRestarting) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{69}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *RoundRestarting) GetRound() int32 {
@@ -6517,7 +6583,7 @@ type StoreRestarted struct {
 
 func (x *StoreRestarted) Reset() {
 	*x = StoreRestarted{}
-	mi := &file_muster_v1_types_proto_msgTypes[70]
+	mi := &file_muster_v1_types_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6529,7 +6595,7 @@ func (x *StoreRestarted) String() string {
 func (*StoreRestarted) ProtoMessage() {}
 
 func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[70]
+	mi := &file_muster_v1_types_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6542,7 +6608,7 @@ func (x *StoreRestarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreRestarted.ProtoReflect.Descriptor instead.
 func (*StoreRestarted) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{70}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *StoreRestarted) GetStoreId() string {
@@ -6568,7 +6634,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[71]
+	mi := &file_muster_v1_types_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6580,7 +6646,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[71]
+	mi := &file_muster_v1_types_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6593,7 +6659,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{71}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *PublishRequest) GetSession() string {
@@ -6628,7 +6694,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[72]
+	mi := &file_muster_v1_types_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6640,7 +6706,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[72]
+	mi := &file_muster_v1_types_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6653,7 +6719,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{72}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *PublishResponse) GetAckedSeq() uint64 {
@@ -6682,7 +6748,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[73]
+	mi := &file_muster_v1_types_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6694,7 +6760,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[73]
+	mi := &file_muster_v1_types_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6707,7 +6773,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{73}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -6759,7 +6825,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[74]
+	mi := &file_muster_v1_types_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6771,7 +6837,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[74]
+	mi := &file_muster_v1_types_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6784,7 +6850,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{74}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *CancelRequest) GetJobId() string {
@@ -6826,7 +6892,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[75]
+	mi := &file_muster_v1_types_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6838,7 +6904,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[75]
+	mi := &file_muster_v1_types_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6851,7 +6917,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{75}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *CancelResponse) GetEnded() JobState {
@@ -6869,7 +6935,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[76]
+	mi := &file_muster_v1_types_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6881,7 +6947,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[76]
+	mi := &file_muster_v1_types_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6894,7 +6960,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{76}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{77}
 }
 
 type NodeStatus struct {
@@ -6922,7 +6988,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[77]
+	mi := &file_muster_v1_types_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6934,7 +7000,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[77]
+	mi := &file_muster_v1_types_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6947,7 +7013,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{77}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *NodeStatus) GetNode() *Node {
@@ -7017,7 +7083,7 @@ type SetNodeScheduleRequest struct {
 
 func (x *SetNodeScheduleRequest) Reset() {
 	*x = SetNodeScheduleRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[78]
+	mi := &file_muster_v1_types_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7029,7 +7095,7 @@ func (x *SetNodeScheduleRequest) String() string {
 func (*SetNodeScheduleRequest) ProtoMessage() {}
 
 func (x *SetNodeScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[78]
+	mi := &file_muster_v1_types_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7042,7 +7108,7 @@ func (x *SetNodeScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeScheduleRequest.ProtoReflect.Descriptor instead.
 func (*SetNodeScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{78}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *SetNodeScheduleRequest) GetNode() string {
@@ -7071,7 +7137,7 @@ type SetNodeScheduleResponse struct {
 
 func (x *SetNodeScheduleResponse) Reset() {
 	*x = SetNodeScheduleResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[79]
+	mi := &file_muster_v1_types_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7083,7 +7149,7 @@ func (x *SetNodeScheduleResponse) String() string {
 func (*SetNodeScheduleResponse) ProtoMessage() {}
 
 func (x *SetNodeScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[79]
+	mi := &file_muster_v1_types_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7096,7 +7162,7 @@ func (x *SetNodeScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeScheduleResponse.ProtoReflect.Descriptor instead.
 func (*SetNodeScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{79}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *SetNodeScheduleResponse) GetPrevious() NodeSchedule {
@@ -7122,7 +7188,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[80]
+	mi := &file_muster_v1_types_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7134,7 +7200,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[80]
+	mi := &file_muster_v1_types_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7147,7 +7213,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{80}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeStatus {
@@ -7165,7 +7231,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[81]
+	mi := &file_muster_v1_types_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7177,7 +7243,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[81]
+	mi := &file_muster_v1_types_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7190,7 +7256,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{81}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{82}
 }
 
 type JobStatus struct {
@@ -7235,7 +7301,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_muster_v1_types_proto_msgTypes[82]
+	mi := &file_muster_v1_types_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7247,7 +7313,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[82]
+	mi := &file_muster_v1_types_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7260,7 +7326,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{82}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *JobStatus) GetJobId() string {
@@ -7395,7 +7461,7 @@ type JobRound struct {
 
 func (x *JobRound) Reset() {
 	*x = JobRound{}
-	mi := &file_muster_v1_types_proto_msgTypes[83]
+	mi := &file_muster_v1_types_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7407,7 +7473,7 @@ func (x *JobRound) String() string {
 func (*JobRound) ProtoMessage() {}
 
 func (x *JobRound) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[83]
+	mi := &file_muster_v1_types_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7420,7 +7486,7 @@ func (x *JobRound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRound.ProtoReflect.Descriptor instead.
 func (*JobRound) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{83}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *JobRound) GetNumber() int32 {
@@ -7453,7 +7519,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[84]
+	mi := &file_muster_v1_types_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7465,7 +7531,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[84]
+	mi := &file_muster_v1_types_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7478,7 +7544,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{84}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *GetJobRequest) GetJobId() string {
@@ -7503,7 +7569,7 @@ type HistoryCommand struct {
 
 func (x *HistoryCommand) Reset() {
 	*x = HistoryCommand{}
-	mi := &file_muster_v1_types_proto_msgTypes[85]
+	mi := &file_muster_v1_types_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7515,7 +7581,7 @@ func (x *HistoryCommand) String() string {
 func (*HistoryCommand) ProtoMessage() {}
 
 func (x *HistoryCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[85]
+	mi := &file_muster_v1_types_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7528,7 +7594,7 @@ func (x *HistoryCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryCommand.ProtoReflect.Descriptor instead.
 func (*HistoryCommand) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{85}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *HistoryCommand) GetCommand() isHistoryCommand_Command {
@@ -7583,7 +7649,7 @@ type HistoryExpire struct {
 
 func (x *HistoryExpire) Reset() {
 	*x = HistoryExpire{}
-	mi := &file_muster_v1_types_proto_msgTypes[86]
+	mi := &file_muster_v1_types_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7595,7 +7661,7 @@ func (x *HistoryExpire) String() string {
 func (*HistoryExpire) ProtoMessage() {}
 
 func (x *HistoryExpire) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[86]
+	mi := &file_muster_v1_types_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7608,7 +7674,7 @@ func (x *HistoryExpire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryExpire.ProtoReflect.Descriptor instead.
 func (*HistoryExpire) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{86}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *HistoryExpire) GetEndedBeforeUnixMs() int64 {
@@ -7627,7 +7693,7 @@ type WatchJobsRequest struct {
 
 func (x *WatchJobsRequest) Reset() {
 	*x = WatchJobsRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[87]
+	mi := &file_muster_v1_types_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7639,7 +7705,7 @@ func (x *WatchJobsRequest) String() string {
 func (*WatchJobsRequest) ProtoMessage() {}
 
 func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[87]
+	mi := &file_muster_v1_types_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7652,7 +7718,7 @@ func (x *WatchJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobsRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobsRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{87}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{88}
 }
 
 type ListJobsResponse struct {
@@ -7664,7 +7730,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[88]
+	mi := &file_muster_v1_types_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7676,7 +7742,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[88]
+	mi := &file_muster_v1_types_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7689,7 +7755,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{88}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobStatus {
@@ -7710,7 +7776,7 @@ type StdinChunk struct {
 
 func (x *StdinChunk) Reset() {
 	*x = StdinChunk{}
-	mi := &file_muster_v1_types_proto_msgTypes[89]
+	mi := &file_muster_v1_types_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7722,7 +7788,7 @@ func (x *StdinChunk) String() string {
 func (*StdinChunk) ProtoMessage() {}
 
 func (x *StdinChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[89]
+	mi := &file_muster_v1_types_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7735,7 +7801,7 @@ func (x *StdinChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdinChunk.ProtoReflect.Descriptor instead.
 func (*StdinChunk) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{89}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *StdinChunk) GetJobId() string {
@@ -7760,7 +7826,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[90]
+	mi := &file_muster_v1_types_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7772,7 +7838,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[90]
+	mi := &file_muster_v1_types_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7785,7 +7851,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{90}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{91}
 }
 
 type ReadStdinRequest struct {
@@ -7798,7 +7864,7 @@ type ReadStdinRequest struct {
 
 func (x *ReadStdinRequest) Reset() {
 	*x = ReadStdinRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[91]
+	mi := &file_muster_v1_types_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7810,7 +7876,7 @@ func (x *ReadStdinRequest) String() string {
 func (*ReadStdinRequest) ProtoMessage() {}
 
 func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[91]
+	mi := &file_muster_v1_types_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7823,7 +7889,7 @@ func (x *ReadStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStdinRequest.ProtoReflect.Descriptor instead.
 func (*ReadStdinRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{91}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *ReadStdinRequest) GetSession() string {
@@ -7854,7 +7920,7 @@ type KVSetRequest struct {
 
 func (x *KVSetRequest) Reset() {
 	*x = KVSetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[92]
+	mi := &file_muster_v1_types_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7866,7 +7932,7 @@ func (x *KVSetRequest) String() string {
 func (*KVSetRequest) ProtoMessage() {}
 
 func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[92]
+	mi := &file_muster_v1_types_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7879,7 +7945,7 @@ func (x *KVSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetRequest.ProtoReflect.Descriptor instead.
 func (*KVSetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{92}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *KVSetRequest) GetScope() string {
@@ -7912,7 +7978,7 @@ type KVSetResponse struct {
 
 func (x *KVSetResponse) Reset() {
 	*x = KVSetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[93]
+	mi := &file_muster_v1_types_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7924,7 +7990,7 @@ func (x *KVSetResponse) String() string {
 func (*KVSetResponse) ProtoMessage() {}
 
 func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[93]
+	mi := &file_muster_v1_types_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7937,7 +8003,7 @@ func (x *KVSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVSetResponse.ProtoReflect.Descriptor instead.
 func (*KVSetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{93}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *KVSetResponse) GetVersion() uint64 {
@@ -7959,7 +8025,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[94]
+	mi := &file_muster_v1_types_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7971,7 +8037,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[94]
+	mi := &file_muster_v1_types_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7984,7 +8050,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{94}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *KVGetRequest) GetScope() string {
@@ -8025,7 +8091,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[95]
+	mi := &file_muster_v1_types_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8037,7 +8103,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[95]
+	mi := &file_muster_v1_types_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8050,7 +8116,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{95}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *KVGetResponse) GetValue() []byte {
@@ -8081,7 +8147,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_muster_v1_types_proto_msgTypes[96]
+	mi := &file_muster_v1_types_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8093,7 +8159,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[96]
+	mi := &file_muster_v1_types_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8106,7 +8172,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{96}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *BarrierRequest) GetScope() string {
@@ -8152,7 +8218,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_muster_v1_types_proto_msgTypes[97]
+	mi := &file_muster_v1_types_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8164,7 +8230,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_muster_v1_types_proto_msgTypes[97]
+	mi := &file_muster_v1_types_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8177,7 +8243,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_muster_v1_types_proto_rawDescGZIP(), []int{97}
+	return file_muster_v1_types_proto_rawDescGZIP(), []int{98}
 }
 
 var File_muster_v1_types_proto protoreflect.FileDescriptor
@@ -8189,7 +8255,7 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04uuid\x18\x02 \x01(\tR\x04uuid\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12!\n" +
-	"\fmemory_bytes\x18\x04 \x01(\x04R\vmemoryBytes\"\xe7\x01\n" +
+	"\fmemory_bytes\x18\x04 \x01(\x04R\vmemoryBytes\"\x98\x02\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\"\n" +
@@ -8198,7 +8264,11 @@ const file_muster_v1_types_proto_rawDesc = "" +
 	"\aversion\x18\x05 \x01(\tR\aversion\x12\x1b\n" +
 	"\tgpu_error\x18\x06 \x01(\tR\bgpuError\x12\x12\n" +
 	"\x04cpus\x18\a \x01(\x05R\x04cpus\x124\n" +
-	"\btopology\x18\xd8\x04 \x01(\v2\x17.muster.v1.NodeTopologyR\btopology\"\xfd\x01\n" +
+	"\btopology\x18\xd8\x04 \x01(\v2\x17.muster.v1.NodeTopologyR\btopology\x12/\n" +
+	"\x06fabric\x18\xcc\b \x03(\v2\x16.muster.v1.FabricLevelR\x06fabric\"7\n" +
+	"\vFabricLevel\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xfd\x01\n" +
 	"\fNodeTopology\x12*\n" +
 	"\x04gpus\x18\x01 \x03(\v2\x16.muster.v1.TopologyGPUR\x04gpus\x12*\n" +
 	"\x04nics\x18\x02 \x03(\v2\x16.muster.v1.TopologyNICR\x04nics\x122\n" +
@@ -8866,7 +8936,7 @@ func file_muster_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_muster_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 98)
+var file_muster_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 99)
 var file_muster_v1_types_proto_goTypes = []any{
 	(RestartOn)(0),                    // 0: muster.v1.RestartOn
 	(JobState)(0),                     // 1: muster.v1.JobState
@@ -8877,189 +8947,191 @@ var file_muster_v1_types_proto_goTypes = []any{
 	(NodeSchedule)(0),                 // 6: muster.v1.NodeSchedule
 	(*GPU)(nil),                       // 7: muster.v1.GPU
 	(*Node)(nil),                      // 8: muster.v1.Node
-	(*NodeTopology)(nil),              // 9: muster.v1.NodeTopology
-	(*TopologyGPU)(nil),               // 10: muster.v1.TopologyGPU
-	(*TopologyNIC)(nil),               // 11: muster.v1.TopologyNIC
-	(*NUMANode)(nil),                  // 12: muster.v1.NUMANode
-	(*RegisterRequest)(nil),           // 13: muster.v1.RegisterRequest
-	(*RegisterResponse)(nil),          // 14: muster.v1.RegisterResponse
-	(*RenewRequest)(nil),              // 15: muster.v1.RenewRequest
-	(*RenewResponse)(nil),             // 16: muster.v1.RenewResponse
-	(*RunningJob)(nil),                // 17: muster.v1.RunningJob
-	(*RankState)(nil),                 // 18: muster.v1.RankState
-	(*WatchRequest)(nil),              // 19: muster.v1.WatchRequest
-	(*AgentCommand)(nil),              // 20: muster.v1.AgentCommand
-	(*CollectHangClues)(nil),          // 21: muster.v1.CollectHangClues
-	(*SendLogs)(nil),                  // 22: muster.v1.SendLogs
-	(*LogRecord)(nil),                 // 23: muster.v1.LogRecord
-	(*PushLogsRequest)(nil),           // 24: muster.v1.PushLogsRequest
-	(*PushLogsResponse)(nil),          // 25: muster.v1.PushLogsResponse
-	(*LogsRequest)(nil),               // 26: muster.v1.LogsRequest
-	(*LogsResponse)(nil),              // 27: muster.v1.LogsResponse
-	(*ProbePeer)(nil),                 // 28: muster.v1.ProbePeer
-	(*TorchConn)(nil),                 // 29: muster.v1.TorchConn
-	(*TorchConnVerdict)(nil),          // 30: muster.v1.TorchConnVerdict
-	(*CheckTorchConns)(nil),           // 31: muster.v1.CheckTorchConns
-	(*CheckTorchConnsRequest)(nil),    // 32: muster.v1.CheckTorchConnsRequest
-	(*CheckTorchConnsResponse)(nil),   // 33: muster.v1.CheckTorchConnsResponse
-	(*TorchConnsCheckedRequest)(nil),  // 34: muster.v1.TorchConnsCheckedRequest
-	(*TorchConnsCheckedResponse)(nil), // 35: muster.v1.TorchConnsCheckedResponse
-	(*ReleaseStore)(nil),              // 36: muster.v1.ReleaseStore
-	(*ReservePorts)(nil),              // 37: muster.v1.ReservePorts
-	(*PortsReservedRequest)(nil),      // 38: muster.v1.PortsReservedRequest
-	(*PortsReservedResponse)(nil),     // 39: muster.v1.PortsReservedResponse
-	(*ReportLossRequest)(nil),         // 40: muster.v1.ReportLossRequest
-	(*ReportLossResponse)(nil),        // 41: muster.v1.ReportLossResponse
-	(*LeaveRequest)(nil),              // 42: muster.v1.LeaveRequest
-	(*LeaveResponse)(nil),             // 43: muster.v1.LeaveResponse
-	(*JobSpec)(nil),                   // 44: muster.v1.JobSpec
-	(*Terminal)(nil),                  // 45: muster.v1.Terminal
-	(*RankSpan)(nil),                  // 46: muster.v1.RankSpan
-	(*NodeHealth)(nil),                // 47: muster.v1.NodeHealth
-	(*ReportHealthRequest)(nil),       // 48: muster.v1.ReportHealthRequest
-	(*ReportHealthResponse)(nil),      // 49: muster.v1.ReportHealthResponse
-	(*SubmitRequest)(nil),             // 50: muster.v1.SubmitRequest
-	(*SubmitResponse)(nil),            // 51: muster.v1.SubmitResponse
-	(*Assignment)(nil),                // 52: muster.v1.Assignment
-	(*Identity)(nil),                  // 53: muster.v1.Identity
-	(*StopJob)(nil),                   // 54: muster.v1.StopJob
-	(*SignalJob)(nil),                 // 55: muster.v1.SignalJob
-	(*SignalRequest)(nil),             // 56: muster.v1.SignalRequest
-	(*SignalResponse)(nil),            // 57: muster.v1.SignalResponse
-	(*WorkerStarted)(nil),             // 58: muster.v1.WorkerStarted
-	(*WorkerBinding)(nil),             // 59: muster.v1.WorkerBinding
-	(*Output)(nil),                    // 60: muster.v1.Output
-	(*WorkerExited)(nil),              // 61: muster.v1.WorkerExited
-	(*PythonError)(nil),               // 62: muster.v1.PythonError
-	(*WorkerHang)(nil),                // 63: muster.v1.WorkerHang
-	(*HangVerdict)(nil),               // 64: muster.v1.HangVerdict
-	(*Collective)(nil),                // 65: muster.v1.Collective
-	(*HangClues)(nil),                 // 66: muster.v1.HangClues
-	(*RankClues)(nil),                 // 67: muster.v1.RankClues
-	(*RasAnswer)(nil),                 // 68: muster.v1.RasAnswer
-	(*RasCulprit)(nil),                // 69: muster.v1.RasCulprit
-	(*NodeLoss)(nil),                  // 70: muster.v1.NodeLoss
-	(*JobFinished)(nil),               // 71: muster.v1.JobFinished
-	(*OutputLost)(nil),                // 72: muster.v1.OutputLost
-	(*WaitingForNodes)(nil),           // 73: muster.v1.WaitingForNodes
-	(*JobEvent)(nil),                  // 74: muster.v1.JobEvent
-	(*RoundStarted)(nil),              // 75: muster.v1.RoundStarted
-	(*RoundRestarting)(nil),           // 76: muster.v1.RoundRestarting
-	(*StoreRestarted)(nil),            // 77: muster.v1.StoreRestarted
-	(*PublishRequest)(nil),            // 78: muster.v1.PublishRequest
-	(*PublishResponse)(nil),           // 79: muster.v1.PublishResponse
-	(*WatchJobRequest)(nil),           // 80: muster.v1.WatchJobRequest
-	(*CancelRequest)(nil),             // 81: muster.v1.CancelRequest
-	(*CancelResponse)(nil),            // 82: muster.v1.CancelResponse
-	(*ListNodesRequest)(nil),          // 83: muster.v1.ListNodesRequest
-	(*NodeStatus)(nil),                // 84: muster.v1.NodeStatus
-	(*SetNodeScheduleRequest)(nil),    // 85: muster.v1.SetNodeScheduleRequest
-	(*SetNodeScheduleResponse)(nil),   // 86: muster.v1.SetNodeScheduleResponse
-	(*ListNodesResponse)(nil),         // 87: muster.v1.ListNodesResponse
-	(*ListJobsRequest)(nil),           // 88: muster.v1.ListJobsRequest
-	(*JobStatus)(nil),                 // 89: muster.v1.JobStatus
-	(*JobRound)(nil),                  // 90: muster.v1.JobRound
-	(*GetJobRequest)(nil),             // 91: muster.v1.GetJobRequest
-	(*HistoryCommand)(nil),            // 92: muster.v1.HistoryCommand
-	(*HistoryExpire)(nil),             // 93: muster.v1.HistoryExpire
-	(*WatchJobsRequest)(nil),          // 94: muster.v1.WatchJobsRequest
-	(*ListJobsResponse)(nil),          // 95: muster.v1.ListJobsResponse
-	(*StdinChunk)(nil),                // 96: muster.v1.StdinChunk
-	(*WriteStdinResponse)(nil),        // 97: muster.v1.WriteStdinResponse
-	(*ReadStdinRequest)(nil),          // 98: muster.v1.ReadStdinRequest
-	(*KVSetRequest)(nil),              // 99: muster.v1.KVSetRequest
-	(*KVSetResponse)(nil),             // 100: muster.v1.KVSetResponse
-	(*KVGetRequest)(nil),              // 101: muster.v1.KVGetRequest
-	(*KVGetResponse)(nil),             // 102: muster.v1.KVGetResponse
-	(*BarrierRequest)(nil),            // 103: muster.v1.BarrierRequest
-	(*BarrierResponse)(nil),           // 104: muster.v1.BarrierResponse
+	(*FabricLevel)(nil),               // 9: muster.v1.FabricLevel
+	(*NodeTopology)(nil),              // 10: muster.v1.NodeTopology
+	(*TopologyGPU)(nil),               // 11: muster.v1.TopologyGPU
+	(*TopologyNIC)(nil),               // 12: muster.v1.TopologyNIC
+	(*NUMANode)(nil),                  // 13: muster.v1.NUMANode
+	(*RegisterRequest)(nil),           // 14: muster.v1.RegisterRequest
+	(*RegisterResponse)(nil),          // 15: muster.v1.RegisterResponse
+	(*RenewRequest)(nil),              // 16: muster.v1.RenewRequest
+	(*RenewResponse)(nil),             // 17: muster.v1.RenewResponse
+	(*RunningJob)(nil),                // 18: muster.v1.RunningJob
+	(*RankState)(nil),                 // 19: muster.v1.RankState
+	(*WatchRequest)(nil),              // 20: muster.v1.WatchRequest
+	(*AgentCommand)(nil),              // 21: muster.v1.AgentCommand
+	(*CollectHangClues)(nil),          // 22: muster.v1.CollectHangClues
+	(*SendLogs)(nil),                  // 23: muster.v1.SendLogs
+	(*LogRecord)(nil),                 // 24: muster.v1.LogRecord
+	(*PushLogsRequest)(nil),           // 25: muster.v1.PushLogsRequest
+	(*PushLogsResponse)(nil),          // 26: muster.v1.PushLogsResponse
+	(*LogsRequest)(nil),               // 27: muster.v1.LogsRequest
+	(*LogsResponse)(nil),              // 28: muster.v1.LogsResponse
+	(*ProbePeer)(nil),                 // 29: muster.v1.ProbePeer
+	(*TorchConn)(nil),                 // 30: muster.v1.TorchConn
+	(*TorchConnVerdict)(nil),          // 31: muster.v1.TorchConnVerdict
+	(*CheckTorchConns)(nil),           // 32: muster.v1.CheckTorchConns
+	(*CheckTorchConnsRequest)(nil),    // 33: muster.v1.CheckTorchConnsRequest
+	(*CheckTorchConnsResponse)(nil),   // 34: muster.v1.CheckTorchConnsResponse
+	(*TorchConnsCheckedRequest)(nil),  // 35: muster.v1.TorchConnsCheckedRequest
+	(*TorchConnsCheckedResponse)(nil), // 36: muster.v1.TorchConnsCheckedResponse
+	(*ReleaseStore)(nil),              // 37: muster.v1.ReleaseStore
+	(*ReservePorts)(nil),              // 38: muster.v1.ReservePorts
+	(*PortsReservedRequest)(nil),      // 39: muster.v1.PortsReservedRequest
+	(*PortsReservedResponse)(nil),     // 40: muster.v1.PortsReservedResponse
+	(*ReportLossRequest)(nil),         // 41: muster.v1.ReportLossRequest
+	(*ReportLossResponse)(nil),        // 42: muster.v1.ReportLossResponse
+	(*LeaveRequest)(nil),              // 43: muster.v1.LeaveRequest
+	(*LeaveResponse)(nil),             // 44: muster.v1.LeaveResponse
+	(*JobSpec)(nil),                   // 45: muster.v1.JobSpec
+	(*Terminal)(nil),                  // 46: muster.v1.Terminal
+	(*RankSpan)(nil),                  // 47: muster.v1.RankSpan
+	(*NodeHealth)(nil),                // 48: muster.v1.NodeHealth
+	(*ReportHealthRequest)(nil),       // 49: muster.v1.ReportHealthRequest
+	(*ReportHealthResponse)(nil),      // 50: muster.v1.ReportHealthResponse
+	(*SubmitRequest)(nil),             // 51: muster.v1.SubmitRequest
+	(*SubmitResponse)(nil),            // 52: muster.v1.SubmitResponse
+	(*Assignment)(nil),                // 53: muster.v1.Assignment
+	(*Identity)(nil),                  // 54: muster.v1.Identity
+	(*StopJob)(nil),                   // 55: muster.v1.StopJob
+	(*SignalJob)(nil),                 // 56: muster.v1.SignalJob
+	(*SignalRequest)(nil),             // 57: muster.v1.SignalRequest
+	(*SignalResponse)(nil),            // 58: muster.v1.SignalResponse
+	(*WorkerStarted)(nil),             // 59: muster.v1.WorkerStarted
+	(*WorkerBinding)(nil),             // 60: muster.v1.WorkerBinding
+	(*Output)(nil),                    // 61: muster.v1.Output
+	(*WorkerExited)(nil),              // 62: muster.v1.WorkerExited
+	(*PythonError)(nil),               // 63: muster.v1.PythonError
+	(*WorkerHang)(nil),                // 64: muster.v1.WorkerHang
+	(*HangVerdict)(nil),               // 65: muster.v1.HangVerdict
+	(*Collective)(nil),                // 66: muster.v1.Collective
+	(*HangClues)(nil),                 // 67: muster.v1.HangClues
+	(*RankClues)(nil),                 // 68: muster.v1.RankClues
+	(*RasAnswer)(nil),                 // 69: muster.v1.RasAnswer
+	(*RasCulprit)(nil),                // 70: muster.v1.RasCulprit
+	(*NodeLoss)(nil),                  // 71: muster.v1.NodeLoss
+	(*JobFinished)(nil),               // 72: muster.v1.JobFinished
+	(*OutputLost)(nil),                // 73: muster.v1.OutputLost
+	(*WaitingForNodes)(nil),           // 74: muster.v1.WaitingForNodes
+	(*JobEvent)(nil),                  // 75: muster.v1.JobEvent
+	(*RoundStarted)(nil),              // 76: muster.v1.RoundStarted
+	(*RoundRestarting)(nil),           // 77: muster.v1.RoundRestarting
+	(*StoreRestarted)(nil),            // 78: muster.v1.StoreRestarted
+	(*PublishRequest)(nil),            // 79: muster.v1.PublishRequest
+	(*PublishResponse)(nil),           // 80: muster.v1.PublishResponse
+	(*WatchJobRequest)(nil),           // 81: muster.v1.WatchJobRequest
+	(*CancelRequest)(nil),             // 82: muster.v1.CancelRequest
+	(*CancelResponse)(nil),            // 83: muster.v1.CancelResponse
+	(*ListNodesRequest)(nil),          // 84: muster.v1.ListNodesRequest
+	(*NodeStatus)(nil),                // 85: muster.v1.NodeStatus
+	(*SetNodeScheduleRequest)(nil),    // 86: muster.v1.SetNodeScheduleRequest
+	(*SetNodeScheduleResponse)(nil),   // 87: muster.v1.SetNodeScheduleResponse
+	(*ListNodesResponse)(nil),         // 88: muster.v1.ListNodesResponse
+	(*ListJobsRequest)(nil),           // 89: muster.v1.ListJobsRequest
+	(*JobStatus)(nil),                 // 90: muster.v1.JobStatus
+	(*JobRound)(nil),                  // 91: muster.v1.JobRound
+	(*GetJobRequest)(nil),             // 92: muster.v1.GetJobRequest
+	(*HistoryCommand)(nil),            // 93: muster.v1.HistoryCommand
+	(*HistoryExpire)(nil),             // 94: muster.v1.HistoryExpire
+	(*WatchJobsRequest)(nil),          // 95: muster.v1.WatchJobsRequest
+	(*ListJobsResponse)(nil),          // 96: muster.v1.ListJobsResponse
+	(*StdinChunk)(nil),                // 97: muster.v1.StdinChunk
+	(*WriteStdinResponse)(nil),        // 98: muster.v1.WriteStdinResponse
+	(*ReadStdinRequest)(nil),          // 99: muster.v1.ReadStdinRequest
+	(*KVSetRequest)(nil),              // 100: muster.v1.KVSetRequest
+	(*KVSetResponse)(nil),             // 101: muster.v1.KVSetResponse
+	(*KVGetRequest)(nil),              // 102: muster.v1.KVGetRequest
+	(*KVGetResponse)(nil),             // 103: muster.v1.KVGetResponse
+	(*BarrierRequest)(nil),            // 104: muster.v1.BarrierRequest
+	(*BarrierResponse)(nil),           // 105: muster.v1.BarrierResponse
 }
 var file_muster_v1_types_proto_depIdxs = []int32{
 	7,  // 0: muster.v1.Node.gpus:type_name -> muster.v1.GPU
-	9,  // 1: muster.v1.Node.topology:type_name -> muster.v1.NodeTopology
-	10, // 2: muster.v1.NodeTopology.gpus:type_name -> muster.v1.TopologyGPU
-	11, // 3: muster.v1.NodeTopology.nics:type_name -> muster.v1.TopologyNIC
-	12, // 4: muster.v1.NodeTopology.numa_nodes:type_name -> muster.v1.NUMANode
-	8,  // 5: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
-	17, // 6: muster.v1.RegisterRequest.jobs:type_name -> muster.v1.RunningJob
-	44, // 7: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
-	53, // 8: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
-	18, // 9: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
-	61, // 10: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
-	37, // 11: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
-	52, // 12: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
-	54, // 13: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
-	36, // 14: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
-	28, // 15: muster.v1.AgentCommand.probe_peer:type_name -> muster.v1.ProbePeer
-	22, // 16: muster.v1.AgentCommand.send_logs:type_name -> muster.v1.SendLogs
-	55, // 17: muster.v1.AgentCommand.signal:type_name -> muster.v1.SignalJob
-	21, // 18: muster.v1.AgentCommand.collect_hang_clues:type_name -> muster.v1.CollectHangClues
-	31, // 19: muster.v1.AgentCommand.check_torch_conns:type_name -> muster.v1.CheckTorchConns
-	2,  // 20: muster.v1.LogRecord.stream:type_name -> muster.v1.Stream
-	23, // 21: muster.v1.PushLogsRequest.records:type_name -> muster.v1.LogRecord
-	23, // 22: muster.v1.LogsResponse.records:type_name -> muster.v1.LogRecord
-	29, // 23: muster.v1.CheckTorchConns.conns:type_name -> muster.v1.TorchConn
-	29, // 24: muster.v1.CheckTorchConnsRequest.conns:type_name -> muster.v1.TorchConn
-	30, // 25: muster.v1.CheckTorchConnsResponse.verdicts:type_name -> muster.v1.TorchConnVerdict
-	30, // 26: muster.v1.TorchConnsCheckedRequest.verdicts:type_name -> muster.v1.TorchConnVerdict
-	70, // 27: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
-	0,  // 28: muster.v1.JobSpec.restart_on:type_name -> muster.v1.RestartOn
-	45, // 29: muster.v1.JobSpec.tty:type_name -> muster.v1.Terminal
-	46, // 30: muster.v1.Terminal.ranks:type_name -> muster.v1.RankSpan
-	47, // 31: muster.v1.ReportHealthRequest.health:type_name -> muster.v1.NodeHealth
-	44, // 32: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
-	44, // 33: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
-	53, // 34: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
-	59, // 35: muster.v1.WorkerStarted.binding:type_name -> muster.v1.WorkerBinding
-	2,  // 36: muster.v1.Output.stream:type_name -> muster.v1.Stream
-	70, // 37: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
-	3,  // 38: muster.v1.WorkerExited.cause:type_name -> muster.v1.ExitCause
-	63, // 39: muster.v1.WorkerExited.hang:type_name -> muster.v1.WorkerHang
-	62, // 40: muster.v1.WorkerExited.python_error:type_name -> muster.v1.PythonError
-	64, // 41: muster.v1.WorkerHang.verdict:type_name -> muster.v1.HangVerdict
-	4,  // 42: muster.v1.HangVerdict.evidence:type_name -> muster.v1.HangEvidence
-	65, // 43: muster.v1.HangVerdict.collective:type_name -> muster.v1.Collective
-	67, // 44: muster.v1.HangClues.ranks:type_name -> muster.v1.RankClues
-	68, // 45: muster.v1.HangClues.ras:type_name -> muster.v1.RasAnswer
-	65, // 46: muster.v1.RankClues.recorder:type_name -> muster.v1.Collective
-	69, // 47: muster.v1.RasAnswer.culprits:type_name -> muster.v1.RasCulprit
-	5,  // 48: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
-	1,  // 49: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
-	61, // 50: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
-	1,  // 51: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
-	58, // 52: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
-	60, // 53: muster.v1.JobEvent.output:type_name -> muster.v1.Output
-	61, // 54: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
-	71, // 55: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
-	72, // 56: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
-	73, // 57: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
-	77, // 58: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
-	76, // 59: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
-	75, // 60: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
-	70, // 61: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
-	66, // 62: muster.v1.JobEvent.hang_clues:type_name -> muster.v1.HangClues
-	74, // 63: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
-	1,  // 64: muster.v1.CancelResponse.ended:type_name -> muster.v1.JobState
-	8,  // 65: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
-	47, // 66: muster.v1.NodeStatus.health:type_name -> muster.v1.NodeHealth
-	6,  // 67: muster.v1.NodeStatus.schedule:type_name -> muster.v1.NodeSchedule
-	6,  // 68: muster.v1.SetNodeScheduleRequest.schedule:type_name -> muster.v1.NodeSchedule
-	6,  // 69: muster.v1.SetNodeScheduleResponse.previous:type_name -> muster.v1.NodeSchedule
-	84, // 70: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
-	44, // 71: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
-	1,  // 72: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
-	53, // 73: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
-	61, // 74: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
-	90, // 75: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
-	58, // 76: muster.v1.JobStatus.workers:type_name -> muster.v1.WorkerStarted
-	89, // 77: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
-	93, // 78: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
-	89, // 79: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
-	80, // [80:80] is the sub-list for method output_type
-	80, // [80:80] is the sub-list for method input_type
-	80, // [80:80] is the sub-list for extension type_name
-	80, // [80:80] is the sub-list for extension extendee
-	0,  // [0:80] is the sub-list for field type_name
+	10, // 1: muster.v1.Node.topology:type_name -> muster.v1.NodeTopology
+	9,  // 2: muster.v1.Node.fabric:type_name -> muster.v1.FabricLevel
+	11, // 3: muster.v1.NodeTopology.gpus:type_name -> muster.v1.TopologyGPU
+	12, // 4: muster.v1.NodeTopology.nics:type_name -> muster.v1.TopologyNIC
+	13, // 5: muster.v1.NodeTopology.numa_nodes:type_name -> muster.v1.NUMANode
+	8,  // 6: muster.v1.RegisterRequest.node:type_name -> muster.v1.Node
+	18, // 7: muster.v1.RegisterRequest.jobs:type_name -> muster.v1.RunningJob
+	45, // 8: muster.v1.RunningJob.spec:type_name -> muster.v1.JobSpec
+	54, // 9: muster.v1.RunningJob.run_as:type_name -> muster.v1.Identity
+	19, // 10: muster.v1.RunningJob.ranks:type_name -> muster.v1.RankState
+	62, // 11: muster.v1.RankState.exited:type_name -> muster.v1.WorkerExited
+	38, // 12: muster.v1.AgentCommand.reserve_ports:type_name -> muster.v1.ReservePorts
+	53, // 13: muster.v1.AgentCommand.start:type_name -> muster.v1.Assignment
+	55, // 14: muster.v1.AgentCommand.stop:type_name -> muster.v1.StopJob
+	37, // 15: muster.v1.AgentCommand.release_store:type_name -> muster.v1.ReleaseStore
+	29, // 16: muster.v1.AgentCommand.probe_peer:type_name -> muster.v1.ProbePeer
+	23, // 17: muster.v1.AgentCommand.send_logs:type_name -> muster.v1.SendLogs
+	56, // 18: muster.v1.AgentCommand.signal:type_name -> muster.v1.SignalJob
+	22, // 19: muster.v1.AgentCommand.collect_hang_clues:type_name -> muster.v1.CollectHangClues
+	32, // 20: muster.v1.AgentCommand.check_torch_conns:type_name -> muster.v1.CheckTorchConns
+	2,  // 21: muster.v1.LogRecord.stream:type_name -> muster.v1.Stream
+	24, // 22: muster.v1.PushLogsRequest.records:type_name -> muster.v1.LogRecord
+	24, // 23: muster.v1.LogsResponse.records:type_name -> muster.v1.LogRecord
+	30, // 24: muster.v1.CheckTorchConns.conns:type_name -> muster.v1.TorchConn
+	30, // 25: muster.v1.CheckTorchConnsRequest.conns:type_name -> muster.v1.TorchConn
+	31, // 26: muster.v1.CheckTorchConnsResponse.verdicts:type_name -> muster.v1.TorchConnVerdict
+	31, // 27: muster.v1.TorchConnsCheckedRequest.verdicts:type_name -> muster.v1.TorchConnVerdict
+	71, // 28: muster.v1.ReportLossRequest.loss:type_name -> muster.v1.NodeLoss
+	0,  // 29: muster.v1.JobSpec.restart_on:type_name -> muster.v1.RestartOn
+	46, // 30: muster.v1.JobSpec.tty:type_name -> muster.v1.Terminal
+	47, // 31: muster.v1.Terminal.ranks:type_name -> muster.v1.RankSpan
+	48, // 32: muster.v1.ReportHealthRequest.health:type_name -> muster.v1.NodeHealth
+	45, // 33: muster.v1.SubmitRequest.spec:type_name -> muster.v1.JobSpec
+	45, // 34: muster.v1.Assignment.spec:type_name -> muster.v1.JobSpec
+	54, // 35: muster.v1.Assignment.run_as:type_name -> muster.v1.Identity
+	60, // 36: muster.v1.WorkerStarted.binding:type_name -> muster.v1.WorkerBinding
+	2,  // 37: muster.v1.Output.stream:type_name -> muster.v1.Stream
+	71, // 38: muster.v1.WorkerExited.node_loss:type_name -> muster.v1.NodeLoss
+	3,  // 39: muster.v1.WorkerExited.cause:type_name -> muster.v1.ExitCause
+	64, // 40: muster.v1.WorkerExited.hang:type_name -> muster.v1.WorkerHang
+	63, // 41: muster.v1.WorkerExited.python_error:type_name -> muster.v1.PythonError
+	65, // 42: muster.v1.WorkerHang.verdict:type_name -> muster.v1.HangVerdict
+	4,  // 43: muster.v1.HangVerdict.evidence:type_name -> muster.v1.HangEvidence
+	66, // 44: muster.v1.HangVerdict.collective:type_name -> muster.v1.Collective
+	68, // 45: muster.v1.HangClues.ranks:type_name -> muster.v1.RankClues
+	69, // 46: muster.v1.HangClues.ras:type_name -> muster.v1.RasAnswer
+	66, // 47: muster.v1.RankClues.recorder:type_name -> muster.v1.Collective
+	70, // 48: muster.v1.RasAnswer.culprits:type_name -> muster.v1.RasCulprit
+	5,  // 49: muster.v1.NodeLoss.signal:type_name -> muster.v1.LossSignal
+	1,  // 50: muster.v1.JobFinished.state:type_name -> muster.v1.JobState
+	62, // 51: muster.v1.JobFinished.failure:type_name -> muster.v1.WorkerExited
+	1,  // 52: muster.v1.JobEvent.state:type_name -> muster.v1.JobState
+	59, // 53: muster.v1.JobEvent.started:type_name -> muster.v1.WorkerStarted
+	61, // 54: muster.v1.JobEvent.output:type_name -> muster.v1.Output
+	62, // 55: muster.v1.JobEvent.exited:type_name -> muster.v1.WorkerExited
+	72, // 56: muster.v1.JobEvent.finished:type_name -> muster.v1.JobFinished
+	73, // 57: muster.v1.JobEvent.lost:type_name -> muster.v1.OutputLost
+	74, // 58: muster.v1.JobEvent.waiting:type_name -> muster.v1.WaitingForNodes
+	78, // 59: muster.v1.JobEvent.restarted:type_name -> muster.v1.StoreRestarted
+	77, // 60: muster.v1.JobEvent.restarting:type_name -> muster.v1.RoundRestarting
+	76, // 61: muster.v1.JobEvent.round_started:type_name -> muster.v1.RoundStarted
+	71, // 62: muster.v1.JobEvent.node_lost:type_name -> muster.v1.NodeLoss
+	67, // 63: muster.v1.JobEvent.hang_clues:type_name -> muster.v1.HangClues
+	75, // 64: muster.v1.PublishRequest.events:type_name -> muster.v1.JobEvent
+	1,  // 65: muster.v1.CancelResponse.ended:type_name -> muster.v1.JobState
+	8,  // 66: muster.v1.NodeStatus.node:type_name -> muster.v1.Node
+	48, // 67: muster.v1.NodeStatus.health:type_name -> muster.v1.NodeHealth
+	6,  // 68: muster.v1.NodeStatus.schedule:type_name -> muster.v1.NodeSchedule
+	6,  // 69: muster.v1.SetNodeScheduleRequest.schedule:type_name -> muster.v1.NodeSchedule
+	6,  // 70: muster.v1.SetNodeScheduleResponse.previous:type_name -> muster.v1.NodeSchedule
+	85, // 71: muster.v1.ListNodesResponse.nodes:type_name -> muster.v1.NodeStatus
+	45, // 72: muster.v1.JobStatus.spec:type_name -> muster.v1.JobSpec
+	1,  // 73: muster.v1.JobStatus.state:type_name -> muster.v1.JobState
+	54, // 74: muster.v1.JobStatus.owner:type_name -> muster.v1.Identity
+	62, // 75: muster.v1.JobStatus.failure:type_name -> muster.v1.WorkerExited
+	91, // 76: muster.v1.JobStatus.round_nodes:type_name -> muster.v1.JobRound
+	59, // 77: muster.v1.JobStatus.workers:type_name -> muster.v1.WorkerStarted
+	90, // 78: muster.v1.HistoryCommand.finished:type_name -> muster.v1.JobStatus
+	94, // 79: muster.v1.HistoryCommand.expire:type_name -> muster.v1.HistoryExpire
+	90, // 80: muster.v1.ListJobsResponse.jobs:type_name -> muster.v1.JobStatus
+	81, // [81:81] is the sub-list for method output_type
+	81, // [81:81] is the sub-list for method input_type
+	81, // [81:81] is the sub-list for extension type_name
+	81, // [81:81] is the sub-list for extension extendee
+	0,  // [0:81] is the sub-list for field type_name
 }
 
 func init() { file_muster_v1_types_proto_init() }
@@ -9067,7 +9139,7 @@ func file_muster_v1_types_proto_init() {
 	if File_muster_v1_types_proto != nil {
 		return
 	}
-	file_muster_v1_types_proto_msgTypes[13].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[14].OneofWrappers = []any{
 		(*AgentCommand_ReservePorts)(nil),
 		(*AgentCommand_Start)(nil),
 		(*AgentCommand_Stop)(nil),
@@ -9078,10 +9150,10 @@ func file_muster_v1_types_proto_init() {
 		(*AgentCommand_CollectHangClues)(nil),
 		(*AgentCommand_CheckTorchConns)(nil),
 	}
-	file_muster_v1_types_proto_msgTypes[15].OneofWrappers = []any{}
-	file_muster_v1_types_proto_msgTypes[19].OneofWrappers = []any{}
-	file_muster_v1_types_proto_msgTypes[37].OneofWrappers = []any{}
-	file_muster_v1_types_proto_msgTypes[67].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[16].OneofWrappers = []any{}
+	file_muster_v1_types_proto_msgTypes[20].OneofWrappers = []any{}
+	file_muster_v1_types_proto_msgTypes[38].OneofWrappers = []any{}
+	file_muster_v1_types_proto_msgTypes[68].OneofWrappers = []any{
 		(*JobEvent_State)(nil),
 		(*JobEvent_Started)(nil),
 		(*JobEvent_Output)(nil),
@@ -9095,7 +9167,7 @@ func file_muster_v1_types_proto_init() {
 		(*JobEvent_NodeLost)(nil),
 		(*JobEvent_HangClues)(nil),
 	}
-	file_muster_v1_types_proto_msgTypes[85].OneofWrappers = []any{
+	file_muster_v1_types_proto_msgTypes[86].OneofWrappers = []any{
 		(*HistoryCommand_Finished)(nil),
 		(*HistoryCommand_Expire)(nil),
 	}
@@ -9105,7 +9177,7 @@ func file_muster_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_muster_v1_types_proto_rawDesc), len(file_muster_v1_types_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   98,
+			NumMessages:   99,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
