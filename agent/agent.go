@@ -212,7 +212,7 @@ func Start(ctx context.Context, cfg Config) (_ *Agent, err error) {
 		return nil, err
 	}
 	a.client.LearnReplicas(a.cfg.StoreReplicas)
-	a.node = describeNode(a.cfg)
+	a.node, a.topo = describeNode(a.cfg)
 	a.watchXIDs()
 	watch, stop, err := a.firstRegister(ctx)
 	if err != nil {
@@ -297,8 +297,9 @@ func (a *Agent) openRankLogs() {
 }
 
 // describeNode is the node as it registers: its address, GPUs, CPUs and
-// topology, read once.
-func describeNode(cfg Config) *musterv1.Node {
+// topology, read once; and the topology, which each worker's binding
+// comes from.
+func describeNode(cfg Config) (*musterv1.Node, *topology.Topology) {
 	topo := topology.Read(cmp.Or(cfg.TopologyRoot, "/"))
 	// NumCPU counts the CPUs the process may run on (its affinity mask).
 	node := &musterv1.Node{Name: cfg.Name, Addr: cfg.Addr, Rank: cfg.Rank, GpuError: cfg.GPUError, Cpus: int32(runtime.NumCPU()),
@@ -306,7 +307,7 @@ func describeNode(cfg Config) *musterv1.Node {
 	for _, d := range cfg.GPUs {
 		node.Gpus = append(node.Gpus, &musterv1.GPU{Index: int32(d.Index), Uuid: d.UUID, Name: d.Name, MemoryBytes: d.MemoryBytes})
 	}
-	return node
+	return node, topo
 }
 
 // firstRegister registers with the store for Start. The name may still be
