@@ -7,6 +7,7 @@
 package eventfile
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -94,18 +95,22 @@ type WorkerStarted struct {
 	Binding *Binding `json:"binding"`
 }
 
-// Binding is a worker's GPUs, their NUMA nodes, the CPUs a numa binding
-// gives it (applied or not) and the NIC nearest its first GPU; Unknown says
-// why its node gives none.
+// Binding is a worker's GPUs, their NUMA nodes, its CPUs (bound by its
+// job's --cpu-bind mode when Applied, else those a numa binding would
+// give), the NUMA nodes its memory prefers and the NIC nearest its first
+// GPU; Unknown says why its node gives none.
 type Binding struct {
-	GPUs      []int32 `json:"gpus"`
-	NUMANodes []int32 `json:"numaNodes"`
-	CPUs      string  `json:"cpus"`
-	CPUsNote  string  `json:"cpusNote"`
-	Applied   bool    `json:"applied"`
-	NIC       string  `json:"nic"`
-	NICBy     string  `json:"nicBy"` // "switch", "numa" or ""
-	Unknown   string  `json:"unknown"`
+	GPUs        []int32 `json:"gpus"`
+	NUMANodes   []int32 `json:"numaNodes"`
+	Mode        string  `json:"mode"` // "none", "numa", "socket" or "cores"
+	CPUs        string  `json:"cpus"`
+	CPUsNote    string  `json:"cpusNote"`
+	Applied     bool    `json:"applied"`
+	Threads     int32   `json:"threads"`
+	MemoryNodes []int32 `json:"memoryNodes"`
+	NIC         string  `json:"nic"`
+	NICBy       string  `json:"nicBy"` // "switch", "numa" or ""
+	Unknown     string  `json:"unknown"`
 }
 
 // WorkerExited is a rank's end: its exit code, or the signal that ended it
@@ -257,8 +262,9 @@ func Line(ev *musterv1.JobEvent, now func() time.Time) any {
 		s := e.Started
 		out := WorkerStarted{Header: h(TypeWorkerStarted), Rank: s.GetRank(), LocalRank: s.GetLocalRank(), Node: s.GetNode(), PID: s.GetPid()}
 		if b := s.GetBinding(); b != nil {
-			out.Binding = &Binding{GPUs: nonNil(b.GetGpus()), NUMANodes: nonNil(b.GetNumaNodes()), CPUs: b.GetCpus(), CPUsNote: b.GetCpusNote(),
-				Applied: b.GetApplied(), NIC: b.GetNic(), NICBy: b.GetNicBy(), Unknown: b.GetUnknown()}
+			out.Binding = &Binding{GPUs: nonNil(b.GetGpus()), NUMANodes: nonNil(b.GetNumaNodes()), Mode: cmp.Or(b.GetMode(), "none"),
+				CPUs: b.GetCpus(), CPUsNote: b.GetCpusNote(), Applied: b.GetApplied(), Threads: b.GetThreads(),
+				MemoryNodes: nonNil(b.GetMemoryNodes()), NIC: b.GetNic(), NICBy: b.GetNicBy(), Unknown: b.GetUnknown()}
 		}
 		return out
 	case *musterv1.JobEvent_Exited:

@@ -36,11 +36,15 @@ func TestLine(t *testing.T) {
 		{"worker started with a binding", &musterv1.JobEvent{JobId: "j-1", Event: &musterv1.JobEvent_Started{Started: &musterv1.WorkerStarted{Rank: 2, LocalRank: 2, Node: "a", Pid: 43,
 			Binding: &musterv1.WorkerBinding{Gpus: []int32{2}, NumaNodes: []int32{0}, Cpus: "0-55,112-167", Nic: "mlx5_2", NicBy: "switch"}}}},
 			`{"type":"worker_started","time":"2026-01-02T03:04:05.123456Z","job":"j-1","rank":2,"localRank":2,"node":"a","pid":43,` +
-				`"binding":{"gpus":[2],"numaNodes":[0],"cpus":"0-55,112-167","cpusNote":"","applied":false,"nic":"mlx5_2","nicBy":"switch","unknown":""}}`},
+				`"binding":{"gpus":[2],"numaNodes":[0],"mode":"none","cpus":"0-55,112-167","cpusNote":"","applied":false,"threads":0,"memoryNodes":[],"nic":"mlx5_2","nicBy":"switch","unknown":""}}`},
+		{"worker bound to cores", &musterv1.JobEvent{JobId: "j-1", Event: &musterv1.JobEvent_Started{Started: &musterv1.WorkerStarted{Rank: 2, LocalRank: 2, Node: "a", Pid: 43,
+			Binding: &musterv1.WorkerBinding{Gpus: []int32{2}, NumaNodes: []int32{0}, Mode: "cores", Cpus: "28-41,140-153", Applied: true, Threads: 14, MemoryNodes: []int32{0}}}}},
+			`{"type":"worker_started","time":"2026-01-02T03:04:05.123456Z","job":"j-1","rank":2,"localRank":2,"node":"a","pid":43,` +
+				`"binding":{"gpus":[2],"numaNodes":[0],"mode":"cores","cpus":"28-41,140-153","cpusNote":"","applied":true,"threads":14,"memoryNodes":[0],"nic":"","nicBy":"","unknown":""}}`},
 		{"worker started, binding unknown", &musterv1.JobEvent{JobId: "j-1", Event: &musterv1.JobEvent_Started{Started: &musterv1.WorkerStarted{Rank: 0, Node: "a", Pid: 44,
 			Binding: &musterv1.WorkerBinding{Unknown: "its CPUs are not in sysfs"}}}},
 			`{"type":"worker_started","time":"2026-01-02T03:04:05.123456Z","job":"j-1","rank":0,"localRank":0,"node":"a","pid":44,` +
-				`"binding":{"gpus":[],"numaNodes":[],"cpus":"","cpusNote":"","applied":false,"nic":"","nicBy":"","unknown":"its CPUs are not in sysfs"}}`},
+				`"binding":{"gpus":[],"numaNodes":[],"mode":"none","cpus":"","cpusNote":"","applied":false,"threads":0,"memoryNodes":[],"nic":"","nicBy":"","unknown":"its CPUs are not in sysfs"}}`},
 		{"worker exited with a code", &musterv1.JobEvent{JobId: "j-1", Event: &musterv1.JobEvent_Exited{Exited: &musterv1.WorkerExited{Rank: 3, Node: "b", ExitCode: 0}}},
 			`{"type":"worker_exited","time":"2026-01-02T03:04:05.123456Z","job":"j-1","rank":3,"localRank":0,"node":"b","exitCode":0,"signal":0,"signalName":"","stopped":false,"error":""}`},
 		{"worker killed", &musterv1.JobEvent{JobId: "j-1", Event: &musterv1.JobEvent_Exited{Exited: &musterv1.WorkerExited{Rank: 0, Node: "a", Signal: 9, Stopped: true}}},
