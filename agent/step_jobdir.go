@@ -20,7 +20,10 @@ func (js *jobStart) makeJobDir() error {
 // what they left there was read, or once they will not start.
 func (js *jobStart) removeJobDir() {
 	if js.files.dir != "" {
-		os.RemoveAll(js.files.dir)
+		// The lock first, then the directory, as the job's end always had
+		// it: the other order made loaded nodes lose their store (twenty
+		// 30-node jobs at once on two CPUs, TestNetnsConcurrentJobs).
 		js.files.lock.Close()
+		os.RemoveAll(js.files.dir)
 	}
 }

@@ -298,7 +298,9 @@ func (f *follower) follow(ctx context.Context) (code int, done, got bool, cause 
 			err := f.c.Ping(pctx)
 			pcancel()
 			if err != nil {
-				return 0, false, got, fmt.Errorf("it did not answer for %s: %s", 2*f.opts.Liveness, storeclient.ErrorMessage(err))
+				// Unavailable, as a store that cannot be reached: a busy store
+				// answers again, and the launcher follows the job on there.
+				return 0, false, got, status.Errorf(codes.Unavailable, "it did not answer for %s: %s", 2*f.opts.Liveness, storeclient.ErrorMessage(err))
 			}
 			heard = time.Now()
 		case ev, ok := <-events:
