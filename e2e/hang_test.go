@@ -264,8 +264,9 @@ func TestNetnsHangVerdictAcrossNodes(t *testing.T) {
 	}
 	nw := newNetwork(t, 2)
 	nw.startCluster()
-	// Both nodes' last heartbeats at one moment: later than any start.
-	stopAt := fmt.Sprintf("STOP_AT=%.3f", float64(time.Now().Add(6*time.Second).UnixMilli())/1000)
+	// Both nodes' last heartbeats at one moment: later than any start,
+	// also on a loaded machine, where two hosts' workers take seconds.
+	stopAt := fmt.Sprintf("STOP_AT=%.3f", float64(time.Now().Add(12*time.Second).UnixMilli())/1000)
 	events := filepath.Join(t.TempDir(), "events")
 	r := nw.run("run", "-n", "2", "--nproc", "2", "--hang-timeout", "2s", "--hang-first-timeout", "60s", "--kill-timeout", "1s", "--events", events,
 		"-x", "BEAT_MODE=lead", "-x", "LEAD_RANK=3", "-x", "BEAT_GAP=0.3", "-x", stopAt, "--", python, script)

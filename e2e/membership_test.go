@@ -160,5 +160,6 @@ func TestNetnsStoresStartedTogether(t *testing.T) {
 	if strings.Contains(kept.logText(), "has a store already") {
 		t.Fatalf("both stores refused")
 	}
+	nw.storeHost = keptHost
 	nw.runsOn(keptHost)
 }

@@ -30,6 +30,8 @@ type network struct {
 	dir   string // certificates, tokens, the agents' directories
 	token string // the cluster token's file
 	ca    string
+	// storeHost hosts the store the launchers submit to; nil: the first host.
+	storeHost *host
 }
 
 // host is one machine of a network.
@@ -144,7 +146,12 @@ func (nw *network) tokenFile(name, token string) string {
 }
 
 // store is the store's address, on the first host.
-func (nw *network) store() string { return nw.hosts[0].ip + ":29400" }
+func (nw *network) store() string {
+	if nw.storeHost != nil {
+		return nw.storeHost.ip + ":29400"
+	}
+	return nw.hosts[0].ip + ":29400"
+}
 
 // host returns the host named name.
 func (nw *network) host(name string) *host {

@@ -9,8 +9,19 @@ import (
 	"time"
 )
 
-// every is how often a condition is asked.
-const every = 10 * time.Millisecond
+// A condition is asked again after first, then less often, up to every
+// most: a wait of seconds (a condition that runs a command, as many do)
+// costs a loaded machine little, and a short one stays short.
+const (
+	first = 10 * time.Millisecond
+	most  = 100 * time.Millisecond
+)
+
+// pause sleeps before the next ask and returns the pause after it.
+func pause(d time.Duration) time.Duration {
+	time.Sleep(d)
+	return min(d*3/2, most)
+}
 
 // Until polls cond until it holds, or fails t once d has passed, saying
 // what it waited for.
@@ -24,14 +35,14 @@ func Until(t testing.TB, d time.Duration, what string, cond func() bool) {
 func UntilShowing(t testing.TB, d time.Duration, what string, cond func() bool, state func() string) {
 	t.Helper()
 	deadline := time.Now().Add(d)
-	for !cond() {
+	for next := first; !cond(); {
 		if time.Now().After(deadline) {
 			if state != nil {
 				t.Fatalf("timed out after %s waiting for %s; state:\n%s", d, what, state())
 			}
 			t.Fatalf("timed out after %s waiting for %s", d, what)
 		}
-		time.Sleep(every)
+		next = pause(next)
 	}
 }
 
@@ -41,7 +52,7 @@ func UntilShowing(t testing.TB, d time.Duration, what string, cond func() bool, 
 func GoroutinesGone(t testing.TB, d time.Duration, prefix string) {
 	t.Helper()
 	deadline := time.Now().Add(d)
-	for {
+	for next := first; ; {
 		left := goroutineOf(prefix)
 		if left == "" {
 			return
@@ -49,7 +60,7 @@ func GoroutinesGone(t testing.TB, d time.Duration, prefix string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for the goroutines of %s to end; one left:\n%s", d, prefix, left)
 		}
-		time.Sleep(every)
+		next = pause(next)
 	}
 }
 
