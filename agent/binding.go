@@ -32,7 +32,7 @@ type workerBinding struct {
 	// threads is how many cores it has to itself, 0 when unbound.
 	threads int
 	// ucxDevice names the RDMA NIC nearest its first GPU as UCX does
-	// (mlx5_0:1), "" for none.
+	// (mlx5_0:1) when it is bound, "" for none.
 	ucxDevice string
 }
 
@@ -68,7 +68,9 @@ func bindingsOf(t *topology.Topology, mode topology.Mode, gpus [][]int) []worker
 		if len(g) > 0 {
 			gpu := t.GPUs[gpuIndex(t, vendor, g[0])]
 			b.Nic, b.NicBy = gpu.NearestNIC, gpu.NearestBy
-			if n := slices.IndexFunc(t.NICs, func(n topology.NIC) bool { return n.Name == gpu.NearestNIC }); n >= 0 && t.NICs[n].Kind == topology.NICRDMA && t.NICs[n].Port > 0 {
+			// UCX is told the NIC only with a binding: without one, nothing changes.
+			if n := slices.IndexFunc(t.NICs, func(n topology.NIC) bool { return n.Name == gpu.NearestNIC }); mode != topology.BindNone && n >= 0 &&
+				t.NICs[n].Kind == topology.NICRDMA && t.NICs[n].Port > 0 {
 				out[i].ucxDevice = fmt.Sprintf("%s:%d", t.NICs[n].Name, t.NICs[n].Port)
 			}
 		}

@@ -150,3 +150,30 @@ func toInt32s(ns []int) []int32 {
 	}
 	return out
 }
+
+// With a mode, each worker gets CPUs, memory and its UCX device to bind;
+// without one, nothing is bound and UCX is told nothing.
+func TestBindingsOfAMode(t *testing.T) {
+	topo := twoSockets(t)
+	topo.Cores = nil // one CPU a core
+	topo.NICs = []topology.NIC{{Name: "mlx5_0", Kind: topology.NICRDMA, Port: 1}, {Name: "mlx5_2", Kind: topology.NICRDMA, Port: 1}}
+	gpus := [][]int{{0}, {1}, {2}}
+	none := bindingsOf(topo, topology.BindNone, gpus)
+	for i, b := range none {
+		if b.cpus != nil || b.memory != nil || b.ucxDevice != "" || b.threads != 0 || b.report.GetMode() != "" {
+			t.Errorf("none, worker %d: %+v, want nothing bound", i, b)
+		}
+	}
+	cores := bindingsOf(topo, topology.BindCores, gpus)
+	want := []struct {
+		cpus   string
+		memory []int
+		ucx    string
+	}{{"0-3", []int{0}, "mlx5_0:1"}, {"8-11", []int{0}, ""}, {"4-7,12-15", []int{1}, "mlx5_2:1"}}
+	for i, b := range cores {
+		if topology.CPUSet(b.cpus).String() != want[i].cpus || !slices.Equal(b.memory, want[i].memory) || b.ucxDevice != want[i].ucx ||
+			b.report.GetMode() != "cores" || b.report.GetCpus() != want[i].cpus || int(b.report.GetThreads()) != b.threads {
+			t.Errorf("cores, worker %d: cpus %v memory %v ucx %q report %v; want %s, %v, %q", i, b.cpus, b.memory, b.ucxDevice, b.report, want[i].cpus, want[i].memory, want[i].ucx)
+		}
+	}
+}
