@@ -27,13 +27,13 @@ func TestHungPythonRankIsStoppedWithItsStacks(t *testing.T) {
 	}
 	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-hang", time.Now().UnixNano())
 	logDir := t.TempDir()
-	r := runLauncher(t, "run", "--nproc", "4", "--hang-timeout", "2s", "--hang-first-timeout", "60s", "--log-dir", logDir, "-x", marker, "-x", "HANG_RANK=1",
+	r := runLauncher(t, "run", "--nproc", "4", "--hang-timeout", "5s", "--hang-first-timeout", "60s", "--log-dir", logDir, "-x", marker, "-x", "HANG_RANK=1",
 		"--", python, "testdata/hang.py")
 	if r.code != 134 {
 		t.Fatalf("exit %d, want 134 (SIGABRT); stderr:\n%s", r.code, r.stderr)
 	}
 	summary := regexp.MustCompile(`muster: job (j-\S+) failed: rank 1 \(node \S+, local rank 1\) hung: no heartbeat for (\d+\.\d) s ` +
-		`\(--hang-timeout 2s\); ranks 0, 2, 3 were waiting; evidence: heartbeats \([^)]*\); its NCCL flight recorder is in ([^;\s]+)`)
+		`\(--hang-timeout 5s\); ranks 0, 2, 3 were waiting; evidence: heartbeats \([^)]*\); its NCCL flight recorder is in ([^;\s]+)`)
 	m := summary.FindStringSubmatch(r.stderr)
 	if m == nil {
 		t.Fatalf("no summary naming the hung rank and the waiting ones; stderr:\n%s", r.stderr)
