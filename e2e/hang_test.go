@@ -135,7 +135,7 @@ func TestNetnsHungRankDumpsEveryNode(t *testing.T) {
 	nw := newNetwork(t, 2)
 	nw.startCluster()
 	logDir := t.TempDir()
-	r := nw.run("run", "-n", "2", "--nproc", "2", "--hang-timeout", "1s", "--hang-first-timeout", "60s", "--log-dir", logDir,
+	r := nw.run("run", "-n", "2", "--nproc", "2", "--hang-timeout", "5s", "--hang-first-timeout", "60s", "--log-dir", logDir,
 		"-x", "HANG_RANK=1", "--", python, script)
 	if r.code != 134 || !strings.Contains(r.stderr, "rank 1 (node a, local rank 1) hung: no heartbeat for") ||
 		!strings.Contains(r.stderr, "ranks 0, 2, 3 were waiting") {
