@@ -106,13 +106,16 @@ func TestWrongTokenCannotJoin(t *testing.T) {
 
 func TestDuplicateNameRefused(t *testing.T) {
 	t.Parallel()
-	a := newMember(t, Config{Name: "a", Profile: Local})
-	b := newMember(t, Config{Name: "b", Profile: Local})
+	// A long node timeout: on a loaded machine (the race detector, other tests) b may
+	// otherwise suspect a for a moment, and a suspect member's name is not refused.
+	const timeout = 30 * time.Second
+	a := newMember(t, Config{Name: "a", Profile: Local, NodeTimeout: timeout})
+	b := newMember(t, Config{Name: "b", Profile: Local, NodeTimeout: timeout})
 	if _, err := b.Join([]string{a.Addr()}); err != nil {
 		t.Fatal(err)
 	}
 	for _, peer := range []*Cluster{a, b} {
-		dup := newMember(t, Config{Name: "a", Profile: Local})
+		dup := newMember(t, Config{Name: "a", Profile: Local, NodeTimeout: timeout})
 		_, err := dup.Join([]string{peer.Addr()})
 		if !errors.Is(err, ErrNameTaken) {
 			t.Fatalf("second \"a\" joining %s: %v, want ErrNameTaken", peer.Name(), err)
@@ -130,31 +133,34 @@ func TestDuplicateNameRefused(t *testing.T) {
 
 func TestDeparture(t *testing.T) {
 	t.Parallel()
+	// The leave case waits long for its broadcast and keeps silent members alive long, so
+	// that a loaded machine cannot turn a late leave into a death.
 	for _, tc := range []struct {
-		name  string
-		stop  func(*Cluster) error
-		event EventType
-		state State
+		name    string
+		timeout time.Duration // node timeout; 0 is the profile's
+		stop    func(*Cluster) error
+		event   EventType
+		state   State
 	}{
-		{"close", (*Cluster).Close, EventDead, Dead},
-		{"leave", func(c *Cluster) error { return c.Leave(time.Second) }, EventLeave, Left},
+		{"close", 0, (*Cluster).Close, EventDead, Dead},
+		{"leave", 30 * time.Second, func(c *Cluster) error { return c.Leave(10 * time.Second) }, EventLeave, Left},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			a := newMember(t, Config{Name: "a", Profile: Local})
-			b := newMember(t, Config{Name: "b", Profile: Local})
-			c := newMember(t, Config{Name: "c", Profile: Local})
+			a := newMember(t, Config{Name: "a", Profile: Local, NodeTimeout: tc.timeout})
+			b := newMember(t, Config{Name: "b", Profile: Local, NodeTimeout: tc.timeout})
+			c := newMember(t, Config{Name: "c", Profile: Local, NodeTimeout: tc.timeout})
 			for _, m := range []*Cluster{b, c} {
 				if _, err := m.Join([]string{a.Addr()}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			testwait.Until(t, 10*time.Second, "a sees 3", func() bool { return len(aliveNames(a)) == 3 })
+			testwait.Until(t, 30*time.Second, "a sees 3", func() bool { return len(aliveNames(a)) == 3 })
 			if err := tc.stop(c); err != nil {
 				t.Fatal(err)
 			}
 			for _, m := range []*Cluster{a, b} {
-				waitEvent(t, m, 10*time.Second, "c", tc.event)
+				waitEvent(t, m, 30*time.Second, "c", tc.event)
 				var found bool
 				for _, mem := range m.Members() {
 					if mem.Name == "c" {
