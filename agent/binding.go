@@ -29,8 +29,6 @@ type workerBinding struct {
 	// cpus and memory are what the shim binds it to (the NUMA nodes its
 	// memory prefers); nil: left alone.
 	cpus, memory []int
-	// threads is how many cores it has to itself, 0 when unbound.
-	threads int
 	// ucxDevice names the RDMA NIC nearest its first GPU as UCX does
 	// (mlx5_0:1) when it is bound, "" for none.
 	ucxDevice string
@@ -76,7 +74,7 @@ func bindingsOf(t *topology.Topology, mode topology.Mode, gpus [][]int) []worker
 		}
 		if mode != topology.BindNone && len(tb.CPUs) > 0 {
 			b.Mode, b.Threads = string(mode), int32(tb.Threads)
-			out[i].cpus, out[i].threads = tb.CPUs, tb.Threads
+			out[i].cpus = tb.CPUs
 			out[i].memory = memoryNodes(t, tb)
 			for _, n := range out[i].memory {
 				b.MemoryNodes = append(b.MemoryNodes, int32(n))

@@ -67,7 +67,7 @@ func (js *jobStart) planWorkers() error {
 	bindings := js.bindings(in)
 	for l := 0; l < int(js.asg.GetNproc()); l++ {
 		in.LocalRank = l
-		in.Threads, in.UCXDevice = bindings[l].threads, bindings[l].ucxDevice
+		in.UCXDevice = bindings[l].ucxDevice
 		env := terminalEnv(envprop.Build(in), js.asg.GetSpec().GetTty(), in.Rank(), in.User)
 		pl := workerPlan{rank: in.Rank(), localRank: l, gpus: in.LocalGPUs(), binding: bindings[l], spec: workerSpec{
 			argv: argv, env: env, dir: js.workdir, cred: js.cred, stdin: js.files.feed.reader(l)}}

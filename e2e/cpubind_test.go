@@ -14,7 +14,8 @@ import (
 
 // --cpu-bind on the embedded default: each worker runs on the CPUs its
 // binding names, and --report-bindings says it bound them; with cores, the
-// workers' CPUs are disjoint and OMP_NUM_THREADS counts them. torchrun's
+// workers' CPUs are disjoint. OMP_NUM_THREADS stays torchrun's 1 for several
+// workers, bound or not (bench/RESULTS.md says why). torchrun's
 // --numa-binding names are taken; an unknown mode is refused, naming the
 // flag.
 func TestCPUBind(t *testing.T) {
@@ -63,8 +64,8 @@ func TestCPUBind(t *testing.T) {
 				if reported[f[0]] != f[1] {
 					t.Errorf("rank %s runs on %s, its binding said %q", f[0], f[1], reported[f[0]])
 				}
-				if n, _ := strconv.Atoi(f[2]); n < 1 || n > len(cpus) {
-					t.Errorf("rank %s: OMP_NUM_THREADS %q for %d CPUs", f[0], f[2], len(cpus))
+				if f[2] != "1" {
+					t.Errorf("rank %s: OMP_NUM_THREADS %q, want 1 as for any two workers", f[0], f[2])
 				}
 				sets = append(sets, cpus)
 			}

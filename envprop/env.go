@@ -92,9 +92,6 @@ type Input struct {
 	// heartbeat file is, and where PyTorch's flight recorder goes.
 	Hang *Hang
 
-	// Threads, when set, is how many cores the worker is bound to itself
-	// (--cpu-bind): OMP_NUM_THREADS unless set.
-	Threads int
 	// UCXDevice, when set, is the RDMA NIC nearest the worker's GPU as UCX
 	// names it (mlx5_0:1): an MPI worker's UCX_NET_DEVICES unless set.
 	UCXDevice string
@@ -375,11 +372,10 @@ func defaults(in Input, env map[string]string) map[string]string {
 		// Device indices are NVML's, in PCI bus order; make CUDA count the same way.
 		defaults[CUDADeviceOrder] = "PCI_BUS_ID"
 	}
+	// torchrun's rule, also with --cpu-bind: a thread count following the bound cores cost
+	// a data-loading run 9 % (bench/RESULTS.md), and one worker's OpenMP counts its own mask.
 	if in.NProc > 1 {
 		defaults["OMP_NUM_THREADS"] = "1"
-	}
-	if in.Threads > 0 {
-		defaults["OMP_NUM_THREADS"] = strconv.Itoa(in.Threads)
 	}
 	if in.UCXDevice != "" && in.MPI {
 		defaults["UCX_NET_DEVICES"] = in.UCXDevice

@@ -52,8 +52,8 @@ func ParseMode(s string) (Mode, error) {
 // gpus[i] are worker i's GPUs (indices among the vendor's). Every binding
 // lies within the allowed CPUs and is never empty while they are not. With
 // BindNone, each is the "numa" binding, as a hint of where it would go.
-// Threads is how many cores the worker has to itself (OMP_NUM_THREADS),
-// 0 with BindNone.
+// Threads is how many cores the worker has to itself (its share where
+// workers share them), 0 with BindNone.
 func Bind(t *Topology, vendor string, mode Mode, gpus [][]int) []Binding {
 	out := make([]Binding, len(gpus))
 	for i, g := range gpus {

@@ -4549,8 +4549,8 @@ type WorkerBinding struct {
 	// mode is the job's binding mode ("none", "numa", "socket", "cores"); with
 	// none, cpus are those a numa binding would give, as a hint.
 	Mode string `protobuf:"bytes,9,opt,name=mode,proto3" json:"mode,omitempty"`
-	// threads is how many cores the worker has to itself (OMP_NUM_THREADS
-	// follows it unless set); 0 when nothing is bound.
+	// threads is how many cores the worker has to itself (its share where
+	// workers share cores); 0 when nothing is bound.
 	Threads int32 `protobuf:"varint,10,opt,name=threads,proto3" json:"threads,omitempty"`
 	// memory_nodes are the NUMA nodes its memory is preferred on, empty when
 	// its memory policy was left alone.
