@@ -242,28 +242,36 @@ func TestReplicaRecoversAloneAfterItsQuorumIsLost(t *testing.T) {
 	testwait.Until(t, 20*time.Second, "the added replica holds node w1", func() bool { return len(fresh.store.Nodes()) == 1 })
 }
 
-// A job's assignment still queued when its leader died is sent again by the
-// next leader when the node's agent, which never had it, registers there:
-// the same round, the same NCCL unique ID.
-func TestNewLeaderSendsALostAssignmentAgain(t *testing.T) {
+// startedOnFirstLeader starts three replicas, registers node w1 with the
+// first leader and submits a one-node job there, up to its queued start.
+type startedOnFirstLeader struct {
+	rs      []*testReplica
+	first   *testReplica
+	node    *musterv1.Node
+	session string
+	job     string
+	start   *musterv1.Assignment
+}
+
+func startOnFirstLeader(t *testing.T) startedOnFirstLeader {
+	t.Helper()
 	addrs := freeAddrs(t, 3)
-	var rs []*testReplica
+	var f startedOnFirstLeader
 	for _, a := range addrs {
 		r := startReplica(t, a, addrs, t.TempDir(), "tok")
 		t.Cleanup(r.close)
-		rs = append(rs, r)
+		f.rs = append(f.rs, r)
 	}
-	first := leaderOf(t, rs)
-	info := &musterv1.Node{Name: "w1", Addr: "10.0.0.9", Rank: -1}
-	session, err := first.store.Register(info, "key-w1", nil, nil)
-	if err != nil {
+	f.first = leaderOf(t, f.rs)
+	f.node = &musterv1.Node{Name: "w1", Addr: "10.0.0.9", Rank: -1}
+	var err error
+	if f.session, err = f.first.store.Register(f.node, "key-w1", nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	job, err := first.store.Submit(&musterv1.JobSpec{Argv: [][]byte{[]byte("x")}, Nnodes: 1, Nproc: 1}, nil, "")
-	if err != nil {
+	if f.job, err = f.first.store.Submit(&musterv1.JobSpec{Argv: [][]byte{[]byte("x")}, Nnodes: 1, Nproc: 1}, nil, ""); err != nil {
 		t.Fatal(err)
 	}
-	out, _, err := first.store.Commands(session)
+	out, _, err := f.first.store.Commands(f.session)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,30 +281,44 @@ func TestNewLeaderSendsALostAssignmentAgain(t *testing.T) {
 			round = r.GetRoundId()
 		}
 	}
-	if err := first.store.PortsReserved(session, round, []int32{29500, 29501}, ""); err != nil {
+	if err := f.first.store.PortsReserved(f.session, round, []int32{29500, 29501}, ""); err != nil {
 		t.Fatal(err)
 	}
-	var lost *musterv1.Assignment
 	for _, c := range out.Take() {
 		if a := c.GetStart(); a != nil {
-			lost = a
+			f.start = a
 		}
 	}
-	if lost == nil || lost.GetJobId() != job {
-		t.Fatalf("the first leader queued no start of job %s", job)
+	if f.start == nil || f.start.GetJobId() != f.job {
+		t.Fatalf("the first leader queued no start of job %s", f.job)
 	}
-	first.close()
+	return f
+}
+
+// nextLeader closes the first leader, with what it queued unsent, and waits
+// for another.
+func (f startedOnFirstLeader) nextLeader(t *testing.T) *testReplica {
+	t.Helper()
+	f.first.close()
 	var rest []*testReplica
-	for _, r := range rs {
-		if r != first {
+	for _, r := range f.rs {
+		if r != f.first {
 			rest = append(rest, r)
 		}
 	}
-	next := leaderOf(t, rest)
-	if _, err := next.store.Register(info, "key-w1", nil, nil); err != nil {
+	return leaderOf(t, rest)
+}
+
+// A job's assignment still queued when its leader died is sent again by the
+// next leader when the node's agent, which never had it, registers there:
+// the same round, the same NCCL unique ID.
+func TestNewLeaderSendsALostAssignmentAgain(t *testing.T) {
+	f := startOnFirstLeader(t)
+	next := f.nextLeader(t)
+	if _, err := next.store.Register(f.node, "key-w1", nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	out, _, err = next.store.Commands(session)
+	out, _, err := next.store.Commands(f.session)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,69 +328,31 @@ func TestNewLeaderSendsALostAssignmentAgain(t *testing.T) {
 			again = a
 		}
 	}
-	if again == nil || again.GetRoundId() != lost.GetRoundId() || !bytes.Equal(again.GetNcclUniqueId(), lost.GetNcclUniqueId()) {
-		t.Fatalf("the new leader's start: %v, want the lost one again: %v", again, lost)
+	if again == nil || again.GetRoundId() != f.start.GetRoundId() || !bytes.Equal(again.GetNcclUniqueId(), f.start.GetNcclUniqueId()) {
+		t.Fatalf("the new leader's start: %v, want the lost one again: %v", again, f.start)
 	}
 }
 
 // A stop still queued when its leader died is sent again by the next
 // leader when the node's agent registers there reporting the job.
 func TestNewLeaderSendsALostStopAgain(t *testing.T) {
-	addrs := freeAddrs(t, 3)
-	var rs []*testReplica
-	for _, a := range addrs {
-		r := startReplica(t, a, addrs, t.TempDir(), "tok")
-		t.Cleanup(r.close)
-		rs = append(rs, r)
-	}
-	first := leaderOf(t, rs)
-	info := &musterv1.Node{Name: "w1", Addr: "10.0.0.9", Rank: -1}
-	session, err := first.store.Register(info, "key-w1", nil, nil)
-	if err != nil {
+	f := startOnFirstLeader(t)
+	if _, err := f.first.store.Cancel(f.job, false, "cancelled", 130); err != nil {
 		t.Fatal(err)
 	}
-	job, err := first.store.Submit(&musterv1.JobSpec{Argv: [][]byte{[]byte("x")}, Nnodes: 1, Nproc: 1}, nil, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, _, _ := first.store.Commands(session)
-	var round string
-	for _, c := range out.Take() {
-		if r := c.GetReservePorts(); r != nil {
-			round = r.GetRoundId()
-		}
-	}
-	if err := first.store.PortsReserved(session, round, []int32{29500, 29501}, ""); err != nil {
-		t.Fatal(err)
-	}
-	var asg *musterv1.Assignment
-	for _, c := range out.Take() {
-		if a := c.GetStart(); a != nil {
-			asg = a
-		}
-	}
-	if _, err := first.store.Cancel(job, false, "cancelled", 130); err != nil {
-		t.Fatal(err)
-	}
-	first.close() // with the stop unsent
-	var rest []*testReplica
-	for _, r := range rs {
-		if r != first {
-			rest = append(rest, r)
-		}
-	}
-	next := leaderOf(t, rest)
-	report := &musterv1.RunningJob{JobId: job, RoundId: asg.GetRoundId(), Spec: asg.GetSpec(), NodeRank: 0, Nnodes: 1, Nproc: 1,
+	next := f.nextLeader(t)
+	asg := f.start
+	report := &musterv1.RunningJob{JobId: f.job, RoundId: asg.GetRoundId(), Spec: asg.GetSpec(), NodeRank: 0, Nnodes: 1, Nproc: 1,
 		WorldSize: 1, JobToken: asg.GetJobToken(), Ranks: []*musterv1.RankState{{Rank: 0}}}
-	if _, err := next.store.Register(info, "key-w1", []*musterv1.RunningJob{report}, nil); err != nil {
+	if _, err := next.store.Register(f.node, "key-w1", []*musterv1.RunningJob{report}, nil); err != nil {
 		t.Fatal(err)
 	}
-	out, _, _ = next.store.Commands(session)
+	out, _, _ := next.store.Commands(f.session)
 	stopped := false
 	for _, c := range out.Take() {
-		stopped = stopped || c.GetStop().GetJobId() == job
+		stopped = stopped || c.GetStop().GetJobId() == f.job
 	}
 	if !stopped {
-		t.Fatalf("the new leader did not send job %s's stop again", job)
+		t.Fatalf("the new leader did not send job %s's stop again", f.job)
 	}
 }
