@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
 	"github.com/musterhq/muster/security"
 	"github.com/musterhq/muster/tcpstore"
+	"github.com/musterhq/muster/testwait"
 )
 
 // scrape gets /metrics and parses it with Prometheus' own text parser.
@@ -239,17 +241,13 @@ func TestMetricsAndProbes(t *testing.T) {
 	}
 	want := map[string]float64{"muster_agent_jobs": 1, "muster_tcpstore_servers": 1, "muster_tcpstore_connections": 1, "muster_tcpstore_keys": 1}
 	got := map[string]float64{}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		for family := range want {
-			got[family] = sum(family)
-		}
-		if maps.Equal(got, want) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("while one job runs, its TCPStore holding a connection and a key, the nodes report %v, want %v", got, want)
-		}
-	}
+	testwait.UntilShowing(t, 10*time.Second, fmt.Sprintf("the nodes to report %v while one job runs, its TCPStore holding a connection and a key", want),
+		func() bool {
+			for family := range want {
+				got[family] = sum(family)
+			}
+			return maps.Equal(got, want)
+		}, func() string { return fmt.Sprint(got) })
 	fams = scrape(t, head.MetricsAddr())
 	if v, _ := value(fams, "muster_jobs", "state", "running"); v != 1 {
 		t.Errorf("muster_jobs{state=running} = %v while the job runs, want 1", v)

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/musterhq/muster/rendezvous"
 	"github.com/musterhq/muster/rendezvous/rendezvoustest"
 	"github.com/musterhq/muster/security"
+	"github.com/musterhq/muster/testwait"
 )
 
 const testToken = "0123456789abcdef0123456789abcdef"
@@ -60,7 +62,7 @@ func TestStoreFoundThroughGossip(t *testing.T) {
 	nodes := newCluster(t, 3)
 	c := rendezvoustest.NewClient(t, nodes[0].Store(), security.Security{})
 	var names []string
-	for deadline := time.Now().Add(10 * time.Second); len(names) != 3 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	testwait.Until(t, 10*time.Second, "three nodes alive in the store", func() bool {
 		resp, err := c.ListNodes(context.Background(), &musterv1.ListNodesRequest{})
 		if err != nil {
 			t.Fatal(err)
@@ -71,7 +73,8 @@ func TestStoreFoundThroughGossip(t *testing.T) {
 				names = append(names, n.Node.Name)
 			}
 		}
-	}
+		return len(names) == 3
+	})
 	if strings.Join(names, " ") != "n0 n1 n2" {
 		t.Fatalf("registered and alive: %v", names)
 	}
@@ -176,11 +179,8 @@ func TestFreeGPUsGossiped(t *testing.T) {
 	}
 	waitFor := func(want int) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); free() != want; time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("n1 sees %d GPUs free on n0, want %d", free(), want)
-			}
-		}
+		testwait.UntilShowing(t, 10*time.Second, fmt.Sprintf("n1 to see %d GPUs free on n0", want),
+			func() bool { return free() == want }, func() string { return fmt.Sprint(free(), " free") })
 	}
 	waitFor(2)
 	c := rendezvoustest.NewClient(t, head.Store(), security.Security{})
