@@ -115,6 +115,8 @@ type Agent struct {
 	// topo is the node's topology, read once at start: each worker's
 	// binding is computed from it. Nil when not read (tests).
 	topo *topology.Topology
+	// cores is what running rounds' workers hold with --cpu-bind cores.
+	cores heldCores
 	// rankLogs keeps the jobs' ranks' output; nil when none is kept.
 	rankLogs    *ranklog.Store
 	rankLogsErr error  // why rankLogs is nil, when it was asked for

@@ -38,13 +38,13 @@ type workerBinding struct {
 // gpus[i] are worker i's GPUs (indices among the node's). With
 // topology.BindNone nothing is bound and each report gives the CPUs a
 // "numa" binding would.
-func bindingsOf(t *topology.Topology, mode topology.Mode, gpus [][]int) []workerBinding {
+func bindingsOf(t *topology.Topology, mode topology.Mode, gpus [][]int, busy topology.CPUSet) []workerBinding {
 	out := make([]workerBinding, len(gpus))
 	if t == nil {
 		return out
 	}
 	vendor := gpuVendor(t)
-	bound := topology.Bind(t, vendor, mode, gpus)
+	bound := topology.Bind(t, vendor, mode, gpus, busy)
 	for i, g := range gpus {
 		b := &musterv1.WorkerBinding{}
 		out[i].report = b

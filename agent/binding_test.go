@@ -122,7 +122,7 @@ func TestBindingOf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := bindingsOf(tt.topo, topology.BindNone, [][]int{tt.gpus})[0].report
+			got := bindingsOf(tt.topo, topology.BindNone, [][]int{tt.gpus}, nil)[0].report
 			if proto.Size(got) > jobspec.MaxBindingBytes {
 				t.Errorf("%d bytes, more than %d", proto.Size(got), jobspec.MaxBindingBytes)
 			}
@@ -138,7 +138,7 @@ func TestBindingOf(t *testing.T) {
 			}
 		})
 	}
-	if bindingsOf(nil, topology.BindNone, [][]int{{0}})[0].report != nil {
+	if bindingsOf(nil, topology.BindNone, [][]int{{0}}, nil)[0].report != nil {
 		t.Error("a binding without a topology")
 	}
 }
@@ -158,13 +158,13 @@ func TestBindingsOfAMode(t *testing.T) {
 	topo.Cores = nil // one CPU a core
 	topo.NICs = []topology.NIC{{Name: "mlx5_0", Kind: topology.NICRDMA, Port: 1}, {Name: "mlx5_2", Kind: topology.NICRDMA, Port: 1}}
 	gpus := [][]int{{0}, {1}, {2}}
-	none := bindingsOf(topo, topology.BindNone, gpus)
+	none := bindingsOf(topo, topology.BindNone, gpus, nil)
 	for i, b := range none {
 		if b.cpus != nil || b.memory != nil || b.ucxDevice != "" || b.report.GetThreads() != 0 || b.report.GetMode() != "" {
 			t.Errorf("none, worker %d: %+v, want nothing bound", i, b)
 		}
 	}
-	cores := bindingsOf(topo, topology.BindCores, gpus)
+	cores := bindingsOf(topo, topology.BindCores, gpus, nil)
 	want := []struct {
 		cpus   string
 		memory []int

@@ -20,7 +20,7 @@ import (
 // undone once, last first.
 func TestJobEndUndoesEveryStep(t *testing.T) {
 	// The steps that have an undo, last first.
-	all := []string{"pipes and PMI sockets", "PMI service", "log files", "cgroups", "stdin", "job directory", "ports"}
+	all := []string{"pipes and PMI sockets", "PMI service", "log files", "cgroups", "commands", "stdin", "job directory", "ports"}
 	cancel := func(t *testing.T, tc *agenttest.Cluster, job string) {
 		if _, err := tc.Client.Cancel(context.Background(), &musterv1.CancelRequest{JobId: job, Reason: "test"}); err != nil {
 			t.Fatal(err)

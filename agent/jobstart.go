@@ -54,7 +54,8 @@ func (js *jobStart) steps() []step {
 		// Its files are in the job directory, whose undo takes them.
 		{name: "hostfile", do: js.writeRoster},
 		{name: "stdin", do: js.openStdin, undo: js.closeStdin},
-		{name: "commands", do: js.planWorkers},
+		// The commands hold their workers' cores (--cpu-bind cores) until the job's end.
+		{name: "commands", do: js.planWorkers, undo: js.releaseCores},
 		// In the job directory too.
 		{name: "heartbeat files", do: js.makeHeartbeats},
 		{name: "cgroups", do: js.makeCgroups, undo: js.removeCgroups},

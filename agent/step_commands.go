@@ -109,5 +109,10 @@ func (js *jobStart) bindings(in envprop.Input) []workerBinding {
 		in.LocalRank = l
 		gpus[l] = in.LocalGPUs()
 	}
-	return bindingsOf(js.a.topo, mode, gpus)
+	return js.a.cores.bind(js.asg.GetRoundId(), func(busy topology.CPUSet) []workerBinding {
+		return bindingsOf(js.a.topo, mode, gpus, busy)
+	})
 }
+
+// releaseCores lets go of the cores the round's workers were bound to.
+func (js *jobStart) releaseCores() { js.a.cores.release(js.asg.GetRoundId()) }

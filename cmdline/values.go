@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -343,9 +344,16 @@ func (r *Ranks) Below(n int64) bool {
 
 // Choice is a flag whose values another package parses, keeping its
 // canonical name: --cpu-bind takes torchrun's names for muster's modes.
+// Given twice on the command line (by two of its names, say), the values
+// must agree: neither silently wins.
 type Choice struct {
 	value string
 	parse func(string) (string, error)
+	given string // the first value the command line gave, "" before one
+	// env is the environment variable the flag also reads; its value,
+	// applied first, gives way to the command line's.
+	env     string
+	envRead bool
 }
 
 // NewChoice returns a choice flag value of def, parsed by parse.
@@ -353,12 +361,25 @@ func NewChoice(def string, parse func(string) (string, error)) *Choice {
 	return &Choice{value: def, parse: parse}
 }
 
+// ReadsEnv names the environment variable the flag also reads (WithEnv).
+func (c *Choice) ReadsEnv(name string) *Choice {
+	c.env = name
+	return c
+}
+
 func (c *Choice) Set(s string) error {
 	v, err := c.parse(s)
 	if err != nil {
 		return err
 	}
-	c.value = v
+	if c.given == "" && c.env != "" && !c.envRead && os.Getenv(c.env) == s {
+		c.value, c.envRead = v, true
+		return nil
+	}
+	if c.given != "" && v != c.value {
+		return fmt.Errorf("%q and %q disagree: give one", c.given, s)
+	}
+	c.value, c.given = v, s
 	return nil
 }
 

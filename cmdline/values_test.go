@@ -411,4 +411,28 @@ func TestChoice(t *testing.T) {
 	if err := c.Set("b"); err == nil || c.String() != "a" {
 		t.Errorf("Set(b): %q, %v; want an error and the value kept", c, err)
 	}
+	if err := c.Set("a"); err != nil || c.String() != "a" {
+		t.Errorf("Set(a) again, by another name: %q, %v; want it taken", c, err)
+	}
+	if err := NewChoice("none", parse).Set("a"); err != nil {
+		t.Fatal(err)
+	}
+	twice := NewChoice("none", parse)
+	if err := twice.Set("alpha"); err != nil {
+		t.Fatal(err)
+	}
+	if err := twice.Set("none"); err == nil || twice.String() != "a" {
+		t.Errorf("a second, other value: %q, %v; want an error and the first kept", twice, err)
+	}
+	// The environment's value is applied first and gives way to the command line's.
+	t.Setenv("CHOICE_TEST", "alpha")
+	env := NewChoice("none", func(s string) (string, error) { return s, nil }).ReadsEnv("CHOICE_TEST")
+	for _, s := range []string{"alpha", "beta"} {
+		if err := env.Set(s); err != nil {
+			t.Fatalf("Set(%s): %v", s, err)
+		}
+	}
+	if env.String() != "beta" {
+		t.Errorf("the command line's value after the environment's: %q, want beta", env)
+	}
 }

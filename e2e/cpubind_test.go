@@ -1,14 +1,18 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/musterhq/muster/testfixture"
+	"github.com/musterhq/muster/testwait"
 	"github.com/musterhq/muster/topology"
 )
 
@@ -104,6 +108,38 @@ func TestJobShowsBindings(t *testing.T) {
 	}
 	if !slices.Equal(ranks, []string{"0", "1"}) {
 		t.Errorf("launcher jobs %s: worker lines for ranks %v, want 0 and 1:\n%s%s", job, ranks, one.stdout, one.stderr)
+	}
+}
+
+// A job bound with cores beside another on the same agent takes cores the
+// other does not hold where there are any; where there are none it shares
+// them and its report says so, until the other job ends.
+func TestCoresBesideAnotherJob(t *testing.T) {
+	t.Parallel()
+	host := startAgentAt(t, "127.0.0.1:"+strconv.Itoa(testfixture.FreePort(t)), []string{"--name", "beside"})
+	dir := t.TempDir()
+	up, done := filepath.Join(dir, "up"), filepath.Join(dir, "go")
+	first, out, errb := launcher(t, nil, "run", "--cluster", host.addr, "--nproc", "1", "--cpu-bind", "cores", "--",
+		"sh", "-c", fmt.Sprintf("touch %s; while [ ! -e %s ]; do sleep 0.05; done", up, done))
+	testwait.UntilShowing(t, 30*time.Second, "the first job's worker to start", func() bool {
+		_, err := os.Stat(up)
+		return err == nil
+	}, func() string { return processTree(first.Process.Pid) })
+	const shared = "cores shared with another job's workers"
+	// One worker takes every core of its binding: the next job has none free.
+	beside := runLauncher(t, "run", "--cluster", host.addr, "--nproc", "1", "--cpu-bind", "cores", "--report-bindings", "--", "true")
+	if beside.code != 0 || !strings.Contains(beside.stderr, shared) {
+		t.Errorf("a job beside a bound one: exit %d, stderr %q; want 0 and a report saying %q", beside.code, beside.stderr, shared)
+	}
+	if err := os.WriteFile(done, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, first, out, errb); r.code != 0 {
+		t.Fatalf("first job: exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	after := runLauncher(t, "run", "--cluster", host.addr, "--nproc", "1", "--cpu-bind", "cores", "--report-bindings", "--", "true")
+	if after.code != 0 || strings.Contains(after.stderr, shared) || !strings.Contains(after.stderr, "bound: cores") {
+		t.Errorf("a job after it ended: exit %d, stderr %q; want 0 and cores of its own", after.code, after.stderr)
 	}
 }
 

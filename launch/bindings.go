@@ -2,6 +2,7 @@ package launch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/musterhq/muster/jobspec"
@@ -27,8 +28,12 @@ func (f *follower) reportBinding(ctx context.Context, s *musterv1.WorkerStarted)
 }
 
 // ParseCPUBind parses --cpu-bind (or torchrun's --numa-binding) into the
-// mode a job spec carries: "" for none.
+// mode a job spec carries: "" for none. An empty value is refused: an unset
+// variable in a script would otherwise run the job unbound unnoticed.
 func ParseCPUBind(s string) (string, error) {
+	if s == "" {
+		return "", errors.New("an empty mode: want none, numa, socket or cores")
+	}
 	m, err := topology.ParseMode(s)
 	if err != nil || m == topology.BindNone {
 		return "", err

@@ -53,8 +53,9 @@ func ParseMode(s string) (Mode, error) {
 // lies within the allowed CPUs and is never empty while they are not. With
 // BindNone, each is the "numa" binding, as a hint of where it would go.
 // Threads is how many cores the worker has to itself (its share where
-// workers share them), 0 with BindNone.
-func Bind(t *Topology, vendor string, mode Mode, gpus [][]int) []Binding {
+// workers share them), 0 with BindNone. busy are the CPUs other jobs'
+// workers hold with BindCores: cores binds elsewhere while cores are free.
+func Bind(t *Topology, vendor string, mode Mode, gpus [][]int, busy CPUSet) []Binding {
 	out := make([]Binding, len(gpus))
 	for i, g := range gpus {
 		out[i] = NUMABinding(t, vendor, g)
@@ -65,7 +66,7 @@ func Bind(t *Topology, vendor string, mode Mode, gpus [][]int) []Binding {
 			out[i] = socketBinding(t, out[i])
 		}
 	case BindCores:
-		splitCores(t, out)
+		splitCores(t, out, busy)
 		return out
 	case BindNUMA:
 	default:
@@ -101,10 +102,11 @@ func socketBinding(t *Topology, b Binding) Binding {
 }
 
 // splitCores gives the workers sharing one numa binding disjoint cores of
-// it, a fair share each. Narrower sets choose first, so that a worker whose
-// GPUs span NUMA nodes takes what the others leave. When a set has fewer
-// free cores than workers, they share its cores, with a note.
-func splitCores(t *Topology, out []Binding) {
+// it, a fair share each, away from the busy CPUs of other jobs. Narrower
+// sets choose first, so that a worker whose GPUs span NUMA nodes takes what
+// the others leave. When a set has fewer free cores than workers, they
+// share cores, with a note: other jobs' first, then their own.
+func splitCores(t *Topology, out []Binding, busy CPUSet) {
 	groups := map[string][]int{}
 	var keys []string
 	for i, b := range out {
@@ -129,10 +131,14 @@ func splitCores(t *Topology, out []Binding) {
 			}
 		}
 		note := ""
-		if len(free) < len(workers) {
+		if own := withoutBusy(free, busy); len(own) >= len(workers) {
+			free = own
+		} else if len(free) >= len(workers) {
+			note = "cores shared with another job's workers"
+		} else {
 			free = all
 			if len(free) < len(workers) {
-				note = fmt.Sprintf("%d workers share %d cores", len(workers), len(free))
+				note = fmt.Sprintf("%d workers share %d core%s", len(workers), len(free), map[bool]string{true: "s"}[len(free) != 1])
 			} else {
 				note = "cores shared with workers whose GPUs span NUMA nodes"
 			}
@@ -159,6 +165,17 @@ func splitCores(t *Topology, out []Binding) {
 			out[w].Note = joinNotes(strings.Replace(out[w].Note, "all allowed CPUs", "a share of the allowed CPUs", 1), note)
 		}
 	}
+}
+
+// withoutBusy is the cores that hold none of the busy CPUs.
+func withoutBusy(cores []CPUSet, busy CPUSet) []CPUSet {
+	var out []CPUSet
+	for _, c := range cores {
+		if len(c.Intersect(busy)) == 0 {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // coresOf is the cores (SMT sibling groups) of set, each cut to set; one

@@ -103,7 +103,7 @@ func TestBind(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Bind(tt.topo, VendorNVIDIA, tt.mode, tt.gpus)
+			got := Bind(tt.topo, VendorNVIDIA, tt.mode, tt.gpus, nil)
 			if len(got) != len(tt.want) {
 				t.Fatalf("%d bindings, want %d", len(got), len(tt.want))
 			}
@@ -111,6 +111,38 @@ func TestBind(t *testing.T) {
 				w := tt.want[i]
 				if b.CPUs.String() != w.cpus || b.Threads != w.threads || (w.note == "") != (b.Note == "") || !strings.Contains(b.Note, w.note) {
 					t.Errorf("worker %d: CPUs %s, %d threads, note %q; want %s, %d, one saying %q", i, b.CPUs, b.Threads, b.Note, w.cpus, w.threads, w.note)
+				}
+			}
+		})
+	}
+}
+
+// cores binds a job away from the cores other jobs' workers hold while
+// enough are free, and shares theirs, saying so, when not.
+func TestBindAvoidsOtherJobs(t *testing.T) {
+	dgx := Read(dgxH100(t, "0-223", "/", "0-223"))
+	smt := Read(smtNode(t))
+	for _, tt := range []struct {
+		name string
+		topo *Topology
+		gpus [][]int
+		busy string
+		cpus []string
+		note string
+	}{
+		{"free cores left: none shared", dgx, [][]int{{0}, {1}}, "0-13,112-125", []string{"14-34,126-146", "35-55,147-167"}, ""},
+		{"one CPU of a core is enough to leave it", smt, [][]int{{0}}, "0", []string{"1-3,5-7"}, ""},
+		{"every core busy: shared, with a note", smt, [][]int{{0}, {0}}, "0-7", []string{"0-1,4-5", "2-3,6-7"}, "cores shared with another job's workers"},
+		{"too few free: shared, with a note", smt, [][]int{{0}, {0}}, "0-2,4-6", []string{"0-1,4-5", "2-3,6-7"}, "cores shared with another job's workers"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			busy, err := ParseCPUList(tt.busy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, b := range Bind(tt.topo, VendorNVIDIA, BindCores, tt.gpus, busy) {
+				if b.CPUs.String() != tt.cpus[i] || (tt.note == "") != !strings.Contains(b.Note, "another job") || !strings.Contains(b.Note, tt.note) {
+					t.Errorf("worker %d: CPUs %s, note %q; want %s, a note saying %q", i, b.CPUs, b.Note, tt.cpus[i], tt.note)
 				}
 			}
 		})
@@ -128,7 +160,7 @@ func TestBindStaysAllowed(t *testing.T) {
 				for i := range gpus {
 					gpus[i] = []int{i % max(1, len(topo.GPUs))}
 				}
-				for i, b := range Bind(topo, VendorNVIDIA, mode, gpus) {
+				for i, b := range Bind(topo, VendorNVIDIA, mode, gpus, nil) {
 					if len(b.CPUs) == 0 || len(b.CPUs.Intersect(topo.Allowed)) != len(b.CPUs) {
 						t.Errorf("%s %s %d workers: worker %d bound to %s, allowed %s", name, mode, n, i, b.CPUs, topo.Allowed)
 					}

@@ -56,7 +56,7 @@ func runCommand() *cli.Command {
 		hangFirst:      cmdline.NewDuration(0),
 		forward:        cmdline.NewSignals(jobspec.DefaultForwardSignals),
 		storeReplicas:  cmdline.NewCount(0, 0, 5),
-		cpuBind:        cmdline.NewChoice("", launch.ParseCPUBind),
+		cpuBind:        cmdline.NewChoice("", launch.ParseCPUBind).ReadsEnv("MUSTER_CPU_BIND"),
 	}
 	return &cli.Command{
 		Name:      "run",
