@@ -74,7 +74,7 @@ func unwrapExecError(err error) error {
 // cannot run. A script whose #! line names a missing program, or a binary
 // whose ELF interpreter is missing, fails with ENOENT as if it were missing
 // itself: the message names what is really missing.
-func startError(argv0 string, err error) exitStatus {
+func startError(argv0, dir string, err error) exitStatus {
 	code, why := 126, ""
 	var ee *exec.Error
 	var pe *fs.PathError
@@ -98,7 +98,7 @@ func startError(argv0 string, err error) exitStatus {
 				why = m
 			}
 		case errors.Is(pe.Err, syscall.EACCES):
-			why = "permission denied"
+			why = deniedWhy(pe.Path, dir)
 		case errors.Is(pe.Err, syscall.ENOEXEC):
 			why = "not a program this machine runs, nor a script with a #! line"
 		default:
@@ -111,6 +111,18 @@ func startError(argv0 string, err error) exitStatus {
 		why = err.Error()
 	}
 	return exitStatus{code: code, err: validText(fmt.Sprintf("cannot start %s: %s", showPath(argv0), why))}
+}
+
+// deniedWhy says what a refused exec of path was refused: the file, when no
+// one may execute it, else entering dir too, which the kernel refuses alike.
+func deniedWhy(path, dir string) string {
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 == 0 {
+		return "permission denied: not an executable file"
+	}
+	if dir != "" {
+		return fmt.Sprintf("permission denied, to enter its working directory %s as the job's user or to run it", showPath(dir))
+	}
+	return "permission denied"
 }
 
 // missingInterpreter names the missing interpreter of the program at path,

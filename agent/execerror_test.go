@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/musterhq/muster/supervise"
@@ -43,6 +44,7 @@ func TestStartErrorNamesWhatIsMissing(t *testing.T) {
 		{"missing file", "./missing.sh", nil, 127, "cannot start ./missing.sh: no such file"},
 		{"not in PATH", "surely-no-such-program", []string{"PATH=" + dir}, 127, "cannot start surely-no-such-program: no such program in PATH"},
 		{"not a program", "./data", nil, 126, "cannot start ./data: not a program this machine runs, nor a script with a #! line"},
+		{"not executable", "./private.sh", nil, 126, "cannot start ./private.sh: permission denied: not an executable file"},
 		{"relative to the working directory", "./ok.sh", nil, 0, ""},
 	}
 	for _, tt := range tests {
@@ -101,9 +103,9 @@ func tryStart(t *testing.T, ws workerSpec) exitStatus {
 	t.Helper()
 	path, err := lookPath(ws.argv[0], ws.dir, ws.env)
 	if err != nil {
-		return startError(ws.argv[0], err)
+		return startError(ws.argv[0], "", err)
 	}
-	g, err := supervise.Start(supervise.Spec{Workers: []supervise.Worker{{Path: path, Argv: ws.argv, Env: ws.env, Dir: ws.dir}}})
+	g, err := supervise.Start(supervise.Spec{Workers: []supervise.Worker{{Path: path, Argv: ws.argv, Env: ws.env, Dir: ws.dir, Cred: ws.cred}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,10 +113,28 @@ func tryStart(t *testing.T, ws workerSpec) exitStatus {
 	for ev := range g.Events() {
 		switch ev.Kind {
 		case supervise.StartFailed:
-			st = execError(ws.argv[0], path, ev.Err)
+			st = execError(ws.argv[0], path, ws.dir, ev.Err)
 		case supervise.Exited:
 			st = exitStatus{code: ev.Code, signal: ev.Signal}
 		}
 	}
 	return st
+}
+
+// A working directory the job's user may not enter is named, not blamed on
+// the program: the agent, as root, sees it exist.
+func TestStartErrorNamesARefusedWorkdir(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to run a worker as another user")
+	}
+	dir := filepath.Join(t.TempDir(), "private")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	st := tryStart(t, workerSpec{argv: []string{"true"}, env: []string{"PATH=/usr/bin:/bin"}, dir: dir,
+		cred: &syscall.Credential{Uid: 65534, Gid: 65534}})
+	want := "cannot start true: permission denied, to enter its working directory " + dir + " as the job's user or to run it"
+	if st.code != 126 || st.err != want {
+		t.Fatalf("code %d, %q\nwant 126, %q", st.code, st.err, want)
+	}
 }

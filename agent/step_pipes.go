@@ -37,7 +37,7 @@ func (js *jobStart) makePipes() error {
 		}
 		path, err := p.path, p.err
 		if err != nil {
-			w.exit <- startError(ws.argv[0], err)
+			w.exit <- startError(ws.argv[0], "", err)
 			outW.Close()
 			errW.Close()
 			if ws.stdin != nil {

@@ -173,7 +173,7 @@ func (s *Supervisor) run(ctx context.Context, js *jobStart) {
 		}
 		st := exitStatus{code: ev.Code, signal: ev.Signal}
 		if ev.Kind == supervise.StartFailed {
-			st = execError(w.plan.spec.argv[0], w.path, ev.Err)
+			st = execError(w.plan.spec.argv[0], w.path, w.plan.spec.dir, ev.Err)
 		} else {
 			st.facts = w.facts(s.xids)
 		}
@@ -252,9 +252,9 @@ func closeReaders(workers []*worker) {
 	}
 }
 
-// execError is a worker's failure to exec path, as its shim reported it.
-func execError(argv0, path string, err error) exitStatus {
-	return startError(argv0, &fs.PathError{Op: "fork/exec", Path: path, Err: err})
+// execError is a worker's failure to exec path in dir, as its shim reported it.
+func execError(argv0, path, dir string, err error) exitStatus {
+	return startError(argv0, dir, &fs.PathError{Op: "fork/exec", Path: path, Err: err})
 }
 
 // exited reports a worker's end, and why its --log-dir file misses output
