@@ -67,7 +67,8 @@ func TestNodeCordon(t *testing.T) {
 	testwait.Until(t, 20*time.Second, "the wait to name the cordon", func() bool {
 		return strings.Contains(errb.String(), "muster: waiting for nodes: 2 of 3 ready (a, c); 1 missing; not usable: node b is cordoned")
 	})
-	if r := runLauncher(t, "nodes", "uncordon", "--cluster", host.addr, "b"); r.code != 0 || r.stdout != "node b uncordoned\n" {
+	// --cluster given to nodes, before its command, is heard as well.
+	if r := runLauncher(t, "nodes", "--cluster", host.addr, "uncordon", "b"); r.code != 0 || r.stdout != "node b uncordoned\n" {
 		t.Fatalf("uncordon: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	done := make(chan error, 1)

@@ -33,13 +33,25 @@ func clusterFlags(required bool) []cli.Flag {
 // replicated store's replicas), else an agent serving a socket on this
 // machine, else none.
 func clusterAddrs(c *cli.Context) ([]string, error) {
-	addrs, err := launch.ClusterAddrs(c.String("cluster"), security.FindLocalAgent)
+	addrs, err := launch.ClusterAddrs(given(c, "cluster"), security.FindLocalAgent)
 	return addrs, usageError(c, err)
+}
+
+// given is flag name's value where the command line gave it: on this command
+// or on one it is under (launcher nodes --cluster X cordon NODE), whose own
+// flag urfave/cli would otherwise hide behind this command's unset one.
+func given(c *cli.Context, name string) string {
+	for _, cc := range c.Lineage() {
+		if cc.Command != nil && cc.IsSet(name) {
+			return cc.String(name)
+		}
+	}
+	return c.String(name)
 }
 
 // clusterSecurity is how to authenticate to addr (launch.ClusterSecurity).
 func clusterSecurity(c *cli.Context, addr string) (security.Security, error) {
-	return launch.ClusterSecurity(addr, c.String("token-file"), c.String("tls-ca"))
+	return launch.ClusterSecurity(addr, given(c, "token-file"), given(c, "tls-ca"))
 }
 
 // usageError turns launch's usage errors into the command line's, and
