@@ -172,6 +172,7 @@ type Agent struct {
 
 	gpusChanged chan struct{} // see GPUsChanged
 	connected   atomic.Bool   // registered, its Watch stream in place (Connected)
+	leaving     atomic.Bool   // shutting down: its view of its peers no longer counts (PeerLost)
 	closeOnce   sync.Once
 }
 

@@ -18,6 +18,7 @@ const leaveTimeout = 2 * time.Second
 // the store takes the node out of every round to come, so that its jobs'
 // next rounds form without it, at the cost of one restart.
 func (a *Agent) leave() {
+	a.leaving.Store(true)
 	if !a.client.Connected() {
 		// A store out of reach (gone with its host, say) hears nothing:
 		// waiting for it would only delay the workers' stop.

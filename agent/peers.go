@@ -20,7 +20,9 @@ const reportLossTimeout = 5 * time.Second
 // An agent that cannot reach its store at all stops its workers itself once
 // its lease runs out (fence.go).
 func (a *Agent) PeerLost(loss *musterv1.NodeLoss) {
-	if loss.GetNode() == a.cfg.Name {
+	// Peers that end beside a leaving agent (agent run's other nodes, at
+	// the job's end) are no loss to report: it holds no job of theirs.
+	if loss.GetNode() == a.cfg.Name || a.leaving.Load() {
 		return
 	}
 	loss.Observer = a.cfg.Name

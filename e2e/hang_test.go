@@ -25,6 +25,7 @@ func TestHungPythonRankIsStoppedWithItsStacks(t *testing.T) {
 	if err != nil {
 		t.Skip("python3 not found: the Python stacks of a hung rank need Python")
 	}
+	timedAlone(t)
 	marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-hang", time.Now().UnixNano())
 	logDir := t.TempDir()
 	r := runLauncher(t, "run", "--nproc", "4", "--hang-timeout", "5s", "--hang-first-timeout", "60s", "--log-dir", logDir, "-x", marker, "-x", "HANG_RANK=1",
@@ -92,6 +93,7 @@ func TestHungRankStopsTheJob(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
+			timedAlone(t)
 			marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-hang", time.Now().UnixNano())
 			args := append(append([]string{"run", "--nproc", "3", "--kill-timeout", "1s", "-x", marker}, tt.args...), "--", "sh", "-c", tt.script)
 			r := runLauncher(t, args...)
@@ -227,6 +229,7 @@ func TestHangVerdictByHeartbeats(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
+			timedAlone(t)
 			marker := fmt.Sprintf("MUSTER_E2E_MARK=%d-verdict", time.Now().UnixNano())
 			// A first heartbeat may come late on a loaded machine: that is
 			// not what is tested.

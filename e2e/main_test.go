@@ -43,6 +43,11 @@ func TestMain(m *testing.M) {
 	if !flagGiven("test.parallel") {
 		flag.Set("test.parallel", strconv.Itoa(max(8, 2*runtime.NumCPU())))
 	}
+	// The tests timed against node and hang timeouts run one at a time
+	// (timedAlone), which makes the package longer than go test's default.
+	if !flagGiven("test.timeout") {
+		flag.Set("test.timeout", "30m")
+	}
 	dir, err := os.MkdirTemp("", "muster-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -63,6 +68,23 @@ func TestMain(m *testing.M) {
 	code := testfixture.CheckNoneLeft(m.Run, 10*time.Second)
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// timed is held by each test timed against a node or hang timeout while it
+// runs: two at once, each a cluster of processes, starve each other's
+// heartbeats past those timeouts on a two-CPU machine. Lighter tests still
+// run beside the one that holds it.
+var timed = make(chan struct{}, 1)
+
+// timedAlone makes t wait for timed, and hold it until t ends. Benchmarks
+// run one at a time already.
+func timedAlone(t testing.TB) {
+	t.Helper()
+	if _, ok := t.(*testing.T); !ok {
+		return
+	}
+	timed <- struct{}{}
+	t.Cleanup(func() { <-timed })
 }
 
 func flagGiven(name string) bool {

@@ -61,6 +61,7 @@ func newNetwork(t testing.TB, n int) *network {
 	if os.Geteuid() != 0 {
 		t.Skip("multi-host tests need root for network namespaces")
 	}
+	timedAlone(t)
 	// Names unique to this process and test; interface names stay eth0 and
 	// the host's name, which only have to be unique in their namespace.
 	h := fnv.New32a()
