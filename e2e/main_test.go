@@ -43,11 +43,6 @@ func TestMain(m *testing.M) {
 	if !flagGiven("test.parallel") {
 		flag.Set("test.parallel", strconv.Itoa(max(8, 2*runtime.NumCPU())))
 	}
-	// The tests timed against node and hang timeouts run one at a time
-	// (timedAlone), which makes the package longer than go test's default.
-	if !flagGiven("test.timeout") {
-		flag.Set("test.timeout", "30m")
-	}
 	dir, err := os.MkdirTemp("", "muster-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
