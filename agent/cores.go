@@ -8,7 +8,7 @@ import (
 
 // heldCores is the CPUs each running round's workers on this node are bound
 // to with --cpu-bind cores, so that a job started beside them binds to other
-// cores while there are free ones, as Slurm's exclusive cores do.
+// cores where there are free ones, and says that it shares where not.
 type heldCores struct {
 	mu     sync.Mutex
 	rounds map[string]topology.CPUSet
