@@ -83,8 +83,8 @@ func BenchmarkConcurrentJobs(b *testing.B) {
 // and not one may fail. It runs alone, before the parallel tests: its
 // launches keep every CPU busy for seconds, which would fail the tests that
 // time a pause or a silence against the node timeout. Twenty jobs, the
-// benchmark's, starve a two-CPU machine that also runs another package's
-// tests beside this one past any node timeout (13 s without a gossip ack).
+// benchmark's, starved a two-CPU machine past any node timeout (13 s
+// without a gossip ack).
 func TestNetnsConcurrentJobs(t *testing.T) {
 	concurrentJobs(t, 30, 12, 3)
 }
